@@ -1,0 +1,65 @@
+"""The JSON encoding of events: one encoder and decoder, built once and reused."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import msgspec
+
+from .errors import EventDecodeError
+from .events import Event
+
+__all__ = ["decode_event", "decode_events", "decode_jsonl", "encode_event", "encode_jsonl"]
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(Event)
+_array_decoder = msgspec.json.Decoder(list[Event])
+
+
+def encode_event(event: Event) -> bytes:
+    """Encode one event as compact JSON (the storage and wire format)."""
+    return _encoder.encode(event)
+
+
+def decode_event(data: bytes | str) -> Event:
+    """Decode one event; raise :class:`EventDecodeError` if ``data`` is not a known event."""
+    try:
+        event: Event = _decoder.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise EventDecodeError(str(exc)) from exc
+    return event
+
+
+def decode_events(items: Sequence[bytes]) -> list[Event]:
+    """Decode many encoded events at once (one decoder pass over a joined array)."""
+    if not items:
+        return []
+    try:
+        events: list[Event] = _array_decoder.decode(b"[" + b",".join(items) + b"]")
+        return events
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        # Fall back to one at a time so the error names the offending item.
+        for index, item in enumerate(items, start=1):
+            try:
+                _decoder.decode(item)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                raise EventDecodeError(f"item {index}: {exc}") from exc
+        raise  # pragma: no cover - the joined decode failed, so one item must too
+
+
+def encode_jsonl(events: Iterable[Event]) -> bytes:
+    """Encode events as JSON Lines: one event per line, each line ending in a newline."""
+    return b"".join(_encoder.encode(event) + b"\n" for event in events)
+
+
+def decode_jsonl(data: bytes) -> list[Event]:
+    """Decode JSON Lines; blank lines are skipped, a bad line raises with its line number."""
+    events: list[Event] = []
+    for number, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            events.append(_decoder.decode(line))
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise EventDecodeError(str(exc), line=number) from exc
+    return events

@@ -1,0 +1,163 @@
+"""The exceptions helix-agents raises.
+
+Every error derives from :class:`HelixError`::
+
+    HelixError
+    ├── StoreError                    an event store could not do what was asked
+    │   ├── ConcurrencyConflict       compare-and-append lost: the log moved on
+    │   └── StoreClosedError          the store was used after close()
+    ├── LogError                      a log is not a valid session log
+    │   ├── EventDecodeError          bytes that do not decode to an event (also ValueError)
+    │   └── CorruptLogError           events that do not form a valid log (gap, wrong session...)
+    ├── TransportError                a remote agent could not be reached or failed
+    │   ├── StreamDropError           a stream ended without its end event
+    │   └── RemoteAgentFailedError    the remote agent definitively failed
+    ├── AgentServerError              a server refused a request; carries the protocol ``code``
+    └── UsageError                    the developer called the API wrongly
+        └── InvalidSessionIdError     a session id outside the safe set (also ValueError)
+
+Errors carry their data as attributes and print as one line.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+__all__ = [
+    "AgentServerError",
+    "AgentServerErrorCode",
+    "ConcurrencyConflict",
+    "CorruptLogError",
+    "EventDecodeError",
+    "HelixError",
+    "InvalidSessionIdError",
+    "LogError",
+    "RemoteAgentFailedError",
+    "StoreClosedError",
+    "StoreError",
+    "StreamDropError",
+    "TransportError",
+    "UsageError",
+]
+
+
+class HelixError(Exception):
+    """Root of every error helix-agents raises on purpose."""
+
+
+class StoreError(HelixError):
+    """An event store failed to carry out an operation (I/O, a closed database...)."""
+
+
+class ConcurrencyConflict(StoreError):
+    """Raised by ``append`` when the session's log does not end at ``expected_seq``.
+
+    Nothing of the rejected batch was written. Re-read the log, re-decide, and
+    append again at the new position.
+    """
+
+    def __init__(self, session_id: str, expected_seq: int, actual_seq: int) -> None:
+        self.session_id = session_id
+        self.expected_seq = expected_seq
+        self.actual_seq = actual_seq
+        super().__init__(session_id, expected_seq, actual_seq)
+
+    def __str__(self) -> str:
+        return (
+            f"session {self.session_id!r} ends at seq {self.actual_seq}, "
+            f"not at the expected {self.expected_seq}"
+        )
+
+
+class StoreClosedError(StoreError):
+    """Raised when a store is used after ``close()``."""
+
+    def __str__(self) -> str:
+        return "the event store is closed"
+
+
+class LogError(HelixError):
+    """A session log, or one of its events, is not valid."""
+
+
+class EventDecodeError(LogError, ValueError):
+    """Raised when bytes do not decode to a known event; ``line`` is 1-based when known."""
+
+    def __init__(self, message: str, *, line: int | None = None) -> None:
+        self.message = message
+        self.line = line
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        where = f"line {self.line}: " if self.line is not None else ""
+        return f"{where}{self.message}"
+
+
+class CorruptLogError(LogError):
+    """Raised when events do not form a valid session log (gap, wrong session, no start)."""
+
+
+class TransportError(HelixError):
+    """A remote agent could not be reached, or answered with a failure."""
+
+
+class StreamDropError(TransportError):
+    """A remote stream ended without an ``end`` event; resume from ``last_sequence``."""
+
+    def __init__(self, remote_session_id: str, last_sequence: int) -> None:
+        self.remote_session_id = remote_session_id
+        self.last_sequence = last_sequence
+        super().__init__(remote_session_id, last_sequence)
+
+    def __str__(self) -> str:
+        return (
+            f"stream of remote session {self.remote_session_id!r} dropped "
+            f"after sequence {self.last_sequence}"
+        )
+
+
+class RemoteAgentFailedError(TransportError):
+    """The remote agent definitively failed; ``remote_error`` is its error message."""
+
+    def __init__(self, remote_session_id: str, remote_error: str) -> None:
+        self.remote_session_id = remote_session_id
+        self.remote_error = remote_error
+        super().__init__(remote_session_id, remote_error)
+
+    def __str__(self) -> str:
+        return f"remote session {self.remote_session_id!r} failed: {self.remote_error}"
+
+
+AgentServerErrorCode = Literal[
+    "NOT_FOUND", "ALREADY_RUNNING", "ALREADY_COMPLETED", "INVALID_REQUEST", "INTERNAL_ERROR"
+]
+"""The protocol's error codes (HTTP 404, 409, 409, 400, 500)."""
+
+
+class AgentServerError(HelixError):
+    """Raised by an agent server when it refuses a request; ``code`` is the protocol code."""
+
+    def __init__(self, code: AgentServerErrorCode, message: str) -> None:
+        self.code: AgentServerErrorCode = code
+        self.message = message
+        super().__init__(code, message)
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+class UsageError(HelixError):
+    """The API was called in a way it does not support (a developer mistake)."""
+
+
+class InvalidSessionIdError(UsageError, ValueError):
+    """Raised when a session id is empty, too long, or has characters outside the safe set."""
+
+    def __init__(self, session_id: str, reason: str) -> None:
+        self.session_id = session_id
+        self.reason = reason
+        super().__init__(session_id, reason)
+
+    def __str__(self) -> str:
+        shown = self.session_id if len(self.session_id) <= 40 else self.session_id[:37] + "..."
+        return f"invalid session id {shown!r}: {self.reason}"

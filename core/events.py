@@ -1,0 +1,440 @@
+"""The event catalog: every fact a session log can hold.
+
+A session is an append-only log of these events. Each has the envelope
+``session_id``, ``seq`` (1, 2, 3 ... per session, no gaps) and ``ts`` (Unix
+seconds, informational only: projections never read it). The JSON encoding
+(camelCase field names, ``type`` tag) is both the storage and the wire format;
+``specs/events.md`` documents every type.
+
+Evolution rules: a new field gets a default; a field's type or a tag never
+changes; a new meaning is a new event type. Decoding tolerates unknown fields.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from .messages import Message, UserMessage
+
+__all__ = [
+    "CHUNK_TYPES",
+    "EVENT_TYPES",
+    "Aborted",
+    "AbortRequested",
+    "ApprovalGiven",
+    "ApprovalRequested",
+    "Chunk",
+    "ChunkBase",
+    "ChildChunkForwarded",
+    "ClientToolOwnershipRecorded",
+    "ClientToolPending",
+    "ClientToolResultSubmitted",
+    "Completed",
+    "CompletionDelivered",
+    "CustomChunk",
+    "ErrorChunk",
+    "Event",
+    "EventBase",
+    "Failed",
+    "HostClaimed",
+    "Interrupted",
+    "InterruptRequested",
+    "MessageAppended",
+    "OutputChunk",
+    "RemoteRef",
+    "RunMode",
+    "RunStarted",
+    "SessionCreated",
+    "StateUpdated",
+    "StepStarted",
+    "SubAgentEnd",
+    "SubAgentStart",
+    "SubSessionFinished",
+    "SubSessionFinishStatus",
+    "SubSessionMode",
+    "SubSessionResumed",
+    "SubSessionStarted",
+    "SubSessionSuspended",
+    "Suspended",
+    "SuspensionReason",
+    "TextDelta",
+    "ToolEnd",
+    "ToolStart",
+    "UsageKind",
+    "UsageRecorded",
+]
+
+RunMode = Literal["start", "resume", "continue"]
+"""Why a run began: a new session, resuming an interrupted or paused one, or a new turn."""
+
+SuspensionReason = Literal["client_tool", "approval", "children"]
+"""What a paused session waits for."""
+
+SubSessionMode = Literal["ephemeral", "persistent"]
+"""Ephemeral children run once per tool call; persistent ones are companions."""
+
+SubSessionFinishStatus = Literal["completed", "failed", "interrupted", "terminated"]
+"""How a child session ended, as recorded on its parent."""
+
+UsageKind = Literal["tokens", "tool", "subagent", "custom"]
+"""What a usage record counts."""
+
+
+class EventBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", rename="camel"):
+    """The envelope every event carries."""
+
+    session_id: str
+    seq: int
+    ts: float
+
+
+class RemoteRef(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Where a remote child lives: the transport kind, its address, its agent type there."""
+
+    transport: str
+    remote_agent_type: str
+    url: str | None = None
+
+
+# --- stream chunks -----------------------------------------------------------
+
+
+class ChunkBase(EventBase, frozen=True, kw_only=True):
+    """An event that is also a stream chunk; ``agent_id`` is the emitting session."""
+
+    agent_id: str
+    agent_type: str
+
+
+class TextDelta(ChunkBase, tag="text_delta", frozen=True):
+    """A piece of streamed LLM text. Emitted by the run loop while the LLM streams."""
+
+    delta: str
+
+
+class ToolStart(ChunkBase, tag="tool_start", frozen=True):
+    """A tool call began (including ``subagent__*`` calls). Emitted before the tool runs."""
+
+    tool_call_id: str
+    tool_name: str
+    arguments: Any = None
+
+
+class ToolEnd(ChunkBase, tag="tool_end", frozen=True):
+    """A tool call ended; ``error`` is set when it failed. Emitted after its result."""
+
+    tool_call_id: str
+    tool_name: str
+    result: Any = None
+    error: str | None = None
+
+
+class SubAgentStart(ChunkBase, tag="subagent_start", frozen=True):
+    """A sub-agent began. Emitted by the parent, after its ``tool_start``."""
+
+    sub_agent_id: str
+    sub_agent_type: str
+    tool_call_id: str
+    parent_session_id: str
+    input: Any = None
+
+
+class SubAgentEnd(ChunkBase, tag="subagent_end", frozen=True):
+    """A sub-agent ended. Emitted by the parent, before its ``tool_end``."""
+
+    sub_agent_id: str
+    sub_agent_type: str
+    tool_call_id: str
+    parent_session_id: str
+    success: bool
+    result: Any = None
+    error: str | None = None
+
+
+class OutputChunk(ChunkBase, tag="output", frozen=True):
+    """The session's validated structured output. Emitted when it completes."""
+
+    output: Any = None
+
+
+class ErrorChunk(ChunkBase, tag="error", frozen=True):
+    """An error worth showing on the stream (the session failed, or a step did)."""
+
+    error: str
+    recoverable: bool = False
+
+
+class CustomChunk(ChunkBase, tag="custom", frozen=True):
+    """A chunk a tool emitted through ``ctx.emit``."""
+
+    name: str
+    data: Any = None
+
+
+Chunk = (
+    TextDelta
+    | ToolStart
+    | ToolEnd
+    | SubAgentStart
+    | SubAgentEnd
+    | OutputChunk
+    | ErrorChunk
+    | CustomChunk
+)
+"""Any stream chunk."""
+
+
+# --- lifecycle ---------------------------------------------------------------
+
+
+class SessionCreated(EventBase, tag="session_created", frozen=True):
+    """The session exists. Always seq 1; appended at expected seq 0 (idempotent start)."""
+
+    agent_type: str
+    run_id: str
+    messages: list[UserMessage] = []
+    input: Any = None
+    initial_state: dict[str, Any] = {}
+    metadata: dict[str, str] = {}
+    parent_session_id: str | None = None
+    root_session_id: str | None = None
+    parent_tool_call_id: str | None = None
+
+
+class RunStarted(EventBase, tag="run_started", frozen=True):
+    """A run of the loop began; ``messages`` are new user input for a resume or continue."""
+
+    run_id: str
+    mode: RunMode = "start"
+    messages: list[UserMessage] = []
+
+
+class StepStarted(EventBase, tag="step_started", frozen=True):
+    """The loop began step ``step`` (1-based within the current run)."""
+
+    step: int
+
+
+class InterruptRequested(EventBase, tag="interrupt_requested", frozen=True):
+    """Someone asked the session to stop softly (it can be resumed)."""
+
+    reason: str | None = None
+
+
+class AbortRequested(EventBase, tag="abort_requested", frozen=True):
+    """Someone asked the session to stop for good."""
+
+    reason: str | None = None
+
+
+class Interrupted(EventBase, tag="interrupted", frozen=True):
+    """The running loop stopped at an interrupt; the session can be resumed."""
+
+    reason: str | None = None
+
+
+class Aborted(EventBase, tag="aborted", frozen=True):
+    """The running loop stopped at an abort; the session is over (status failed)."""
+
+    reason: str | None = None
+
+
+class Suspended(EventBase, tag="suspended", frozen=True):
+    """The loop paused until outside input arrives (client tool results, approvals, children)."""
+
+    reason: SuspensionReason
+    tool_call_ids: list[str] = []
+
+
+class Completed(EventBase, tag="completed", frozen=True):
+    """The session finished with ``output`` (validated against the agent's output schema)."""
+
+    output: Any = None
+
+
+class Failed(EventBase, tag="failed", frozen=True):
+    """The session failed; ``recoverable`` says whether a resume may succeed."""
+
+    error: str
+    recoverable: bool = False
+
+
+class HostClaimed(EventBase, tag="host_claimed", frozen=True):
+    """Host ``host_id`` took over running this session (failover)."""
+
+    host_id: str
+    previous_host_id: str | None = None
+
+
+# --- conversation ------------------------------------------------------------
+
+
+class MessageAppended(EventBase, tag="message_appended", frozen=True):
+    """A message joined the conversation (assistant reply, tool result, user input)."""
+
+    message: Message
+
+
+class StateUpdated(EventBase, tag="state_updated", frozen=True):
+    """The agent's custom state is now ``state`` (a whole replacement, not a patch)."""
+
+    state: dict[str, Any]
+
+
+class UsageRecorded(EventBase, tag="usage_recorded", frozen=True):
+    """Resources used: LLM tokens, a tool call, a sub-agent call, or a custom metric."""
+
+    kind: UsageKind
+    name: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    value: float = 0.0
+    sub_session_id: str | None = None
+    data: dict[str, Any] = {}
+
+
+# --- children ----------------------------------------------------------------
+
+
+class SubSessionStarted(EventBase, tag="sub_session_started", frozen=True):
+    """The parent started (or is about to start) child session ``sub_session_id``."""
+
+    sub_session_id: str
+    agent_type: str
+    tool_call_id: str
+    mode: SubSessionMode = "ephemeral"
+    name: str | None = None
+    input: Any = None
+    remote: RemoteRef | None = None
+
+
+class SubSessionResumed(EventBase, tag="sub_session_resumed", frozen=True):
+    """The parent resumed or re-consulted child ``sub_session_id``; it runs again."""
+
+    sub_session_id: str
+
+
+class SubSessionSuspended(EventBase, tag="sub_session_suspended", frozen=True):
+    """Child ``sub_session_id`` paused, waiting for outside input."""
+
+    sub_session_id: str
+    reason: SuspensionReason = "client_tool"
+    tool_call_ids: list[str] = []
+
+
+class ChildChunkForwarded(EventBase, tag="child_chunk_forwarded", frozen=True):
+    """A chunk of child ``child_session_id`` (its seq ``child_seq``), copied into this log.
+
+    ``chunk`` keeps its origin: a grandchild's chunk arrives already flattened,
+    with the grandchild's ``agent_id``. A chunk whose ``child_seq`` the parent
+    already holds is a duplicate and is never appended.
+    """
+
+    child_session_id: str
+    child_seq: int
+    chunk: Chunk
+
+
+class SubSessionFinished(EventBase, tag="sub_session_finished", frozen=True):
+    """Child ``sub_session_id`` reached an end; recorded on the parent."""
+
+    sub_session_id: str
+    status: SubSessionFinishStatus
+    output: Any = None
+    error: str | None = None
+
+
+class CompletionDelivered(EventBase, tag="completion_delivered", frozen=True):
+    """A persistent child's outcome reached the parent's LLM (the exactly-once record)."""
+
+    sub_session_id: str
+    via: Literal["pull", "push"] = "pull"
+
+
+# --- human in the loop -------------------------------------------------------
+
+
+class ClientToolPending(EventBase, tag="client_tool_pending", frozen=True):
+    """This session waits for the client to run tool call ``tool_call_id``."""
+
+    tool_call_id: str
+    tool_name: str
+    arguments: Any = None
+
+
+class ClientToolResultSubmitted(EventBase, tag="client_tool_result_submitted", frozen=True):
+    """The client's result for ``tool_call_id`` arrived (``error`` when the tool failed)."""
+
+    tool_call_id: str
+    result: Any = None
+    error: str | None = None
+
+
+class ClientToolOwnershipRecorded(EventBase, tag="client_tool_ownership_recorded", frozen=True):
+    """On the root: tool call ``tool_call_id`` is owned by session ``owner_session_id``."""
+
+    tool_call_id: str
+    owner_session_id: str
+    remote: RemoteRef | None = None
+
+
+class ApprovalRequested(EventBase, tag="approval_requested", frozen=True):
+    """Tool call ``tool_call_id`` needs a human's approval before it runs."""
+
+    tool_call_id: str
+    tool_name: str
+    arguments: Any = None
+
+
+class ApprovalGiven(EventBase, tag="approval_given", frozen=True):
+    """A human decided on tool call ``tool_call_id``."""
+
+    tool_call_id: str
+    approved: bool
+    reason: str | None = None
+
+
+Event = (
+    SessionCreated
+    | RunStarted
+    | StepStarted
+    | InterruptRequested
+    | AbortRequested
+    | Interrupted
+    | Aborted
+    | Suspended
+    | Completed
+    | Failed
+    | HostClaimed
+    | MessageAppended
+    | StateUpdated
+    | UsageRecorded
+    | TextDelta
+    | ToolStart
+    | ToolEnd
+    | SubAgentStart
+    | SubAgentEnd
+    | OutputChunk
+    | ErrorChunk
+    | CustomChunk
+    | SubSessionStarted
+    | SubSessionResumed
+    | SubSessionSuspended
+    | ChildChunkForwarded
+    | SubSessionFinished
+    | CompletionDelivered
+    | ClientToolPending
+    | ClientToolResultSubmitted
+    | ClientToolOwnershipRecorded
+    | ApprovalRequested
+    | ApprovalGiven
+)
+"""Any event of the catalog."""
+
+EVENT_TYPES: tuple[type[EventBase], ...] = Event.__args__
+"""Every event class, in catalog order."""
+
+CHUNK_TYPES: tuple[type[ChunkBase], ...] = Chunk.__args__
+"""Every chunk class."""

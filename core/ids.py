@@ -1,0 +1,44 @@
+"""Session ids: the safe character set, validation, and fresh run ids.
+
+Session ids become log keys, URL query values and (encoded) NATS subject tokens,
+so they are restricted to a small set that is safe everywhere.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from .errors import InvalidSessionIdError
+
+__all__ = ["MAX_SESSION_ID_LENGTH", "SESSION_ID_ALPHABET", "new_run_id", "validate_session_id"]
+
+MAX_SESSION_ID_LENGTH = 256
+"""Longest accepted session id, in characters."""
+
+SESSION_ID_ALPHABET = "A-Z a-z 0-9 _ - . :"
+"""The characters a session id may contain (documented in specs/events.md)."""
+
+_SAFE = re.compile(r"[A-Za-z0-9_.:\-]+")
+
+
+def validate_session_id(session_id: object) -> str:
+    """Return ``session_id`` if it is a valid id, else raise :class:`InvalidSessionIdError`."""
+    if not isinstance(session_id, str):
+        raise InvalidSessionIdError(repr(session_id), "must be a string")
+    if not session_id:
+        raise InvalidSessionIdError(session_id, "must not be empty")
+    if len(session_id) > MAX_SESSION_ID_LENGTH:
+        raise InvalidSessionIdError(
+            session_id, f"is {len(session_id)} characters, over {MAX_SESSION_ID_LENGTH}"
+        )
+    if _SAFE.fullmatch(session_id) is None:
+        raise InvalidSessionIdError(
+            session_id, f"may only contain the characters {SESSION_ID_ALPHABET}"
+        )
+    return session_id
+
+
+def new_run_id() -> str:
+    """Return a fresh, unique run id."""
+    return f"run-{uuid.uuid4().hex}"

@@ -1,0 +1,60 @@
+"""Conversation messages: what the LLM sees, recorded in the log by ``MessageAppended``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+__all__ = [
+    "AssistantMessage",
+    "Message",
+    "SystemMessage",
+    "ToolCall",
+    "ToolResultMessage",
+    "UserMessage",
+]
+
+
+class ToolCall(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """One tool call requested by the LLM; ``id`` is also the tool's idempotency key."""
+
+    id: str
+    name: str
+    arguments: Any = None
+
+
+class _MessageBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="role", rename="camel"):
+    """Shared configuration of the message union (tagged by ``role``)."""
+
+
+class SystemMessage(_MessageBase, tag="system", frozen=True):
+    """A system prompt."""
+
+    content: str
+
+
+class UserMessage(_MessageBase, tag="user", frozen=True):
+    """Input from the user (or, for a sub-agent, from its parent)."""
+
+    content: str
+
+
+class AssistantMessage(_MessageBase, tag="assistant", frozen=True):
+    """The LLM's reply: text, and the tool calls it asked for."""
+
+    content: str = ""
+    tool_calls: list[ToolCall] = []
+
+
+class ToolResultMessage(_MessageBase, tag="tool", frozen=True):
+    """The result of one tool call, as text the LLM reads."""
+
+    tool_call_id: str
+    tool_name: str
+    content: str
+    is_error: bool = False
+
+
+Message = SystemMessage | UserMessage | AssistantMessage | ToolResultMessage
+"""Any conversation message."""

@@ -1,0 +1,476 @@
+"""Pure projections of a session log: its state, its status and its stream.
+
+A projection is a fold over events: no I/O, no clock, no randomness. Folding
+any prefix of a valid log gives a valid state, so ``--at SEQ`` debugging and
+incremental folding (``SessionProjector.apply`` per new event) come for free.
+
+Dispatch is a dict from event class to handler rather than a ``match``: on a
+100k-event log a chain of ~33 class patterns costs several ``isinstance`` calls
+per event, a dict lookup costs one. ``tests/unit/test_projections.py`` pins
+that every event class has a handler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .errors import CorruptLogError
+from .events import (
+    CHUNK_TYPES,
+    Aborted,
+    AbortRequested,
+    ApprovalGiven,
+    ApprovalRequested,
+    ChildChunkForwarded,
+    ClientToolOwnershipRecorded,
+    ClientToolPending,
+    ClientToolResultSubmitted,
+    Completed,
+    CompletionDelivered,
+    CustomChunk,
+    ErrorChunk,
+    Event,
+    EventBase,
+    Failed,
+    HostClaimed,
+    Interrupted,
+    InterruptRequested,
+    MessageAppended,
+    OutputChunk,
+    RunStarted,
+    SessionCreated,
+    StateUpdated,
+    StepStarted,
+    SubAgentEnd,
+    SubAgentStart,
+    SubSessionFinished,
+    SubSessionResumed,
+    SubSessionStarted,
+    SubSessionSuspended,
+    Suspended,
+    TextDelta,
+    ToolEnd,
+    ToolStart,
+    UsageRecorded,
+)
+from .messages import ToolResultMessage
+from .state import (
+    PendingApproval,
+    PendingClientTool,
+    SessionState,
+    StatusSnapshot,
+    StreamItem,
+    SubSessionRef,
+    ToolOwnership,
+)
+
+__all__ = [
+    "SessionProjector",
+    "project_state",
+    "project_status",
+    "project_stream",
+    "status_of",
+    "stream_item",
+]
+
+
+def _start_run(state: SessionState, event: RunStarted) -> None:
+    state.run_id = event.run_id
+    state.status = "running"
+    state.suspension = None
+    state.run_step_count = 0
+    state.interrupt_requested = False
+    state.stop_reason = None
+    state.error = None
+    state.recoverable = False
+    if event.mode == "continue":
+        state.output = None
+    for message in event.messages:
+        state.messages.append(message)
+
+
+def _step(state: SessionState, event: StepStarted) -> None:
+    state.step_count += 1
+    state.run_step_count = event.step
+
+
+def _interrupt_requested(state: SessionState, event: InterruptRequested) -> None:
+    state.interrupt_requested = True
+    state.stop_reason = event.reason
+
+
+def _abort_requested(state: SessionState, event: AbortRequested) -> None:
+    state.abort_requested = True
+    state.stop_reason = event.reason
+
+
+def _interrupted(state: SessionState, event: Interrupted) -> None:
+    state.status = "interrupted"
+    state.interrupt_requested = False
+    state.stop_reason = event.reason
+
+
+def _aborted(state: SessionState, event: Aborted) -> None:
+    state.status = "failed"
+    state.error = f"aborted: {event.reason}" if event.reason else "aborted"
+    state.recoverable = False
+    state.stop_reason = event.reason
+
+
+def _suspended(state: SessionState, event: Suspended) -> None:
+    state.status = "paused"
+    state.suspension = event.reason
+
+
+def _completed(state: SessionState, event: Completed) -> None:
+    state.status = "completed"
+    state.output = event.output
+    state.error = None
+
+
+def _failed(state: SessionState, event: Failed) -> None:
+    state.status = "failed"
+    state.error = event.error
+    state.recoverable = event.recoverable
+
+
+def _host_claimed(state: SessionState, event: HostClaimed) -> None:
+    state.host_id = event.host_id
+
+
+def _message(state: SessionState, event: MessageAppended) -> None:
+    message = event.message
+    state.messages.append(message)
+    if type(message) is ToolResultMessage:
+        # A recorded result settles any wait on that call.
+        state.pending_client_tools.pop(message.tool_call_id, None)
+        state.pending_approvals.pop(message.tool_call_id, None)
+
+
+def _state_updated(state: SessionState, event: StateUpdated) -> None:
+    state.custom_state = event.state
+
+
+def _usage(state: SessionState, event: UsageRecorded) -> None:
+    usage = state.usage
+    kind = event.kind
+    if kind == "tokens":
+        usage.input_tokens += event.input_tokens
+        usage.output_tokens += event.output_tokens
+        usage.llm_calls += 1
+    elif kind == "tool":
+        usage.tool_calls += 1
+    elif kind == "subagent":
+        usage.sub_agent_calls += 1
+    else:
+        key = event.name or "custom"
+        usage.custom[key] = usage.custom.get(key, 0.0) + event.value
+
+
+def _ref(state: SessionState, sub_session_id: str, event: EventBase) -> SubSessionRef:
+    ref = state.sub_sessions.get(sub_session_id)
+    if ref is None:
+        raise CorruptLogError(
+            f"{type(event).__name__} at seq {event.seq} names unknown sub-session "
+            f"{sub_session_id!r}"
+        )
+    return ref
+
+
+def _sub_started(state: SessionState, event: SubSessionStarted) -> None:
+    ref = state.sub_sessions.get(event.sub_session_id)
+    if ref is not None:
+        # Re-spawning a persistent child continues its preserved session.
+        ref.status = "running"
+        ref.completion_delivered = False
+        ref.output = None
+        ref.error = None
+        ref.finished_seq = None
+        return
+    state.sub_sessions[event.sub_session_id] = SubSessionRef(
+        sub_session_id=event.sub_session_id,
+        agent_type=event.agent_type,
+        tool_call_id=event.tool_call_id,
+        mode=event.mode,
+        name=event.name,
+        remote=event.remote,
+        started_seq=event.seq,
+    )
+
+
+def _sub_resumed(state: SessionState, event: SubSessionResumed) -> None:
+    ref = _ref(state, event.sub_session_id, event)
+    ref.status = "running"
+    ref.completion_delivered = False
+    ref.finished_seq = None
+
+
+def _sub_suspended(state: SessionState, event: SubSessionSuspended) -> None:
+    _ref(state, event.sub_session_id, event).status = "paused_awaiting_client"
+
+
+def _forwarded(state: SessionState, event: ChildChunkForwarded) -> None:
+    ref = _ref(state, event.child_session_id, event)
+    if event.child_seq <= ref.last_child_seq:
+        raise CorruptLogError(
+            f"child chunk {event.child_session_id}#{event.child_seq} at seq {event.seq} "
+            f"repeats or precedes #{ref.last_child_seq}"
+        )
+    ref.last_child_seq = event.child_seq
+
+
+def _sub_finished(state: SessionState, event: SubSessionFinished) -> None:
+    ref = _ref(state, event.sub_session_id, event)
+    ref.status = event.status
+    ref.output = event.output
+    ref.error = event.error
+    ref.finished_seq = event.seq
+
+
+def _delivered(state: SessionState, event: CompletionDelivered) -> None:
+    _ref(state, event.sub_session_id, event).completion_delivered = True
+
+
+def _client_pending(state: SessionState, event: ClientToolPending) -> None:
+    state.pending_client_tools[event.tool_call_id] = PendingClientTool(
+        tool_call_id=event.tool_call_id, tool_name=event.tool_name, arguments=event.arguments
+    )
+
+
+def _client_result(state: SessionState, event: ClientToolResultSubmitted) -> None:
+    pending = state.pending_client_tools.get(event.tool_call_id)
+    if pending is not None:
+        pending.submitted = True
+        pending.result = event.result
+        pending.error = event.error
+
+
+def _ownership(state: SessionState, event: ClientToolOwnershipRecorded) -> None:
+    state.client_tool_ownership[event.tool_call_id] = ToolOwnership(
+        owner_session_id=event.owner_session_id, remote=event.remote
+    )
+
+
+def _approval_requested(state: SessionState, event: ApprovalRequested) -> None:
+    state.pending_approvals[event.tool_call_id] = PendingApproval(
+        tool_call_id=event.tool_call_id, tool_name=event.tool_name, arguments=event.arguments
+    )
+
+
+def _approval_given(state: SessionState, event: ApprovalGiven) -> None:
+    pending = state.pending_approvals.get(event.tool_call_id)
+    if pending is not None:
+        pending.approved = event.approved
+        pending.reason = event.reason
+
+
+def _chunk(state: SessionState, event: Any) -> None:
+    """Chunks are the stream's content; they do not change the state."""
+
+
+def _created_again(state: SessionState, event: SessionCreated) -> None:
+    raise CorruptLogError(f"session_created at seq {event.seq}: a log is created once")
+
+
+_Handler = Callable[[SessionState, Any], None]
+
+_HANDLERS: dict[type[EventBase], _Handler] = {
+    SessionCreated: _created_again,
+    RunStarted: _start_run,
+    StepStarted: _step,
+    InterruptRequested: _interrupt_requested,
+    AbortRequested: _abort_requested,
+    Interrupted: _interrupted,
+    Aborted: _aborted,
+    Suspended: _suspended,
+    Completed: _completed,
+    Failed: _failed,
+    HostClaimed: _host_claimed,
+    MessageAppended: _message,
+    StateUpdated: _state_updated,
+    UsageRecorded: _usage,
+    SubSessionStarted: _sub_started,
+    SubSessionResumed: _sub_resumed,
+    SubSessionSuspended: _sub_suspended,
+    ChildChunkForwarded: _forwarded,
+    SubSessionFinished: _sub_finished,
+    CompletionDelivered: _delivered,
+    ClientToolPending: _client_pending,
+    ClientToolResultSubmitted: _client_result,
+    ClientToolOwnershipRecorded: _ownership,
+    ApprovalRequested: _approval_requested,
+    ApprovalGiven: _approval_given,
+    **dict.fromkeys(CHUNK_TYPES, _chunk),
+}
+
+
+def _initial_state(event: Event) -> SessionState:
+    if type(event) is not SessionCreated:
+        raise CorruptLogError(
+            f"a session log starts with session_created at seq 1, not {type(event).__name__} "
+            f"at seq {event.seq}"
+        )
+    if event.seq != 1:
+        raise CorruptLogError(f"session_created has seq {event.seq}, not 1")
+    return SessionState(
+        session_id=event.session_id,
+        agent_type=event.agent_type,
+        run_id=event.run_id,
+        parent_session_id=event.parent_session_id,
+        root_session_id=event.root_session_id or event.session_id,
+        parent_tool_call_id=event.parent_tool_call_id,
+        metadata=dict(event.metadata),
+        input=event.input,
+        messages=list(event.messages),
+        custom_state=dict(event.initial_state),
+        last_seq=1,
+        created_ts=event.ts,
+        updated_ts=event.ts,
+    )
+
+
+class SessionProjector:
+    """Folds a session's events, one at a time, into its :class:`SessionState`.
+
+    Raises :class:`CorruptLogError` when an event does not continue the log
+    (wrong session, a gap or repeat in ``seq``, a second ``session_created``,
+    a child event for an unknown child, a repeated child chunk).
+    """
+
+    __slots__ = ("_state",)
+
+    def __init__(self) -> None:
+        self._state: SessionState | None = None
+
+    @property
+    def state(self) -> SessionState:
+        """The state folded so far; raises :class:`CorruptLogError` before the first event."""
+        if self._state is None:
+            raise CorruptLogError("an empty log has no state")
+        return self._state
+
+    @property
+    def last_seq(self) -> int:
+        """The seq of the last event applied (0 before any)."""
+        return 0 if self._state is None else self._state.last_seq
+
+    def apply(self, event: Event) -> SessionState:
+        """Fold one more event and return the state (the same object, updated)."""
+        state = self._state
+        if state is None:
+            self._state = _initial_state(event)
+            return self._state
+        self._check(state, event)
+        _HANDLERS[type(event)](state, event)
+        state.last_seq = event.seq
+        state.updated_ts = event.ts
+        return state
+
+    def apply_all(self, events: Iterable[Event]) -> SessionState:
+        """Fold every event of ``events`` in order and return the state."""
+        state = self._state
+        handlers = _HANDLERS
+        for event in events:
+            if state is None:
+                state = self._state = _initial_state(event)
+                continue
+            if event.seq != state.last_seq + 1 or event.session_id != state.session_id:
+                self._check(state, event)
+            handlers[type(event)](state, event)
+            state.last_seq = event.seq
+        if state is None:
+            raise CorruptLogError("an empty log has no state")
+        state.updated_ts = self._last_ts(state, events)
+        return state
+
+    @staticmethod
+    def _last_ts(state: SessionState, events: Iterable[Event]) -> float:
+        if isinstance(events, list | tuple) and events:
+            last: Event = events[-1]
+            return last.ts
+        return state.updated_ts
+
+    @staticmethod
+    def _check(state: SessionState, event: Event) -> None:
+        if event.session_id != state.session_id:
+            raise CorruptLogError(
+                f"event at seq {event.seq} belongs to session {event.session_id!r}, "
+                f"not {state.session_id!r}"
+            )
+        if event.seq != state.last_seq + 1:
+            raise CorruptLogError(
+                f"seq {event.seq} does not follow seq {state.last_seq} in session "
+                f"{state.session_id!r}"
+            )
+
+
+def project_state(events: Iterable[Event]) -> SessionState:
+    """Fold a whole session log (from seq 1) into its state.
+
+    Raises :class:`CorruptLogError` for an empty or invalid log.
+    """
+    return SessionProjector().apply_all(events)
+
+
+def status_of(state: SessionState) -> StatusSnapshot:
+    """The protocol's status view of an already-folded state."""
+    return StatusSnapshot(
+        session_id=state.session_id,
+        run_id=state.run_id,
+        status=state.status,
+        step_count=state.step_count,
+        latest_sequence=state.last_seq,
+        output=state.output,
+        error=state.error,
+        recoverable=state.recoverable,
+        state=state.custom_state,
+        suspension=state.suspension,
+        pending_client_tool_call_ids=[
+            call_id
+            for call_id, pending in state.pending_client_tools.items()
+            if not pending.submitted
+        ],
+        interrupt_requested=state.interrupt_requested,
+        abort_requested=state.abort_requested,
+    )
+
+
+def project_status(events: Iterable[Event]) -> StatusSnapshot:
+    """Fold a session log into its protocol status (``latest_sequence`` = last seq)."""
+    return status_of(project_state(events))
+
+
+_CHUNKS = (
+    TextDelta,
+    ToolStart,
+    ToolEnd,
+    SubAgentStart,
+    SubAgentEnd,
+    OutputChunk,
+    ErrorChunk,
+    CustomChunk,
+)
+
+
+def stream_item(event: Event) -> StreamItem | None:
+    """The stream item an event contributes, or None if it is not part of the stream.
+
+    A chunk event is itself the chunk; a ``child_chunk_forwarded`` contributes
+    the child's chunk, flattened. Either way the sequence is the event's own seq.
+    """
+    if isinstance(event, _CHUNKS):
+        return StreamItem(sequence=event.seq, chunk=event)
+    if type(event) is ChildChunkForwarded:
+        return StreamItem(sequence=event.seq, chunk=event.chunk)
+    return None
+
+
+def project_stream(events: Iterable[Event]) -> list[StreamItem]:
+    """The stream of a log: every chunk, in order, with its event's seq as sequence."""
+    items: list[StreamItem] = []
+    for event in events:
+        item = stream_item(event)
+        if item is not None:
+            items.append(item)
+    return items

@@ -1,0 +1,152 @@
+"""What the projections produce: a session's state, its status, its stream items."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from .events import Chunk, RemoteRef, SubSessionMode, SuspensionReason
+from .messages import Message
+
+__all__ = [
+    "PendingApproval",
+    "PendingClientTool",
+    "SessionState",
+    "SessionStatus",
+    "StatusSnapshot",
+    "StreamItem",
+    "SubSessionRef",
+    "SubSessionStatus",
+    "ToolOwnership",
+    "UsageTotals",
+]
+
+SessionStatus = Literal["running", "completed", "failed", "interrupted", "paused"]
+"""The protocol's status values; ``paused`` is a session suspended on outside input."""
+
+SubSessionStatus = Literal[
+    "running", "completed", "failed", "interrupted", "terminated", "paused_awaiting_client"
+]
+"""A child's status as its parent's log knows it."""
+
+
+class SubSessionRef(msgspec.Struct, kw_only=True, rename="camel"):
+    """A parent's record of one child session, folded from its child events."""
+
+    sub_session_id: str
+    agent_type: str
+    tool_call_id: str
+    mode: SubSessionMode
+    status: SubSessionStatus = "running"
+    name: str | None = None
+    remote: RemoteRef | None = None
+    output: Any = None
+    error: str | None = None
+    last_child_seq: int = 0
+    completion_delivered: bool = False
+    started_seq: int = 0
+    finished_seq: int | None = None
+
+
+class PendingClientTool(msgspec.Struct, kw_only=True, rename="camel"):
+    """A tool call waiting for the client; ``submitted`` once its result has arrived."""
+
+    tool_call_id: str
+    tool_name: str
+    arguments: Any = None
+    submitted: bool = False
+    result: Any = None
+    error: str | None = None
+
+
+class PendingApproval(msgspec.Struct, kw_only=True, rename="camel"):
+    """A tool call waiting for a human's approval; ``approved`` is None until decided."""
+
+    tool_call_id: str
+    tool_name: str
+    arguments: Any = None
+    approved: bool | None = None
+    reason: str | None = None
+
+
+class ToolOwnership(msgspec.Struct, kw_only=True, rename="camel"):
+    """Which session owns a client tool call (recorded on the root)."""
+
+    owner_session_id: str
+    remote: RemoteRef | None = None
+
+
+class UsageTotals(msgspec.Struct, kw_only=True, rename="camel"):
+    """This session's own usage (children are aggregated by the usage rollup, not here)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    llm_calls: int = 0
+    tool_calls: int = 0
+    sub_agent_calls: int = 0
+    custom: dict[str, float] = {}
+
+
+class SessionState(msgspec.Struct, kw_only=True, rename="camel"):
+    """Everything known about a session, folded from its log by ``project_state``."""
+
+    session_id: str
+    agent_type: str
+    run_id: str
+    status: SessionStatus = "running"
+    suspension: SuspensionReason | None = None
+    parent_session_id: str | None = None
+    root_session_id: str
+    parent_tool_call_id: str | None = None
+    metadata: dict[str, str] = {}
+    input: Any = None
+    messages: list[Message] = []
+    custom_state: dict[str, Any] = {}
+    step_count: int = 0
+    run_step_count: int = 0
+    output: Any = None
+    error: str | None = None
+    recoverable: bool = False
+    interrupt_requested: bool = False
+    abort_requested: bool = False
+    stop_reason: str | None = None
+    sub_sessions: dict[str, SubSessionRef] = {}
+    pending_client_tools: dict[str, PendingClientTool] = {}
+    client_tool_ownership: dict[str, ToolOwnership] = {}
+    pending_approvals: dict[str, PendingApproval] = {}
+    usage: UsageTotals = msgspec.field(default_factory=UsageTotals)
+    host_id: str | None = None
+    last_seq: int = 0
+    created_ts: float = 0.0
+    updated_ts: float = 0.0
+
+    @property
+    def is_terminal(self) -> bool:
+        """True when the session completed or failed (it cannot be resumed)."""
+        return self.status in ("completed", "failed")
+
+
+class StatusSnapshot(msgspec.Struct, kw_only=True, rename="camel"):
+    """A session's status as the protocol reports it (``latest_sequence`` = last seq)."""
+
+    session_id: str
+    run_id: str
+    status: SessionStatus
+    step_count: int
+    latest_sequence: int
+    output: Any = None
+    error: str | None = None
+    recoverable: bool = False
+    state: dict[str, Any] = {}
+    suspension: SuspensionReason | None = None
+    pending_client_tool_call_ids: list[str] = []
+    interrupt_requested: bool = False
+    abort_requested: bool = False
+
+
+class StreamItem(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """One stream position: the chunk and its sequence (the seq of the event holding it)."""
+
+    sequence: int
+    chunk: Chunk

@@ -1,0 +1,97 @@
+"""``MemoryEventStore``: session logs in a dict, for tests, demos and ephemeral runs."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+from helix_agents.errors import ConcurrencyConflict, StoreClosedError
+from helix_agents.events import Event
+from helix_agents.ids import validate_session_id
+
+from ._common import AppendNotifier, check_batch, tail_events
+
+__all__ = ["MemoryEventStore"]
+
+
+class MemoryEventStore:
+    """An in-process :class:`~helix_agents.EventStore`; nothing survives the process.
+
+    Appends are atomic because they never await between check and write.
+    """
+
+    def __init__(self) -> None:
+        self._logs: dict[str, list[Event]] = {}
+        self._notifier = AppendNotifier()
+        self._closed = False
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError()
+
+    async def append(self, session_id: str, events: Sequence[Event], expected_seq: int) -> int:
+        """Append ``events`` if the log ends at ``expected_seq`` (see ``EventStore.append``)."""
+        self._ensure_open()
+        check_batch(session_id, events, expected_seq)
+        log = self._logs.get(session_id)
+        actual = len(log) if log is not None else 0
+        if actual != expected_seq:
+            raise ConcurrencyConflict(session_id, expected_seq, actual)
+        if log is None:
+            log = self._logs[session_id] = []
+        log.extend(events)
+        self._notifier.notify((session_id,))
+        return len(log)
+
+    async def read(self, session_id: str, from_seq: int = 0) -> list[Event]:
+        """Return the events with seq > ``from_seq``."""
+        self._ensure_open()
+        validate_session_id(session_id)
+        log = self._logs.get(session_id)
+        if not log:
+            return []
+        # seq n sits at index n - 1, so the events after from_seq start at index from_seq.
+        return log[max(from_seq, 0) :]
+
+    def tail(self, session_id: str, from_seq: int = 0) -> AsyncIterator[Event]:
+        """Yield the events after ``from_seq``, then new ones as they are appended."""
+        return tail_events(
+            self.read,
+            self._notifier,
+            session_id,
+            from_seq,
+            poll_interval=None,
+            is_closed=lambda: self._closed,
+            closed_error=StoreClosedError,
+        )
+
+    async def last_seq(self, session_id: str) -> int:
+        """Return the session's last seq (0 if it has no events)."""
+        self._ensure_open()
+        validate_session_id(session_id)
+        log = self._logs.get(session_id)
+        return len(log) if log else 0
+
+    async def list_sessions(self) -> list[str]:
+        """Return every session id, sorted."""
+        self._ensure_open()
+        return sorted(self._logs)
+
+    async def delete(self, session_id: str) -> bool:
+        """Delete a session's log; return whether it existed."""
+        self._ensure_open()
+        validate_session_id(session_id)
+        existed = self._logs.pop(session_id, None) is not None
+        if existed:
+            self._notifier.notify((session_id,))
+        return existed
+
+    async def close(self) -> None:
+        """Mark the store closed and wake every tail (which then raises StoreClosedError)."""
+        self._closed = True
+        self._notifier.notify_all()
+
+    async def __aenter__(self) -> MemoryEventStore:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()

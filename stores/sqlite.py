@@ -1,0 +1,346 @@
+"""``SqliteEventStore``: the embedded default store (one file, WAL, group commit).
+
+Group commit without a background task: appenders queue their batch; the first
+to find no commit under way becomes the *leader*, commits everything queued in
+one transaction on a worker thread, wakes the others, and repeats until the
+queue is empty. Concurrent appends from many sessions thus share one
+transaction and one fsync, while compare-and-append is still checked per
+request inside that transaction, against the ``sessions`` table, so it holds
+even with several processes writing one file. A leader that is cancelled hands
+leadership to the next waiter; a waiter cancelled before its batch was taken
+removes it, so a cancelled append was written only if the batch had already
+been taken.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import AsyncIterator, Sequence
+from typing import Literal
+
+import anyio
+
+from helix_agents.codec import decode_events, encode_event
+from helix_agents.errors import ConcurrencyConflict, StoreClosedError, StoreError, UsageError
+from helix_agents.events import EVENT_TYPES, Event
+from helix_agents.ids import validate_session_id
+
+from ._common import AppendNotifier, check_batch, tail_events
+
+__all__ = ["SqliteEventStore"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS helix_events (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    ts REAL NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS helix_sessions (
+    session_id TEXT PRIMARY KEY,
+    last_seq INTEGER NOT NULL
+) WITHOUT ROWID;
+"""
+
+_TAGS: dict[type, str] = {cls: str(cls.__struct_config__.tag) for cls in EVENT_TYPES}
+
+_Row = tuple[str, int, str, float, bytes]
+
+
+class _Op:
+    """A queued write; ``wake`` is set when it is done or when it is promoted to leader."""
+
+    __slots__ = ("done", "error", "promoted", "result", "session_id", "wake")
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.wake = anyio.Event()
+        self.promoted = False
+        self.done = False
+        self.result = 0
+        self.error: BaseException | None = None
+
+    def apply(self, conn: sqlite3.Connection) -> None:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+
+class _Append(_Op):
+    __slots__ = ("expected_seq", "rows")
+
+    def __init__(self, session_id: str, expected_seq: int, rows: list[_Row]) -> None:
+        super().__init__(session_id)
+        self.expected_seq = expected_seq
+        self.rows = rows
+
+    def apply(self, conn: sqlite3.Connection) -> None:
+        found = conn.execute(
+            "SELECT last_seq FROM helix_sessions WHERE session_id = ?", (self.session_id,)
+        ).fetchone()
+        actual = found[0] if found is not None else 0
+        if actual != self.expected_seq:
+            self.error = ConcurrencyConflict(self.session_id, self.expected_seq, actual)
+            return
+        conn.executemany("INSERT INTO helix_events VALUES (?, ?, ?, ?, ?)", self.rows)
+        last = self.expected_seq + len(self.rows)
+        if found is None:
+            conn.execute("INSERT INTO helix_sessions VALUES (?, ?)", (self.session_id, last))
+        else:
+            conn.execute(
+                "UPDATE helix_sessions SET last_seq = ? WHERE session_id = ?",
+                (last, self.session_id),
+            )
+        self.result = last
+
+
+class _Delete(_Op):
+    __slots__ = ()
+
+    def apply(self, conn: sqlite3.Connection) -> None:
+        cursor = conn.execute("DELETE FROM helix_sessions WHERE session_id = ?", (self.session_id,))
+        conn.execute("DELETE FROM helix_events WHERE session_id = ?", (self.session_id,))
+        self.result = cursor.rowcount
+
+
+class SqliteEventStore:
+    """A durable :class:`~helix_agents.EventStore` in one SQLite file.
+
+    Args:
+        path: the database file (created if missing). ``":memory:"`` is not
+            supported: use ``MemoryEventStore``.
+        synchronous: ``"FULL"`` (default) fsyncs every commit, so an acknowledged
+            append survives power loss; ``"NORMAL"`` survives a process crash only.
+        poll_interval: how often an idle ``tail`` re-reads, to see appends made
+            by other processes (appends in this process wake it at once);
+            ``None`` disables polling.
+        busy_timeout: seconds to wait for another process's write lock.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: Literal["FULL", "NORMAL"] = "FULL",
+        poll_interval: float | None = 0.5,
+        busy_timeout: float = 10.0,
+    ) -> None:
+        self.path = os.fspath(path)
+        if self.path == ":memory:" or self.path.startswith("file::memory:"):
+            raise UsageError("SqliteEventStore needs a file; use MemoryEventStore for memory")
+        if synchronous not in ("FULL", "NORMAL"):
+            raise UsageError(f"synchronous must be 'FULL' or 'NORMAL', not {synchronous!r}")
+        self._synchronous = synchronous
+        self._busy_ms = int(busy_timeout * 1000)
+        self._poll_interval = poll_interval
+        try:
+            self._writer = self._connect()
+            self._writer.executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open sqlite store {self.path!r}: {exc}") from exc
+        self._queue: list[_Op] = []
+        self._leading = False
+        self._idle: anyio.Event | None = None
+        self._closed = False
+        self._notifier = AppendNotifier()
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+        return conn
+
+    # --- writes ---------------------------------------------------------------
+
+    async def append(self, session_id: str, events: Sequence[Event], expected_seq: int) -> int:
+        """Append ``events`` if the log ends at ``expected_seq`` (see ``EventStore.append``)."""
+        self._ensure_open()
+        check_batch(session_id, events, expected_seq)
+        rows: list[_Row] = [
+            (session_id, event.seq, _TAGS[type(event)], event.ts, encode_event(event))
+            for event in events
+        ]
+        op = _Append(session_id, expected_seq, rows)
+        await self._submit(op)
+        return op.result
+
+    async def delete(self, session_id: str) -> bool:
+        """Delete a session's log; return whether it existed."""
+        self._ensure_open()
+        validate_session_id(session_id)
+        op = _Delete(session_id)
+        await self._submit(op)
+        return op.result > 0
+
+    async def _submit(self, op: _Op) -> None:
+        self._queue.append(op)
+        if self._leading:
+            try:
+                await op.wake.wait()
+            except BaseException:
+                if op.done:
+                    raise
+                if op in self._queue:
+                    self._queue.remove(op)  # never taken, so never written
+                if op.promoted:
+                    self._hand_over()
+                raise
+            if not op.promoted:
+                self._raise_for(op)
+                return
+        await self._lead()
+        self._raise_for(op)
+
+    async def _lead(self) -> None:
+        self._leading = True
+        try:
+            while self._queue:
+                batch, self._queue = self._queue, []
+                try:
+                    await anyio.to_thread.run_sync(self._commit, batch)
+                finally:
+                    for op in batch:
+                        op.done = True
+                        op.wake.set()
+                    self._notifier.notify({op.session_id for op in batch if op.error is None})
+        finally:
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        if self._queue:
+            successor = self._queue[0]
+            successor.promoted = True
+            successor.wake.set()
+            return
+        self._leading = False
+        if self._idle is not None:
+            self._idle.set()
+
+    def _commit(self, batch: list[_Op]) -> None:
+        """Run on a worker thread: apply every op of the batch in one transaction."""
+        conn = self._writer
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for op in batch:
+                    op.apply(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            for op in batch:
+                error = StoreError(f"sqlite store {self.path!r}: {exc}")
+                error.__cause__ = exc
+                op.error = error
+
+    @staticmethod
+    def _raise_for(op: _Op) -> None:
+        if op.error is not None:
+            raise op.error
+
+    # --- reads ----------------------------------------------------------------
+
+    def _reader(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            self._local.conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn
+
+    def _read_sync(self, session_id: str, from_seq: int) -> list[Event]:
+        if self._closed:
+            raise StoreClosedError()
+        try:
+            rows = (
+                self._reader()
+                .execute(
+                    "SELECT data FROM helix_events WHERE session_id = ? AND seq > ? ORDER BY seq",
+                    (session_id, from_seq),
+                )
+                .fetchall()
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite store {self.path!r}: {exc}") from exc
+        return decode_events([row[0] for row in rows])
+
+    def _scalar_sync(self, sql: str, params: tuple[object, ...]) -> list[tuple[object, ...]]:
+        if self._closed:
+            raise StoreClosedError()
+        try:
+            return self._reader().execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite store {self.path!r}: {exc}") from exc
+
+    async def read(self, session_id: str, from_seq: int = 0) -> list[Event]:
+        """Return the events with seq > ``from_seq``."""
+        self._ensure_open()
+        validate_session_id(session_id)
+        return await anyio.to_thread.run_sync(self._read_sync, session_id, from_seq)
+
+    def tail(self, session_id: str, from_seq: int = 0) -> AsyncIterator[Event]:
+        """Yield the events after ``from_seq``, then new ones as they are appended."""
+        return tail_events(
+            self.read,
+            self._notifier,
+            session_id,
+            from_seq,
+            poll_interval=self._poll_interval,
+            is_closed=lambda: self._closed,
+            closed_error=StoreClosedError,
+        )
+
+    async def last_seq(self, session_id: str) -> int:
+        """Return the session's last seq (0 if it has no events)."""
+        self._ensure_open()
+        validate_session_id(session_id)
+        rows = await anyio.to_thread.run_sync(
+            self._scalar_sync,
+            "SELECT last_seq FROM helix_sessions WHERE session_id = ?",
+            (session_id,),
+        )
+        return int(rows[0][0]) if rows else 0  # type: ignore[call-overload]
+
+    async def list_sessions(self) -> list[str]:
+        """Return every session id, sorted."""
+        self._ensure_open()
+        rows = await anyio.to_thread.run_sync(
+            self._scalar_sync, "SELECT session_id FROM helix_sessions ORDER BY session_id", ()
+        )
+        return [str(row[0]) for row in rows]
+
+    # --- lifecycle ------------------------------------------------------------
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError()
+
+    async def close(self) -> None:
+        """Wait for appends under way, then close every connection. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._notifier.notify_all()
+        while self._leading:
+            self._idle = anyio.Event()
+            await self._idle.wait()
+        self._writer.close()
+        with self._readers_lock:
+            readers, self._readers = self._readers, []
+        for conn in readers:
+            conn.close()
+
+    async def __aenter__(self) -> SqliteEventStore:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
