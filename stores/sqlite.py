@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Literal
 
 import anyio
+import anyio.lowlevel
 
 from helix_agents.codec import decode_events, encode_event
 from helix_agents.errors import ConcurrencyConflict, StoreClosedError, StoreError, UsageError
@@ -41,8 +42,7 @@ CREATE TABLE IF NOT EXISTS helix_events (
     PRIMARY KEY (session_id, seq)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS helix_sessions (
-    session_id TEXT PRIMARY KEY,
-    last_seq INTEGER NOT NULL
+    session_id TEXT PRIMARY KEY
 ) WITHOUT ROWID;
 """
 
@@ -64,9 +64,6 @@ class _Op:
         self.result = 0
         self.error: BaseException | None = None
 
-    def apply(self, conn: sqlite3.Connection) -> None:
-        raise NotImplementedError  # pragma: no cover - abstract
-
 
 class _Append(_Op):
     __slots__ = ("expected_seq", "rows")
@@ -76,33 +73,85 @@ class _Append(_Op):
         self.expected_seq = expected_seq
         self.rows = rows
 
-    def apply(self, conn: sqlite3.Connection) -> None:
-        found = conn.execute(
-            "SELECT last_seq FROM helix_sessions WHERE session_id = ?", (self.session_id,)
-        ).fetchone()
-        actual = found[0] if found is not None else 0
-        if actual != self.expected_seq:
-            self.error = ConcurrencyConflict(self.session_id, self.expected_seq, actual)
-            return
-        conn.executemany("INSERT INTO helix_events VALUES (?, ?, ?, ?, ?)", self.rows)
-        last = self.expected_seq + len(self.rows)
-        if found is None:
-            conn.execute("INSERT INTO helix_sessions VALUES (?, ?)", (self.session_id, last))
-        else:
-            conn.execute(
-                "UPDATE helix_sessions SET last_seq = ? WHERE session_id = ?",
-                (last, self.session_id),
-            )
-        self.result = last
-
 
 class _Delete(_Op):
     __slots__ = ()
 
-    def apply(self, conn: sqlite3.Connection) -> None:
-        cursor = conn.execute("DELETE FROM helix_sessions WHERE session_id = ?", (self.session_id,))
-        conn.execute("DELETE FROM helix_events WHERE session_id = ?", (self.session_id,))
-        self.result = cursor.rowcount
+
+_MAX_BATCH = 1000  # bounds one transaction; the rest waits for the next leader
+_MAX_CACHED_SESSIONS = 100_000
+
+
+class _LastSeqCache:
+    """Each session's last seq, as of our last commit; used only on the writer thread.
+
+    ``PRAGMA data_version`` changes exactly when *another* connection commits
+    to the file, so one cheap read per transaction tells whether the cache
+    still holds; if not, it is dropped and rebuilt from the primary key.
+    """
+
+    __slots__ = ("seqs", "version")
+
+    def __init__(self) -> None:
+        self.seqs: dict[str, int] = {}
+        self.version: int | None = None
+
+    def validate(self, conn: sqlite3.Connection) -> None:
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        if version != self.version or len(self.seqs) > _MAX_CACHED_SESSIONS:
+            self.seqs.clear()
+            self.version = version
+
+    def get(self, conn: sqlite3.Connection, session_id: str) -> int:
+        seq = self.seqs.get(session_id)
+        if seq is None:
+            found = conn.execute(
+                "SELECT MAX(seq) FROM helix_events WHERE session_id = ?", (session_id,)
+            ).fetchone()[0]
+            seq = self.seqs[session_id] = found or 0
+        return seq
+
+
+def _apply_batch(conn: sqlite3.Connection, cache: _LastSeqCache, batch: list[_Op]) -> None:
+    """Apply a batch inside an open write transaction.
+
+    Compare-and-append is decided in order against the last-seq cache (so two
+    appends to one session in one batch see each other), and the accepted rows
+    go in with one ``executemany``. ``helix_sessions`` only lists sessions, so
+    it is written when a session is created, not per append. A delete first
+    flushes the rows accepted before it. The caller drops the cache if the
+    transaction does not commit.
+    """
+    cache.validate(conn)
+    seqs = cache.seqs
+    rows: list[_Row] = []
+    created: list[tuple[str]] = []
+    for op in batch:
+        if isinstance(op, _Append):
+            actual = cache.get(conn, op.session_id)
+            if actual != op.expected_seq:
+                op.error = ConcurrencyConflict(op.session_id, op.expected_seq, actual)
+                continue
+            rows.extend(op.rows)
+            if actual == 0:
+                created.append((op.session_id,))
+            op.result = seqs[op.session_id] = op.expected_seq + len(op.rows)
+        else:
+            _flush(conn, rows, created)
+            rows, created = [], []
+            op.result = conn.execute(
+                "DELETE FROM helix_sessions WHERE session_id = ?", (op.session_id,)
+            ).rowcount
+            conn.execute("DELETE FROM helix_events WHERE session_id = ?", (op.session_id,))
+            seqs[op.session_id] = 0
+    _flush(conn, rows, created)
+
+
+def _flush(conn: sqlite3.Connection, rows: list[_Row], created: list[tuple[str]]) -> None:
+    if rows:
+        conn.executemany("INSERT INTO helix_events VALUES (?, ?, ?, ?, ?)", rows)
+    if created:
+        conn.executemany("INSERT OR IGNORE INTO helix_sessions VALUES (?)", created)
 
 
 class SqliteEventStore:
@@ -141,7 +190,9 @@ class SqliteEventStore:
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open sqlite store {self.path!r}: {exc}") from exc
         self._queue: list[_Op] = []
+        self._cache = _LastSeqCache()
         self._leading = False
+        self._leading_task_active = False
         self._idle: anyio.Event | None = None
         self._closed = False
         self._notifier = AppendNotifier()
@@ -184,24 +235,42 @@ class SqliteEventStore:
             try:
                 await op.wake.wait()
             except BaseException:
-                if op.done:
-                    raise
-                if op in self._queue:
-                    self._queue.remove(op)  # never taken, so never written
-                if op.promoted:
-                    self._hand_over()
+                self._withdraw(op)
                 raise
             if not op.promoted:
                 self._raise_for(op)
                 return
-        await self._lead()
+        try:
+            await self._lead()
+        except BaseException:
+            self._withdraw(op)
+            raise
         self._raise_for(op)
 
+    def _withdraw(self, op: _Op) -> None:
+        """Called when ``op``'s caller is cancelled: make sure it is written or forgotten."""
+        if op.done:
+            return
+        if op in self._queue:
+            self._queue.remove(op)  # never taken, so never written
+        if op.promoted and not self._leading_task_active:
+            self._hand_over()
+
     async def _lead(self) -> None:
+        """Commit one batch (it holds the leader's own op), then pass leadership on.
+
+        One batch per leader keeps appends fair: no caller keeps leading while
+        others keep appending.
+        """
         self._leading = True
+        self._leading_task_active = True
         try:
-            while self._queue:
-                batch, self._queue = self._queue, []
+            # Let the appenders woken by the previous commit queue up first, so
+            # they share this commit instead of trailing one by one.
+            await anyio.lowlevel.checkpoint()
+            cap = _MAX_BATCH
+            batch, self._queue = self._queue[:cap], self._queue[cap:]
+            if batch:
                 try:
                     await anyio.to_thread.run_sync(self._commit, batch)
                 finally:
@@ -210,6 +279,7 @@ class SqliteEventStore:
                         op.wake.set()
                     self._notifier.notify({op.session_id for op in batch if op.error is None})
         finally:
+            self._leading_task_active = False
             self._hand_over()
 
     def _hand_over(self) -> None:
@@ -228,10 +298,10 @@ class SqliteEventStore:
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                for op in batch:
-                    op.apply(conn)
+                _apply_batch(conn, self._cache, batch)
                 conn.execute("COMMIT")
             except BaseException:
+                self._cache = _LastSeqCache()
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
@@ -240,6 +310,7 @@ class SqliteEventStore:
                 error = StoreError(f"sqlite store {self.path!r}: {exc}")
                 error.__cause__ = exc
                 op.error = error
+                op.result = 0
 
     @staticmethod
     def _raise_for(op: _Op) -> None:
@@ -305,10 +376,11 @@ class SqliteEventStore:
         validate_session_id(session_id)
         rows = await anyio.to_thread.run_sync(
             self._scalar_sync,
-            "SELECT last_seq FROM helix_sessions WHERE session_id = ?",
+            "SELECT MAX(seq) FROM helix_events WHERE session_id = ?",
             (session_id,),
         )
-        return int(rows[0][0]) if rows else 0  # type: ignore[call-overload]
+        value = rows[0][0] if rows else None
+        return value if isinstance(value, int) else 0
 
     async def list_sessions(self) -> list[str]:
         """Return every session id, sorted."""

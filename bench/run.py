@@ -1,0 +1,32 @@
+"""Benchmarks: ``python bench/run.py store``.
+
+Each benchmark measures our code and a raw baseline in the same run and prints
+ratios; its last line is one JSON object. Benchmarks never assert on time and
+are not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+BENCHMARKS = ("store",)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the named benchmark and print its results, the JSON summary last."""
+    parser = argparse.ArgumentParser(prog="bench/run.py", description=__doc__)
+    parser.add_argument("name", choices=BENCHMARKS)
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    args = parser.parse_args(argv)
+    if args.name == "store":
+        from bench_store import run_store
+
+        summary = run_store(quick=args.quick)
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
