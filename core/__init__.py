@@ -6,6 +6,16 @@ server live in ``helix_agents.stores``, ``.transports`` and ``.server``.
 
 from __future__ import annotations
 
+from .agents import (
+    AgentConfig as AgentConfig,
+    AgentHooks as AgentHooks,
+    AgentRegistry as AgentRegistry,
+    HookContext as HookContext,
+    LLMConfig as LLMConfig,
+    SubAgentTool as SubAgentTool,
+    create_sub_agent_tool as create_sub_agent_tool,
+    define_agent as define_agent,
+)
 from .codec import (
     decode_event as decode_event,
     decode_events as decode_events,
@@ -22,6 +32,7 @@ from .errors import (
     HelixError as HelixError,
     InvalidSessionIdError as InvalidSessionIdError,
     LogError as LogError,
+    OwnershipLost as OwnershipLost,
     RemoteAgentFailedError as RemoteAgentFailedError,
     StoreClosedError as StoreClosedError,
     StoreError as StoreError,
@@ -76,11 +87,20 @@ from .events import (
     UsageKind as UsageKind,
     UsageRecorded as UsageRecorded,
 )
+from .executor import (
+    AgentExecutor as AgentExecutor,
+    AgentHandle as AgentHandle,
+    AgentResult as AgentResult,
+)
 from .ids import (
     MAX_SESSION_ID_LENGTH as MAX_SESSION_ID_LENGTH,
     SESSION_ID_ALPHABET as SESSION_ID_ALPHABET,
     new_run_id as new_run_id,
     validate_session_id as validate_session_id,
+)
+from .inprocess import (
+    AgentService as AgentService,
+    InProcessTransport as InProcessTransport,
 )
 from .llm import (
     LLMAdapter as LLMAdapter,
@@ -108,6 +128,22 @@ from .projections import (
     status_of as status_of,
     stream_item as stream_item,
 )
+from .protocol import (
+    ChunkEvent as ChunkEvent,
+    EndEvent as EndEvent,
+    ErrorEvent as ErrorEvent,
+    RemoteResumeRequest as RemoteResumeRequest,
+    RemoteStartRequest as RemoteStartRequest,
+    RemoteStartResponse as RemoteStartResponse,
+    RemoteStatusResponse as RemoteStatusResponse,
+    SubmitToolResultRequest as SubmitToolResultRequest,
+    TransportEvent as TransportEvent,
+    message_from_input as message_from_input,
+)
+from .scripted_llm import (
+    ScriptedLLM as ScriptedLLM,
+    ScriptStep as ScriptStep,
+)
 from .state import (
     PendingApproval as PendingApproval,
     PendingClientTool as PendingClientTool,
@@ -123,16 +159,29 @@ from .state import (
 from .store import (
     EventStore as EventStore,
 )
+from .streaming import (
+    RUN_ENDING_EVENTS as RUN_ENDING_EVENTS,
+    final_event as final_event,
+    stream_session as stream_session,
+)
+from .tools import (
+    COMPANION_TOOL_PREFIX as COMPANION_TOOL_PREFIX,
+    FINISH_TOOL_NAME as FINISH_TOOL_NAME,
+    RESERVED_TOOL_PREFIXES as RESERVED_TOOL_PREFIXES,
+    SUBAGENT_TOOL_PREFIX as SUBAGENT_TOOL_PREFIX,
+    WORKSPACE_TOOL_PREFIX as WORKSPACE_TOOL_PREFIX,
+    Tool as Tool,
+    ToolContext as ToolContext,
+    ToolExecute as ToolExecute,
+    define_tool as define_tool,
+    is_sub_agent_tool as is_sub_agent_tool,
+    validate_tool_name as validate_tool_name,
+)
+from .transport import (
+    RemoteAgentTransport as RemoteAgentTransport,
+)
 
 __all__ = [
-    "LLMAdapter",
-    "LLMError",
-    "LLMRequest",
-    "LLMResponse",
-    "LLMStreamEvent",
-    "LLMTextDelta",
-    "TokenUsage",
-    "ToolSpec",
     "AgentServerError",
     "AgentServerErrorCode",
     "ConcurrencyConflict",
@@ -141,6 +190,7 @@ __all__ = [
     "HelixError",
     "InvalidSessionIdError",
     "LogError",
+    "OwnershipLost",
     "RemoteAgentFailedError",
     "StoreClosedError",
     "StoreError",
@@ -224,4 +274,52 @@ __all__ = [
     "status_of",
     "stream_item",
     "EventStore",
+    "LLMAdapter",
+    "LLMError",
+    "LLMRequest",
+    "LLMResponse",
+    "LLMStreamEvent",
+    "LLMTextDelta",
+    "TokenUsage",
+    "ToolSpec",
+    "COMPANION_TOOL_PREFIX",
+    "FINISH_TOOL_NAME",
+    "RESERVED_TOOL_PREFIXES",
+    "SUBAGENT_TOOL_PREFIX",
+    "WORKSPACE_TOOL_PREFIX",
+    "Tool",
+    "ToolContext",
+    "ToolExecute",
+    "define_tool",
+    "is_sub_agent_tool",
+    "validate_tool_name",
+    "AgentConfig",
+    "AgentHooks",
+    "AgentRegistry",
+    "HookContext",
+    "LLMConfig",
+    "SubAgentTool",
+    "create_sub_agent_tool",
+    "define_agent",
+    "ChunkEvent",
+    "EndEvent",
+    "ErrorEvent",
+    "RemoteResumeRequest",
+    "RemoteStartRequest",
+    "RemoteStartResponse",
+    "RemoteStatusResponse",
+    "SubmitToolResultRequest",
+    "TransportEvent",
+    "message_from_input",
+    "RemoteAgentTransport",
+    "AgentService",
+    "InProcessTransport",
+    "RUN_ENDING_EVENTS",
+    "final_event",
+    "stream_session",
+    "ScriptStep",
+    "ScriptedLLM",
+    "AgentExecutor",
+    "AgentHandle",
+    "AgentResult",
 ]

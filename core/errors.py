@@ -6,6 +6,8 @@ Every error derives from :class:`HelixError`::
     ├── StoreError                    an event store could not do what was asked
     │   ├── ConcurrencyConflict       compare-and-append lost: the log moved on
     │   └── StoreClosedError          the store was used after close()
+    ├── OwnershipLost                 another host claimed the session a run was writing
+    ├── LLMError                      a model call failed (defined in helix_agents.llm)
     ├── LogError                      a log is not a valid session log
     │   ├── EventDecodeError          bytes that do not decode to an event (also ValueError)
     │   └── CorruptLogError           events that do not form a valid log (gap, wrong session...)
@@ -32,6 +34,7 @@ __all__ = [
     "HelixError",
     "InvalidSessionIdError",
     "LogError",
+    "OwnershipLost",
     "RemoteAgentFailedError",
     "StoreClosedError",
     "StoreError",
@@ -74,6 +77,10 @@ class StoreClosedError(StoreError):
 
     def __str__(self) -> str:
         return "the event store is closed"
+
+
+class OwnershipLost(HelixError):
+    """Raised inside a run when another host claimed its session; the run stops writing."""
 
 
 class LogError(HelixError):

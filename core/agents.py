@@ -1,0 +1,264 @@
+"""Agents: ``define_agent``, lifecycle hooks, sub-agent tools and the registry."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from .errors import UsageError
+from .llm import LLMAdapter, ToolSpec
+from .tools import SUBAGENT_TOOL_PREFIX, Tool, validate_tool_name
+
+__all__ = [
+    "AgentConfig",
+    "AgentHooks",
+    "AgentRegistry",
+    "HookContext",
+    "LLMConfig",
+    "SubAgentTool",
+    "create_sub_agent_tool",
+    "define_agent",
+]
+
+InputT = TypeVar("InputT", bound=BaseModel)
+
+_MAX_AGENT_NAME = 64 - len(SUBAGENT_TOOL_PREFIX)
+
+
+@dataclass(frozen=True, kw_only=True)
+class HookContext:
+    """Who a hook fires for: the session, its agent, its parent and root."""
+
+    session_id: str
+    agent_type: str
+    run_id: str
+    parent_session_id: str | None
+    root_session_id: str
+
+
+Hook = Callable[..., Awaitable[None] | None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentHooks:
+    """Lifecycle callbacks, fired live (never while replaying a log). Sync or async.
+
+    ``on_agent_start(ctx)``, ``on_agent_complete(ctx, output)``,
+    ``on_agent_fail(ctx, error)``, ``before_sub_agent(ctx, call)``,
+    ``after_sub_agent(ctx, call, outcome)``, ``before_tool(ctx, call)``,
+    ``after_tool(ctx, call, outcome)``. A hook that raises is logged and
+    ignored: observability must not change the run.
+    """
+
+    on_agent_start: Hook | None = None
+    on_agent_complete: Hook | None = None
+    on_agent_fail: Hook | None = None
+    before_sub_agent: Hook | None = None
+    after_sub_agent: Hook | None = None
+    before_tool: Hook | None = None
+    after_tool: Hook | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class LLMConfig:
+    """Model settings passed with every LLM call of an agent."""
+
+    model: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentConfig:
+    """An agent: its prompt, tools, schemas and model. Build it with :func:`define_agent`."""
+
+    name: str
+    description: str = ""
+    system_prompt: str | Callable[[dict[str, Any]], str] | None = None
+    tools: tuple[Tool[Any] | SubAgentTool[Any], ...] = ()
+    output_schema: type[BaseModel] | None = None
+    state_schema: type[BaseModel] | None = None
+    llm: LLMAdapter | None = None
+    llm_config: LLMConfig = field(default_factory=LLMConfig)
+    max_steps: int = 10
+    hooks: AgentHooks = field(default_factory=AgentHooks)
+
+    def tool(self, name: str) -> Tool[Any] | SubAgentTool[Any] | None:
+        """The tool called ``name``, or None."""
+        for candidate in self.tools:
+            if candidate.name == name:
+                return candidate
+        return None
+
+    def initial_state(self, seed: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The custom state a new session starts with: schema defaults, then ``seed``.
+
+        Raises :class:`UsageError` when the result does not fit ``state_schema``.
+        """
+        if self.state_schema is None:
+            return dict(seed or {})
+        try:
+            model = self.state_schema.model_validate(seed or {})
+        except ValueError as exc:
+            raise UsageError(f"agent {self.name!r}: initial state is invalid: {exc}") from exc
+        return model.model_dump(mode="json")
+
+
+def define_agent(
+    name: str,
+    *,
+    description: str = "",
+    system_prompt: str | Callable[[dict[str, Any]], str] | None = None,
+    tools: Iterable[Tool[Any] | SubAgentTool[Any]] = (),
+    output_schema: type[BaseModel] | None = None,
+    state_schema: type[BaseModel] | None = None,
+    llm: LLMAdapter | None = None,
+    llm_config: LLMConfig | None = None,
+    max_steps: int = 10,
+    hooks: AgentHooks | None = None,
+) -> AgentConfig:
+    """Define an agent.
+
+    Args:
+        name: the agent type (letters, digits, ``_``, ``-``; at most 54 characters,
+            since sub-agent tools are named ``subagent__<name>``).
+        system_prompt: a string, or a function of the custom state.
+        tools: its tools, including sub-agent tools.
+        output_schema: a pydantic model; the agent finishes by calling
+            ``__finish__`` with output that validates against it. Required for
+            an agent used as a sub-agent.
+        state_schema: a pydantic model for custom state (its defaults seed it).
+        llm: the model adapter; the executor's default is used when None.
+        max_steps: LLM calls per run before the run fails.
+
+    Raises:
+        UsageError: for an invalid name, duplicate tool names, a reserved tool
+            name, a bad schema or ``max_steps < 1``.
+    """
+    validate_tool_name(name)
+    if len(name) > _MAX_AGENT_NAME:
+        raise UsageError(f"agent name {name!r} is longer than {_MAX_AGENT_NAME} characters")
+    tool_list = tuple(tools)
+    seen: set[str] = set()
+    for tool in tool_list:
+        if not isinstance(tool, Tool | SubAgentTool):
+            raise UsageError(f"agent {name!r}: {tool!r} is not a tool (use define_tool)")
+        if tool.name in seen:
+            raise UsageError(f"agent {name!r}: two tools are named {tool.name!r}")
+        seen.add(tool.name)
+    for label, schema in (("output_schema", output_schema), ("state_schema", state_schema)):
+        if schema is not None and not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+            raise UsageError(f"agent {name!r}: {label} must be a pydantic model class")
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+        raise UsageError(f"agent {name!r}: max_steps must be an int >= 1, not {max_steps!r}")
+    config = AgentConfig(
+        name=name,
+        description=description,
+        system_prompt=system_prompt,
+        tools=tool_list,
+        output_schema=output_schema,
+        state_schema=state_schema,
+        llm=llm,
+        llm_config=llm_config or LLMConfig(),
+        max_steps=max_steps,
+        hooks=hooks or AgentHooks(),
+    )
+    if state_schema is not None:
+        config.initial_state()  # fails now if the schema's defaults are incomplete
+    return config
+
+
+@dataclass(frozen=True, kw_only=True)
+class SubAgentTool(Generic[InputT]):
+    """A tool that runs ``agent`` as a child session; see :func:`create_sub_agent_tool`."""
+
+    agent: AgentConfig
+    input_schema: type[InputT]
+    description: str
+    timeout: float | None = None
+
+    @property
+    def name(self) -> str:
+        """``subagent__<agent name>``."""
+        return SUBAGENT_TOOL_PREFIX + self.agent.name
+
+    def spec(self) -> ToolSpec:
+        """The tool as the LLM sees it."""
+        return ToolSpec(
+            name=self.name,
+            description=self.description,
+            parameters=self.input_schema.model_json_schema(),
+        )
+
+
+def create_sub_agent_tool(
+    agent: AgentConfig,
+    input_schema: type[InputT],
+    description: str | None = None,
+    *,
+    timeout: float | None = None,
+) -> SubAgentTool[InputT]:
+    """A tool named ``subagent__<agent.name>`` that delegates to ``agent``.
+
+    Raises:
+        UsageError: if ``agent`` has no ``output_schema`` (a sub-agent must
+            return typed output), or for a bad input schema or timeout.
+    """
+    if not isinstance(agent, AgentConfig):
+        raise UsageError("create_sub_agent_tool needs an agent built with define_agent")
+    if agent.output_schema is None:
+        raise UsageError(
+            f"agent {agent.name!r} has no output_schema; a sub-agent must declare one "
+            "so its parent gets typed output"
+        )
+    if not (isinstance(input_schema, type) and issubclass(input_schema, BaseModel)):
+        raise UsageError(
+            f"sub-agent tool for {agent.name!r}: input_schema must be a pydantic model"
+        )
+    if timeout is not None and not timeout > 0:
+        raise UsageError(f"sub-agent tool for {agent.name!r}: timeout must be > 0 seconds")
+    return SubAgentTool(
+        agent=agent,
+        input_schema=input_schema,
+        description=description or agent.description or f"Delegate to the {agent.name} agent",
+        timeout=timeout,
+    )
+
+
+class AgentRegistry:
+    """Agents by type, so a parent (or a server) finds an agent by its name."""
+
+    def __init__(self, agents: Iterable[AgentConfig] = ()) -> None:
+        self._agents: dict[str, AgentConfig] = {}
+        for agent in agents:
+            self.register(agent)
+
+    def register(self, agent: AgentConfig) -> AgentConfig:
+        """Add ``agent`` and, recursively, the agents its sub-agent tools call.
+
+        Raises :class:`UsageError` if a different agent already has that name.
+        """
+        existing = self._agents.get(agent.name)
+        if existing is not None:
+            if existing is not agent:
+                raise UsageError(f"two different agents are named {agent.name!r}")
+            return agent
+        self._agents[agent.name] = agent
+        for tool in agent.tools:
+            if isinstance(tool, SubAgentTool):
+                self.register(tool.agent)
+        return agent
+
+    def get(self, agent_type: str) -> AgentConfig | None:
+        """The agent of that type, or None."""
+        return self._agents.get(agent_type)
+
+    def __contains__(self, agent_type: object) -> bool:
+        return agent_type in self._agents
+
+    def names(self) -> Sequence[str]:
+        """Every registered agent type, sorted."""
+        return sorted(self._agents)

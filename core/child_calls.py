@@ -1,0 +1,141 @@
+"""Sub-agent calls: start or reopen a child session through a transport, forward its stream.
+
+Every child, local or remote, is its own session reached through a
+:class:`~helix_agents.RemoteAgentTransport`. The parent appends each chunk it
+receives as ``child_chunk_forwarded`` with the child's seq; whether a chunk is
+new is decided against the parent's *log* (``SubSessionRef.last_child_seq``)
+under the writer's lock, so a redelivered chunk is dropped, never appended,
+and after a crash forwarding resumes from exactly the last seq held.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import anyio
+import msgspec
+
+from ._aio import closing_iter
+from .errors import StreamDropError
+from .events import ChildChunkForwarded, Event, SubAgentEnd, SubAgentStart, SubSessionFinished
+from .protocol import ChunkEvent, EndEvent, ErrorEvent
+from .session_writer import SessionWriter
+from .state import SessionState
+from .transport import RemoteAgentTransport
+
+__all__ = ["ChildOutcome", "child_session_id", "forward_child", "sub_agent_end", "sub_agent_start"]
+
+
+class ChildOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """How a child's run ended, as seen through its stream."""
+
+    status: Literal["completed", "failed", "interrupted"]
+    output: Any = None
+    error: str | None = None
+
+
+def child_session_id(parent_session_id: str, tool_call_id: str) -> str:
+    """The deterministic id of a local sub-agent's session: ``{parent}-sub-{call id}``."""
+    return f"{parent_session_id}-sub-{tool_call_id}"
+
+
+def sub_agent_start(
+    parent: SessionState, child_id: str, child_type: str, tool_call_id: str, value: Any
+) -> SubAgentStart:
+    """The parent's ``subagent_start`` chunk."""
+    return SubAgentStart(
+        session_id=parent.session_id,
+        seq=0,
+        ts=0.0,
+        agent_id=parent.session_id,
+        agent_type=parent.agent_type,
+        sub_agent_id=child_id,
+        sub_agent_type=child_type,
+        tool_call_id=tool_call_id,
+        parent_session_id=parent.session_id,
+        input=value,
+    )
+
+
+def sub_agent_end(
+    parent: SessionState, child_id: str, child_type: str, tool_call_id: str, outcome: ChildOutcome
+) -> list[Event]:
+    """The parent's record of a child's end: ``sub_session_finished`` and ``subagent_end``."""
+    return [
+        SubSessionFinished(
+            session_id=parent.session_id,
+            seq=0,
+            ts=0.0,
+            sub_session_id=child_id,
+            status=outcome.status,
+            output=outcome.output,
+            error=outcome.error,
+        ),
+        SubAgentEnd(
+            session_id=parent.session_id,
+            seq=0,
+            ts=0.0,
+            agent_id=parent.session_id,
+            agent_type=parent.agent_type,
+            sub_agent_id=child_id,
+            sub_agent_type=child_type,
+            tool_call_id=tool_call_id,
+            parent_session_id=parent.session_id,
+            success=outcome.status == "completed",
+            result=outcome.output,
+            error=outcome.error,
+        ),
+    ]
+
+
+async def forward_child(
+    writer: SessionWriter,
+    transport: RemoteAgentTransport,
+    child_id: str,
+    *,
+    stream_retries: int = 3,
+    retry_base_delay: float = 0.1,
+) -> ChildOutcome:
+    """Forward the child's chunks into the parent's log until the child's run ends.
+
+    A stream that stops without ``end``/``error`` is reconnected from the last
+    seq held, with backoff, up to ``stream_retries`` times; then
+    :class:`StreamDropError`.
+    """
+    drops = 0
+    while True:
+        held = writer.state.sub_sessions[child_id].last_child_seq
+        async with closing_iter(transport.stream(child_id, held)) as events:
+            async for event in events:
+                if isinstance(event, ChunkEvent):
+                    await writer.append_with(_forwarded(child_id, event))
+                elif isinstance(event, EndEvent):
+                    return ChildOutcome(status="completed", output=event.output)
+                elif isinstance(event, ErrorEvent):
+                    status = (await transport.get_status(child_id)).status
+                    return ChildOutcome(
+                        status="interrupted" if status == "interrupted" else "failed",
+                        error=event.error,
+                    )
+        drops += 1
+        if drops > stream_retries:
+            raise StreamDropError(child_id, writer.state.sub_sessions[child_id].last_child_seq)
+        await anyio.sleep(retry_base_delay * 2 ** (drops - 1))
+
+
+def _forwarded(child_id: str, event: ChunkEvent) -> Any:
+    def build(state: SessionState) -> list[Event]:
+        if event.sequence <= state.sub_sessions[child_id].last_child_seq:
+            return []  # a duplicate delivery: already held
+        return [
+            ChildChunkForwarded(
+                session_id=state.session_id,
+                seq=0,
+                ts=0.0,
+                child_session_id=child_id,
+                child_seq=event.sequence,
+                chunk=event.chunk,
+            )
+        ]
+
+    return build

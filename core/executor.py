@@ -1,0 +1,493 @@
+"""``AgentExecutor``: runs agent sessions on an event store.
+
+The executor is an async context manager that owns a task group: every run
+it starts lives there and ends with it. Sessions are created by
+compare-and-append of ``session_created`` at seq 0, so a start is idempotent
+even across processes; interrupts and aborts are events in the log, so they
+reach a run from any process that shares the store.
+
+Its ``*_agent`` methods are the protocol's service (the seeds' AgentServer
+API) that :class:`~helix_agents.InProcessTransport` exposes as a
+:class:`~helix_agents.RemoteAgentTransport`; local sub-agents are reached
+that way.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Sequence
+from types import TracebackType
+from typing import Any
+
+import anyio
+import msgspec
+from anyio.abc import TaskGroup
+
+from ._aio import closing_iter
+from .agents import AgentConfig, AgentRegistry
+from .errors import AgentServerError, ConcurrencyConflict, UsageError
+from .events import (
+    AbortRequested,
+    ClientToolResultSubmitted,
+    Event,
+    InterruptRequested,
+    RunStarted,
+    SessionCreated,
+    Suspended,
+)
+from .ids import new_run_id, validate_session_id
+from .inprocess import InProcessTransport
+from .llm import LLMAdapter
+from .messages import UserMessage
+from .projections import project_state, status_of, stream_item
+from .protocol import (
+    RemoteResumeRequest,
+    RemoteStartRequest,
+    RemoteStartResponse,
+    RemoteStatusResponse,
+    TransportEvent,
+    message_from_input,
+)
+from .run_loop import RunEnv, SessionRun
+from .session_writer import SessionWriter
+from .state import SessionState, SessionStatus, StreamItem
+from .store import EventStore
+from .streaming import RUN_ENDING_EVENTS, stream_session
+from .transport import RemoteAgentTransport
+
+__all__ = ["AgentExecutor", "AgentHandle", "AgentResult"]
+
+log = logging.getLogger("helix_agents")
+
+
+class AgentResult(msgspec.Struct, frozen=True, kw_only=True):
+    """How a run ended: status, output or error, custom state."""
+
+    session_id: str
+    status: SessionStatus
+    output: Any = None
+    error: str | None = None
+    state: dict[str, Any] = {}
+    step_count: int = 0
+
+
+class _ActiveRun:
+    __slots__ = ("done", "run", "run_id")
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.done = anyio.Event()
+        self.run: SessionRun | None = None
+
+
+class AgentHandle:
+    """A started or resumed run: wait for it, stream it, stop it."""
+
+    def __init__(self, executor: AgentExecutor, session_id: str, run_id: str, start_seq: int):
+        self.executor = executor
+        self.session_id = session_id
+        self.run_id = run_id
+        self.start_seq = start_seq
+        """The seq of this run's ``run_started`` event."""
+
+    async def result(self) -> AgentResult:
+        """Wait until this run ends (completed, failed, interrupted or paused) and report it."""
+        await self.executor.wait_idle(self.session_id)
+        state = await self.executor.state(self.session_id)
+        return AgentResult(
+            session_id=self.session_id,
+            status=state.status,
+            output=state.output,
+            error=state.error,
+            state=state.custom_state,
+            step_count=state.step_count,
+        )
+
+    async def stream(self, from_sequence: int | None = None) -> AsyncIterator[StreamItem]:
+        """Yield this run's stream items (nested children flattened) until the run ends.
+
+        ``from_sequence`` defaults to where this run started.
+        """
+        cursor = self.start_seq if from_sequence is None else from_sequence
+        store = self.executor.store
+        async with closing_iter(store.tail(self.session_id, cursor)) as events:
+            async for event in events:
+                item = stream_item(event)
+                if item is not None:
+                    yield item
+                elif isinstance(event, (*RUN_ENDING_EVENTS, Suspended)):
+                    return
+
+    async def interrupt(self, reason: str | None = None) -> None:
+        """Ask the run to stop softly; it can be resumed."""
+        await self.executor.interrupt_agent(self.session_id, reason)
+
+    async def abort(self, reason: str | None = None) -> None:
+        """Ask the run to stop for good."""
+        await self.executor.abort_agent(self.session_id, reason)
+
+
+def _user_messages(message: str | Sequence[UserMessage] | None) -> list[UserMessage]:
+    if message is None:
+        return []
+    if isinstance(message, str):
+        return [UserMessage(content=message)]
+    return list(message)
+
+
+class AgentExecutor:
+    """Runs agent sessions on ``store``.
+
+    Use it as ``async with AgentExecutor(store, agents) as executor:``; leaving
+    the block waits for every run started in it (cancel the block to stop them).
+
+    Args:
+        store: where session logs live.
+        agents: the agents this executor can run, as a registry or an iterable
+            (sub-agents of registered agents are registered too).
+        llm: the default model for agents that have none.
+        local_transport: how local sub-agents are reached; by default an
+            :class:`InProcessTransport` over this executor.
+        host_id: this process's identity in ``host_claimed`` events.
+        stop_grace: seconds a stopping run waits for its children to acknowledge.
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        agents: AgentRegistry | Sequence[AgentConfig] = (),
+        *,
+        llm: LLMAdapter | None = None,
+        local_transport: RemoteAgentTransport | None = None,
+        host_id: str | None = None,
+        stop_grace: float = 10.0,
+    ) -> None:
+        self.store = store
+        self.registry = agents if isinstance(agents, AgentRegistry) else AgentRegistry(agents)
+        self.env = RunEnv(
+            store=store,
+            llm=llm,
+            local_transport=local_transport or InProcessTransport(self),
+            host_id=host_id,
+            stop_grace=stop_grace,
+        )
+        self._runs: dict[str, _ActiveRun] = {}
+        self._tg: TaskGroup | None = None
+
+    async def __aenter__(self) -> AgentExecutor:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        tg, self._tg = self._tg, None
+        assert tg is not None
+        return await tg.__aexit__(exc_type, exc, tb)
+
+    # --- the Python API -----------------------------------------------------------
+
+    async def execute(
+        self,
+        agent: AgentConfig,
+        message_or_input: Any,
+        *,
+        session_id: str | None = None,
+        state: dict[str, Any] | None = None,
+        metadata: dict[str, str] | None = None,
+    ) -> AgentHandle:
+        """Start ``agent`` on a message (a string) or an input (a dict, mapped to a message).
+
+        Idempotent for a given ``session_id``; raises :class:`AgentServerError`
+        (``ALREADY_COMPLETED``, ``ALREADY_RUNNING``) like :meth:`start_agent`.
+        """
+        self.registry.register(agent)
+        message = (
+            message_or_input
+            if isinstance(message_or_input, str | list)
+            else message_from_input(message_or_input)
+        )
+        response = await self.start_agent(
+            RemoteStartRequest(
+                session_id=session_id or f"session-{new_run_id()[4:]}",
+                agent_type=agent.name,
+                message=message,
+                state=state,
+                metadata=metadata,
+                input=None if isinstance(message_or_input, str) else message_or_input,
+            )
+        )
+        return await self._handle(response)
+
+    async def resume(
+        self, session_id: str, message: str | Sequence[UserMessage] | None = None
+    ) -> AgentHandle:
+        """Resume an interrupted or paused session (or take over one whose process died)."""
+        msg = None if message is None else message if isinstance(message, str) else list(message)
+        response = await self.resume_agent(RemoteResumeRequest(session_id=session_id, message=msg))
+        return await self._handle(response)
+
+    async def _handle(self, response: RemoteStartResponse) -> AgentHandle:
+        state = await self.state(response.session_id)
+        start_seq = 0
+        for event in reversed(await self.store.read(response.session_id)):
+            if isinstance(event, RunStarted) and event.run_id == response.run_id:
+                start_seq = event.seq
+                break
+        return AgentHandle(self, state.session_id, response.run_id, start_seq)
+
+    async def state(self, session_id: str) -> SessionState:
+        """The session's state folded from its log; ``NOT_FOUND`` if it has none."""
+        log_ = await self.store.read(validate_session_id(session_id))
+        if not log_:
+            raise AgentServerError("NOT_FOUND", f"session {session_id!r} not found")
+        return project_state(log_)
+
+    async def wait_idle(self, session_id: str) -> None:
+        """Wait until no run of ``session_id`` is active in this executor."""
+        active = self._runs.get(session_id)
+        while active is not None:
+            await active.done.wait()
+            active = self._runs.get(session_id)
+
+    def is_executing(self, session_id: str) -> bool:
+        """True while a run of the session is active in this executor."""
+        return session_id in self._runs
+
+    # --- the protocol's service ---------------------------------------------------------
+
+    async def start_agent(self, request: RemoteStartRequest) -> RemoteStartResponse:
+        """Create and run a session; idempotent for the same id and request.
+
+        Raises :class:`AgentServerError`: ``NOT_FOUND`` (unknown agent type),
+        ``INVALID_REQUEST`` (bad id or state), ``ALREADY_RUNNING`` (the id exists
+        with a different agent type or message), ``ALREADY_COMPLETED``.
+        """
+        session_id = self._valid_id(request.session_id)
+        agent = self.registry.get(request.agent_type)
+        if agent is None:
+            raise AgentServerError("NOT_FOUND", f"agent type not found: {request.agent_type}")
+        messages = _user_messages(request.message)
+        try:
+            initial = agent.initial_state(request.state)
+        except UsageError as exc:
+            raise AgentServerError("INVALID_REQUEST", str(exc)) from exc
+        run_id = new_run_id()
+        created = SessionCreated(
+            session_id=session_id,
+            seq=1,
+            ts=_now(),
+            agent_type=agent.name,
+            run_id=run_id,
+            messages=messages,
+            input=request.input,
+            initial_state=initial,
+            metadata=dict(request.metadata or {}),
+            parent_session_id=request.parent_session_id,
+            root_session_id=request.root_session_id or request.parent_session_id,
+            parent_tool_call_id=request.parent_tool_call_id,
+        )
+        started = RunStarted(session_id=session_id, seq=2, ts=created.ts, run_id=run_id)
+        try:
+            await self.store.append(session_id, [created, started], 0)
+        except ConcurrencyConflict:
+            return await self._existing(session_id, agent, messages)
+        self._launch(agent, [created, started], run_id)
+        return RemoteStartResponse(session_id=session_id, stream_id=session_id, run_id=run_id)
+
+    async def _existing(
+        self, session_id: str, agent: AgentConfig, messages: list[UserMessage]
+    ) -> RemoteStartResponse:
+        state = project_state(await self.store.read(session_id))
+        first = state.messages[: len(messages)]
+        if state.agent_type != agent.name or first != messages:
+            raise AgentServerError(
+                "ALREADY_RUNNING",
+                f"session {session_id!r} exists with a different request "
+                f"(agent type {state.agent_type!r}); use a new session id",
+            )
+        if state.is_terminal:
+            raise _finished(state)
+        return RemoteStartResponse(session_id=session_id, stream_id=session_id, run_id=state.run_id)
+
+    async def resume_agent(self, request: RemoteResumeRequest) -> RemoteStartResponse:
+        """Resume an interrupted or paused session, or take over one no process runs.
+
+        Raises :class:`AgentServerError`: ``NOT_FOUND``, ``ALREADY_COMPLETED``,
+        ``ALREADY_RUNNING`` (a message was sent to a run that is active here).
+        """
+        session_id = self._valid_id(request.session_id)
+        messages = _user_messages(request.message)
+        while True:
+            log_ = await self.store.read(session_id)
+            if not log_:
+                raise AgentServerError("NOT_FOUND", f"session {session_id!r} not found")
+            state = project_state(log_)
+            if state.is_terminal:
+                raise AgentServerError(
+                    "ALREADY_COMPLETED", f"session {session_id!r} is {state.status}"
+                )
+            active = self._runs.get(session_id)
+            if active is not None:
+                if messages:
+                    raise AgentServerError(
+                        "ALREADY_RUNNING",
+                        f"session {session_id!r} is running; wait or interrupt it",
+                    )
+                return RemoteStartResponse(
+                    session_id=session_id, stream_id=session_id, run_id=active.run_id
+                )
+            agent = self.registry.get(state.agent_type)
+            if agent is None:
+                raise AgentServerError(
+                    "NOT_FOUND",
+                    f"agent type not found: {state.agent_type} (session {session_id!r})",
+                )
+            run_id = new_run_id()
+            event = RunStarted(
+                session_id=session_id,
+                seq=state.last_seq + 1,
+                ts=_now(),
+                run_id=run_id,
+                mode="resume",
+                messages=messages,
+            )
+            try:
+                await self.store.append(session_id, [event], state.last_seq)
+            except ConcurrencyConflict:
+                continue  # someone else moved the log: decide again on the new state
+            self._launch(agent, [*log_, event], run_id)
+            return RemoteStartResponse(session_id=session_id, stream_id=session_id, run_id=run_id)
+
+    def stream_agent(
+        self, session_id: str, from_sequence: int = 0
+    ) -> AsyncIterator[TransportEvent]:
+        """The session's protocol stream from ``from_sequence`` (see ``stream_session``)."""
+        self._valid_id(session_id)
+        return stream_session(self.store, session_id, from_sequence)
+
+    async def get_status(self, session_id: str) -> RemoteStatusResponse:
+        """The session's status; ``NOT_FOUND`` if it does not exist."""
+        state = await self.state(self._valid_id(session_id))
+        snapshot = status_of(state)
+        return RemoteStatusResponse(
+            session_id=session_id,
+            run_id=snapshot.run_id,
+            status=snapshot.status,
+            step_count=snapshot.step_count,
+            is_executing=self.is_executing(session_id),
+            stream_id=session_id,
+            latest_sequence=snapshot.latest_sequence,
+            output=snapshot.output,
+            state=snapshot.state,
+            error=snapshot.error,
+            suspension=snapshot.suspension,
+            pending_client_tool_call_ids=snapshot.pending_client_tool_call_ids,
+        )
+
+    async def interrupt_agent(self, session_id: str, reason: str | None = None) -> None:
+        """Record an interrupt request; the run (in any process) stops and can be resumed."""
+        await self._request(
+            session_id,
+            lambda seq: InterruptRequested(
+                session_id=session_id, seq=seq, ts=_now(), reason=reason
+            ),
+        )
+
+    async def abort_agent(self, session_id: str, reason: str | None = None) -> None:
+        """Record an abort request; the run (in any process) stops for good."""
+        await self._request(
+            session_id,
+            lambda seq: AbortRequested(session_id=session_id, seq=seq, ts=_now(), reason=reason),
+        )
+
+    async def _request(self, session_id: str, build: Any) -> None:
+        session_id = self._valid_id(session_id)
+        while True:
+            state = await self.state(session_id)
+            if state.is_terminal:
+                raise AgentServerError(
+                    "ALREADY_COMPLETED", f"session {session_id!r} is {state.status}"
+                )
+            try:
+                await self.store.append(session_id, [build(state.last_seq + 1)], state.last_seq)
+                return
+            except ConcurrencyConflict:
+                continue
+
+    async def submit_tool_result(
+        self, session_id: str, tool_call_id: str, result: Any = None, error: str | None = None
+    ) -> None:
+        """Record a client tool's result on the session that waits for it.
+
+        Raises ``NOT_FOUND`` when the session has no pending call with that id.
+        """
+        session_id = self._valid_id(session_id)
+        while True:
+            state = await self.state(session_id)
+            pending = state.pending_client_tools.get(tool_call_id)
+            if pending is None or pending.submitted:
+                raise AgentServerError(
+                    "NOT_FOUND", f"session {session_id!r} has no pending tool call {tool_call_id!r}"
+                )
+            event = ClientToolResultSubmitted(
+                session_id=session_id,
+                seq=state.last_seq + 1,
+                ts=_now(),
+                tool_call_id=tool_call_id,
+                result=result,
+                error=error,
+            )
+            try:
+                await self.store.append(session_id, [event], state.last_seq)
+                return
+            except ConcurrencyConflict:
+                continue
+
+    # --- runs ---------------------------------------------------------------------------
+
+    def _valid_id(self, session_id: str) -> str:
+        try:
+            return validate_session_id(session_id)
+        except UsageError as exc:
+            raise AgentServerError("INVALID_REQUEST", str(exc)) from exc
+
+    def _launch(self, agent: AgentConfig, log_: Sequence[Event], run_id: str) -> None:
+        if self._tg is None:
+            raise UsageError("use the executor as 'async with AgentExecutor(...) as executor:'")
+        session_id = log_[0].session_id
+        active = _ActiveRun(run_id)
+        self._runs[session_id] = active
+        self._tg.start_soon(self._run, agent, list(log_), active, name=f"run {session_id}")
+
+    async def _run(self, agent: AgentConfig, log_: list[Event], active: _ActiveRun) -> None:
+        session_id = log_[0].session_id
+        try:
+            run: SessionRun | None = None
+            writer = SessionWriter(
+                self.store,
+                log_,
+                host_id=self.env.host_id,
+                on_stop=lambda request: run.request_stop(request) if run else None,
+            )
+            await writer.refresh()
+            run = SessionRun(self.env, agent, writer, active.run_id)
+            active.run = run
+            await run.run()
+        finally:
+            if self._runs.get(session_id) is active:
+                del self._runs[session_id]
+            active.done.set()
+
+
+def _finished(state: SessionState) -> AgentServerError:
+    return AgentServerError("ALREADY_COMPLETED", f"session {state.session_id!r} is {state.status}")
+
+
+def _now() -> float:
+    return time.time()

@@ -1,0 +1,131 @@
+"""The remote-agent protocol's messages (camelCase on the wire), shared by every transport.
+
+Requests and responses of ``start``, ``resume``, ``status`` and
+``submit-tool-result``, and the three stream events: ``chunk`` (with its
+sequence), ``end`` (output and state) and ``error`` (message, recoverable).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from .events import Chunk, SuspensionReason
+from .messages import UserMessage
+from .state import SessionStatus
+
+__all__ = [
+    "ChunkEvent",
+    "EndEvent",
+    "ErrorEvent",
+    "RemoteResumeRequest",
+    "RemoteStartRequest",
+    "RemoteStartResponse",
+    "RemoteStatusResponse",
+    "SubmitToolResultRequest",
+    "TransportEvent",
+    "message_from_input",
+]
+
+
+class _Wire(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Shared configuration of the protocol messages."""
+
+
+class RemoteStartRequest(_Wire, frozen=True):
+    """Start (idempotently) session ``session_id`` running agent ``agent_type``."""
+
+    session_id: str
+    agent_type: str
+    message: str | list[UserMessage]
+    state: dict[str, Any] | None = None
+    metadata: dict[str, str] | None = None
+    parent_session_id: str | None = None
+    root_session_id: str | None = None
+    input: Any = None
+    parent_tool_call_id: str | None = None
+
+
+class RemoteResumeRequest(_Wire, frozen=True):
+    """Resume an interrupted or paused session, optionally with a new message."""
+
+    session_id: str
+    message: str | list[UserMessage] | None = None
+
+
+class RemoteStartResponse(_Wire, frozen=True):
+    """The ids of a started or resumed session; ``stream_id`` is the session id."""
+
+    session_id: str
+    stream_id: str
+    run_id: str
+
+
+class RemoteStatusResponse(_Wire, frozen=True):
+    """A session's status; ``latest_sequence`` is its log's last seq."""
+
+    session_id: str
+    run_id: str
+    status: SessionStatus
+    step_count: int
+    is_executing: bool
+    stream_id: str
+    latest_sequence: int
+    output: Any = None
+    state: dict[str, Any] | None = None
+    error: str | None = None
+    suspension: SuspensionReason | None = None
+    pending_client_tool_call_ids: list[str] = []
+
+
+class SubmitToolResultRequest(_Wire, frozen=True):
+    """A client tool's result (or error) for ``tool_call_id``, submitted at any session."""
+
+    session_id: str
+    tool_call_id: str
+    result: Any = None
+    error: str | None = None
+
+
+class ChunkEvent(_Wire, frozen=True, tag="chunk", tag_field="type"):
+    """A stream chunk and its sequence (the seq of the log event holding it)."""
+
+    chunk: Chunk
+    sequence: int
+
+
+class EndEvent(_Wire, frozen=True, tag="end", tag_field="type"):
+    """The session completed: its output and custom state. The stream ends."""
+
+    output: Any = None
+    state: dict[str, Any] | None = None
+
+
+class ErrorEvent(_Wire, frozen=True, tag="error", tag_field="type"):
+    """The run ended without output (failed, aborted, interrupted). The stream ends."""
+
+    error: str
+    recoverable: bool = False
+
+
+TransportEvent = ChunkEvent | EndEvent | ErrorEvent
+"""What a stream yields."""
+
+_MESSAGE_FIELDS = ("message", "query", "text", "content")
+
+
+def message_from_input(value: Any) -> str:
+    """The user message for a sub-agent's input (the seeds' mapping).
+
+    The first of ``message``, ``query``, ``text``, ``content`` that holds a
+    string wins; otherwise the whole input as compact JSON.
+    """
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        for key in _MESSAGE_FIELDS:
+            candidate = value.get(key)
+            if isinstance(candidate, str):
+                return candidate
+    return msgspec.json.encode(value).decode()

@@ -1,0 +1,617 @@
+"""``SessionRun``: one run of a session's loop, from ``run_started`` to its end.
+
+Each step folds the log (through the writer), calls the LLM (streamed text
+becomes ``text_delta`` events), records the assistant message and routes its
+tool calls: regular tools, sub-agents (through a transport), ``__finish__``
+and client tools, concurrently in one task group. The run ends completed,
+failed, suspended (waiting for a client), interrupted or aborted.
+
+Interrupts and aborts are events in the log. A watcher tails the log and
+cancels the run's scope when one arrives; the shielded cleanup then
+propagates the stop to every running child through its transport, waits for
+each child's acknowledgement, records it on the parent's ``SubSessionRef``,
+and appends ``interrupted`` / ``aborted``. Calls cut short keep no result, so
+``resume`` picks them up again (children are resumed, not restarted).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import msgspec
+
+from ._aio import closing_iter
+from .agents import AgentConfig, HookContext, SubAgentTool
+from .child_calls import (
+    ChildOutcome,
+    child_session_id,
+    forward_child,
+    sub_agent_end,
+    sub_agent_start,
+)
+from .errors import AgentServerError, HelixError, OwnershipLost, TransportError
+from .events import (
+    Aborted,
+    AbortRequested,
+    ClientToolPending,
+    Completed,
+    ErrorChunk,
+    Event,
+    Failed,
+    Interrupted,
+    InterruptRequested,
+    MessageAppended,
+    OutputChunk,
+    StepStarted,
+    SubSessionResumed,
+    SubSessionStarted,
+    Suspended,
+    TextDelta,
+    UsageRecorded,
+)
+from .llm import LLMAdapter, LLMError, LLMRequest, LLMResponse, LLMTextDelta, ToolSpec
+from .messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
+from .protocol import RemoteResumeRequest, RemoteStartRequest, message_from_input
+from .session_writer import SessionWriter, StopRequest
+from .state import SessionState
+from .store import EventStore
+from .tool_runner import (
+    ToolOutcome,
+    result_events,
+    run_tool_call,
+    tool_end,
+    tool_start,
+    validate_finish,
+)
+from .tools import FINISH_TOOL_NAME, Tool
+from .transport import RemoteAgentTransport
+
+__all__ = ["FINISH_REMINDER", "RunEnv", "SessionRun", "unanswered_calls"]
+
+log = logging.getLogger("helix_agents")
+
+FINISH_REMINDER = (
+    f"Call the {FINISH_TOOL_NAME} tool with your final output; it must match the output schema."
+)
+"""Sent when an agent with an output schema answers with text instead of finishing."""
+
+_CALL_ID = re.compile(r"[A-Za-z0-9_\-]{1,64}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunEnv:
+    """What a run needs from its executor."""
+
+    store: EventStore
+    llm: LLMAdapter | None
+    local_transport: RemoteAgentTransport
+    host_id: str | None = None
+    stop_grace: float = 10.0
+
+
+def unanswered_calls(state: SessionState) -> list[ToolCall]:
+    """Tool calls of the last assistant message that have no recorded result yet."""
+    answered: set[str] = set()
+    for message in reversed(state.messages):
+        if isinstance(message, ToolResultMessage):
+            answered.add(message.tool_call_id)
+        elif isinstance(message, AssistantMessage):
+            return [call for call in message.tool_calls if call.id not in answered]
+    return []
+
+
+def _fits(schema: Any, value: Any) -> bool:
+    if schema is None:
+        return isinstance(value, dict)
+    try:
+        schema.model_validate(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    while isinstance(group, BaseExceptionGroup) and len(group.exceptions) == 1:
+        group = group.exceptions[0]  # type: ignore[assignment]
+    return group
+
+
+class SessionRun:
+    """Runs one session until its current run ends. Use once."""
+
+    def __init__(self, env: RunEnv, agent: AgentConfig, writer: SessionWriter, run_id: str) -> None:
+        self.env = env
+        self.agent = agent
+        self.writer = writer
+        self.run_id = run_id
+        self.stop: StopRequest | None = None
+        self._scope: anyio.CancelScope | None = None
+        self._open_tools: dict[str, ToolCall] = {}
+        self._open_children: dict[str, tuple[ToolCall, SubAgentTool[Any]]] = {}
+
+    # --- control ----------------------------------------------------------------
+
+    def request_stop(self, request: StopRequest) -> None:
+        """Stop the run (an abort overrides an interrupt). Safe to call repeatedly."""
+        if self.stop is None or request.kind == "abort":
+            self.stop = request
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def run(self) -> None:
+        """Run until the run ends; never raises except for cancellation of the executor."""
+        await self.fire("on_agent_start")
+        state = self.writer.state
+        if state.abort_requested:
+            self.request_stop(StopRequest("abort", state.stop_reason))
+        elif state.interrupt_requested:
+            self.request_stop(StopRequest("interrupt", state.stop_reason))
+        try:
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                if self.stop is not None:
+                    scope.cancel()
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._watch)
+                    await self._loop()
+                    tg.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            error = _unwrap(group)
+            if not isinstance(error, Exception):
+                raise
+            await self._crashed(error)
+            return
+        except Exception as error:
+            await self._crashed(error)
+            return
+        if self.stop is not None:
+            await self._stopped(self.stop)
+
+    async def _crashed(self, error: Exception) -> None:
+        if isinstance(error, OwnershipLost):
+            log.warning("stopping run %s: %s", self.run_id, error)
+            return
+        log.exception("run %s of %s crashed", self.run_id, self.writer.session_id, exc_info=error)
+        with anyio.CancelScope(shield=True):
+            await self._fail(f"internal error: {type(error).__name__}: {error}")
+
+    async def _watch(self) -> None:
+        store = self.env.store
+        async with closing_iter(store.tail(self.writer.session_id, self.writer.last_seq)) as events:
+            async for event in events:
+                if isinstance(event, InterruptRequested):
+                    self.request_stop(StopRequest("interrupt", event.reason))
+                elif isinstance(event, AbortRequested):
+                    self.request_stop(StopRequest("abort", event.reason))
+
+    # --- the loop -----------------------------------------------------------------
+
+    async def _loop(self) -> None:
+        agent = self.agent
+        while True:
+            pending = unanswered_calls(self.writer.state)
+            if pending:
+                finished, waiting = await self._run_calls(pending)
+                if finished is not None:
+                    await self._complete(finished.result)
+                    return
+                if waiting:
+                    await self.writer.append(
+                        Suspended(
+                            session_id="",
+                            seq=0,
+                            ts=0.0,
+                            reason="client_tool",
+                            tool_call_ids=waiting,
+                        )
+                    )
+                    return
+                continue
+            if self.writer.state.run_step_count >= agent.max_steps:
+                await self._fail(f"max steps ({agent.max_steps}) reached")
+                return
+            try:
+                response = await self._step()
+            except LLMError as error:
+                await self._fail(str(error), recoverable=error.retryable)
+                return
+            if not response.tool_calls:
+                if agent.output_schema is None:
+                    await self._complete(response.content)
+                    return
+                await self.writer.append(
+                    MessageAppended(
+                        session_id="", seq=0, ts=0.0, message=UserMessage(content=FINISH_REMINDER)
+                    )
+                )
+
+    def _tool_specs(self) -> list[ToolSpec]:
+        specs = [tool.spec() for tool in self.agent.tools]
+        if self.agent.output_schema is not None:
+            specs.append(
+                ToolSpec(
+                    name=FINISH_TOOL_NAME,
+                    description="Finish the task with your final output.",
+                    parameters=self.agent.output_schema.model_json_schema(),
+                )
+            )
+        return specs
+
+    async def _step(self) -> LLMResponse:
+        agent = self.agent
+        llm = agent.llm or self.env.llm
+        if llm is None:
+            raise LLMError(f"agent {agent.name!r} has no LLM and the executor has no default")
+        state = await self.writer.append(
+            StepStarted(session_id="", seq=0, ts=0.0, step=self.writer.state.run_step_count + 1)
+        )
+        prompt = agent.system_prompt
+        request = LLMRequest(
+            messages=list(state.messages),
+            system_prompt=prompt(dict(state.custom_state)) if callable(prompt) else prompt,
+            tools=self._tool_specs(),
+            model=agent.llm_config.model,
+            temperature=agent.llm_config.temperature,
+            max_tokens=agent.llm_config.max_tokens,
+            agent_type=agent.name,
+            session_id=state.session_id,
+        )
+        response: LLMResponse | None = None
+        async with closing_iter(llm.stream(request)) as parts:
+            async for part in parts:
+                if isinstance(part, LLMTextDelta):
+                    if part.text:
+                        await self.writer.append(
+                            TextDelta(
+                                session_id="",
+                                seq=0,
+                                ts=0.0,
+                                agent_id=state.session_id,
+                                agent_type=agent.name,
+                                delta=part.text,
+                            )
+                        )
+                else:
+                    response = part
+        if response is None:
+            raise LLMError("the model's stream ended without a response")
+        calls = self._unique_calls(response.tool_calls)
+        usage = response.usage
+        await self.writer.append(
+            MessageAppended(
+                session_id="",
+                seq=0,
+                ts=0.0,
+                message=AssistantMessage(content=response.content, tool_calls=calls),
+            ),
+            UsageRecorded(
+                session_id="",
+                seq=0,
+                ts=0.0,
+                kind="tokens",
+                name=response.model,
+                input_tokens=usage.input_tokens if usage else 0,
+                output_tokens=usage.output_tokens if usage else 0,
+            ),
+        )
+        return msgspec.structs.replace(response, tool_calls=calls)
+
+    def _unique_calls(self, calls: Sequence[ToolCall]) -> list[ToolCall]:
+        """Give every call an id unique in the session and safe inside a session id."""
+        state = self.writer.state
+        used = {
+            call.id
+            for message in state.messages
+            if isinstance(message, AssistantMessage)
+            for call in message.tool_calls
+        }
+        fixed: list[ToolCall] = []
+        for index, call in enumerate(calls):
+            call_id = call.id
+            if not _CALL_ID.fullmatch(call_id) or call_id in used:
+                call_id = f"call-{state.last_seq}-{index}"
+            used.add(call_id)
+            fixed.append(call if call_id == call.id else msgspec.structs.replace(call, id=call_id))
+        return fixed
+
+    async def _run_calls(self, calls: list[ToolCall]) -> tuple[ToolOutcome | None, list[str]]:
+        """Run the calls concurrently; return a valid finish (if any) and client calls waited on."""
+        finished: ToolOutcome | None = None
+        waiting: list[str] = []
+        async with anyio.create_task_group() as tg:
+            for call in calls:
+                tool = self.agent.tool(call.name)
+                if call.name == FINISH_TOOL_NAME and self.agent.output_schema is not None:
+                    outcome = await self._finish_call(call)
+                    if outcome.error is None and finished is None:
+                        finished = outcome
+                elif isinstance(tool, SubAgentTool):
+                    tg.start_soon(self._call_sub_agent, call, tool)
+                elif isinstance(tool, Tool) and tool.is_client_tool:
+                    if await self._client_call(call, tool):
+                        waiting.append(call.id)
+                elif isinstance(tool, Tool):
+                    tg.start_soon(self._call_tool, call, tool)
+                else:
+                    await self._record(call, ToolOutcome(error=f"unknown tool {call.name!r}"))
+        return finished, waiting
+
+    async def _record(self, call: ToolCall, outcome: ToolOutcome) -> None:
+        sid = self.writer.session_id
+        await self.writer.append(
+            tool_start(self.agent, sid, call),
+            *result_events(self.agent, sid, call, outcome, usage=False),
+        )
+
+    async def _finish_call(self, call: ToolCall) -> ToolOutcome:
+        outcome = validate_finish(self.agent, call.arguments)
+        shown = outcome if outcome.error is not None else ToolOutcome(result="output accepted")
+        sid = self.writer.session_id
+        await self.writer.append(
+            tool_start(self.agent, sid, call),
+            *result_events(self.agent, sid, call, shown, usage=False),
+        )
+        return outcome
+
+    async def _client_call(self, call: ToolCall, tool: Tool[Any]) -> bool:
+        """Record a client tool's pending call or its submitted result; True while waiting."""
+        pending = self.writer.state.pending_client_tools.get(call.id)
+        sid = self.writer.session_id
+        if pending is None:
+            await self.writer.append(
+                tool_start(self.agent, sid, call),
+                ClientToolPending(
+                    session_id="",
+                    seq=0,
+                    ts=0.0,
+                    tool_call_id=call.id,
+                    tool_name=tool.name,
+                    arguments=call.arguments,
+                ),
+            )
+            return True
+        if not pending.submitted:
+            return True
+        outcome = ToolOutcome(result=pending.result, error=pending.error)
+        await self.writer.append(*result_events(self.agent, sid, call, outcome, usage=True))
+        return False
+
+    async def _call_tool(self, call: ToolCall, tool: Tool[Any]) -> None:
+        # Not forgotten on cancellation: the stop cleanup closes it with a tool_end.
+        self._open_tools[call.id] = call
+        await run_tool_call(self.agent, self.writer, call, tool, self.fire)
+        self._open_tools.pop(call.id, None)
+
+    async def _call_sub_agent(self, call: ToolCall, tool: SubAgentTool[Any]) -> None:
+        state = self.writer.state
+        sid = state.session_id
+        child_id = child_session_id(sid, call.id)
+        child = tool.agent
+        try:
+            value = tool.input_schema.model_validate(call.arguments).model_dump(mode="json")
+        except ValueError as exc:
+            await self._record(call, ToolOutcome(error=f"invalid arguments: {exc}"))
+            return
+        transport = self.env.local_transport
+        ref = state.sub_sessions.get(child_id)
+        if ref is None:
+            await self.fire("before_sub_agent", call)
+            await self.writer.append(
+                tool_start(self.agent, sid, call),
+                SubSessionStarted(
+                    session_id="",
+                    seq=0,
+                    ts=0.0,
+                    sub_session_id=child_id,
+                    agent_type=child.name,
+                    tool_call_id=call.id,
+                    input=value,
+                ),
+                sub_agent_start(state, child_id, child.name, call.id, value),
+            )
+            self._open_children[child_id] = (call, tool)
+            await transport.start(
+                RemoteStartRequest(
+                    session_id=child_id,
+                    agent_type=child.name,
+                    message=message_from_input(value),
+                    state=value if _fits(child.state_schema, value) else None,
+                    parent_session_id=sid,
+                    root_session_id=state.root_session_id,
+                    input=value,
+                    parent_tool_call_id=call.id,
+                )
+            )
+        else:
+            if ref.status == "interrupted":
+                # The segment was closed at the interrupt; open a new one.
+                await self.writer.append(
+                    tool_start(self.agent, sid, call),
+                    sub_agent_start(state, child_id, child.name, call.id, value),
+                    SubSessionResumed(session_id="", seq=0, ts=0.0, sub_session_id=child_id),
+                )
+            self._open_children[child_id] = (call, tool)
+            try:
+                await transport.resume(RemoteResumeRequest(session_id=child_id))
+            except AgentServerError as exc:
+                if exc.code != "ALREADY_COMPLETED":
+                    raise
+        try:
+            outcome = await self._await_child(transport, child_id, tool)
+        except (TransportError, AgentServerError) as exc:
+            outcome = ChildOutcome(status="failed", error=str(exc))
+        self._open_children.pop(child_id, None)
+        result = (
+            ToolOutcome(result=outcome.output)
+            if outcome.status == "completed"
+            else ToolOutcome(error=outcome.error or f"sub-agent {child.name!r} failed")
+        )
+        await self.writer.append(
+            *sub_agent_end(self.writer.state, child_id, child.name, call.id, outcome),
+            *result_events(self.agent, sid, call, result, usage=False),
+            UsageRecorded(
+                session_id="",
+                seq=0,
+                ts=0.0,
+                kind="subagent",
+                name=child.name,
+                sub_session_id=child_id,
+            ),
+        )
+        await self.fire("after_sub_agent", call, outcome)
+
+    async def _await_child(
+        self, transport: RemoteAgentTransport, child_id: str, tool: SubAgentTool[Any]
+    ) -> ChildOutcome:
+        if tool.timeout is None:
+            return await forward_child(self.writer, transport, child_id)
+        with anyio.move_on_after(tool.timeout):
+            return await forward_child(self.writer, transport, child_id)
+        message = f"sub-agent {tool.agent.name!r} timed out after {tool.timeout:g}s"
+        await self._stop_child(transport, child_id, StopRequest("interrupt", message))
+        return ChildOutcome(status="interrupted", error=message)
+
+    # --- endings --------------------------------------------------------------------
+
+    async def _complete(self, output: Any) -> None:
+        state = self.writer.state
+        await self.writer.append(
+            OutputChunk(
+                session_id="",
+                seq=0,
+                ts=0.0,
+                agent_id=state.session_id,
+                agent_type=self.agent.name,
+                output=output,
+            ),
+            Completed(session_id="", seq=0, ts=0.0, output=output),
+        )
+        await self.fire("on_agent_complete", output)
+
+    async def _fail(self, error: str, *, recoverable: bool = False) -> None:
+        state = self.writer.state
+        await self.writer.append(
+            ErrorChunk(
+                session_id="",
+                seq=0,
+                ts=0.0,
+                agent_id=state.session_id,
+                agent_type=self.agent.name,
+                error=error,
+                recoverable=recoverable,
+            ),
+            Failed(session_id="", seq=0, ts=0.0, error=error, recoverable=recoverable),
+        )
+        await self.fire("on_agent_fail", error)
+
+    async def _stopped(self, stop: StopRequest) -> None:
+        """Propagate the stop to children, close open tool calls, record the end. Shielded."""
+        word = "interrupted" if stop.kind == "interrupt" else "aborted"
+        sid = self.writer.session_id
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(self.env.stop_grace):
+                async with anyio.create_task_group() as tg:
+                    for child_id in list(self._open_children):
+                        tg.start_soon(self._stop_child, self.env.local_transport, child_id, stop)
+            closing = [
+                tool_end(self.agent, sid, call, ToolOutcome(error=word))
+                for call in self._open_tools.values()
+            ]
+            self._open_tools.clear()
+            reason = f"aborted: {stop.reason}" if stop.reason else "aborted"
+
+            def ending(state: SessionState) -> list[Event]:
+                if state.is_terminal:
+                    return []  # the run had already ended when the stop arrived
+                if stop.kind == "interrupt":
+                    return [*closing, Interrupted(session_id="", seq=0, ts=0.0, reason=stop.reason)]
+                return [
+                    *closing,
+                    ErrorChunk(
+                        session_id="",
+                        seq=0,
+                        ts=0.0,
+                        agent_id=sid,
+                        agent_type=self.agent.name,
+                        error=reason,
+                    ),
+                    Aborted(session_id="", seq=0, ts=0.0, reason=stop.reason),
+                ]
+
+            before = self.writer.last_seq
+            await self.writer.append_with(ending)
+            if stop.kind == "abort" and self.writer.last_seq > before:
+                await self.fire("on_agent_fail", reason)
+
+    async def _stop_child(
+        self, transport: RemoteAgentTransport, child_id: str, stop: StopRequest
+    ) -> None:
+        """Stop one child, wait for its acknowledgement, and record it on its ref."""
+        call, tool = self._open_children.get(child_id, (None, None))
+        outcome = ChildOutcome(status="interrupted", error="no acknowledgement from the child")
+        started = True
+        try:
+            if stop.kind == "abort":
+                await transport.abort(child_id, stop.reason)
+            else:
+                await transport.interrupt(child_id, stop.reason)
+        except AgentServerError as exc:
+            started = exc.code != "NOT_FOUND"  # cut short before the child was created
+            if started:
+                log.warning("could not stop child %s: %s", child_id, exc)
+        except (HelixError, OSError) as exc:  # best effort: the parent stops regardless
+            log.warning("could not stop child %s: %s", child_id, exc)
+        with anyio.move_on_after(self.env.stop_grace if started else 0):
+            try:
+                outcome = await forward_child(self.writer, transport, child_id)
+            except (HelixError, OSError) as exc:
+                outcome = ChildOutcome(status="interrupted", error=str(exc))
+        self._open_children.pop(child_id, None)
+        if call is None or tool is None:
+            return
+        if outcome.status == "completed":
+            # It finished before the stop reached it: keep its result.
+            await self.writer.append(
+                *sub_agent_end(self.writer.state, child_id, tool.agent.name, call.id, outcome),
+                *result_events(
+                    self.agent,
+                    self.writer.session_id,
+                    call,
+                    ToolOutcome(result=outcome.output),
+                    usage=False,
+                ),
+            )
+            return
+        events: list[Event] = [
+            *sub_agent_end(self.writer.state, child_id, tool.agent.name, call.id, outcome),
+            tool_end(self.agent, self.writer.session_id, call, ToolOutcome(error=outcome.error)),
+        ]
+        await self.writer.append(*events)
+
+    # --- hooks ------------------------------------------------------------------------
+
+    async def fire(self, name: str, *args: Any) -> None:
+        """Call hook ``name`` of the agent, if set; a failing hook is logged and ignored."""
+        hook = getattr(self.agent.hooks, name)
+        if hook is None:
+            return
+        state = self.writer.state
+        ctx = HookContext(
+            session_id=state.session_id,
+            agent_type=self.agent.name,
+            run_id=self.run_id,
+            parent_session_id=state.parent_session_id,
+            root_session_id=state.root_session_id,
+        )
+        try:
+            produced = hook(ctx, *args)
+            if inspect.isawaitable(produced):
+                await produced
+        except Exception:
+            log.exception("hook %s of agent %s failed", name, self.agent.name)

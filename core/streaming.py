@@ -1,0 +1,66 @@
+"""A session's protocol stream: its chunks from a sequence on, then ``end`` or ``error``.
+
+Served by tailing the log, so a late or reconnecting reader misses nothing and
+sees nothing twice. The stream ends when the session's current run ends
+(completed, failed, aborted or interrupted) with no newer run after it; a
+paused session's stream stays open, since its run goes on in the same log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+from ._aio import closing_iter
+from .events import Aborted, Completed, Event, Failed, Interrupted, RunStarted
+from .projections import project_state, stream_item
+from .protocol import ChunkEvent, EndEvent, ErrorEvent, TransportEvent
+from .store import EventStore
+
+__all__ = ["RUN_ENDING_EVENTS", "final_event", "stream_session"]
+
+RUN_ENDING_EVENTS = (Completed, Failed, Aborted, Interrupted)
+"""Events after which a run is over and its stream ends (unless a new run starts)."""
+
+
+def final_event(events: Sequence[Event]) -> tuple[int, TransportEvent] | None:
+    """The seq and ``end``/``error`` event of the log's last run, if that run has ended."""
+    for event in reversed(events):
+        if isinstance(event, RunStarted):
+            return None
+        if isinstance(event, RUN_ENDING_EVENTS):
+            if isinstance(event, Completed):
+                state = project_state(events)
+                return event.seq, EndEvent(output=event.output, state=state.custom_state)
+            if isinstance(event, Interrupted):
+                reason = f": {event.reason}" if event.reason else ""
+                return event.seq, ErrorEvent(error=f"interrupted{reason}", recoverable=True)
+            state = project_state(events)
+            return event.seq, ErrorEvent(
+                error=state.error or "failed", recoverable=state.recoverable
+            )
+    return None
+
+
+async def stream_session(
+    store: EventStore, session_id: str, from_sequence: int = 0
+) -> AsyncIterator[TransportEvent]:
+    """Yield the session's chunks with sequence > ``from_sequence``, then ``end`` or ``error``.
+
+    A session that does not exist yet yields nothing until it is created.
+    Leaving the loop stops the tail.
+    """
+    final = final_event(await store.read(session_id))
+    if final is not None and final[0] <= from_sequence:
+        yield final[1]
+        return
+    async with closing_iter(store.tail(session_id, from_sequence)) as events:
+        async for event in events:
+            item = stream_item(event)
+            if item is not None:
+                yield ChunkEvent(chunk=item.chunk, sequence=item.sequence)
+            elif isinstance(event, RUN_ENDING_EVENTS):
+                final = final_event(await store.read(session_id))
+                if final is not None and final[0] == event.seq:
+                    yield final[1]
+                    return
+                # A newer run, or a later end, follows: the tail delivers it.
