@@ -180,8 +180,14 @@ from .tools import (
 from .transport import (
     RemoteAgentTransport as RemoteAgentTransport,
 )
+from .usage import (
+    UsageRollup as UsageRollup,
+    get_usage_rollup as get_usage_rollup,
+)
 
 __all__ = [
+    "UsageRollup",
+    "get_usage_rollup",
     "AgentServerError",
     "AgentServerErrorCode",
     "ConcurrencyConflict",
