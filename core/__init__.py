@@ -140,6 +140,10 @@ from .protocol import (
     TransportEvent as TransportEvent,
     message_from_input as message_from_input,
 )
+from .replay_llm import (
+    Divergence as Divergence,
+    ReplayLLM as ReplayLLM,
+)
 from .scripted_llm import (
     ScriptedLLM as ScriptedLLM,
     ScriptStep as ScriptStep,
@@ -186,6 +190,8 @@ from .usage import (
 )
 
 __all__ = [
+    "Divergence",
+    "ReplayLLM",
     "UsageRollup",
     "get_usage_rollup",
     "AgentServerError",

@@ -147,6 +147,7 @@ class AgentExecutor:
         agents: the agents this executor can run, as a registry or an iterable
             (sub-agents of registered agents are registered too).
         llm: the default model for agents that have none.
+        llm_override: a model every agent uses instead of its own (replays, tests).
         local_transport: how local sub-agents are reached; by default an
             :class:`InProcessTransport` over this executor.
         host_id: this process's identity in ``host_claimed`` events.
@@ -159,6 +160,7 @@ class AgentExecutor:
         agents: AgentRegistry | Sequence[AgentConfig] = (),
         *,
         llm: LLMAdapter | None = None,
+        llm_override: LLMAdapter | None = None,
         local_transport: RemoteAgentTransport | None = None,
         host_id: str | None = None,
         stop_grace: float = 10.0,
@@ -168,6 +170,7 @@ class AgentExecutor:
         self.env = RunEnv(
             store=store,
             llm=llm,
+            llm_override=llm_override,
             local_transport=local_transport or InProcessTransport(self),
             host_id=host_id,
             stop_grace=stop_grace,
@@ -188,7 +191,14 @@ class AgentExecutor:
     ) -> bool | None:
         tg, self._tg = self._tg, None
         assert tg is not None
-        return await tg.__aexit__(exc_type, exc, tb)
+        try:
+            return await tg.__aexit__(exc_type, exc, tb)
+        except BaseExceptionGroup as group:
+            # The body's own exception comes back wrapped by the task group:
+            # give the caller the exception they raised.
+            if exc is not None and len(group.exceptions) == 1 and group.exceptions[0] is exc:
+                raise exc from None
+            raise
 
     # --- the Python API -----------------------------------------------------------
 

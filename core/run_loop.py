@@ -90,6 +90,7 @@ class RunEnv:
 
     store: EventStore
     llm: LLMAdapter | None
+    llm_override: LLMAdapter | None
     local_transport: RemoteAgentTransport
     host_id: str | None = None
     stop_grace: float = 10.0
@@ -245,7 +246,7 @@ class SessionRun:
 
     async def _step(self) -> LLMResponse:
         agent = self.agent
-        llm = agent.llm or self.env.llm
+        llm = self.env.llm_override or agent.llm or self.env.llm
         if llm is None:
             raise LLMError(f"agent {agent.name!r} has no LLM and the executor has no default")
         state = await self.writer.append(
