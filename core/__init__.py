@@ -120,6 +120,9 @@ from .messages import (
     ToolResultMessage as ToolResultMessage,
     UserMessage as UserMessage,
 )
+from .openai_llm import (
+    OpenAIChatLLM as OpenAIChatLLM,
+)
 from .projections import (
     SessionProjector as SessionProjector,
     project_state as project_state,
@@ -190,6 +193,7 @@ from .usage import (
 )
 
 __all__ = [
+    "OpenAIChatLLM",
     "Divergence",
     "ReplayLLM",
     "UsageRollup",

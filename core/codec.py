@@ -11,6 +11,9 @@ from .events import Event
 
 __all__ = ["decode_event", "decode_events", "decode_jsonl", "encode_event", "encode_jsonl"]
 
+# msgspec reports bad UTF-8 inside strings as UnicodeDecodeError, not DecodeError.
+_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError)
+
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Event)
 _array_decoder = msgspec.json.Decoder(list[Event])
@@ -25,7 +28,7 @@ def decode_event(data: bytes | str) -> Event:
     """Decode one event; raise :class:`EventDecodeError` if ``data`` is not a known event."""
     try:
         event: Event = _decoder.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except _DECODE_ERRORS as exc:
         raise EventDecodeError(str(exc)) from exc
     return event
 
@@ -36,15 +39,19 @@ def decode_events(items: Sequence[bytes]) -> list[Event]:
         return []
     try:
         events: list[Event] = _array_decoder.decode(b"[" + b",".join(items) + b"]")
+    except _DECODE_ERRORS:
+        events = []
+    if len(events) == len(items):
         return events
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        # Fall back to one at a time so the error names the offending item.
-        for index, item in enumerate(items, start=1):
-            try:
-                _decoder.decode(item)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                raise EventDecodeError(f"item {index}: {exc}") from exc
-        raise  # pragma: no cover - the joined decode failed, so one item must too
+    # The joined decode failed, or an item held more than one value (a
+    # corrupt row such as two events joined by a comma): decode one by one,
+    # so the error names the offending item.
+    for index, item in enumerate(items, start=1):
+        try:
+            _decoder.decode(item)
+        except _DECODE_ERRORS as exc:
+            raise EventDecodeError(f"item {index}: {exc}") from exc
+    raise EventDecodeError("items do not decode to one event each")  # pragma: no cover
 
 
 def encode_jsonl(events: Iterable[Event]) -> bytes:
@@ -60,6 +67,6 @@ def decode_jsonl(data: bytes) -> list[Event]:
             continue
         try:
             events.append(_decoder.decode(line))
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except _DECODE_ERRORS as exc:
             raise EventDecodeError(str(exc), line=number) from exc
     return events

@@ -185,12 +185,15 @@ class OpenAIChatLLM:
         max_tokens: int | None = None,
         client: httpx.AsyncClient | None = None,
     ) -> None:
-        if not base_url.startswith(("http://", "https://")):
+        try:
+            self._url = httpx.URL(base_url.rstrip("/") + "/chat/completions")
+        except httpx.InvalidURL as exc:
+            raise UsageError(f"invalid base_url {base_url!r}: {exc}") from exc
+        if self._url.scheme not in ("http", "https") or not self._url.host:
             raise UsageError(f"base_url must be an http(s) URL, not {base_url!r}")
         if max_retries < 0:
             raise UsageError(f"max_retries must be >= 0, not {max_retries}")
         self.model = model
-        self._url = base_url.rstrip("/") + "/chat/completions"
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         self._headers = {"Content-Type": "application/json"}
         if key:

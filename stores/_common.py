@@ -1,8 +1,8 @@
-"""Pieces every store shares: batch validation and append notification for ``tail``."""
+"""Pieces every store shares: batch validation, and delivering appends to ``tail`` readers."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import anyio
 
@@ -10,7 +10,9 @@ from helix_agents.errors import UsageError
 from helix_agents.events import Event
 from helix_agents.ids import validate_session_id
 
-__all__ = ["AppendNotifier", "check_batch", "tail_events"]
+__all__ = ["AppendNotifier", "Subscription", "check_batch", "tail_events"]
+
+_MAX_BUFFERED = 1024  # past this a slow tail drops its buffer and re-reads the store
 
 
 def check_batch(session_id: str, events: Sequence[Event], expected_seq: int) -> None:
@@ -33,36 +35,79 @@ def check_batch(session_id: str, events: Sequence[Event], expected_seq: int) -> 
             )
 
 
-class AppendNotifier:
-    """Wakes ``tail`` readers of a session when that session's log grows.
+class Subscription:
+    """One tail's inbox: the events appended through this store since it subscribed."""
 
-    Only sessions with a waiter hold an entry: ``notify`` removes it.
-    """
-
-    __slots__ = ("_events",)
+    __slots__ = ("buffer", "overflowed", "wake")
 
     def __init__(self) -> None:
-        self._events: dict[str, anyio.Event] = {}
+        self.buffer: list[Event] = []
+        self.overflowed = False
+        self.wake = anyio.Event()
 
-    def waiter(self, session_id: str) -> anyio.Event:
-        """An event that is set at the next append to ``session_id``."""
-        event = self._events.get(session_id)
-        if event is None:
-            event = self._events[session_id] = anyio.Event()
-        return event
+    def deliver(self, events: Sequence[Event]) -> None:
+        if self.overflowed:
+            pass
+        elif len(self.buffer) + len(events) > _MAX_BUFFERED:
+            self.buffer.clear()
+            self.overflowed = True
+        else:
+            self.buffer.extend(events)
+        self.wake.set()
 
-    def notify(self, session_ids: Iterable[str]) -> None:
-        """Wake every waiter of the given sessions."""
-        for session_id in session_ids:
-            event = self._events.pop(session_id, None)
-            if event is not None:
-                event.set()
+    def take(self) -> tuple[list[Event], bool]:
+        """The buffered events and whether some were dropped; resets the inbox."""
+        events, overflowed = self.buffer, self.overflowed
+        self.buffer, self.overflowed = [], False
+        self.wake = anyio.Event()
+        return events, overflowed
 
-    def notify_all(self) -> None:
-        """Wake every waiter (used on close)."""
-        events, self._events = self._events, {}
-        for event in events.values():
-            event.set()
+
+class AppendNotifier:
+    """Hands each append made through a store to the tails of that session.
+
+    A tail subscribes *before* its catch-up read, so nothing appended in
+    between is missed; afterwards it is fed from memory and reads the store
+    only to fill a gap (appends by another process, or a dropped buffer).
+    """
+
+    __slots__ = ("_closed", "_subscriptions")
+
+    def __init__(self) -> None:
+        self._subscriptions: dict[str, set[Subscription]] = {}
+        self._closed = False
+
+    def subscribe(self, session_id: str) -> Subscription:
+        """Start collecting the session's appends."""
+        subscription = Subscription()
+        self._subscriptions.setdefault(session_id, set()).add(subscription)
+        if self._closed:
+            subscription.wake.set()
+        return subscription
+
+    def unsubscribe(self, session_id: str, subscription: Subscription) -> None:
+        """Stop collecting (a tail ended)."""
+        subscribers = self._subscriptions.get(session_id)
+        if subscribers is not None:
+            subscribers.discard(subscription)
+            if not subscribers:
+                del self._subscriptions[session_id]
+
+    def publish(self, session_id: str, events: Sequence[Event]) -> None:
+        """Deliver freshly appended events (empty: the log changed some other way)."""
+        for subscription in self._subscriptions.get(session_id, ()):
+            if events:
+                subscription.deliver(events)
+            else:
+                subscription.overflowed = True
+                subscription.wake.set()
+
+    def close(self) -> None:
+        """Wake every tail (the store is closing)."""
+        self._closed = True
+        for subscribers in self._subscriptions.values():
+            for subscription in subscribers:
+                subscription.wake.set()
 
 
 async def tail_events(
@@ -75,26 +120,42 @@ async def tail_events(
     is_closed: Callable[[], bool],
     closed_error: Callable[[], Exception],
 ) -> AsyncIterator[Event]:
-    """Yield a session's events after ``from_seq``, then wait for and yield new ones.
+    """Yield a session's events after ``from_seq``, then each new one, exactly once, in order.
 
-    The waiter is taken *before* each read, so an append that lands between
-    the read and the wait still wakes us. ``poll_interval`` bounds each wait,
-    for stores that other processes may write to.
+    ``poll_interval`` bounds each wait, after which the store is re-read, for
+    stores that other processes may write to.
     """
     validate_session_id(session_id)
     cursor = from_seq
-    while True:
-        if is_closed():
-            raise closed_error()
-        woken = notifier.waiter(session_id)
-        batch = await read(session_id, cursor)
-        if batch:
+    subscription = notifier.subscribe(session_id)
+    try:
+        need_read = True
+        while True:
+            if is_closed():
+                raise closed_error()
+            if need_read:
+                need_read = False
+                batch = await read(session_id, cursor)
+            else:
+                if not subscription.buffer and not subscription.overflowed:
+                    if poll_interval is None:
+                        await subscription.wake.wait()
+                    else:
+                        with anyio.move_on_after(poll_interval) as waited:
+                            await subscription.wake.wait()
+                        if waited.cancelled_caught:
+                            need_read = True  # maybe another process appended
+                            continue
+                    if is_closed():
+                        raise closed_error()
+                batch, overflowed = subscription.take()
+                batch = [event for event in batch if event.seq > cursor]
+                if overflowed or (batch and batch[0].seq != cursor + 1):
+                    need_read = True  # a gap: fill it from the store
+                    continue
             for event in batch:
                 yield event
-            cursor = batch[-1].seq
-            continue
-        if poll_interval is None:
-            await woken.wait()
-        else:
-            with anyio.move_on_after(poll_interval):
-                await woken.wait()
+            if batch:
+                cursor = batch[-1].seq
+    finally:
+        notifier.unsubscribe(session_id, subscription)

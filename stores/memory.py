@@ -39,7 +39,7 @@ class MemoryEventStore:
         if log is None:
             log = self._logs[session_id] = []
         log.extend(events)
-        self._notifier.notify((session_id,))
+        self._notifier.publish(session_id, list(events))
         return len(log)
 
     async def read(self, session_id: str, from_seq: int = 0) -> list[Event]:
@@ -82,13 +82,13 @@ class MemoryEventStore:
         validate_session_id(session_id)
         existed = self._logs.pop(session_id, None) is not None
         if existed:
-            self._notifier.notify((session_id,))
+            self._notifier.publish(session_id, [])
         return existed
 
     async def close(self) -> None:
         """Mark the store closed and wake every tail (which then raises StoreClosedError)."""
         self._closed = True
-        self._notifier.notify_all()
+        self._notifier.close()
 
     async def __aenter__(self) -> MemoryEventStore:
         return self

@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Sequence
-from typing import Literal
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Literal, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -31,6 +31,8 @@ from helix_agents.ids import validate_session_id
 from ._common import AppendNotifier, check_batch, tail_events
 
 __all__ = ["SqliteEventStore"]
+
+T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS helix_events (
@@ -66,12 +68,15 @@ class _Op:
 
 
 class _Append(_Op):
-    __slots__ = ("expected_seq", "rows")
+    __slots__ = ("events", "expected_seq", "rows")
 
-    def __init__(self, session_id: str, expected_seq: int, rows: list[_Row]) -> None:
+    def __init__(
+        self, session_id: str, expected_seq: int, rows: list[_Row], events: Sequence[Event]
+    ) -> None:
         super().__init__(session_id)
         self.expected_seq = expected_seq
         self.rows = rows
+        self.events = events
 
 
 class _Delete(_Op):
@@ -199,6 +204,8 @@ class SqliteEventStore:
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
+        self._active_reads = 0
+        self._reads_idle: anyio.Event | None = None
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -217,7 +224,7 @@ class SqliteEventStore:
             (session_id, event.seq, _TAGS[type(event)], event.ts, encode_event(event))
             for event in events
         ]
-        op = _Append(session_id, expected_seq, rows)
+        op = _Append(session_id, expected_seq, rows, list(events))
         await self._submit(op)
         return op.result
 
@@ -277,7 +284,9 @@ class SqliteEventStore:
                     for op in batch:
                         op.done = True
                         op.wake.set()
-                    self._notifier.notify({op.session_id for op in batch if op.error is None})
+                        if op.error is None:
+                            published = op.events if isinstance(op, _Append) else []
+                            self._notifier.publish(op.session_id, published)
         finally:
             self._leading_task_active = False
             self._hand_over()
@@ -356,7 +365,19 @@ class SqliteEventStore:
         """Return the events with seq > ``from_seq``."""
         self._ensure_open()
         validate_session_id(session_id)
-        return await anyio.to_thread.run_sync(self._read_sync, session_id, from_seq)
+        return await self._in_thread(self._read_sync, session_id, from_seq)
+
+    async def _in_thread(self, fn: Callable[..., T], *args: object) -> T:
+        """Run a read on a worker thread; ``close`` waits for reads under way."""
+        self._active_reads += 1
+        try:
+            # Not abandoned on cancellation: the count must stay true while
+            # the thread still uses its connection.
+            return await anyio.to_thread.run_sync(fn, *args)
+        finally:
+            self._active_reads -= 1
+            if self._active_reads == 0 and self._reads_idle is not None:
+                self._reads_idle.set()
 
     def tail(self, session_id: str, from_seq: int = 0) -> AsyncIterator[Event]:
         """Yield the events after ``from_seq``, then new ones as they are appended."""
@@ -374,7 +395,7 @@ class SqliteEventStore:
         """Return the session's last seq (0 if it has no events)."""
         self._ensure_open()
         validate_session_id(session_id)
-        rows = await anyio.to_thread.run_sync(
+        rows = await self._in_thread(
             self._scalar_sync,
             "SELECT MAX(seq) FROM helix_events WHERE session_id = ?",
             (session_id,),
@@ -385,7 +406,7 @@ class SqliteEventStore:
     async def list_sessions(self) -> list[str]:
         """Return every session id, sorted."""
         self._ensure_open()
-        rows = await anyio.to_thread.run_sync(
+        rows = await self._in_thread(
             self._scalar_sync, "SELECT session_id FROM helix_sessions ORDER BY session_id", ()
         )
         return [str(row[0]) for row in rows]
@@ -401,10 +422,13 @@ class SqliteEventStore:
         if self._closed:
             return
         self._closed = True
-        self._notifier.notify_all()
+        self._notifier.close()
         while self._leading:
             self._idle = anyio.Event()
             await self._idle.wait()
+        while self._active_reads:
+            self._reads_idle = anyio.Event()
+            await self._reads_idle.wait()
         self._writer.close()
         with self._readers_lock:
             readers, self._readers = self._readers, []
