@@ -24,6 +24,7 @@ from .codec import (
     encode_jsonl as encode_jsonl,
 )
 from .errors import (
+    HTTP_STATUS as HTTP_STATUS,
     AgentServerError as AgentServerError,
     AgentServerErrorCode as AgentServerErrorCode,
     ConcurrencyConflict as ConcurrencyConflict,
@@ -193,6 +194,7 @@ from .usage import (
 )
 
 __all__ = [
+    "HTTP_STATUS",
     "OpenAIChatLLM",
     "Divergence",
     "ReplayLLM",

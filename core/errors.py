@@ -31,6 +31,7 @@ __all__ = [
     "ConcurrencyConflict",
     "CorruptLogError",
     "EventDecodeError",
+    "HTTP_STATUS",
     "HelixError",
     "InvalidSessionIdError",
     "LogError",
@@ -136,9 +137,28 @@ class RemoteAgentFailedError(TransportError):
 
 
 AgentServerErrorCode = Literal[
-    "NOT_FOUND", "ALREADY_RUNNING", "ALREADY_COMPLETED", "INVALID_REQUEST", "INTERNAL_ERROR"
+    "NOT_FOUND",
+    "ALREADY_RUNNING",
+    "ALREADY_COMPLETED",
+    "INVALID_REQUEST",
+    "INTERNAL_ERROR",
+    "UNAUTHORIZED",
+    "METHOD_NOT_ALLOWED",
+    "PAYLOAD_TOO_LARGE",
 ]
-"""The protocol's error codes (HTTP 404, 409, 409, 400, 500)."""
+"""The protocol's error codes; the last three are HTTP-only (see specs/http.md)."""
+
+HTTP_STATUS: dict[str, int] = {
+    "INVALID_REQUEST": 400,
+    "UNAUTHORIZED": 401,
+    "NOT_FOUND": 404,
+    "METHOD_NOT_ALLOWED": 405,
+    "ALREADY_RUNNING": 409,
+    "ALREADY_COMPLETED": 409,
+    "PAYLOAD_TOO_LARGE": 413,
+    "INTERNAL_ERROR": 500,
+}
+"""The HTTP status of each error code."""
 
 
 class AgentServerError(HelixError):
