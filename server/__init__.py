@@ -1,9 +1,25 @@
-"""The server side: the ``helix-agents`` command line (replay, export, demo).
+"""The server side: ``AgentServer``, the HTTP+SSE gateway, and the ``helix-agents`` CLI.
 
-``AgentServer``, the Starlette gateway and the NATS host join this package in
-later issues.
+The NATS host joins this package in a later issue.
 """
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from .agent_server import AgentServer as AgentServer
+from .http_app import (
+    DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES,
+    Auth as Auth,
+    SessionRequest as SessionRequest,
+    create_http_app as create_http_app,
+)
+from .sse import SSEResponse as SSEResponse, encode_sse as encode_sse
+
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "AgentServer",
+    "Auth",
+    "SSEResponse",
+    "SessionRequest",
+    "create_http_app",
+    "encode_sse",
+]

@@ -1,0 +1,149 @@
+"""``AgentServer``: hosts agents for remote callers (the seeds' AgentServer API).
+
+A thin layer over :class:`~helix_agents.AgentExecutor`, which holds the
+semantics (idempotent start by compare-and-append, interrupts as log events):
+it builds the executor from an ``{agent type: agent}`` map, owns its lifetime,
+and turns unexpected failures into ``INTERNAL_ERROR``. Front it with
+``create_http_app`` (HTTP+SSE) or the NATS host.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from types import TracebackType
+from typing import Any, TypeVar
+
+from helix_agents import (
+    AgentConfig,
+    AgentExecutor,
+    AgentServerError,
+    EventStore,
+    HelixError,
+    LLMAdapter,
+    RemoteResumeRequest,
+    RemoteStartRequest,
+    RemoteStartResponse,
+    RemoteStatusResponse,
+    TransportEvent,
+    UsageError,
+)
+
+__all__ = ["AgentServer"]
+
+log = logging.getLogger("helix_agents.server")
+
+T = TypeVar("T")
+
+
+class AgentServer:
+    """Runs agents on a store for remote callers.
+
+    Use it as ``async with AgentServer(...) as server:`` (``create_http_app``
+    does this in its lifespan when it is the app being served).
+
+    Args:
+        agents: ``{agent type: agent}`` (each key must be the agent's name) or
+            an iterable of agents.
+        store: where session logs live.
+        executor: an executor to run them on (its lifetime is then yours);
+            by default the server makes and owns one.
+        llm: the default model for agents that have none.
+    """
+
+    def __init__(
+        self,
+        agents: Mapping[str, AgentConfig] | Iterable[AgentConfig],
+        store: EventStore,
+        *,
+        executor: AgentExecutor | None = None,
+        llm: LLMAdapter | None = None,
+    ) -> None:
+        if isinstance(agents, Mapping):
+            for key, agent in agents.items():
+                if key != agent.name:
+                    raise UsageError(f"agent {agent.name!r} is registered under key {key!r}")
+            agent_list = list(agents.values())
+        else:
+            agent_list = list(agents)
+        self.store = store
+        self._owns_executor = executor is None
+        self.executor = executor or AgentExecutor(store, agent_list, llm=llm)
+        for agent in agent_list:
+            self.executor.registry.register(agent)
+        self.agent_types = sorted(agent.name for agent in agent_list)
+        """The agent types callers may start (sub-agents are reachable only through them)."""
+        self._running = False
+
+    @property
+    def running(self) -> bool:
+        """True inside ``async with`` (or when the executor is managed by the caller)."""
+        return self._running or not self._owns_executor
+
+    async def __aenter__(self) -> AgentServer:
+        if self._owns_executor:
+            await self.executor.__aenter__()
+        self._running = True
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        self._running = False
+        if self._owns_executor:
+            return await self.executor.__aexit__(exc_type, exc, tb)
+        return None
+
+    async def _call(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        try:
+            return await fn(*args)
+        except (HelixError, ValueError):
+            raise
+        except Exception as exc:
+            log.exception("agent server failed in %s", getattr(fn, "__name__", fn))
+            raise AgentServerError("INTERNAL_ERROR", f"{type(exc).__name__}: {exc}") from exc
+
+    async def start_agent(self, request: RemoteStartRequest) -> RemoteStartResponse:
+        """Start a session (idempotent); see ``AgentExecutor.start_agent`` for the codes."""
+        if request.agent_type not in self.agent_types:
+            raise AgentServerError("NOT_FOUND", f"agent type not found: {request.agent_type}")
+        return await self._call(self.executor.start_agent, request)
+
+    async def resume_agent(self, request: RemoteResumeRequest) -> RemoteStartResponse:
+        """Resume an interrupted or paused session."""
+        return await self._call(self.executor.resume_agent, request)
+
+    async def stream_agent(
+        self, session_id: str, from_sequence: int = 0
+    ) -> AsyncIterator[TransportEvent]:
+        """The session's stream from ``from_sequence``; ``NOT_FOUND`` for an unknown session."""
+        await self.get_status(session_id)
+        events = self.executor.stream_agent(session_id, from_sequence)
+        try:
+            async for event in events:
+                yield event
+        finally:
+            aclose = getattr(events, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    async def get_status(self, session_id: str) -> RemoteStatusResponse:
+        """The session's status, including ``latest_sequence``."""
+        return await self._call(self.executor.get_status, session_id)
+
+    async def interrupt_agent(self, session_id: str, reason: str | None = None) -> None:
+        """Interrupt a session, wherever it runs (the request is an event in its log)."""
+        await self._call(self.executor.interrupt_agent, session_id, reason)
+
+    async def abort_agent(self, session_id: str, reason: str | None = None) -> None:
+        """Abort a session, wherever it runs."""
+        await self._call(self.executor.abort_agent, session_id, reason)
+
+    async def submit_tool_result(
+        self, session_id: str, tool_call_id: str, result: Any = None, error: str | None = None
+    ) -> None:
+        """Record a client tool's result on the session waiting for it."""
+        await self._call(self.executor.submit_tool_result, session_id, tool_call_id, result, error)

@@ -1,0 +1,249 @@
+"""``create_http_app``: the Starlette gateway speaking the HTTP+SSE protocol.
+
+It fronts an :class:`AgentServer` in this process or any
+:class:`~helix_agents.RemoteAgentTransport` (a fleet behind NATS, another
+HTTP server); one code path serves both, because an ``AgentServer`` is
+reached through an :class:`~helix_agents.InProcessTransport`. The protocol is
+in ``specs/http.md``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import msgspec
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from helix_agents import (
+    HTTP_STATUS,
+    AgentServerError,
+    HelixError,
+    InProcessTransport,
+    RemoteAgentTransport,
+    RemoteResumeRequest,
+    RemoteStartRequest,
+    SubmitToolResultRequest,
+    TransportError,
+    UsageError,
+    validate_session_id,
+)
+
+from .agent_server import AgentServer
+from .sse import SSEResponse
+
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "Auth", "SessionRequest", "create_http_app"]
+
+log = logging.getLogger("helix_agents.server")
+
+T = TypeVar("T")
+
+DEFAULT_MAX_BODY_BYTES = 1 << 20
+"""Request bodies larger than this (1 MiB) are answered 413."""
+
+Auth = Collection[str] | Callable[[str], Awaitable[bool]]
+"""Bearer tokens that are accepted, or an async check of a token."""
+
+_encoder = msgspec.json.Encoder()
+
+
+class SessionRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """The body of ``/interrupt`` and ``/abort``."""
+
+    session_id: str
+    reason: str | None = None
+
+
+class _Refused(Exception):
+    """A request refused before it reached the target; carries the protocol error."""
+
+    def __init__(self, code: str, message: str) -> None:
+        self.code = code
+        self.message = message
+        super().__init__(message)
+
+
+def _json(payload: Any, status: int = 200) -> Response:
+    return Response(_encoder.encode(payload), status, media_type="application/json")
+
+
+def _error(code: str, message: str) -> Response:
+    return _json({"error": message, "code": code}, HTTP_STATUS.get(code, 500))
+
+
+def _session_id(value: object, field: str = "sessionId") -> str:
+    try:
+        return validate_session_id(value)
+    except UsageError as exc:
+        raise _Refused("INVALID_REQUEST", f"{field}: {exc}") from exc
+
+
+def create_http_app(
+    target: AgentServer | RemoteAgentTransport,
+    *,
+    auth: Auth | None = None,
+    heartbeat_interval: float = 15.0,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> Starlette:
+    """Build the Starlette app serving the protocol for ``target``.
+
+    Args:
+        target: an :class:`AgentServer` (entered in the app's lifespan unless it
+            is already running) or any ``RemoteAgentTransport``.
+        auth: accepted bearer tokens, or an async ``token -> bool`` check; when
+            set, every route but ``/health`` needs ``Authorization: Bearer``.
+        heartbeat_interval: seconds between ``:heartbeat`` comments on ``/sse``.
+        max_body_bytes: larger request bodies are refused with 413.
+    """
+    server = target if isinstance(target, AgentServer) else None
+    transport: RemoteAgentTransport = (
+        InProcessTransport(target) if isinstance(target, AgentServer) else target
+    )
+
+    async def authorized(request: Request) -> bool:
+        if auth is None:
+            return True
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            return False
+        if callable(auth):
+            return bool(await auth(token))
+        return any(hmac.compare_digest(token, allowed) for allowed in auth)
+
+    async def body(request: Request, kind: type[T]) -> T:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > max_body_bytes:
+            raise _Refused("PAYLOAD_TOO_LARGE", f"request body over {max_body_bytes} bytes")
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_body_bytes:
+                raise _Refused("PAYLOAD_TOO_LARGE", f"request body over {max_body_bytes} bytes")
+            chunks.append(chunk)
+        raw = b"".join(chunks)
+        try:
+            decoded: T = msgspec.json.decode(raw, type=kind)
+        except msgspec.ValidationError as exc:
+            raise _Refused("INVALID_REQUEST", f"invalid request: {exc}") from exc
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+            raise _Refused("INVALID_REQUEST", f"malformed JSON: {exc}") from exc
+        return decoded
+
+    def endpoint(
+        handler: Callable[[Request], Awaitable[Response | SSEResponse]], *, open_: bool = False
+    ) -> Callable[[Request], Awaitable[Any]]:
+        async def wrapped(request: Request) -> Any:
+            try:
+                if not open_ and not await authorized(request):
+                    raise _Refused("UNAUTHORIZED", "missing or invalid bearer token")
+                return await handler(request)
+            except _Refused as exc:
+                return _error(exc.code, exc.message)
+            except AgentServerError as exc:
+                return _error(exc.code, exc.message)
+            except TransportError as exc:
+                log.warning("gateway target unreachable: %s", exc)
+                return _error("INTERNAL_ERROR", f"agent host unreachable: {exc}")
+            except HelixError as exc:
+                return _error("INVALID_REQUEST", str(exc))
+
+        wrapped.__name__ = handler.__name__
+        return wrapped
+
+    async def start(request: Request) -> Response:
+        req = await body(request, RemoteStartRequest)
+        _session_id(req.session_id)
+        for field, value in (
+            ("parentSessionId", req.parent_session_id),
+            ("rootSessionId", req.root_session_id),
+        ):
+            if value is not None:
+                _session_id(value, field)
+        return _json(await transport.start(req))
+
+    async def resume(request: Request) -> Response:
+        req = await body(request, RemoteResumeRequest)
+        _session_id(req.session_id)
+        return _json(await transport.resume(req))
+
+    async def status(request: Request) -> Response:
+        session_id = _session_id(request.query_params.get("sessionId", ""))
+        return _json(await transport.get_status(session_id))
+
+    async def sse(request: Request) -> SSEResponse:
+        session_id = _session_id(request.query_params.get("sessionId", ""))
+        raw = request.query_params.get("fromSequence")
+        field = "fromSequence"
+        if raw is None:
+            raw, field = request.headers.get("last-event-id", "0"), "Last-Event-ID"
+        if not raw.isdigit():
+            raise _Refused("INVALID_REQUEST", f"{field} must be an integer >= 0, not {raw!r}")
+        await transport.get_status(session_id)  # 404 before any byte of the stream
+        return SSEResponse(
+            transport.stream(session_id, int(raw)), heartbeat_interval=heartbeat_interval
+        )
+
+    async def interrupt(request: Request) -> Response:
+        req = await body(request, SessionRequest)
+        await transport.interrupt(_session_id(req.session_id), req.reason)
+        return _json({"ok": True})
+
+    async def abort(request: Request) -> Response:
+        req = await body(request, SessionRequest)
+        await transport.abort(_session_id(req.session_id), req.reason)
+        return _json({"ok": True})
+
+    async def submit_tool_result(request: Request) -> Response:
+        req = await body(request, SubmitToolResultRequest)
+        await transport.submit_tool_result(
+            _session_id(req.session_id), req.tool_call_id, req.result, req.error
+        )
+        return _json({"ok": True})
+
+    async def health(request: Request) -> Response:
+        return _json({"status": "ok", "agents": server.agent_types if server else []})
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        if exc.status_code == 405:
+            return _error("METHOD_NOT_ALLOWED", f"{request.method} is not allowed here")
+        if exc.status_code == 404:
+            return _error("NOT_FOUND", f"no route {request.url.path}")
+        return _error("INVALID_REQUEST", str(exc.detail))
+
+    async def internal_error(request: Request, exc: Exception) -> Response:
+        log.exception("gateway error", exc_info=exc)
+        return _error("INTERNAL_ERROR", f"{type(exc).__name__}: {exc}")
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if server is not None and not server.running:
+            async with server:
+                yield
+        else:
+            yield
+
+    routes = [
+        Route("/start", endpoint(start), methods=["POST"]),
+        Route("/resume", endpoint(resume), methods=["POST"]),
+        Route("/sse", endpoint(sse), methods=["GET"]),
+        Route("/status", endpoint(status), methods=["GET"]),
+        Route("/interrupt", endpoint(interrupt), methods=["POST"]),
+        Route("/abort", endpoint(abort), methods=["POST"]),
+        Route("/submit-tool-result", endpoint(submit_tool_result), methods=["POST"]),
+        Route("/health", endpoint(health, open_=True), methods=["GET"]),
+    ]
+    return Starlette(
+        routes=routes,
+        exception_handlers={HTTPException: http_error, Exception: internal_error},
+        lifespan=lifespan,
+    )
