@@ -11,8 +11,11 @@ from pydantic import BaseModel
 from .errors import UsageError
 from .llm import LLMAdapter, ToolSpec
 from .tools import SUBAGENT_TOOL_PREFIX, Tool, validate_tool_name
+from .transport import RemoteAgentTransport
 
 __all__ = [
+    "RemoteSubAgentTool",
+    "create_remote_sub_agent_tool",
     "AgentConfig",
     "AgentHooks",
     "AgentRegistry",
@@ -78,7 +81,7 @@ class AgentConfig:
     name: str
     description: str = ""
     system_prompt: str | Callable[[dict[str, Any]], str] | None = None
-    tools: tuple[Tool[Any] | SubAgentTool[Any], ...] = ()
+    tools: tuple[Tool[Any] | SubAgentTool[Any] | RemoteSubAgentTool[Any], ...] = ()
     output_schema: type[BaseModel] | None = None
     state_schema: type[BaseModel] | None = None
     llm: LLMAdapter | None = None
@@ -86,7 +89,7 @@ class AgentConfig:
     max_steps: int = 10
     hooks: AgentHooks = field(default_factory=AgentHooks)
 
-    def tool(self, name: str) -> Tool[Any] | SubAgentTool[Any] | None:
+    def tool(self, name: str) -> Tool[Any] | SubAgentTool[Any] | RemoteSubAgentTool[Any] | None:
         """The tool called ``name``, or None."""
         for candidate in self.tools:
             if candidate.name == name:
@@ -112,7 +115,7 @@ def define_agent(
     *,
     description: str = "",
     system_prompt: str | Callable[[dict[str, Any]], str] | None = None,
-    tools: Iterable[Tool[Any] | SubAgentTool[Any]] = (),
+    tools: Iterable[Tool[Any] | SubAgentTool[Any] | RemoteSubAgentTool[Any]] = (),
     output_schema: type[BaseModel] | None = None,
     state_schema: type[BaseModel] | None = None,
     llm: LLMAdapter | None = None,
@@ -144,7 +147,7 @@ def define_agent(
     tool_list = tuple(tools)
     seen: set[str] = set()
     for tool in tool_list:
-        if not isinstance(tool, Tool | SubAgentTool):
+        if not isinstance(tool, Tool | SubAgentTool | RemoteSubAgentTool):
             raise UsageError(f"agent {name!r}: {tool!r} is not a tool (use define_tool)")
         if tool.name in seen:
             raise UsageError(f"agent {name!r}: two tools are named {tool.name!r}")
@@ -225,6 +228,90 @@ def create_sub_agent_tool(
         input_schema=input_schema,
         description=description or agent.description or f"Delegate to the {agent.name} agent",
         timeout=timeout,
+    )
+
+
+MAX_STREAM_RETRIES = 50
+
+
+@dataclass(frozen=True, kw_only=True)
+class RemoteSubAgentTool(Generic[InputT]):
+    """A tool that runs an agent hosted elsewhere; see :func:`create_remote_sub_agent_tool`."""
+
+    name: str
+    description: str
+    input_schema: type[InputT]
+    output_schema: type[BaseModel]
+    transport: RemoteAgentTransport
+    remote_agent_type: str
+    timeout: float | None = None
+    stream_retries: int = 3
+    stream_retry_base: float = 0.1
+
+    def spec(self) -> ToolSpec:
+        """The tool as the LLM sees it."""
+        return ToolSpec(
+            name=self.name,
+            description=self.description,
+            parameters=self.input_schema.model_json_schema(),
+        )
+
+
+def create_remote_sub_agent_tool(
+    name: str,
+    *,
+    description: str,
+    input_schema: type[InputT],
+    output_schema: type[BaseModel],
+    transport: RemoteAgentTransport,
+    remote_agent_type: str,
+    timeout: float | None = None,
+    stream_retries: int = 3,
+    stream_retry_base: float = 0.1,
+) -> RemoteSubAgentTool[InputT]:
+    """A tool named ``subagent__<name>`` that delegates to ``remote_agent_type`` over ``transport``.
+
+    The remote session id is ``{parent session}-remote-{tool call id}``, so a
+    retried or resumed call reaches the same remote session. Its chunks are
+    forwarded into the parent's log (deduplicated by remote seq); a stream
+    that drops is reconnected from the last seq held, with backoff
+    ``stream_retry_base * 2**n``, up to ``stream_retries`` times (0 disables,
+    at most 50). The remote output is validated against ``output_schema``.
+    ``timeout`` interrupts the remote session and fails the call.
+
+    Raises:
+        UsageError: for a bad name, schema, timeout or retry setting.
+    """
+    validate_tool_name(name)
+    if len(name) > _MAX_AGENT_NAME:
+        raise UsageError(f"remote sub-agent name {name!r} is longer than {_MAX_AGENT_NAME}")
+    for label, schema in (("input_schema", input_schema), ("output_schema", output_schema)):
+        if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+            raise UsageError(f"remote sub-agent {name!r}: {label} must be a pydantic model class")
+    if not remote_agent_type:
+        raise UsageError(f"remote sub-agent {name!r}: remote_agent_type is required")
+    if timeout is not None and not timeout > 0:
+        raise UsageError(f"remote sub-agent {name!r}: timeout must be > 0 seconds")
+    if (
+        isinstance(stream_retries, bool)
+        or not isinstance(stream_retries, int)
+        or not 0 <= stream_retries <= MAX_STREAM_RETRIES
+    ):
+        raise UsageError(
+            f"remote sub-agent {name!r}: stream_retries must be 0..{MAX_STREAM_RETRIES}"
+        )
+    if stream_retry_base < 0:
+        raise UsageError(f"remote sub-agent {name!r}: stream_retry_base must be >= 0")
+    return RemoteSubAgentTool(
+        name=SUBAGENT_TOOL_PREFIX + name,
+        description=description,
+        input_schema=input_schema,
+        output_schema=output_schema,
+        transport=transport,
+        remote_agent_type=remote_agent_type,
+        timeout=timeout,
+        stream_retries=stream_retries,
+        stream_retry_base=stream_retry_base,
     )
 
 

@@ -10,20 +10,37 @@ and after a crash forwarding resumes from exactly the last seq held.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
 import msgspec
+from pydantic import BaseModel
 
 from ._aio import closing_iter
 from .errors import StreamDropError
-from .events import ChildChunkForwarded, Event, SubAgentEnd, SubAgentStart, SubSessionFinished
+from .events import (
+    ChildChunkForwarded,
+    Event,
+    RemoteRef,
+    SubAgentEnd,
+    SubAgentStart,
+    SubSessionFinished,
+)
 from .protocol import ChunkEvent, EndEvent, ErrorEvent
 from .session_writer import SessionWriter
 from .state import SessionState
 from .transport import RemoteAgentTransport
 
-__all__ = ["ChildOutcome", "child_session_id", "forward_child", "sub_agent_end", "sub_agent_start"]
+__all__ = [
+    "ChildOutcome",
+    "ChildTarget",
+    "child_session_id",
+    "forward_child",
+    "remote_session_id",
+    "sub_agent_end",
+    "sub_agent_start",
+]
 
 
 class ChildOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -37,6 +54,26 @@ class ChildOutcome(msgspec.Struct, frozen=True, kw_only=True):
 def child_session_id(parent_session_id: str, tool_call_id: str) -> str:
     """The deterministic id of a local sub-agent's session: ``{parent}-sub-{call id}``."""
     return f"{parent_session_id}-sub-{tool_call_id}"
+
+
+def remote_session_id(parent_session_id: str, tool_call_id: str) -> str:
+    """The deterministic id of a remote sub-agent's session: ``{parent}-remote-{call id}``."""
+    return f"{parent_session_id}-remote-{tool_call_id}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChildTarget:
+    """Where one sub-agent call's child session lives and how to reach it."""
+
+    session_id: str
+    agent_type: str
+    transport: RemoteAgentTransport
+    remote: RemoteRef | None = None
+    state_schema: type[BaseModel] | None = None
+    output_schema: type[BaseModel] | None = None
+    timeout: float | None = None
+    stream_retries: int = 3
+    stream_retry_base: float = 0.1
 
 
 def sub_agent_start(

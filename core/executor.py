@@ -265,6 +265,29 @@ class AgentExecutor:
             await active.done.wait()
             active = self._runs.get(session_id)
 
+    async def recover(self) -> list[str]:
+        """Resume every session whose log says ``running`` but that no run here holds.
+
+        Call it when a process starts on a store another process left behind
+        (a crash): those sessions were running when it died. Reads every
+        session's log once. Returns the ids resumed.
+        """
+        recovered: list[str] = []
+        for session_id in await self.store.list_sessions():
+            log_ = await self.store.read(session_id)
+            if not log_ or session_id in self._runs:
+                continue
+            state = project_state(log_)
+            if state.status != "running" or self.registry.get(state.agent_type) is None:
+                continue
+            try:
+                await self.resume_agent(RemoteResumeRequest(session_id=session_id))
+            except AgentServerError as exc:
+                log.warning("could not recover session %s: %s", session_id, exc)
+                continue
+            recovered.append(session_id)
+        return recovered
+
     def is_executing(self, session_id: str) -> bool:
         """True while a run of the session is active in this executor."""
         return session_id in self._runs

@@ -27,15 +27,23 @@ import anyio
 import msgspec
 
 from ._aio import closing_iter
-from .agents import AgentConfig, HookContext, SubAgentTool
+from .agents import AgentConfig, HookContext, RemoteSubAgentTool, SubAgentTool
 from .child_calls import (
     ChildOutcome,
+    ChildTarget,
     child_session_id,
     forward_child,
+    remote_session_id,
     sub_agent_end,
     sub_agent_start,
 )
-from .errors import AgentServerError, HelixError, OwnershipLost, TransportError
+from .errors import (
+    AgentServerError,
+    HelixError,
+    OwnershipLost,
+    RemoteAgentFailedError,
+    TransportError,
+)
 from .events import (
     Aborted,
     AbortRequested,
@@ -48,6 +56,7 @@ from .events import (
     InterruptRequested,
     MessageAppended,
     OutputChunk,
+    RemoteRef,
     StepStarted,
     SubSessionResumed,
     SubSessionStarted,
@@ -134,7 +143,7 @@ class SessionRun:
         self.stop: StopRequest | None = None
         self._scope: anyio.CancelScope | None = None
         self._open_tools: dict[str, ToolCall] = {}
-        self._open_children: dict[str, tuple[ToolCall, SubAgentTool[Any]]] = {}
+        self._open_children: dict[str, tuple[ToolCall, ChildTarget]] = {}
 
     # --- control ----------------------------------------------------------------
 
@@ -332,7 +341,7 @@ class SessionRun:
                     outcome = await self._finish_call(call)
                     if outcome.error is None and finished is None:
                         finished = outcome
-                elif isinstance(tool, SubAgentTool):
+                elif isinstance(tool, SubAgentTool | RemoteSubAgentTool):
                     tg.start_soon(self._call_sub_agent, call, tool)
                 elif isinstance(tool, Tool) and tool.is_client_tool:
                     if await self._client_call(call, tool):
@@ -389,17 +398,47 @@ class SessionRun:
         await run_tool_call(self.agent, self.writer, call, tool, self.fire)
         self._open_tools.pop(call.id, None)
 
-    async def _call_sub_agent(self, call: ToolCall, tool: SubAgentTool[Any]) -> None:
+    def _target(
+        self, call: ToolCall, tool: SubAgentTool[Any] | RemoteSubAgentTool[Any]
+    ) -> ChildTarget:
+        sid = self.writer.session_id
+        if isinstance(tool, SubAgentTool):
+            return ChildTarget(
+                session_id=child_session_id(sid, call.id),
+                agent_type=tool.agent.name,
+                transport=self.env.local_transport,
+                state_schema=tool.agent.state_schema,
+                output_schema=None,
+                timeout=tool.timeout,
+            )
+        return ChildTarget(
+            session_id=remote_session_id(sid, call.id),
+            agent_type=tool.remote_agent_type,
+            transport=tool.transport,
+            remote=RemoteRef(
+                transport=type(tool.transport).__name__,
+                remote_agent_type=tool.remote_agent_type,
+                url=getattr(tool.transport, "url", None),
+            ),
+            output_schema=tool.output_schema,
+            timeout=tool.timeout,
+            stream_retries=tool.stream_retries,
+            stream_retry_base=tool.stream_retry_base,
+        )
+
+    async def _call_sub_agent(
+        self, call: ToolCall, tool: SubAgentTool[Any] | RemoteSubAgentTool[Any]
+    ) -> None:
         state = self.writer.state
         sid = state.session_id
-        child_id = child_session_id(sid, call.id)
-        child = tool.agent
+        target = self._target(call, tool)
+        child_id = target.session_id
         try:
             value = tool.input_schema.model_validate(call.arguments).model_dump(mode="json")
         except ValueError as exc:
             await self._record(call, ToolOutcome(error=f"invalid arguments: {exc}"))
             return
-        transport = self.env.local_transport
+        transport = target.transport
         ref = state.sub_sessions.get(child_id)
         if ref is None:
             await self.fire("before_sub_agent", call)
@@ -410,72 +449,118 @@ class SessionRun:
                     seq=0,
                     ts=0.0,
                     sub_session_id=child_id,
-                    agent_type=child.name,
+                    agent_type=target.agent_type,
                     tool_call_id=call.id,
                     input=value,
+                    remote=target.remote,
                 ),
-                sub_agent_start(state, child_id, child.name, call.id, value),
+                sub_agent_start(state, child_id, target.agent_type, call.id, value),
             )
-            self._open_children[child_id] = (call, tool)
-            await transport.start(
-                RemoteStartRequest(
-                    session_id=child_id,
-                    agent_type=child.name,
-                    message=message_from_input(value),
-                    state=value if _fits(child.state_schema, value) else None,
-                    parent_session_id=sid,
-                    root_session_id=state.root_session_id,
-                    input=value,
-                    parent_tool_call_id=call.id,
+            self._open_children[child_id] = (call, target)
+            try:
+                await transport.start(
+                    RemoteStartRequest(
+                        session_id=child_id,
+                        agent_type=target.agent_type,
+                        message=message_from_input(value),
+                        state=value
+                        if target.remote is None and _fits(target.state_schema, value)
+                        else None,
+                        parent_session_id=sid,
+                        root_session_id=state.root_session_id,
+                        input=value,
+                        parent_tool_call_id=call.id,
+                    )
                 )
-            )
+            except (TransportError, AgentServerError) as exc:
+                await self._end_child(call, target, ChildOutcome(status="failed", error=str(exc)))
+                return
         else:
             if ref.status == "interrupted":
                 # The segment was closed at the interrupt; open a new one.
                 await self.writer.append(
                     tool_start(self.agent, sid, call),
-                    sub_agent_start(state, child_id, child.name, call.id, value),
+                    sub_agent_start(state, child_id, target.agent_type, call.id, value),
                     SubSessionResumed(session_id="", seq=0, ts=0.0, sub_session_id=child_id),
                 )
-            self._open_children[child_id] = (call, tool)
+            self._open_children[child_id] = (call, target)
             try:
-                await transport.resume(RemoteResumeRequest(session_id=child_id))
+                await self._reconcile(target)
+            except (TransportError, AgentServerError) as exc:
+                await self._end_child(call, target, ChildOutcome(status="failed", error=str(exc)))
+                return
+        try:
+            outcome = await self._await_child(target)
+        except (TransportError, AgentServerError) as exc:
+            outcome = ChildOutcome(status="failed", error=str(exc))
+        await self._end_child(call, target, outcome)
+
+    async def _reconcile(self, target: ChildTarget) -> None:
+        """Before following an existing child again: resume it if nothing runs it."""
+        status = await target.transport.get_status(target.session_id)
+        if status.status == "interrupted" or (
+            status.status == "running" and not status.is_executing
+        ):
+            try:
+                await target.transport.resume(RemoteResumeRequest(session_id=target.session_id))
             except AgentServerError as exc:
                 if exc.code != "ALREADY_COMPLETED":
                     raise
-        try:
-            outcome = await self._await_child(transport, child_id, tool)
-        except (TransportError, AgentServerError) as exc:
-            outcome = ChildOutcome(status="failed", error=str(exc))
-        self._open_children.pop(child_id, None)
+
+    async def _end_child(self, call: ToolCall, target: ChildTarget, outcome: ChildOutcome) -> None:
+        self._open_children.pop(target.session_id, None)
+        if outcome.status == "completed" and target.output_schema is not None:
+            try:
+                output = target.output_schema.model_validate(outcome.output)
+            except ValueError as exc:
+                outcome = ChildOutcome(
+                    status="failed", error=f"remote output does not match the schema: {exc}"
+                )
+            else:
+                outcome = ChildOutcome(status="completed", output=output.model_dump(mode="json"))
+        if outcome.status != "completed" and target.remote is not None:
+            failure = RemoteAgentFailedError(target.session_id, outcome.error or outcome.status)
+            outcome = ChildOutcome(status=outcome.status, error=str(failure))
         result = (
             ToolOutcome(result=outcome.output)
             if outcome.status == "completed"
-            else ToolOutcome(error=outcome.error or f"sub-agent {child.name!r} failed")
+            else ToolOutcome(error=outcome.error or f"sub-agent {target.agent_type!r} failed")
         )
+        sid = self.writer.session_id
         await self.writer.append(
-            *sub_agent_end(self.writer.state, child_id, child.name, call.id, outcome),
+            *sub_agent_end(
+                self.writer.state, target.session_id, target.agent_type, call.id, outcome
+            ),
             *result_events(self.agent, sid, call, result, usage=False),
             UsageRecorded(
                 session_id="",
                 seq=0,
                 ts=0.0,
                 kind="subagent",
-                name=child.name,
-                sub_session_id=child_id,
+                name=target.agent_type,
+                sub_session_id=target.session_id,
             ),
         )
         await self.fire("after_sub_agent", call, outcome)
 
-    async def _await_child(
-        self, transport: RemoteAgentTransport, child_id: str, tool: SubAgentTool[Any]
-    ) -> ChildOutcome:
-        if tool.timeout is None:
-            return await forward_child(self.writer, transport, child_id)
-        with anyio.move_on_after(tool.timeout):
-            return await forward_child(self.writer, transport, child_id)
-        message = f"sub-agent {tool.agent.name!r} timed out after {tool.timeout:g}s"
-        await self._stop_child(transport, child_id, StopRequest("interrupt", message))
+    async def _follow(self, target: ChildTarget) -> ChildOutcome:
+        return await forward_child(
+            self.writer,
+            target.transport,
+            target.session_id,
+            stream_retries=target.stream_retries,
+            retry_base_delay=target.stream_retry_base,
+        )
+
+    async def _await_child(self, target: ChildTarget) -> ChildOutcome:
+        if target.timeout is None:
+            return await self._follow(target)
+        with anyio.move_on_after(target.timeout):
+            return await self._follow(target)
+        message = f"sub-agent {target.agent_type!r} timed out after {target.timeout:g}s"
+        outcome = await self._halt_child(target, StopRequest("interrupt", message))
+        if outcome.status == "completed":
+            return outcome  # it finished while being stopped: keep the result
         return ChildOutcome(status="interrupted", error=message)
 
     # --- endings --------------------------------------------------------------------
@@ -519,7 +604,7 @@ class SessionRun:
             with anyio.move_on_after(self.env.stop_grace):
                 async with anyio.create_task_group() as tg:
                     for child_id in list(self._open_children):
-                        tg.start_soon(self._stop_child, self.env.local_transport, child_id, stop)
+                        tg.start_soon(self._stop_child, child_id, stop)
             closing = [
                 tool_end(self.agent, sid, call, ToolOutcome(error=word))
                 for call in self._open_tools.values()
@@ -550,11 +635,10 @@ class SessionRun:
             if stop.kind == "abort" and self.writer.last_seq > before:
                 await self.fire("on_agent_fail", reason)
 
-    async def _stop_child(
-        self, transport: RemoteAgentTransport, child_id: str, stop: StopRequest
-    ) -> None:
-        """Stop one child, wait for its acknowledgement, and record it on its ref."""
-        call, tool = self._open_children.get(child_id, (None, None))
+    async def _halt_child(self, target: ChildTarget, stop: StopRequest) -> ChildOutcome:
+        """Send the stop to a child and follow it until it acknowledges (bounded)."""
+        child_id = target.session_id
+        transport = target.transport
         outcome = ChildOutcome(status="interrupted", error="no acknowledgement from the child")
         started = True
         try:
@@ -570,30 +654,27 @@ class SessionRun:
             log.warning("could not stop child %s: %s", child_id, exc)
         with anyio.move_on_after(self.env.stop_grace if started else 0):
             try:
-                outcome = await forward_child(self.writer, transport, child_id)
+                outcome = await self._follow(target)
             except (HelixError, OSError) as exc:
                 outcome = ChildOutcome(status="interrupted", error=str(exc))
-        self._open_children.pop(child_id, None)
-        if call is None or tool is None:
+        return outcome
+
+    async def _stop_child(self, child_id: str, stop: StopRequest) -> None:
+        """Stop one open child and record its acknowledgement on its ref (no tool result)."""
+        opened = self._open_children.get(child_id)
+        if opened is None:
             return
+        call, target = opened
+        outcome = await self._halt_child(target, stop)
         if outcome.status == "completed":
             # It finished before the stop reached it: keep its result.
-            await self.writer.append(
-                *sub_agent_end(self.writer.state, child_id, tool.agent.name, call.id, outcome),
-                *result_events(
-                    self.agent,
-                    self.writer.session_id,
-                    call,
-                    ToolOutcome(result=outcome.output),
-                    usage=False,
-                ),
-            )
+            await self._end_child(call, target, outcome)
             return
-        events: list[Event] = [
-            *sub_agent_end(self.writer.state, child_id, tool.agent.name, call.id, outcome),
+        self._open_children.pop(child_id, None)
+        await self.writer.append(
+            *sub_agent_end(self.writer.state, child_id, target.agent_type, call.id, outcome),
             tool_end(self.agent, self.writer.session_id, call, ToolOutcome(error=outcome.error)),
-        ]
-        await self.writer.append(*events)
+        )
 
     # --- hooks ------------------------------------------------------------------------
 

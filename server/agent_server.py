@@ -49,6 +49,8 @@ class AgentServer:
         executor: an executor to run them on (its lifetime is then yours);
             by default the server makes and owns one.
         llm: the default model for agents that have none.
+        recover: on entering, resume the sessions a previous process left
+            running on this store (see ``AgentExecutor.recover``).
     """
 
     def __init__(
@@ -58,6 +60,7 @@ class AgentServer:
         *,
         executor: AgentExecutor | None = None,
         llm: LLMAdapter | None = None,
+        recover: bool = True,
     ) -> None:
         if isinstance(agents, Mapping):
             for key, agent in agents.items():
@@ -74,6 +77,7 @@ class AgentServer:
         self.agent_types = sorted(agent.name for agent in agent_list)
         """The agent types callers may start (sub-agents are reachable only through them)."""
         self._running = False
+        self._recover = recover
 
     @property
     def running(self) -> bool:
@@ -84,6 +88,10 @@ class AgentServer:
         if self._owns_executor:
             await self.executor.__aenter__()
         self._running = True
+        if self._recover:
+            recovered = await self.executor.recover()
+            if recovered:
+                log.info("resumed %d session(s) left running: %s", len(recovered), recovered)
         return self
 
     async def __aexit__(
