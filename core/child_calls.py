@@ -10,15 +10,17 @@ and after a crash forwarding resumes from exactly the last seq held.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import anyio
 import msgspec
 from pydantic import BaseModel
 
 from ._aio import closing_iter
-from .errors import StreamDropError
+from .errors import AgentServerError, StreamDropError, TransportError
 from .events import (
     ChildChunkForwarded,
     Event,
@@ -38,9 +40,15 @@ __all__ = [
     "child_session_id",
     "forward_child",
     "remote_session_id",
+    "retrying",
     "sub_agent_end",
     "sub_agent_start",
 ]
+
+
+log = logging.getLogger("helix_agents")
+
+T = TypeVar("T")
 
 
 class ChildOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -125,6 +133,29 @@ def sub_agent_end(
     ]
 
 
+def _transient(exc: BaseException) -> bool:
+    """A failure worth retrying: the network, or the server's INTERNAL_ERROR (a 5xx)."""
+    if isinstance(exc, AgentServerError):
+        return exc.code == "INTERNAL_ERROR"
+    return isinstance(exc, TransportError) and not isinstance(exc, StreamDropError)
+
+
+async def retrying(call: Callable[[], Awaitable[T]], *, retries: int, base_delay: float) -> T:
+    """Await ``call()``, retrying transient failures with backoff ``base * 2**n``.
+
+    Only for idempotent calls (start with a fixed session id, resume, status).
+    """
+    attempt = 0
+    while True:
+        try:
+            return await call()
+        except (TransportError, AgentServerError) as exc:
+            if not _transient(exc) or attempt >= retries:
+                raise
+            attempt += 1
+            await anyio.sleep(base_delay * 2 ** (attempt - 1))
+
+
 async def forward_child(
     writer: SessionWriter,
     transport: RemoteAgentTransport,
@@ -142,18 +173,27 @@ async def forward_child(
     drops = 0
     while True:
         held = writer.state.sub_sessions[child_id].last_child_seq
-        async with closing_iter(transport.stream(child_id, held)) as events:
-            async for event in events:
-                if isinstance(event, ChunkEvent):
-                    await writer.append_with(_forwarded(child_id, event))
-                elif isinstance(event, EndEvent):
-                    return ChildOutcome(status="completed", output=event.output)
-                elif isinstance(event, ErrorEvent):
-                    status = (await transport.get_status(child_id)).status
-                    return ChildOutcome(
-                        status="interrupted" if status == "interrupted" else "failed",
-                        error=event.error,
-                    )
+        try:
+            async with closing_iter(transport.stream(child_id, held)) as events:
+                async for event in events:
+                    if isinstance(event, ChunkEvent):
+                        await writer.append_with(_forwarded(child_id, event))
+                    elif isinstance(event, EndEvent):
+                        return ChildOutcome(status="completed", output=event.output)
+                    elif isinstance(event, ErrorEvent):
+                        status = await retrying(
+                            lambda: transport.get_status(child_id),
+                            retries=stream_retries,
+                            base_delay=retry_base_delay,
+                        )
+                        return ChildOutcome(
+                            status="interrupted" if status.status == "interrupted" else "failed",
+                            error=event.error,
+                        )
+        except (TransportError, AgentServerError) as exc:
+            if not _transient(exc):
+                raise
+            log.info("stream of %s failed (%s); reconnecting", child_id, exc)
         drops += 1
         if drops > stream_retries:
             raise StreamDropError(child_id, writer.state.sub_sessions[child_id].last_child_seq)

@@ -34,6 +34,7 @@ from .child_calls import (
     child_session_id,
     forward_child,
     remote_session_id,
+    retrying,
     sub_agent_end,
     sub_agent_start,
 )
@@ -457,20 +458,23 @@ class SessionRun:
                 sub_agent_start(state, child_id, target.agent_type, call.id, value),
             )
             self._open_children[child_id] = (call, target)
+            request = RemoteStartRequest(
+                session_id=child_id,
+                agent_type=target.agent_type,
+                message=message_from_input(value),
+                state=value
+                if target.remote is None and _fits(target.state_schema, value)
+                else None,
+                parent_session_id=sid,
+                root_session_id=state.root_session_id,
+                input=value,
+                parent_tool_call_id=call.id,
+            )
             try:
-                await transport.start(
-                    RemoteStartRequest(
-                        session_id=child_id,
-                        agent_type=target.agent_type,
-                        message=message_from_input(value),
-                        state=value
-                        if target.remote is None and _fits(target.state_schema, value)
-                        else None,
-                        parent_session_id=sid,
-                        root_session_id=state.root_session_id,
-                        input=value,
-                        parent_tool_call_id=call.id,
-                    )
+                await retrying(
+                    lambda: transport.start(request),
+                    retries=target.stream_retries,
+                    base_delay=target.stream_retry_base,
                 )
             except (TransportError, AgentServerError) as exc:
                 await self._end_child(call, target, ChildOutcome(status="failed", error=str(exc)))
@@ -497,12 +501,22 @@ class SessionRun:
 
     async def _reconcile(self, target: ChildTarget) -> None:
         """Before following an existing child again: resume it if nothing runs it."""
-        status = await target.transport.get_status(target.session_id)
+        transport = target.transport
+        child_id = target.session_id
+        status = await retrying(
+            lambda: transport.get_status(child_id),
+            retries=target.stream_retries,
+            base_delay=target.stream_retry_base,
+        )
         if status.status == "interrupted" or (
             status.status == "running" and not status.is_executing
         ):
             try:
-                await target.transport.resume(RemoteResumeRequest(session_id=target.session_id))
+                await retrying(
+                    lambda: transport.resume(RemoteResumeRequest(session_id=child_id)),
+                    retries=target.stream_retries,
+                    base_delay=target.stream_retry_base,
+                )
             except AgentServerError as exc:
                 if exc.code != "ALREADY_COMPLETED":
                     raise
