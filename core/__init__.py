@@ -41,6 +41,7 @@ from .errors import (
     StoreError as StoreError,
     StreamDropError as StreamDropError,
     TransportError as TransportError,
+    TransportTimeoutError as TransportTimeoutError,
     UsageError as UsageError,
 )
 from .events import (
@@ -211,6 +212,7 @@ __all__ = [
     "StoreError",
     "StreamDropError",
     "TransportError",
+    "TransportTimeoutError",
     "UsageError",
     "MAX_SESSION_ID_LENGTH",
     "SESSION_ID_ALPHABET",

@@ -149,6 +149,14 @@ def define_agent(
     for tool in tool_list:
         if not isinstance(tool, Tool | SubAgentTool | RemoteSubAgentTool):
             raise UsageError(f"agent {name!r}: {tool!r} is not a tool (use define_tool)")
+        if isinstance(tool, Tool):
+            validate_tool_name(tool.name)  # however it was built, a user tool is checked
+        elif isinstance(tool, RemoteSubAgentTool) and not tool.name.startswith(
+            SUBAGENT_TOOL_PREFIX
+        ):
+            raise UsageError(
+                f"agent {name!r}: remote sub-agent tool {tool.name!r} lacks its prefix"
+            )
         if tool.name in seen:
             raise UsageError(f"agent {name!r}: two tools are named {tool.name!r}")
         seen.add(tool.name)

@@ -12,6 +12,7 @@ Every error derives from :class:`HelixError`::
     │   ├── EventDecodeError          bytes that do not decode to an event (also ValueError)
     │   └── CorruptLogError           events that do not form a valid log (gap, wrong session...)
     ├── TransportError                a remote agent could not be reached or failed
+    │   ├── TransportTimeoutError     no answer in time (also TimeoutError)
     │   ├── StreamDropError           a stream ended without its end event
     │   └── RemoteAgentFailedError    the remote agent definitively failed
     ├── AgentServerError              a server refused a request; carries the protocol ``code``
@@ -41,6 +42,7 @@ __all__ = [
     "StoreError",
     "StreamDropError",
     "TransportError",
+    "TransportTimeoutError",
     "UsageError",
 ]
 
@@ -107,6 +109,18 @@ class CorruptLogError(LogError):
 
 class TransportError(HelixError):
     """A remote agent could not be reached, or answered with a failure."""
+
+
+class TransportTimeoutError(TransportError, TimeoutError):
+    """Raised when a remote did not answer ``operation`` within ``timeout`` seconds on any try."""
+
+    def __init__(self, operation: str, timeout: float) -> None:
+        self.operation = operation
+        self.timeout = timeout
+        super().__init__(operation, timeout)
+
+    def __str__(self) -> str:
+        return f"{self.operation}: no answer within {self.timeout:g} s"
 
 
 class StreamDropError(TransportError):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any
 
@@ -70,6 +71,27 @@ class AgentResult(msgspec.Struct, frozen=True, kw_only=True):
     error: str | None = None
     state: dict[str, Any] = {}
     step_count: int = 0
+
+
+class _SessionLocks:
+    """One lock per session id, held only while someone uses it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[anyio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def hold(self, session_id: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(session_id, (anyio.Lock(), 0))
+        self._locks[session_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[session_id]
+            if users == 1:
+                del self._locks[session_id]
+            else:
+                self._locks[session_id] = (lock, users - 1)
 
 
 class _ActiveRun:
@@ -176,6 +198,9 @@ class AgentExecutor:
             stop_grace=stop_grace,
         )
         self._runs: dict[str, _ActiveRun] = {}
+        # Starts and resumes of one session are serialised in this process, so
+        # a run is registered before anyone else can look for it.
+        self._session_locks = _SessionLocks()
         self._tg: TaskGroup | None = None
 
     async def __aenter__(self) -> AgentExecutor:
@@ -326,11 +351,12 @@ class AgentExecutor:
             parent_tool_call_id=request.parent_tool_call_id,
         )
         started = RunStarted(session_id=session_id, seq=2, ts=created.ts, run_id=run_id)
-        try:
-            await self.store.append(session_id, [created, started], 0)
-        except ConcurrencyConflict:
-            return await self._existing(session_id, agent, messages)
-        self._launch(agent, [created, started], run_id)
+        async with self._session_locks.hold(session_id):
+            try:
+                await self.store.append(session_id, [created, started], 0)
+            except ConcurrencyConflict:
+                return await self._existing(session_id, agent, messages)
+            self._launch(agent, [created, started], run_id)
         return RemoteStartResponse(session_id=session_id, stream_id=session_id, run_id=run_id)
 
     async def _existing(
@@ -355,7 +381,12 @@ class AgentExecutor:
         ``ALREADY_RUNNING`` (a message was sent to a run that is active here).
         """
         session_id = self._valid_id(request.session_id)
-        messages = _user_messages(request.message)
+        async with self._session_locks.hold(session_id):
+            return await self._resume_locked(session_id, _user_messages(request.message))
+
+    async def _resume_locked(
+        self, session_id: str, messages: list[UserMessage]
+    ) -> RemoteStartResponse:
         while True:
             log_ = await self.store.read(session_id)
             if not log_:

@@ -54,7 +54,7 @@ from .events import (
     ToolStart,
     UsageRecorded,
 )
-from .messages import ToolResultMessage
+from .messages import AssistantMessage, ToolResultMessage
 from .state import (
     PendingApproval,
     PendingClientTool,
@@ -86,8 +86,12 @@ def _start_run(state: SessionState, event: RunStarted) -> None:
     state.recoverable = False
     if event.mode == "continue":
         state.output = None
-    for message in event.messages:
-        state.messages.append(message)
+    # A tool call and its result must stay adjacent (chat APIs refuse anything
+    # between them): input given while results are missing waits for them.
+    if state.awaiting_results:
+        state.deferred_messages.extend(event.messages)
+    else:
+        state.messages.extend(event.messages)
 
 
 def _step(state: SessionState, event: StepStarted) -> None:
@@ -142,10 +146,18 @@ def _host_claimed(state: SessionState, event: HostClaimed) -> None:
 def _message(state: SessionState, event: MessageAppended) -> None:
     message = event.message
     state.messages.append(message)
-    if type(message) is ToolResultMessage:
+    if isinstance(message, ToolResultMessage):
         # A recorded result settles any wait on that call.
-        state.pending_client_tools.pop(message.tool_call_id, None)
-        state.pending_approvals.pop(message.tool_call_id, None)
+        call_id = message.tool_call_id
+        state.pending_client_tools.pop(call_id, None)
+        state.pending_approvals.pop(call_id, None)
+        if call_id in state.awaiting_results:
+            state.awaiting_results.remove(call_id)
+            if not state.awaiting_results and state.deferred_messages:
+                state.messages.extend(state.deferred_messages)
+                state.deferred_messages.clear()
+    elif isinstance(message, AssistantMessage):
+        state.awaiting_results = [call.id for call in message.tool_calls]
 
 
 def _state_updated(state: SessionState, event: StateUpdated) -> None:
@@ -371,25 +383,20 @@ class SessionProjector:
         """Fold every event of ``events`` in order and return the state."""
         state = self._state
         handlers = _HANDLERS
-        for event in events:
+        last: Event | None = None
+        for last in events:
             if state is None:
-                state = self._state = _initial_state(event)
+                state = self._state = _initial_state(last)
                 continue
-            if event.seq != state.last_seq + 1 or event.session_id != state.session_id:
-                self._check(state, event)
-            handlers[type(event)](state, event)
-            state.last_seq = event.seq
+            if last.seq != state.last_seq + 1 or last.session_id != state.session_id:
+                self._check(state, last)
+            handlers[type(last)](state, last)
+            state.last_seq = last.seq
         if state is None:
             raise CorruptLogError("an empty log has no state")
-        state.updated_ts = self._last_ts(state, events)
+        if last is not None:
+            state.updated_ts = last.ts
         return state
-
-    @staticmethod
-    def _last_ts(state: SessionState, events: Iterable[Event]) -> float:
-        if isinstance(events, list | tuple) and events:
-            last: Event = events[-1]
-            return last.ts
-        return state.updated_ts
 
     @staticmethod
     def _check(state: SessionState, event: Event) -> None:

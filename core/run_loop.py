@@ -25,6 +25,7 @@ from typing import Any
 
 import anyio
 import msgspec
+from pydantic import ValidationError
 
 from ._aio import closing_iter
 from .agents import AgentConfig, HookContext, RemoteSubAgentTool, SubAgentTool
@@ -78,6 +79,7 @@ from .tool_runner import (
     tool_end,
     tool_start,
     validate_finish,
+    validation_message,
 )
 from .tools import FINISH_TOOL_NAME, Tool
 from .transport import RemoteAgentTransport
@@ -436,8 +438,8 @@ class SessionRun:
         child_id = target.session_id
         try:
             value = tool.input_schema.model_validate(call.arguments).model_dump(mode="json")
-        except ValueError as exc:
-            await self._record(call, ToolOutcome(error=f"invalid arguments: {exc}"))
+        except ValidationError as exc:
+            await self._record(call, ToolOutcome(error=validation_message(exc)))
             return
         transport = target.transport
         ref = state.sub_sessions.get(child_id)

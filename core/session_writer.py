@@ -16,7 +16,17 @@ import anyio
 import msgspec
 
 from .errors import ConcurrencyConflict, OwnershipLost
-from .events import AbortRequested, Event, HostClaimed, InterruptRequested
+from .events import (
+    Aborted,
+    AbortRequested,
+    Completed,
+    Event,
+    Failed,
+    HostClaimed,
+    Interrupted,
+    InterruptRequested,
+    RunStarted,
+)
 from .projections import SessionProjector
 from .state import SessionState
 from .store import EventStore
@@ -47,6 +57,7 @@ class SessionWriter:
         store: EventStore,
         log: Sequence[Event],
         *,
+        run_id: str | None = None,
         host_id: str | None = None,
         on_stop: Callable[[StopRequest], None] | None = None,
     ) -> None:
@@ -54,6 +65,7 @@ class SessionWriter:
         self._projector = SessionProjector()
         self._projector.apply_all(log)
         self._lock = anyio.Lock()
+        self._run_id = run_id
         self._host_id = host_id
         self._on_stop = on_stop
 
@@ -125,3 +137,7 @@ class SessionWriter:
             self._on_stop(StopRequest("abort", event.reason))
         elif isinstance(event, HostClaimed) and event.host_id != self._host_id:
             raise OwnershipLost(f"host {event.host_id!r} claimed session {self.session_id!r}")
+        elif isinstance(event, RunStarted) and event.run_id != self._run_id:
+            raise OwnershipLost(f"run {event.run_id} started on session {self.session_id!r}")
+        elif isinstance(event, Completed | Failed | Aborted | Interrupted):
+            raise OwnershipLost(f"session {self.session_id!r} was ended by another writer")

@@ -102,6 +102,10 @@ class SessionState(msgspec.Struct, kw_only=True, rename="camel"):
     metadata: dict[str, str] = {}
     input: Any = None
     messages: list[Message] = []
+    awaiting_results: list[str] = []
+    """Call ids of the last assistant turn that have no result message yet."""
+    deferred_messages: list[Message] = []
+    """Input given while ``awaiting_results``: joins ``messages`` after the last result."""
     custom_state: dict[str, Any] = {}
     step_count: int = 0
     run_step_count: int = 0

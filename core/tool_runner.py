@@ -28,7 +28,13 @@ from .session_writer import SessionWriter
 from .state import SessionState
 from .tools import Tool
 
-__all__ = ["ToolOutcome", "encode_result", "run_tool_call", "validate_finish"]
+__all__ = [
+    "ToolOutcome",
+    "encode_result",
+    "run_tool_call",
+    "validate_finish",
+    "validation_message",
+]
 
 log = logging.getLogger("helix_agents")
 
@@ -62,7 +68,8 @@ def encode_result(outcome: ToolOutcome) -> str:
     return msgspec.json.encode(outcome.result).decode()
 
 
-def _validation_message(exc: ValidationError) -> str:
+def validation_message(exc: ValidationError) -> str:
+    """A pydantic validation error as one stable line: ``field: problem; ...``."""
     parts = []
     for error in exc.errors(include_url=False):
         where = ".".join(str(part) for part in error["loc"]) or "input"
@@ -77,7 +84,7 @@ def validate_finish(agent: AgentConfig, arguments: Any) -> ToolOutcome:
     try:
         model = agent.output_schema.model_validate(arguments)
     except ValidationError as exc:
-        return ToolOutcome(error=_validation_message(exc))
+        return ToolOutcome(error=validation_message(exc))
     return ToolOutcome(result=model.model_dump(mode="json"))
 
 
@@ -275,7 +282,7 @@ async def run_tool_call(
     try:
         value = tool.input_schema.model_validate(call.arguments)
     except ValidationError as exc:
-        outcome = ToolOutcome(error=_validation_message(exc))
+        outcome = ToolOutcome(error=validation_message(exc))
     else:
         ctx = RunToolContext(agent, writer, call)
         try:

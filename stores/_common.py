@@ -6,7 +6,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import anyio
 
-from helix_agents.errors import UsageError
+from helix_agents.codec import decode_event, encode_event
+from helix_agents.errors import EventDecodeError, UsageError
 from helix_agents.events import Event
 from helix_agents.ids import validate_session_id
 
@@ -15,14 +16,28 @@ __all__ = ["AppendNotifier", "Subscription", "check_batch", "tail_events"]
 _MAX_BUFFERED = 1024  # past this a slow tail drops its buffer and re-reads the store
 
 
-def check_batch(session_id: str, events: Sequence[Event], expected_seq: int) -> None:
-    """Raise :class:`UsageError` unless ``events`` can be appended at ``expected_seq``."""
+def check_batch(session_id: str, events: Sequence[Event], expected_seq: int) -> list[bytes]:
+    """Raise :class:`UsageError` unless ``events`` can be appended at ``expected_seq``.
+
+    Every event must survive its own encoding: msgspec does not check field
+    types when a struct is built, and a store must never accept an event it
+    could not read back (``seq=2.0``, ``ts=None``...). Returns the encodings.
+    """
     validate_session_id(session_id)
     if isinstance(expected_seq, bool) or not isinstance(expected_seq, int) or expected_seq < 0:
         raise UsageError(f"expected_seq must be an int >= 0, not {expected_seq!r}")
     if not events:
         raise UsageError("append needs at least one event")
+    encoded: list[bytes] = []
     for offset, event in enumerate(events, start=1):
+        if type(event.seq) is not int or type(event.session_id) is not str:
+            raise UsageError(f"event {offset} of the batch has an ill-typed envelope")
+        data = encode_event(event)
+        try:
+            decode_event(data)
+        except EventDecodeError as exc:
+            raise UsageError(f"event {offset} of the batch is not a valid event: {exc}") from exc
+        encoded.append(data)
         if event.session_id != session_id:
             raise UsageError(
                 f"event {offset} of the batch belongs to session {event.session_id!r}, "
@@ -33,6 +48,7 @@ def check_batch(session_id: str, events: Sequence[Event], expected_seq: int) -> 
                 f"event {offset} of the batch has seq {event.seq}; appending at "
                 f"{expected_seq} it must be {expected_seq + offset}"
             )
+    return encoded
 
 
 class Subscription:

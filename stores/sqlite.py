@@ -23,8 +23,14 @@ from typing import Literal, TypeVar
 import anyio
 import anyio.lowlevel
 
-from helix_agents.codec import decode_events, encode_event
-from helix_agents.errors import ConcurrencyConflict, StoreClosedError, StoreError, UsageError
+from helix_agents.codec import decode_event, decode_events
+from helix_agents.errors import (
+    ConcurrencyConflict,
+    EventDecodeError,
+    StoreClosedError,
+    StoreError,
+    UsageError,
+)
 from helix_agents.events import EVENT_TYPES, Event
 from helix_agents.ids import validate_session_id
 
@@ -159,6 +165,16 @@ def _flush(conn: sqlite3.Connection, rows: list[_Row], created: list[tuple[str]]
         conn.executemany("INSERT OR IGNORE INTO helix_sessions VALUES (?)", created)
 
 
+def _bad_seq(rows: list[tuple[int, bytes]]) -> int | None:
+    """The seq of the first row that does not decode to one event."""
+    for seq, data in rows:
+        try:
+            decode_event(data)
+        except EventDecodeError:
+            return seq
+    return None
+
+
 class SqliteEventStore:
     """A durable :class:`~helix_agents.EventStore` in one SQLite file.
 
@@ -219,10 +235,10 @@ class SqliteEventStore:
     async def append(self, session_id: str, events: Sequence[Event], expected_seq: int) -> int:
         """Append ``events`` if the log ends at ``expected_seq`` (see ``EventStore.append``)."""
         self._ensure_open()
-        check_batch(session_id, events, expected_seq)
+        encoded = check_batch(session_id, events, expected_seq)
         rows: list[_Row] = [
-            (session_id, event.seq, _TAGS[type(event)], event.ts, encode_event(event))
-            for event in events
+            (session_id, event.seq, _TAGS[type(event)], event.ts, data)
+            for event, data in zip(events, encoded, strict=True)
         ]
         op = _Append(session_id, expected_seq, rows, list(events))
         await self._submit(op)
@@ -344,14 +360,21 @@ class SqliteEventStore:
             rows = (
                 self._reader()
                 .execute(
-                    "SELECT data FROM helix_events WHERE session_id = ? AND seq > ? ORDER BY seq",
+                    "SELECT seq, data FROM helix_events WHERE session_id = ? AND seq > ? "
+                    "ORDER BY seq",
                     (session_id, from_seq),
                 )
                 .fetchall()
             )
         except sqlite3.Error as exc:
             raise StoreError(f"sqlite store {self.path!r}: {exc}") from exc
-        return decode_events([row[0] for row in rows])
+        try:
+            return decode_events([row[1] for row in rows])
+        except EventDecodeError as exc:
+            seq = _bad_seq(rows)
+            raise EventDecodeError(
+                f"session {session_id!r} seq {seq} in {self.path!r}: {exc.message}"
+            ) from exc
 
     def _scalar_sync(self, sql: str, params: tuple[object, ...]) -> list[tuple[object, ...]]:
         if self._closed:

@@ -1,0 +1,317 @@
+"""The ``helix-agents`` command line: ``replay``, ``export``, ``demo``, ``serve``, ``openapi``.
+
+Every bad input ends in one line on stderr, ``helix-agents: error: <message>``,
+and a non-zero exit: 2 when the command line itself is wrong (unknown option,
+invalid session id, bad store URL, ``--at`` below 1), 1 for everything found
+while running (unknown session, unreadable file, malformed or corrupt log).
+``specs/cli.md`` is the reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sys
+from itertools import takewhile
+from pathlib import Path
+from typing import NoReturn
+from urllib.parse import urlsplit
+
+import anyio
+import msgspec
+
+from helix_agents.codec import decode_jsonl, encode_jsonl
+from helix_agents.errors import CorruptLogError, EventDecodeError, HelixError, UsageError
+from helix_agents.events import Event
+from helix_agents.ids import validate_session_id
+from helix_agents.projections import project_state
+from helix_agents.store import EventStore
+from helix_agents.stores import DEFAULT_STORE_URL, open_store
+
+from .commands import TargetError, add_commands, rerun_lines, run_openapi, run_serve
+from .demo import run_demo
+from .replay import replay_lines
+
+__all__ = ["CliError", "main", "store_url"]
+
+PROG = "helix-agents"
+STORE_URL_ENV = "HELIX_STORE_URL"
+
+
+class CliError(Exception):
+    """A bad input, reported as one ``helix-agents: error:`` line; ``code`` is the exit status."""
+
+    def __init__(self, message: str, *, code: int = 1) -> None:
+        self.message = message
+        self.code = code
+        super().__init__(message)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one line, not usage plus a message."""
+
+    def error(self, message: str) -> NoReturn:
+        """Raise the parse error as a :class:`CliError` with exit status 2."""
+        raise CliError(message, code=2)
+
+
+def store_url(given: str | None) -> str:
+    """The store URL to use: ``--store``, else ``$HELIX_STORE_URL``, else ``sqlite:///helix.db``."""
+    return given or os.environ.get(STORE_URL_ENV) or DEFAULT_STORE_URL
+
+
+def _seq(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a sequence number, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"sequence numbers start at 1, not {value}")
+    return value
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description="helix-agents: run, serve, replay and export agent sessions.",
+        epilog="Store URLs: sqlite:///relative.db, sqlite:////absolute.db, memory://. "
+        f"Default: ${STORE_URL_ENV}, else {DEFAULT_STORE_URL}.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+    store_help = f"event store URL (default: ${STORE_URL_ENV} or {DEFAULT_STORE_URL})"
+
+    replay = commands.add_parser(
+        "replay",
+        help="print a session's timeline and its projected state",
+        description="Print a session's timeline (one line per event), a blank line,\n"
+        "then the state projected from the log.",
+        epilog="examples:\n  helix-agents replay --store sqlite:///helix.db SESSION_ID --at 12\n"
+        "  helix-agents replay session.jsonl --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    replay.add_argument(
+        "target",
+        metavar="SESSION_ID|FILE.jsonl",
+        help="a session id in the store; or, when --store is not given, a JSON Lines file "
+        "if it ends in .jsonl or contains a '/' ('-' reads standard input)",
+    )
+    replay.add_argument("--store", metavar="URL", help=store_help)
+    replay.add_argument(
+        "--at", type=_seq, metavar="SEQ", help="show the log and state as they were at SEQ"
+    )
+    replay.add_argument(
+        "--json", action="store_true", help="print only the state, as one JSON object"
+    )
+    replay.add_argument(
+        "--rerun",
+        metavar="MODULE:ATTR",
+        help="re-run the session offline: the recorded model answers, the tools of these agents",
+    )
+
+    export = commands.add_parser(
+        "export",
+        help="write a session's log as JSON Lines",
+        description="Write a session's log as JSON Lines (one event per line, the wire "
+        "encoding), to standard output or to FILE.",
+    )
+    export.add_argument("session_id", metavar="SESSION_ID")
+    export.add_argument("--store", metavar="URL", help=store_help)
+    export.add_argument("-o", "--output", metavar="FILE", help="write to FILE, not stdout")
+
+    demo = commands.add_parser(
+        "demo",
+        help="record a parent and sub-agent session (scripted LLM) and replay it",
+        description="Record a session in which a parent agent delegates to a sub-agent, "
+        "print its stream live, then replay it. The LLM is scripted: no model is called. "
+        "Without --store, a fresh SQLite file in a temporary directory is used.",
+    )
+    demo.add_argument("--store", metavar="URL", help="event store URL (default: a fresh file)")
+    add_commands(commands, store_help)
+    return parser
+
+
+def _is_file_target(target: str) -> bool:
+    return target == "-" or target.endswith(".jsonl") or "/" in target or os.sep in target
+
+
+def _read_file(target: str) -> list[Event]:
+    try:
+        data = sys.stdin.buffer.read() if target == "-" else Path(target).read_bytes()
+    except OSError as exc:
+        raise CliError(f"cannot read {target}: {exc.strerror or exc}") from exc
+    try:
+        events = decode_jsonl(data)
+    except EventDecodeError as exc:
+        raise CliError(f"{target}: {exc}") from exc
+    if not events:
+        raise CliError(f"{target} holds no events")
+    return events
+
+
+def _check_store_exists(url: str) -> None:
+    """Refuse to read from a SQLite file that does not exist (opening would create it)."""
+    parts = urlsplit(url)
+    if parts.scheme != "sqlite" or parts.netloc or not parts.path.startswith("/"):
+        return  # open_store reports malformed URLs
+    path = parts.path[1:]
+    if path and not os.path.exists(path):
+        raise CliError(f"no event store at {url}: {path} does not exist")
+
+
+async def _read_session(url: str, session_id: str) -> list[Event]:
+    store: EventStore = await open_store(url)
+    try:
+        return await store.read(session_id)
+    finally:
+        await store.close()
+
+
+def _load_session(url: str, session_id: str) -> list[Event]:
+    validate_session_id(session_id)
+    _check_store_exists(url)
+    try:
+        events = anyio.run(_read_session, url, session_id)
+    except EventDecodeError as exc:
+        raise CliError(f"session {session_id!r} in {url}: undecodable event: {exc}") from exc
+    if not events:
+        hint = f" (to replay the file, write ./{session_id})" if os.path.isfile(session_id) else ""
+        raise CliError(f"session {session_id!r} not found in {url}{hint}")
+    return events
+
+
+def _replay(args: argparse.Namespace) -> int:
+    target: str = args.target
+    if args.rerun is not None:
+        validate_session_id(target)
+        url = store_url(args.store)
+        _check_store_exists(url)
+        print("\n".join(anyio.run(rerun_lines, url, target, args.rerun)))
+        return 0
+    if args.store is None and _is_file_target(target):
+        events, source = _read_file(target), target
+    else:
+        url = store_url(args.store)
+        events, source = _load_session(url, target), f"session {target!r} in {url}"
+    last_seq = events[-1].seq
+    total_seq: int | None = None
+    if args.at is not None:
+        if args.at > last_seq:
+            raise CliError(f"--at {args.at} is beyond the end of {source} (last seq {last_seq})")
+        events = list(takewhile(lambda event: event.seq <= args.at, events))
+        total_seq = last_seq
+    try:
+        if args.json:
+            _write_bytes(msgspec.json.encode(project_state(events)) + b"\n")
+        else:
+            print("\n".join(replay_lines(events, total_seq=total_seq)))
+    except CorruptLogError as exc:
+        raise CliError(f"corrupt log in {source}: {exc}") from exc
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    events = _load_session(store_url(args.store), args.session_id)
+    data = encode_jsonl(events)
+    if args.output is None:
+        _write_bytes(data)
+        return 0
+    try:
+        Path(args.output).write_bytes(data)
+    except OSError as exc:
+        raise CliError(f"cannot write {args.output}: {exc.strerror or exc}") from exc
+    print(f"wrote {len(events)} events to {args.output}", file=sys.stderr)
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    anyio.run(run_demo, args.store)
+    return 0
+
+
+def _write_bytes(data: bytes) -> None:
+    sys.stdout.flush()
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:
+        sys.stdout.write(data.decode())
+    else:
+        buffer.write(data)
+        buffer.flush()
+
+
+def _leaf(error: BaseException) -> BaseException:
+    """The first non-group exception inside (nested) exception groups."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return error
+
+
+def _fail(message: str, code: int) -> int:
+    one_line = " ".join(message.split("\n"))
+    print(f"{PROG}: error: {one_line}", file=sys.stderr)
+    return code
+
+
+def _serve(args: argparse.Namespace) -> int:
+    url = store_url(args.store)
+    anyio.run(
+        lambda: run_serve(
+            args.target, host=args.host, port=args.port, url=url, heartbeat=args.heartbeat
+        )
+    )
+    return 0
+
+
+def _openapi(args: argparse.Namespace) -> int:
+    run_openapi()
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    command: str = args.command
+    handlers = {
+        "replay": _replay,
+        "export": _export,
+        "demo": _demo,
+        "serve": _serve,
+        "openapi": _openapi,
+    }
+    try:
+        return handlers[command](args)
+    except TargetError as exc:
+        raise CliError(str(exc), code=2) from exc
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``helix-agents`` command line; return the exit status."""
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        # A log may hold any text; never die on a terminal that cannot show it.
+        sys.stdout.reconfigure(errors="backslashreplace")
+    try:
+        try:
+            return _run(_build_parser().parse_args(argv))
+        except BaseExceptionGroup as group:
+            raise _leaf(group) from None
+    except CliError as exc:
+        return _fail(exc.message, exc.code)
+    except UsageError as exc:
+        return _fail(str(exc), 2)
+    except HelixError as exc:
+        return _fail(str(exc), 1)
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
+    except OSError as exc:
+        return _fail(str(exc), 1)
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
+
+
+def _quiet_broken_pipe() -> int:
+    """stdout's reader went away (``| head``): stop without a second error at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass
+    return 1

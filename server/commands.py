@@ -1,0 +1,174 @@
+"""The CLI commands that serve or re-run agents: ``serve``, ``openapi``, ``replay --rerun``.
+
+Kept apart from ``cli.py`` (which reads logs) because these load user code
+(``MODULE:ATTR``) and run servers.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import msgspec
+
+from helix_agents import (
+    AgentConfig,
+    AgentExecutor,
+    RemoteStartRequest,
+    ReplayLLM,
+    SessionCreated,
+    project_state,
+)
+from helix_agents.stores import MemoryEventStore, open_store
+
+from .agent_server import AgentServer
+from .http_app import create_http_app
+from .openapi import openapi_document
+
+__all__ = ["TargetError", "add_commands", "load_target", "rerun_lines", "run_openapi", "run_serve"]
+
+
+class TargetError(Exception):
+    """``MODULE:ATTR`` could not be loaded or is not agents / an AgentServer."""
+
+
+def load_target(spec: str) -> Any:
+    """Import ``MODULE:ATTR`` (the working directory is importable) and return the attribute."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise TargetError(f"expected MODULE:ATTR, not {spec!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise TargetError(f"cannot import {module_name!r}: {exc}") from exc
+    target = module
+    for part in attr.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise TargetError(f"{module_name!r} has no attribute {attr!r}") from None
+    return target
+
+
+def _agents(target: Any, spec: str) -> list[AgentConfig]:
+    if isinstance(target, AgentConfig):
+        return [target]
+    if isinstance(target, Mapping):
+        values: Iterable[Any] = target.values()
+    elif isinstance(target, list | tuple):
+        values = target
+    else:
+        raise TargetError(f"{spec} is not an AgentServer, an agent, or a dict/list of agents")
+    agents = list(values)
+    if not agents or not all(isinstance(agent, AgentConfig) for agent in agents):
+        raise TargetError(f"{spec} must hold agents built with define_agent")
+    return agents
+
+
+async def run_serve(spec: str, *, host: str, port: int, url: str, heartbeat: float) -> None:
+    """Serve ``spec`` (an AgentServer, or agents run on the store at ``url``) under uvicorn."""
+    import uvicorn
+
+    target = load_target(spec)
+    store = None
+    if isinstance(target, AgentServer):
+        server = target
+    else:
+        store = await open_store(url)
+        server = AgentServer(_agents(target, spec), store)
+    try:
+        app = create_http_app(server, heartbeat_interval=heartbeat)
+        config = uvicorn.Config(app, host=host, port=port, log_level="info", lifespan="on")
+        print(f"helix-agents: serving {', '.join(server.agent_types)} on http://{host}:{port}")
+        await uvicorn.Server(config).serve()
+    finally:
+        if store is not None:
+            await store.close()
+
+
+def run_openapi() -> None:
+    """Print the protocol's OpenAPI document (what ``specs/openapi.json`` holds)."""
+    sys.stdout.write(json.dumps(openapi_document(), indent=2, sort_keys=True) + "\n")
+
+
+async def rerun_lines(url: str, session_id: str, spec: str) -> list[str]:
+    """Re-run a recorded session offline with the agents of ``spec``; describe the difference.
+
+    The model's answers come from the recording (:class:`ReplayLLM`), the
+    tools are the ones ``spec`` defines now, the store is a scratch memory
+    store (the recording is not touched). Only the session's first run is
+    re-run.
+    """
+    target = load_target(spec)
+    agents = target.executor.registry if isinstance(target, AgentServer) else _agents(target, spec)
+    recorded_store = await open_store(url)
+    try:
+        recorded = await recorded_store.read(session_id)
+        if not recorded:
+            raise TargetError(f"session {session_id!r} not found in {url}")
+        replay = await ReplayLLM.from_store(recorded_store, session_id)
+    finally:
+        await recorded_store.close()
+    created = recorded[0]
+    assert isinstance(created, SessionCreated)
+    scratch = MemoryEventStore()
+    async with AgentExecutor(scratch, agents, llm_override=replay) as executor:
+        await executor.start_agent(
+            RemoteStartRequest(
+                session_id=session_id,
+                agent_type=created.agent_type,
+                message=list(created.messages),
+                state=created.initial_state or None,
+                metadata=created.metadata or None,
+                input=created.input,
+            )
+        )
+        await executor.wait_idle(session_id)
+        rerun = await executor.state(session_id)
+    before = project_state(recorded)
+    encode = msgspec.json.encode
+    same = (
+        not replay.divergences
+        and before.status == rerun.status
+        and encode(before.output) == encode(rerun.output)
+    )
+    lines = [
+        f"re-ran {session_id} with the recorded model answers and the agents of {spec}",
+        f"  recorded: {before.status}  output={encode(before.output).decode()}",
+        f"  re-run:   {rerun.status}  output={encode(rerun.output).decode()}",
+    ]
+    if before.error or rerun.error:
+        lines.append(f"  errors:   recorded={before.error!r} re-run={rerun.error!r}")
+    lines.append(f"  divergences: {len(replay.divergences) or 'none'}")
+    for divergence in replay.divergences:
+        lines.append(
+            f"    {divergence.session_id} turn {divergence.turn + 1}, message "
+            f"{divergence.index + 1}:\n      recorded {divergence.recorded}\n"
+            f"      re-run   {divergence.actual}"
+        )
+    lines.append("  same: yes" if same else "  same: no")
+    return lines
+
+
+def add_commands(commands: Any, store_help: str) -> None:
+    """Add ``serve`` and ``openapi`` to the CLI's subcommands."""
+    serve = commands.add_parser(
+        "serve",
+        help="serve agents over HTTP+SSE",
+        description="Serve MODULE:ATTR over the HTTP+SSE protocol (specs/http.md). ATTR is an "
+        "AgentServer, or agents (a dict, a list, or one) run on --store.",
+    )
+    serve.add_argument("target", metavar="MODULE:ATTR")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=4000)
+    serve.add_argument("--store", metavar="URL", help=store_help)
+    serve.add_argument("--heartbeat", type=float, default=15.0, metavar="SECONDS")
+    commands.add_parser(
+        "openapi", help="print the protocol's OpenAPI document", description=run_openapi.__doc__
+    )

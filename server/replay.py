@@ -1,0 +1,97 @@
+"""The replay view of a session log: its timeline, a blank line, then its folded state.
+
+Shared by ``helix-agents replay`` and ``helix-agents demo``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from helix_agents.events import Event
+from helix_agents.messages import Message
+from helix_agents.projections import project_state
+from helix_agents.state import SessionState
+
+from .timeline import format_event, json_text, one_line, quoted, tag_of, tag_of_message
+
+__all__ = ["format_state", "replay_lines"]
+
+
+def format_state(state: SessionState, *, total_seq: int | None = None) -> list[str]:
+    """The folded state as readable lines (``total_seq``: the log's length, for ``--at``)."""
+    of = f" of {total_seq}" if total_seq is not None and total_seq != state.last_seq else ""
+    lines = [f"state at seq {state.last_seq}{of}"]
+
+    def row(name: str, value: str) -> None:
+        lines.append(f"  {name:<20} {value}")
+
+    row("session", f"{state.session_id} (agent {state.agent_type})")
+    if state.parent_session_id:
+        row("parent / root", f"{state.parent_session_id} / {state.root_session_id}")
+    status = state.status + (f" ({state.suspension})" if state.suspension else "")
+    if state.interrupt_requested:
+        status += ", interrupt requested"
+    if state.abort_requested:
+        status += ", abort requested"
+    row("status", status)
+    row("steps", f"{state.step_count} (this run: {state.run_step_count})")
+    row("run id", state.run_id)
+    row("output", "-" if state.output is None else json_text(state.output, None))
+    error = "-" if state.error is None else quoted(state.error, 200)
+    row("error", error + (" (recoverable)" if state.recoverable else ""))
+    row("custom state", json_text(state.custom_state, None))
+    row("messages", _message_counts(state.messages))
+    if state.host_id:
+        row("host", state.host_id)
+    row("sub-sessions", "none" if not state.sub_sessions else str(len(state.sub_sessions)))
+    for ref in state.sub_sessions.values():
+        delivered = "n/a" if ref.mode == "ephemeral" else "no"
+        delivered = "yes" if ref.completion_delivered else delivered
+        lines.append(
+            f"    {ref.sub_session_id}  {ref.agent_type} ({ref.mode})  {ref.status}  "
+            f"last child seq {ref.last_child_seq}  completion delivered: {delivered}"
+        )
+    pending = state.pending_client_tools
+    row("pending client tools", "none" if not pending else str(len(pending)))
+    for tool in pending.values():
+        done = "result submitted" if tool.submitted else "waiting"
+        lines.append(f"    {tool.tool_call_id}  {tool.tool_name}  {done}")
+    if state.pending_approvals:
+        row("pending approvals", str(len(state.pending_approvals)))
+        for approval in state.pending_approvals.values():
+            verdict = {None: "waiting", True: "approved", False: "denied"}[approval.approved]
+            lines.append(f"    {approval.tool_call_id}  {approval.tool_name}  {verdict}")
+    owners = state.client_tool_ownership
+    row("ownership", "none" if not owners else str(len(owners)))
+    for call_id, owner in owners.items():
+        where = f" (remote {owner.remote.transport})" if owner.remote else ""
+        lines.append(f"    {call_id} -> {owner.owner_session_id}{where}")
+    usage = state.usage
+    row(
+        "usage",
+        f"tokens in {usage.input_tokens} / out {usage.output_tokens}, "
+        f"llm calls {usage.llm_calls}, tool calls {usage.tool_calls}, "
+        f"sub-agent calls {usage.sub_agent_calls}"
+        + "".join(f", {name} {value:g}" for name, value in sorted(usage.custom.items())),
+    )
+    return [one_line(line) for line in lines]
+
+
+def _message_counts(messages: Sequence[Message]) -> str:
+    counts: dict[str, int] = {}
+    for message in messages:
+        role = tag_of_message(message)
+        counts[role] = counts.get(role, 0) + 1
+    detail = ", ".join(f"{role} {count}" for role, count in counts.items())
+    return f"{len(messages)} ({detail})" if detail else "0"
+
+
+def replay_lines(events: Sequence[Event], *, total_seq: int | None = None) -> list[str]:
+    """The timeline of ``events``, a blank line, then their folded state.
+
+    Raises :class:`~helix_agents.errors.CorruptLogError` if they are not a valid log.
+    """
+    state = project_state(events)
+    width = max((len(tag_of(event)) for event in events), default=0)
+    timeline = [format_event(event, tag_width=width) for event in events]
+    return [*timeline, "", *format_state(state, total_seq=total_seq)]

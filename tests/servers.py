@@ -1,0 +1,115 @@
+"""Real servers for integration tests: any ASGI app on uvicorn, on a loopback ephemeral port.
+
+:func:`serve` runs the app in the test's own event loop, in a task group, so
+the app and the test share objects freely (``anyio.Event``\\ s, stores, an
+``AgentServer``): no threads, no portals. It yields once uvicorn listens and
+shuts uvicorn down gracefully on the way out, even when the body raised::
+
+    async with serve(app) as url:
+        async with httpx.AsyncClient() as client:
+            await client.get(f"{url}/health")
+
+uvicorn is asyncio-only, so tests that use it run on the asyncio backend.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from collections.abc import AsyncIterator, Iterator
+from typing import Literal
+
+import anyio
+import uvicorn
+from anyio.abc import TaskStatus
+from starlette.types import ASGIApp
+
+__all__ = ["closed_port", "serve"]
+
+SHUTDOWN_TIMEOUT = 5
+"""Seconds uvicorn gets to close its connections before its tasks are cancelled."""
+
+
+class _Server(uvicorn.Server):
+    """uvicorn that reports when it listens, and leaves signal handling to the test runner."""
+
+    def __init__(self, config: uvicorn.Config, task_status: TaskStatus[_Server]) -> None:
+        super().__init__(config)
+        self._task_status = task_status
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # uvicorn would take over SIGINT/SIGTERM of the whole pytest process.
+        yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            self._task_status.started(self)
+
+
+async def _run(
+    config: uvicorn.Config, done: anyio.Event, *, task_status: TaskStatus[_Server]
+) -> None:
+    try:
+        await _Server(config, task_status).serve()
+    except SystemExit as exc:  # uvicorn exits the process when it cannot start
+        raise RuntimeError(f"uvicorn did not start (exit status {exc.code})") from None
+    finally:
+        done.set()
+
+
+@contextlib.asynccontextmanager
+async def serve(
+    app: ASGIApp, *, lifespan: Literal["auto", "on", "off"] = "auto"
+) -> AsyncIterator[str]:
+    """Serve ``app`` on ``127.0.0.1`` at an ephemeral port; yield its base URL.
+
+    Args:
+        app: Any ASGI 3 application.
+        lifespan: uvicorn's lifespan mode; ``"auto"`` runs a Starlette app's lifespan.
+
+    Yields:
+        ``http://127.0.0.1:<port>``, without a trailing slash.
+
+    Raises:
+        RuntimeError: If uvicorn could not start (its reason is logged).
+    """
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=0,
+        lifespan=lifespan,
+        log_config=None,  # leave pytest's logging setup alone
+        log_level="warning",
+        ws="none",
+        timeout_graceful_shutdown=SHUTDOWN_TIMEOUT,
+    )
+    done = anyio.Event()
+    try:
+        async with anyio.create_task_group() as tg:
+            server: _Server = await tg.start(_run, config, done)
+            host, port = server.servers[0].sockets[0].getsockname()[:2]
+            try:
+                yield f"http://{host}:{port}"
+            finally:
+                server.should_exit = True
+                # Shielded, so a test that timed out or failed still shuts uvicorn
+                # down cleanly; uvicorn cancels its own tasks after SHUTDOWN_TIMEOUT.
+                with anyio.move_on_after(2 * SHUTDOWN_TIMEOUT, shield=True):
+                    await done.wait()
+                tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        # The task group wraps what the body raised; hand the test its own exception.
+        error: BaseException = group
+        while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+            error = error.exceptions[0]
+        raise error from error.__cause__  # keeps its cause, hides the group as context
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released), for connection-refused tests."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port

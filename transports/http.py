@@ -1,0 +1,275 @@
+"""``HttpRemoteAgentTransport``: the :class:`~helix_agents.RemoteAgentTransport` over HTTP + SSE.
+
+It speaks ``specs/http.md`` to a gateway (``helix_agents.server``) anywhere:
+JSON requests, an SSE stream of transport events, errors as
+``{"error", "code"}``, and retries of 5xx answers and network errors with
+exponential backoff. httpx errors never leave this module: the server's
+refusals are :class:`~helix_agents.errors.AgentServerError`, everything else a
+:class:`~helix_agents.errors.TransportError`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from typing import Any, Self
+
+import anyio
+import httpx
+
+from helix_agents.errors import TransportError, TransportTimeoutError, UsageError
+from helix_agents.protocol import (
+    ChunkEvent,
+    RemoteResumeRequest,
+    RemoteStartRequest,
+    RemoteStartResponse,
+    RemoteStatusResponse,
+    SubmitToolResultRequest,
+    TransportEvent,
+)
+
+from ._http_wire import (
+    decode,
+    encode,
+    event_of,
+    server_error,
+    start_decoder,
+    status_decoder,
+    stop_body,
+)
+from .sse import SSEParser
+
+__all__ = ["HeadersSource", "HttpRemoteAgentTransport"]
+
+logger = logging.getLogger(__name__)
+
+HeadersSource = Mapping[str, str] | Callable[[], Mapping[str, str] | Awaitable[Mapping[str, str]]]
+"""Static headers, or a sync or async callable asked for them before every request."""
+
+
+class HttpRemoteAgentTransport:
+    """Reach agent sessions served by an HTTP gateway (``specs/http.md``).
+
+    Use it as an async context manager, or call :meth:`aclose`, to close the
+    HTTP client it created; a client passed in stays open (its owner closes it).
+
+    Args:
+        url: The gateway's root, path prefix included (``http://host:4000/agents``);
+            route paths such as ``/start`` are appended to it.
+        headers: Headers for every request (``Authorization``...): a mapping, or
+            a sync or async callable called before every request, retries
+            included, so a token can be refreshed. They win over ours.
+        max_retries: Retries after the first try, for 5xx answers and network
+            errors (a stream only until its first event); 4xx are never retried.
+        retry_base_delay: Retry ``n`` (from 0) waits ``retry_base_delay * 2**n`` seconds.
+        timeout: Seconds for connecting and for each read, a stream's reads
+            included (the server's heartbeat keeps an idle stream alive).
+        client: An ``httpx.AsyncClient`` to use instead of creating one.
+
+    Raises:
+        UsageError: If ``url`` is not an http(s) URL (or has a query or fragment),
+            or ``max_retries`` is negative.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: HeadersSource | None = None,
+        max_retries: int = 3,
+        retry_base_delay: float = 1.0,
+        timeout: float = 30.0,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        try:
+            parsed = httpx.URL(url)
+        except httpx.InvalidURL as exc:
+            raise UsageError(f"invalid agent server url {url!r}: {exc}") from exc
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            raise UsageError(f"the agent server url must be an http(s) URL, not {url!r}")
+        if parsed.query or parsed.fragment:
+            raise UsageError(f"the agent server url must have no query or fragment: {url!r}")
+        if max_retries < 0:
+            raise UsageError(f"max_retries must be >= 0, not {max_retries}")
+        self.url = url.rstrip("/")
+        self._headers = headers
+        self._max_retries = max_retries
+        self._retry_base_delay = retry_base_delay
+        self._timeout = httpx.Timeout(timeout)
+        self._timeout_seconds = timeout
+        self._owns_client = client is None
+        self._client = client if client is not None else httpx.AsyncClient(timeout=self._timeout)
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this transport created it; idempotent."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    # --- the RemoteAgentTransport protocol ------------------------------------
+
+    async def start(self, request: RemoteStartRequest) -> RemoteStartResponse:
+        """``POST /start``: start a session; idempotent for the same id and request.
+
+        Raises:
+            AgentServerError: The server refused (``NOT_FOUND``, ``ALREADY_RUNNING``...).
+            TransportError: It could not be reached, even after retries, or answered
+                something unreadable (:class:`TransportTimeoutError` if it never answered).
+        """
+        response = await self._send("POST", "/start", encode(request))
+        return decode(response, start_decoder)
+
+    async def resume(self, request: RemoteResumeRequest) -> RemoteStartResponse:
+        """``POST /resume``: resume an interrupted or paused session (errors as :meth:`start`)."""
+        response = await self._send("POST", "/resume", encode(request))
+        return decode(response, start_decoder)
+
+    async def get_status(self, session_id: str) -> RemoteStatusResponse:
+        """``GET /status``: the session's status (errors as :meth:`start`)."""
+        response = await self._send("GET", "/status", params={"sessionId": session_id})
+        return decode(response, status_decoder)
+
+    async def interrupt(self, session_id: str, reason: str | None = None) -> None:
+        """``POST /interrupt``: stop the session softly (errors as :meth:`start`)."""
+        await self._send("POST", "/interrupt", stop_body(session_id, reason))
+
+    async def abort(self, session_id: str, reason: str | None = None) -> None:
+        """``POST /abort``: stop the session for good (errors as :meth:`start`)."""
+        await self._send("POST", "/abort", stop_body(session_id, reason))
+
+    async def submit_tool_result(
+        self, session_id: str, tool_call_id: str, result: Any = None, error: str | None = None
+    ) -> None:
+        """``POST /submit-tool-result``: deliver a client tool's result (errors as :meth:`start`).
+
+        ``result`` must be JSON-encodable.
+        """
+        request = SubmitToolResultRequest(
+            session_id=session_id, tool_call_id=tool_call_id, result=result, error=error
+        )
+        await self._send("POST", "/submit-tool-result", encode(request))
+
+    async def stream(
+        self, session_id: str, from_sequence: int = 0
+    ) -> AsyncGenerator[TransportEvent, None]:
+        """``GET /sse``: yield the chunks with sequence > ``from_sequence``, then ``end``/``error``.
+
+        A stream that stops without ``end`` or ``error`` was dropped (the server
+        closed it, or the network failed after the first event): check
+        :meth:`get_status` and reconnect from the last sequence held. Before the
+        first event, failures are retried like any call. To leave the loop
+        early, cancel or iterate under ``contextlib.aclosing``: either closes the
+        HTTP response at once, where a plain ``break`` leaves it to the garbage collector.
+
+        Raises:
+            AgentServerError: The server refused the stream (``NOT_FOUND``...).
+            TransportError: It could not be reached, or sent an unreadable event.
+        """
+        url = self._url("/sse")
+        params = {"sessionId": session_id, "fromSequence": str(from_sequence)}
+        attempt = 0
+        while True:
+            received = False
+            try:
+                async with self._client.stream(
+                    "GET",
+                    url,
+                    params=params,
+                    headers=await self._headers_for({"Accept": "text/event-stream"}),
+                    timeout=self._timeout,
+                ) as response:
+                    if response.is_success:
+                        parser = SSEParser()
+                        async for data in response.aiter_bytes():
+                            for message in parser.feed(data):
+                                event = event_of(message, url)
+                                if event is None:
+                                    continue
+                                received = True
+                                yield event
+                                if not isinstance(event, ChunkEvent):
+                                    return
+                        return
+                    await response.aread()
+                    error = server_error(response)
+            except httpx.TransportError as exc:
+                if received:
+                    logger.debug("stream %s of %s broke off: %r", url, session_id, exc)
+                    return
+                if attempt >= self._max_retries:
+                    raise self._network_error("GET", url, exc) from exc
+            except httpx.HTTPError as exc:
+                raise TransportError(f"GET {url}: {exc!r}") from exc
+            else:
+                if response.status_code < 500 or attempt >= self._max_retries:
+                    raise error
+            await anyio.sleep(self._retry_base_delay * 2**attempt)
+            attempt += 1
+
+    # --- plumbing -----------------------------------------------------------------
+
+    def _url(self, path: str) -> str:
+        return self.url + path
+
+    async def _headers_for(self, ours: Mapping[str, str]) -> dict[str, str]:
+        if self._client.is_closed:
+            raise UsageError("the HTTP transport's client is closed")
+        source = self._headers
+        if source is None:
+            return dict(ours)
+        supplied: Mapping[str, str]
+        if callable(source):
+            produced = source()
+            supplied = await produced if inspect.isawaitable(produced) else produced
+        else:
+            supplied = source
+        return {**ours, **supplied}
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        *,
+        params: Mapping[str, str] | None = None,
+    ) -> httpx.Response:
+        """One call, retried: its successful response, or the error it ended in."""
+        url = self._url(path)
+        ours = {"Accept": "application/json"}
+        if body is not None:
+            ours["Content-Type"] = "application/json"
+        attempt = 0
+        while True:
+            try:
+                response = await self._client.request(
+                    method,
+                    url,
+                    content=body,
+                    params=params,
+                    headers=await self._headers_for(ours),
+                    timeout=self._timeout,
+                )
+            except httpx.TransportError as exc:
+                if attempt >= self._max_retries:
+                    raise self._network_error(method, url, exc) from exc
+            except httpx.HTTPError as exc:
+                raise TransportError(f"{method} {url}: {exc!r}") from exc
+            else:
+                if response.is_success:
+                    return response
+                error = server_error(response)
+                if response.status_code < 500 or attempt >= self._max_retries:
+                    raise error
+            await anyio.sleep(self._retry_base_delay * 2**attempt)
+            attempt += 1
+
+    def _network_error(self, method: str, url: str, exc: httpx.TransportError) -> TransportError:
+        if isinstance(exc, httpx.TimeoutException):
+            return TransportTimeoutError(f"{method} {url}", self._timeout_seconds)
+        return TransportError(f"{method} {url}: agent server unreachable: {exc!r}")
