@@ -1,4 +1,4 @@
-"""Benchmarks: ``python bench/run.py store|runtime``.
+"""Benchmarks: ``python bench/run.py store|runtime|http``.
 
 Each benchmark measures our code and a raw baseline in the same run and prints
 ratios; its last line is one JSON object. Benchmarks never assert on time and
@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-BENCHMARKS = ("store", "runtime")
+BENCHMARKS = ("store", "runtime", "http")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,10 +24,14 @@ def main(argv: list[str] | None = None) -> int:
         from bench_store import run_store
 
         summary = run_store(quick=args.quick)
-    else:
+    elif args.name == "runtime":
         from bench_runtime import run_runtime
 
         summary = run_runtime(quick=args.quick)
+    else:
+        from bench_http import run_http
+
+        summary = run_http(quick=args.quick)
     print(json.dumps(summary))
     return 0
 

@@ -19,7 +19,7 @@ import anyio
 import msgspec
 from pydantic import BaseModel
 
-from ._aio import closing_iter
+from ._aio import prefetch
 from .errors import AgentServerError, StreamDropError, TransportError
 from .events import (
     ChildChunkForwarded,
@@ -171,16 +171,24 @@ async def forward_child(
     :class:`StreamDropError`.
     """
     drops = 0
+    # The last child seq held: the log's, plus what this call has emitted and
+    # not yet seen committed. Only this call forwards this child's chunks.
+    held = writer.held_child_seq(child_id)
     while True:
-        held = writer.state.sub_sessions[child_id].last_child_seq
         try:
-            async with closing_iter(transport.stream(child_id, held)) as events:
-                async for event in events:
-                    if isinstance(event, ChunkEvent):
-                        await writer.append_with(_forwarded(child_id, event))
-                    elif isinstance(event, EndEvent):
-                        return ChildOutcome(status="completed", output=event.output)
-                    elif isinstance(event, ErrorEvent):
+            async with prefetch(transport.stream(child_id, held)) as events:
+                async for batch in events.batches():
+                    forwarded: list[Event] = []
+                    for event in batch:
+                        if isinstance(event, ChunkEvent) and event.sequence > held:
+                            held = event.sequence
+                            forwarded.append(_forward(writer, child_id, event))
+                    if forwarded:
+                        writer.emit(*forwarded)
+                    final = batch[-1]
+                    if isinstance(final, EndEvent):
+                        return ChildOutcome(status="completed", output=final.output)
+                    if isinstance(final, ErrorEvent):
                         status = await retrying(
                             lambda: transport.get_status(child_id),
                             retries=stream_retries,
@@ -188,7 +196,7 @@ async def forward_child(
                         )
                         return ChildOutcome(
                             status="interrupted" if status.status == "interrupted" else "failed",
-                            error=event.error,
+                            error=final.error,
                         )
         except (TransportError, AgentServerError) as exc:
             if not _transient(exc):
@@ -196,23 +204,16 @@ async def forward_child(
             log.info("stream of %s failed (%s); reconnecting", child_id, exc)
         drops += 1
         if drops > stream_retries:
-            raise StreamDropError(child_id, writer.state.sub_sessions[child_id].last_child_seq)
+            raise StreamDropError(child_id, held)
         await anyio.sleep(retry_base_delay * 2 ** (drops - 1))
 
 
-def _forwarded(child_id: str, event: ChunkEvent) -> Any:
-    def build(state: SessionState) -> list[Event]:
-        if event.sequence <= state.sub_sessions[child_id].last_child_seq:
-            return []  # a duplicate delivery: already held
-        return [
-            ChildChunkForwarded(
-                session_id=state.session_id,
-                seq=0,
-                ts=0.0,
-                child_session_id=child_id,
-                child_seq=event.sequence,
-                chunk=event.chunk,
-            )
-        ]
-
-    return build
+def _forward(writer: SessionWriter, child_id: str, event: ChunkEvent) -> Event:
+    return ChildChunkForwarded(
+        session_id=writer.session_id,
+        seq=0,
+        ts=0.0,
+        child_session_id=child_id,
+        child_seq=event.sequence,
+        chunk=event.chunk,
+    )

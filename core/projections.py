@@ -111,12 +111,14 @@ def _abort_requested(state: SessionState, event: AbortRequested) -> None:
 
 def _interrupted(state: SessionState, event: Interrupted) -> None:
     state.status = "interrupted"
+    state.suspension = None
     state.interrupt_requested = False
     state.stop_reason = event.reason
 
 
 def _aborted(state: SessionState, event: Aborted) -> None:
     state.status = "failed"
+    state.suspension = None
     state.error = f"aborted: {event.reason}" if event.reason else "aborted"
     state.recoverable = False
     state.stop_reason = event.reason
@@ -129,12 +131,14 @@ def _suspended(state: SessionState, event: Suspended) -> None:
 
 def _completed(state: SessionState, event: Completed) -> None:
     state.status = "completed"
+    state.suspension = None
     state.output = event.output
     state.error = None
 
 
 def _failed(state: SessionState, event: Failed) -> None:
     state.status = "failed"
+    state.suspension = None
     state.error = event.error
     state.recoverable = event.recoverable
 
@@ -157,11 +161,19 @@ def _message(state: SessionState, event: MessageAppended) -> None:
                 state.messages.extend(state.deferred_messages)
                 state.deferred_messages.clear()
     elif isinstance(message, AssistantMessage):
+        if state.deferred_messages:
+            # A new turn began without the awaited results: the held-back input
+            # belongs before it, never dropped.
+            state.messages.pop()
+            state.messages.extend(state.deferred_messages)
+            state.deferred_messages.clear()
+            state.messages.append(message)
         state.awaiting_results = [call.id for call in message.tool_calls]
 
 
 def _state_updated(state: SessionState, event: StateUpdated) -> None:
-    state.custom_state = event.state
+    # A copy: a caller changing the folded state must never change the log.
+    state.custom_state = dict(event.state)
 
 
 def _usage(state: SessionState, event: UsageRecorded) -> None:

@@ -27,7 +27,7 @@ import anyio
 import msgspec
 from pydantic import ValidationError
 
-from ._aio import closing_iter
+from ._aio import closing_iter, prefetch
 from .agents import AgentConfig, HookContext, RemoteSubAgentTool, SubAgentTool
 from .child_calls import (
     ChildOutcome,
@@ -172,6 +172,7 @@ class SessionRun:
                     scope.cancel()
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self._watch)
+                    tg.start_soon(self.writer.flush_forever)
                     await self._loop()
                     tg.cancel_scope.cancel()
         except BaseExceptionGroup as group:
@@ -261,9 +262,8 @@ class SessionRun:
         llm = self.env.llm_override or agent.llm or self.env.llm
         if llm is None:
             raise LLMError(f"agent {agent.name!r} has no LLM and the executor has no default")
-        state = await self.writer.append(
-            StepStarted(session_id="", seq=0, ts=0.0, step=self.writer.state.run_step_count + 1)
-        )
+        state = self.writer.state
+        self.writer.emit(StepStarted(session_id="", seq=0, ts=0.0, step=state.run_step_count + 1))
         prompt = agent.system_prompt
         request = LLMRequest(
             messages=list(state.messages),
@@ -276,22 +276,26 @@ class SessionRun:
             session_id=state.session_id,
         )
         response: LLMResponse | None = None
-        async with closing_iter(llm.stream(request)) as parts:
-            async for part in parts:
-                if isinstance(part, LLMTextDelta):
-                    if part.text:
-                        await self.writer.append(
-                            TextDelta(
-                                session_id="",
-                                seq=0,
-                                ts=0.0,
-                                agent_id=state.session_id,
-                                agent_type=agent.name,
-                                delta=part.text,
-                            )
-                        )
-                else:
-                    response = part
+        async with prefetch(llm.stream(request)) as parts:
+            async for batch in parts.batches():
+                # Deltas that arrived together share one append.
+                deltas = [
+                    TextDelta(
+                        session_id="",
+                        seq=0,
+                        ts=0.0,
+                        agent_id=state.session_id,
+                        agent_type=agent.name,
+                        delta=part.text,
+                    )
+                    for part in batch
+                    if isinstance(part, LLMTextDelta) and part.text
+                ]
+                if deltas:
+                    self.writer.emit(*deltas)
+                for part in batch:
+                    if isinstance(part, LLMResponse):
+                        response = part
         if response is None:
             raise LLMError("the model's stream ended without a response")
         calls = self._unique_calls(response.tool_calls)

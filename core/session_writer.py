@@ -5,6 +5,13 @@ with compare-and-append. When another writer got there first (an interrupt,
 an abort, a client tool result, another host), it folds their events and
 tries again, so the loop always decides on the latest log. Appends from
 concurrent tool calls are serialised by a lock.
+
+Stream chunks (text deltas, forwarded child chunks) can be handed over with
+:meth:`SessionWriter.emit` instead: the run goes on at once, a flusher
+commits whatever has accumulated (group-commit style, so a burst shares one
+commit), and the next :meth:`append` carries any still pending in the same
+batch, before its own events. Order is kept; an emitted chunk is acknowledged,
+like any event, only once committed.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from .errors import ConcurrencyConflict, OwnershipLost
 from .events import (
     Aborted,
     AbortRequested,
+    ChildChunkForwarded,
     Completed,
     Event,
     Failed,
@@ -44,6 +52,10 @@ class StopRequest(msgspec.Struct, frozen=True):
 EventsFactory = Callable[[SessionState], Sequence[Event]]
 
 
+def _nothing(state: SessionState) -> Sequence[Event]:
+    return ()
+
+
 class SessionWriter:
     """Appends to one session's log on behalf of its run loop.
 
@@ -67,6 +79,8 @@ class SessionWriter:
         self._lock = anyio.Lock()
         self._run_id = run_id
         self._host_id = host_id
+        self._pending: list[Event] = []
+        self._pending_ready = anyio.Event()
         self._on_stop = on_stop
 
     @property
@@ -98,7 +112,8 @@ class SessionWriter:
         async with self._lock:
             while True:
                 state = self._projector.state
-                drafts = factory(state)
+                taken = len(self._pending)
+                drafts = [*self._pending[:taken], *factory(state)]
                 if not drafts:
                     return state
                 base = state.last_seq
@@ -114,7 +129,38 @@ class SessionWriter:
                 except ConcurrencyConflict:
                     await self.refresh_locked()
                     continue
+                # Chunks emitted while this append was in flight stay pending.
+                del self._pending[:taken]
                 return self._projector.apply_all(batch)
+
+    def emit(self, *events: Event) -> None:
+        """Hand stream chunks over without waiting for their commit (see the module doc)."""
+        self._pending.extend(events)
+        self._pending_ready.set()
+
+    def held_child_seq(self, child_session_id: str) -> int:
+        """The last seq of child ``child_session_id`` forwarded: committed or still pending."""
+        held = self.state.sub_sessions[child_session_id].last_child_seq
+        for event in self._pending:
+            if (
+                isinstance(event, ChildChunkForwarded)
+                and event.child_session_id == child_session_id
+            ):
+                held = max(held, event.child_seq)
+        return held
+
+    @property
+    def has_pending(self) -> bool:
+        """True while emitted events wait for a commit."""
+        return bool(self._pending)
+
+    async def flush_forever(self) -> None:
+        """Commit emitted events as they come; run it in the run's task group."""
+        while True:
+            await self._pending_ready.wait()
+            self._pending_ready = anyio.Event()
+            if self._pending:
+                await self.append_with(_nothing)
 
     async def refresh(self) -> SessionState:
         """Fold events other writers appended since the last one seen."""

@@ -44,7 +44,13 @@ def encode_sse(event: TransportEvent) -> bytes:
 
 
 class SSEResponse:
-    """An ASGI response streaming protocol events as SSE, with heartbeats."""
+    """An ASGI response streaming protocol events as SSE, with heartbeats.
+
+    Frames and heartbeats go through one bounded memory stream to a single
+    writer, which sends whatever has queued up in one body message: a burst
+    (a late client catching up on a long log) costs one ``send`` per batch,
+    not per event, and frames never interleave.
+    """
 
     def __init__(
         self, events: AsyncIterator[TransportEvent], *, heartbeat_interval: float = 15.0
@@ -64,32 +70,41 @@ class SSEResponse:
                 ],
             }
         )
-        lock = anyio.Lock()  # frames and heartbeats must not interleave
+        frames_in, frames_out = anyio.create_memory_object_stream[bytes](256)
 
-        async def emit(body: bytes) -> None:
-            async with lock:
-                await send({"type": "http.response.body", "body": body, "more_body": True})
-
-        async def pump(tg: Any) -> None:
+        async def produce() -> None:
             try:
                 async for event in self._events:
-                    await emit(encode_sse(event))
+                    await frames_in.send(encode_sse(event))
             except (HelixError, ValueError) as exc:
                 # The stream behind us failed (a store or a remote): say so and
                 # end; the client reconnects from its last id.
                 log.warning("stream failed: %s", exc)
-                await emit(encode_sse(ErrorEvent(error=str(exc), recoverable=True)))
+                await frames_in.send(encode_sse(ErrorEvent(error=str(exc), recoverable=True)))
             finally:
+                frames_in.close()
                 aclose = getattr(self._events, "aclose", None)
                 if aclose is not None:
                     with anyio.CancelScope(shield=True):
                         await aclose()
-            tg.cancel_scope.cancel()
 
         async def heartbeat() -> None:
             while True:
                 await anyio.sleep(self._heartbeat_interval)
-                await emit(HEARTBEAT)
+                await frames_in.send(HEARTBEAT)
+
+        async def write(tg: Any) -> None:
+            async for frame in frames_out:
+                parts = [frame]
+                while True:
+                    try:
+                        parts.append(frames_out.receive_nowait())
+                    except (anyio.WouldBlock, anyio.EndOfStream):
+                        break
+                await send(
+                    {"type": "http.response.body", "body": b"".join(parts), "more_body": True}
+                )
+            tg.cancel_scope.cancel()  # the stream ended: stop the heartbeat and the listener
 
         async def disconnected(tg: Any) -> None:
             while True:
@@ -100,10 +115,12 @@ class SSEResponse:
 
         client_gone = False
         try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(pump, tg)
-                tg.start_soon(heartbeat)
-                tg.start_soon(disconnected, tg)
+            with frames_out:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(produce)
+                    tg.start_soon(heartbeat)
+                    tg.start_soon(write, tg)
+                    tg.start_soon(disconnected, tg)
         except* OSError:
             client_gone = True  # the socket went away under a send
         if not client_gone:

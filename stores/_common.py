@@ -16,12 +16,16 @@ __all__ = ["AppendNotifier", "Subscription", "check_batch", "tail_events"]
 _MAX_BUFFERED = 1024  # past this a slow tail drops its buffer and re-reads the store
 
 
-def check_batch(session_id: str, events: Sequence[Event], expected_seq: int) -> list[bytes]:
+def check_batch(
+    session_id: str, events: Sequence[Event], expected_seq: int
+) -> tuple[list[bytes], list[Event]]:
     """Raise :class:`UsageError` unless ``events`` can be appended at ``expected_seq``.
 
     Every event must survive its own encoding: msgspec does not check field
     types when a struct is built, and a store must never accept an event it
-    could not read back (``seq=2.0``, ``ts=None``...). Returns the encodings.
+    could not read back (``seq=2.0``, ``ts=None``...). Returns the encodings
+    and the decoded copies: stores keep and publish the copies, so a live tail
+    sees exactly what a later read returns (``(1, 2)`` becomes ``[1, 2]``).
     """
     validate_session_id(session_id)
     if isinstance(expected_seq, bool) or not isinstance(expected_seq, int) or expected_seq < 0:
@@ -29,12 +33,13 @@ def check_batch(session_id: str, events: Sequence[Event], expected_seq: int) -> 
     if not events:
         raise UsageError("append needs at least one event")
     encoded: list[bytes] = []
+    decoded: list[Event] = []
     for offset, event in enumerate(events, start=1):
         if type(event.seq) is not int or type(event.session_id) is not str:
             raise UsageError(f"event {offset} of the batch has an ill-typed envelope")
         data = encode_event(event)
         try:
-            decode_event(data)
+            decoded.append(decode_event(data))
         except EventDecodeError as exc:
             raise UsageError(f"event {offset} of the batch is not a valid event: {exc}") from exc
         encoded.append(data)
@@ -48,7 +53,7 @@ def check_batch(session_id: str, events: Sequence[Event], expected_seq: int) -> 
                 f"event {offset} of the batch has seq {event.seq}; appending at "
                 f"{expected_seq} it must be {expected_seq + offset}"
             )
-    return encoded
+    return encoded, decoded
 
 
 class Subscription:

@@ -31,15 +31,17 @@ class MemoryEventStore:
     async def append(self, session_id: str, events: Sequence[Event], expected_seq: int) -> int:
         """Append ``events`` if the log ends at ``expected_seq`` (see ``EventStore.append``)."""
         self._ensure_open()
-        check_batch(session_id, events, expected_seq)
+        _, decoded = check_batch(session_id, events, expected_seq)
         log = self._logs.get(session_id)
         actual = len(log) if log is not None else 0
         if actual != expected_seq:
             raise ConcurrencyConflict(session_id, expected_seq, actual)
         if log is None:
             log = self._logs[session_id] = []
-        log.extend(events)
-        self._notifier.publish(session_id, list(events))
+        # Keep the decoded copies: what a reader gets is what the wire carries,
+        # as with every other store.
+        log.extend(decoded)
+        self._notifier.publish(session_id, decoded)
         return len(log)
 
     async def read(self, session_id: str, from_seq: int = 0) -> list[Event]:

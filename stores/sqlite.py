@@ -235,12 +235,12 @@ class SqliteEventStore:
     async def append(self, session_id: str, events: Sequence[Event], expected_seq: int) -> int:
         """Append ``events`` if the log ends at ``expected_seq`` (see ``EventStore.append``)."""
         self._ensure_open()
-        encoded = check_batch(session_id, events, expected_seq)
+        encoded, decoded = check_batch(session_id, events, expected_seq)
         rows: list[_Row] = [
             (session_id, event.seq, _TAGS[type(event)], event.ts, data)
-            for event, data in zip(events, encoded, strict=True)
+            for event, data in zip(decoded, encoded, strict=True)
         ]
-        op = _Append(session_id, expected_seq, rows, list(events))
+        op = _Append(session_id, expected_seq, rows, decoded)
         await self._submit(op)
         return op.result
 

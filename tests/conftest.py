@@ -3,8 +3,12 @@
 Every store conformance test takes ``store`` (a fresh, open store) or
 ``store_factory`` (opens stores of one backend at one location, so a test can
 close a store and open it again). Both are parametrised over :data:`STORE_BACKENDS`.
+
 A server-backed store (NATS JetStream) joins as one more ``pytest.param`` with
-a mark, plus one branch in :meth:`StoreFactory.open`.
+a mark (registered in pyproject), one branch in :meth:`StoreFactory.open`, and
+a synchronous session-scoped server fixture that ``store_factory`` requests
+with ``request.getfixturevalue`` only for that backend (a per-test stream name
+then plays the part of ``location``).
 """
 
 from __future__ import annotations
@@ -77,7 +81,7 @@ class StoreFactory:
         return store
 
     async def aclose(self) -> None:
-        """Close every store this factory opened (closing twice is allowed by the contract)."""
+        """Close every store this factory opened (``close`` is idempotent, as tested)."""
         for store in reversed(self._opened):
             await store.close()
 

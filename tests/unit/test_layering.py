@@ -1,0 +1,174 @@
+"""The import arrows point one way: server -> transports/stores -> core.
+
+``core/`` (``helix_agents``) never imports ``helix_agents.stores``,
+``.transports`` or ``.server``, and ``stores/`` and ``transports/`` never
+import ``helix_agents.server``. Checked on the source with ``ast``, so an
+import inside a function or under ``TYPE_CHECKING`` counts too.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[2]
+
+# folder -> (the package it is, the packages it must never import)
+RULES = {
+    "core": (
+        "helix_agents",
+        ("helix_agents.stores", "helix_agents.transports", "helix_agents.server"),
+    ),
+    "stores": ("helix_agents.stores", ("helix_agents.server",)),
+    "transports": ("helix_agents.transports", ("helix_agents.server",)),
+}
+FOLDERS = ("core", "stores", "transports", "server")
+"""Folder names: importing one of them by name means importing by folder, not by package."""
+
+
+def _package_of(path: Path, folder: Path, package: str) -> str:
+    """The package a module file belongs to (``package`` plus any sub-folders)."""
+    parts = path.relative_to(folder).parent.parts
+    return ".".join((package, *parts))
+
+
+def imported_modules(source: str, module_package: str, top_package: str) -> list[str]:
+    """Every module ``source`` imports, as absolute names; relative imports are resolved.
+
+    ``from X import a`` yields both ``X`` and ``X.a`` (``a`` may be a submodule).
+    A relative import that climbs above ``top_package`` yields ``"<escapes>"``.
+    String arguments of ``importlib.import_module`` and ``__import__`` count too.
+    """
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module_package.split(".")
+                kept = len(base) - (node.level - 1)
+                if kept < len(top_package.split(".")):
+                    found.append("<escapes>")
+                    continue
+                base = base[:kept]
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                module = node.module or ""
+            found.append(module)
+            found.extend(f"{module}.{alias.name}" for alias in node.names)
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+            and (
+                (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+                or (
+                    isinstance(node.func, ast.Name)
+                    and node.func.id in ("import_module", "__import__")
+                )
+            )
+        ):
+            found.append(node.args[0].value)
+    return found
+
+
+def violations(
+    source: str, module_package: str, top_package: str, banned: tuple[str, ...]
+) -> list[str]:
+    """The imports in ``source`` that break the layering rules."""
+    bad: list[str] = []
+    for module in imported_modules(source, module_package, top_package):
+        if module == "<escapes>":
+            bad.append(f"a relative import climbs out of {top_package}")
+        elif any(module == b or module.startswith(b + ".") for b in banned):
+            bad.append(module)
+        elif module.split(".")[0] in FOLDERS:
+            bad.append(f"{module} (imported by folder, not by package)")
+    return bad
+
+
+@pytest.mark.parametrize("folder_name", sorted(RULES))
+def test_no_import_points_the_wrong_way(folder_name: str) -> None:
+    package, banned = RULES[folder_name]
+    folder = ROOT / folder_name
+    files = sorted(folder.rglob("*.py"))
+    assert files, f"no modules found under {folder}"
+    problems = {}
+    for path in files:
+        bad = violations(
+            path.read_text(encoding="utf-8"), _package_of(path, folder, package), package, banned
+        )
+        if bad:
+            problems[str(path.relative_to(ROOT))] = bad
+    assert problems == {}
+
+
+def test_core_is_really_walked() -> None:
+    names = {path.name for path in (ROOT / "core").rglob("*.py")}
+    assert {"__init__.py", "events.py", "store.py", "errors.py"} <= names
+
+
+# The checker itself: it must catch every way of writing a forbidden import.
+CORE_BANNED = RULES["core"][1]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import helix_agents.stores",
+        "import helix_agents.stores.sqlite as s",
+        "from helix_agents.transports import InProcessTransport",
+        "from helix_agents import server",
+        "from helix_agents.server.app import create_http_app",
+        "from . import stores",
+        "from .stores import MemoryEventStore",
+        "from .transports.http import x",
+        "from .. import anything",
+        "from ..other import anything",
+        "import stores.memory",
+        "from core.events import Event",
+        "def f():\n    from helix_agents.server import AgentServer",
+        "if TYPE_CHECKING:\n    from helix_agents.stores import SqliteEventStore",
+        "importlib.import_module('helix_agents.stores.sqlite')",
+        "__import__('helix_agents.server')",
+    ],
+)
+def test_the_checker_catches_a_forbidden_import_in_core(source: str) -> None:
+    assert violations(source, "helix_agents", "helix_agents", CORE_BANNED)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import anyio",
+        "from helix_agents.events import Event",
+        "from helix_agents import events",
+        "from .events import Event",
+        "from . import codec",
+        "from .storage_helpers import x",
+        "import helix_agents.storesque",
+    ],
+)
+def test_the_checker_allows_core_imports(source: str) -> None:
+    assert violations(source, "helix_agents", "helix_agents", CORE_BANNED) == []
+
+
+@pytest.mark.parametrize(
+    ("source", "module_package", "allowed"),
+    [
+        ("from .. import server", "helix_agents.stores", False),
+        ("from ..server import x", "helix_agents.stores", False),
+        ("from ..errors import X", "helix_agents.stores", False),  # crosses folders
+        ("import helix_agents.server", "helix_agents.stores", False),
+        ("from helix_agents.server import AgentServer", "helix_agents.stores.nats", False),
+        ("from .._common import x", "helix_agents.stores.nats", True),
+        ("from ._common import x", "helix_agents.stores", True),
+        ("from helix_agents.errors import X", "helix_agents.stores", True),
+    ],
+)
+def test_the_checker_in_stores(source: str, module_package: str, allowed: bool) -> None:
+    found = violations(source, module_package, "helix_agents.stores", RULES["stores"][1])
+    assert (found == []) == allowed, found
