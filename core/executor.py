@@ -313,9 +313,16 @@ class AgentExecutor:
             recovered.append(session_id)
         return recovered
 
-    def is_executing(self, session_id: str) -> bool:
-        """True while a run of the session is active in this executor."""
-        return session_id in self._runs
+    def is_executing(self, session_id: str, state: SessionState | None = None) -> bool:
+        """True while a run of the session is active in this executor.
+
+        With the folded ``state``: only while its log still says running (a run
+        whose end is recorded is no longer executing, even if it is still
+        winding down).
+        """
+        if session_id not in self._runs:
+            return False
+        return state is None or state.status == "running"
 
     # --- the protocol's service ---------------------------------------------------------
 
@@ -327,6 +334,9 @@ class AgentExecutor:
         with a different agent type or message), ``ALREADY_COMPLETED``.
         """
         session_id = self._valid_id(request.session_id)
+        for related in (request.parent_session_id, request.root_session_id):
+            if related is not None:
+                self._valid_id(related)
         agent = self.registry.get(request.agent_type)
         if agent is None:
             raise AgentServerError("NOT_FOUND", f"agent type not found: {request.agent_type}")
@@ -444,7 +454,7 @@ class AgentExecutor:
             run_id=snapshot.run_id,
             status=snapshot.status,
             step_count=snapshot.step_count,
-            is_executing=self.is_executing(session_id),
+            is_executing=self.is_executing(session_id, state),
             stream_id=session_id,
             latest_sequence=snapshot.latest_sequence,
             output=snapshot.output,
@@ -539,7 +549,6 @@ class AgentExecutor:
                 host_id=self.env.host_id,
                 on_stop=lambda request: run.request_stop(request) if run else None,
             )
-            await writer.refresh()
             run = SessionRun(self.env, agent, writer, active.run_id)
             active.run = run
             await run.run()

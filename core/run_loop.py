@@ -235,6 +235,8 @@ class SessionRun:
             except LLMError as error:
                 await self._fail(str(error), recoverable=error.retryable)
                 return
+            if response is None:
+                return  # a final answer: recorded and completed in one batch
             if not response.tool_calls:
                 if agent.output_schema is None:
                     await self._complete(response.content)
@@ -257,7 +259,7 @@ class SessionRun:
             )
         return specs
 
-    async def _step(self) -> LLMResponse:
+    async def _step(self) -> LLMResponse | None:
         agent = self.agent
         llm = self.env.llm_override or agent.llm or self.env.llm
         if llm is None:
@@ -300,6 +302,7 @@ class SessionRun:
             raise LLMError("the model's stream ended without a response")
         calls = self._unique_calls(response.tool_calls)
         usage = response.usage
+        final = self._final_answer(calls)
         await self.writer.append(
             MessageAppended(
                 session_id="",
@@ -316,8 +319,33 @@ class SessionRun:
                 input_tokens=usage.input_tokens if usage else 0,
                 output_tokens=usage.output_tokens if usage else 0,
             ),
+            *final,
         )
+        if final:
+            await self.fire("on_agent_complete", self.writer.state.output)
+            return None
         return msgspec.structs.replace(response, tool_calls=calls)
+
+    def _final_answer(self, calls: list[ToolCall]) -> list[Event]:
+        """For a turn whose only call is a valid ``__finish__``: its whole ending.
+
+        Validation is pure, so the answer, the finish call's record and the
+        completion can be one batch (one commit) instead of three.
+        """
+        if len(calls) != 1 or calls[0].name != FINISH_TOOL_NAME or self.agent.output_schema is None:
+            return []
+        call = calls[0]
+        outcome = validate_finish(self.agent, call.arguments)
+        if outcome.error is not None:
+            return []
+        sid = self.writer.session_id
+        return [
+            tool_start(self.agent, sid, call),
+            *result_events(
+                self.agent, sid, call, ToolOutcome(result="output accepted"), usage=False
+            ),
+            *self._completion(outcome.result),
+        ]
 
     def _unique_calls(self, calls: Sequence[ToolCall]) -> list[ToolCall]:
         """Give every call an id unique in the session and safe inside a session id."""
@@ -449,7 +477,10 @@ class SessionRun:
         ref = state.sub_sessions.get(child_id)
         if ref is None:
             await self.fire("before_sub_agent", call)
-            await self.writer.append(
+            # Written behind: start is idempotent with a deterministic child id,
+            # so if these were lost in a crash, the resumed call (still without
+            # a result) reaches the same child again.
+            self.writer.emit(
                 tool_start(self.agent, sid, call),
                 SubSessionStarted(
                     session_id="",
@@ -585,9 +616,9 @@ class SessionRun:
 
     # --- endings --------------------------------------------------------------------
 
-    async def _complete(self, output: Any) -> None:
+    def _completion(self, output: Any) -> list[Event]:
         state = self.writer.state
-        await self.writer.append(
+        return [
             OutputChunk(
                 session_id="",
                 seq=0,
@@ -597,7 +628,10 @@ class SessionRun:
                 output=output,
             ),
             Completed(session_id="", seq=0, ts=0.0, output=output),
-        )
+        ]
+
+    async def _complete(self, output: Any) -> None:
+        await self.writer.append(*self._completion(output))
         await self.fire("on_agent_complete", output)
 
     async def _fail(self, error: str, *, recoverable: bool = False) -> None:

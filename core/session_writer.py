@@ -140,7 +140,8 @@ class SessionWriter:
 
     def held_child_seq(self, child_session_id: str) -> int:
         """The last seq of child ``child_session_id`` forwarded: committed or still pending."""
-        held = self.state.sub_sessions[child_session_id].last_child_seq
+        ref = self.state.sub_sessions.get(child_session_id)
+        held = ref.last_child_seq if ref is not None else 0  # its start may still be pending
         for event in self._pending:
             if (
                 isinstance(event, ChildChunkForwarded)
