@@ -167,7 +167,8 @@ async def forward_child(
     """Forward the child's chunks into the parent's log until the child's run ends.
 
     A stream that stops without ``end``/``error`` is reconnected from the last
-    seq held, with backoff, up to ``stream_retries`` times; then
+    seq held, with backoff; ``stream_retries`` bounds the drops in a row (a
+    connection that delivered new chunks resets the count), then
     :class:`StreamDropError`.
     """
     drops = 0
@@ -175,6 +176,7 @@ async def forward_child(
     # not yet seen committed. Only this call forwards this child's chunks.
     held = writer.held_child_seq(child_id)
     while True:
+        before = held
         try:
             async with prefetch(transport.stream(child_id, held)) as events:
                 async for batch in events.batches():
@@ -202,7 +204,8 @@ async def forward_child(
             if not _transient(exc):
                 raise
             log.info("stream of %s failed (%s); reconnecting", child_id, exc)
-        drops += 1
+        # Only drops in a row count: a connection that made progress resets it.
+        drops = 1 if held > before else drops + 1
         if drops > stream_retries:
             raise StreamDropError(child_id, held)
         await anyio.sleep(retry_base_delay * 2 ** (drops - 1))

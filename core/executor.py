@@ -443,6 +443,14 @@ class AgentExecutor:
     ) -> AsyncIterator[TransportEvent]:
         """The session's protocol stream from ``from_sequence`` (see ``stream_session``)."""
         self._valid_id(session_id)
+        if (
+            isinstance(from_sequence, bool)
+            or not isinstance(from_sequence, int)
+            or from_sequence < 0
+        ):
+            raise AgentServerError(
+                "INVALID_REQUEST", f"fromSequence must be an integer >= 0, not {from_sequence!r}"
+            )
         return stream_session(self.store, session_id, from_sequence)
 
     async def get_status(self, session_id: str) -> RemoteStatusResponse:

@@ -52,6 +52,7 @@ class AgentServer:
         llm: the default model for agents that have none.
         recover: on entering, resume the sessions a previous process left
             running on this store (see ``AgentExecutor.recover``).
+        owns_store: close ``store`` on leaving (for a server that opened it).
     """
 
     def __init__(
@@ -62,6 +63,7 @@ class AgentServer:
         executor: AgentExecutor | None = None,
         llm: LLMAdapter | None = None,
         recover: bool = True,
+        owns_store: bool = False,
     ) -> None:
         if isinstance(agents, Mapping):
             for key, agent in agents.items():
@@ -79,6 +81,7 @@ class AgentServer:
         """The agent types callers may start (sub-agents are reachable only through them)."""
         self._running = False
         self._recover = recover
+        self._owns_store = owns_store
 
     @property
     def running(self) -> bool:
@@ -102,9 +105,13 @@ class AgentServer:
         tb: TracebackType | None,
     ) -> bool | None:
         self._running = False
-        if self._owns_executor:
-            return await self.executor.__aexit__(exc_type, exc, tb)
-        return None
+        try:
+            if self._owns_executor:
+                return await self.executor.__aexit__(exc_type, exc, tb)
+            return None
+        finally:
+            if self._owns_store:
+                await self.store.close()
 
     async def _call(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
         try:

@@ -76,20 +76,18 @@ async def run_serve(spec: str, *, host: str, port: int, url: str, heartbeat: flo
     import uvicorn
 
     target = load_target(spec)
-    store = None
     if isinstance(target, AgentServer):
         server = target
     else:
-        store = await open_store(url)
-        server = AgentServer(_agents(target, spec), store)
-    try:
-        app = create_http_app(server, heartbeat_interval=heartbeat)
-        config = uvicorn.Config(app, host=host, port=port, log_level="info", lifespan="on")
-        print(f"helix-agents: serving {', '.join(server.agent_types)} on http://{host}:{port}")
-        await uvicorn.Server(config).serve()
-    finally:
-        if store is not None:
-            await store.close()
+        agents = _agents(target, spec)
+        # The server owns the store, so the app's lifespan closes it: uvicorn
+        # re-raises SIGTERM after a graceful shutdown, so code after serve()
+        # would never run.
+        server = AgentServer(agents, await open_store(url), owns_store=True)
+    app = create_http_app(server, heartbeat_interval=heartbeat)
+    config = uvicorn.Config(app, host=host, port=port, log_level="info", lifespan="on")
+    print(f"helix-agents: serving {', '.join(server.agent_types)} on http://{host}:{port}")
+    await uvicorn.Server(config).serve()
 
 
 def run_openapi() -> None:

@@ -53,6 +53,8 @@ Auth = Collection[str] | Callable[[str], Awaitable[bool]]
 
 _encoder = msgspec.json.Encoder()
 
+_MAX_SEQ = 2**63 - 1  # the largest sequence a store can hold
+
 
 class SessionRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """The body of ``/interrupt`` and ``/abort``."""
@@ -185,8 +187,10 @@ def create_http_app(
         field = "fromSequence"
         if raw is None:
             raw, field = request.headers.get("last-event-id", "0"), "Last-Event-ID"
-        if not raw.isdigit():
-            raise _Refused("INVALID_REQUEST", f"{field} must be an integer >= 0, not {raw!r}")
+        if not (raw.isascii() and raw.isdigit()) or int(raw) > _MAX_SEQ:
+            raise _Refused(
+                "INVALID_REQUEST", f"{field} must be an integer from 0 to {_MAX_SEQ}, not {raw!r}"
+            )
         await transport.get_status(session_id)  # 404 before any byte of the stream
         return SSEResponse(
             transport.stream(session_id, int(raw)), heartbeat_interval=heartbeat_interval

@@ -28,6 +28,12 @@ HEARTBEAT = b":heartbeat\n\n"
 
 _encoder = msgspec.json.Encoder()
 
+_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+
 
 def encode_sse(event: TransportEvent) -> bytes:
     """One protocol event as an SSE frame (``id:`` = the chunk's sequence)."""
@@ -59,15 +65,19 @@ class SSEResponse:
         self._heartbeat_interval = heartbeat_interval
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("method") == "HEAD":
+            # Headers only: a HEAD must not tail the log.
+            aclose = getattr(self._events, "aclose", None)
+            if aclose is not None:
+                await aclose()
+            await send({"type": "http.response.start", "status": 200, "headers": _HEADERS})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return
         await send(
             {
                 "type": "http.response.start",
                 "status": 200,
-                "headers": [
-                    (b"content-type", b"text/event-stream; charset=utf-8"),
-                    (b"cache-control", b"no-cache"),
-                    (b"x-accel-buffering", b"no"),
-                ],
+                "headers": _HEADERS,
             }
         )
         frames_in, frames_out = anyio.create_memory_object_stream[bytes](256)

@@ -89,6 +89,7 @@ class _Delete(_Op):
     __slots__ = ()
 
 
+_SQLITE_MAX_INT = 2**63 - 1
 _MAX_BATCH = 1000  # bounds one transaction; the rest waits for the next leader
 _MAX_CACHED_SESSIONS = 100_000
 
@@ -356,6 +357,8 @@ class SqliteEventStore:
     def _read_sync(self, session_id: str, from_seq: int) -> list[Event]:
         if self._closed:
             raise StoreClosedError()
+        if from_seq >= _SQLITE_MAX_INT:
+            return []  # nothing can come after the largest seq SQLite holds
         try:
             rows = (
                 self._reader()

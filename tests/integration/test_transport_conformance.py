@@ -1,0 +1,624 @@
+"""One conformance suite for every ``RemoteAgentTransport``.
+
+Each test takes the ``transport`` fixture, parametrised over :data:`TRANSPORT_KINDS`:
+
+- ``inprocess``: an :class:`InProcessTransport` over a running :class:`AgentServer`;
+- ``http``: an :class:`HttpRemoteAgentTransport` against ``create_http_app(AgentServer)``
+  served by real uvicorn on a loopback port.
+
+Both reach the same kind of :class:`Host`: an ``AgentServer`` on a fresh
+``MemoryEventStore`` with two scripted agents, ``researcher`` (streams text, calls a
+tool, finishes with typed output) and ``waiter`` (blocks in a tool until the test
+opens its gate, for status, interrupt and abort). Tests drive the session only
+through the transport and read the host's store to check what the log holds.
+
+A new transport joins with one :class:`pytest.param` in :data:`TRANSPORT_KINDS` and
+one connector in :data:`CONNECTORS`: an async context manager that exposes the
+``AgentServer`` it is given and yields the client transport (for NATS: start
+nats-server, run a ``NatsAgentHost`` over the server, yield the NATS transport).
+
+Every test is bounded by ``anyio.fail_after``; nothing waits by sleeping (the
+waiter's gate is an ``anyio.Event`` pair).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+from pydantic import BaseModel
+from servers import serve
+
+from helix_agents import (
+    AgentConfig,
+    AgentServerError,
+    ChunkEvent,
+    EndEvent,
+    ErrorEvent,
+    InProcessTransport,
+    RemoteAgentTransport,
+    RemoteResumeRequest,
+    RemoteStartRequest,
+    ScriptedLLM,
+    ScriptStep,
+    SessionCreated,
+    TextDelta,
+    ToolContext,
+    ToolEnd,
+    ToolStart,
+    TransportEvent,
+    define_agent,
+    define_tool,
+    project_stream,
+)
+from helix_agents.server import AgentServer, create_http_app
+from helix_agents.stores import MemoryEventStore
+from helix_agents.transports import HttpRemoteAgentTransport
+
+LIMIT = 10.0
+"""Seconds any one test may take."""
+
+call = ScriptedLLM.call
+finish = ScriptedLLM.finish
+
+
+class Query(BaseModel):
+    query: str
+
+
+class Answer(BaseModel):
+    answer: str
+
+
+# --- the host: an AgentServer with two scripted agents ------------------------------------
+
+
+class Gates:
+    """Per-session gates of the ``waiter``'s tool: ``entered`` once it blocks, then ``open``."""
+
+    def __init__(self) -> None:
+        self._entered: defaultdict[str, anyio.Event] = defaultdict(anyio.Event)
+        self._opened: defaultdict[str, anyio.Event] = defaultdict(anyio.Event)
+
+    def entered(self, session_id: str) -> anyio.Event:
+        return self._entered[session_id]
+
+    def open(self, session_id: str) -> None:
+        self._opened[session_id].set()
+
+    def open_all(self) -> None:
+        for event in self._opened.values():
+            event.set()
+
+    async def wait(self, query: Query, ctx: ToolContext) -> dict[str, str]:
+        self._entered[ctx.session_id].set()
+        await self._opened[ctx.session_id].wait()
+        return {"waited": query.query}
+
+
+async def lookup(query: Query, ctx: ToolContext) -> dict[str, str]:
+    return {"found": query.query.upper()}
+
+
+RESEARCHER_TEXT = "let me look into the tides for you"
+RESEARCHER_OUTPUT = {"answer": "TIDES"}
+
+
+def researcher() -> AgentConfig:
+    """Streams its text word by word, calls ``lookup``, then finishes with an ``Answer``."""
+    return define_agent(
+        "researcher",
+        output_schema=Answer,
+        tools=[define_tool("lookup", "Look a topic up.", Query, lookup)],
+        llm=ScriptedLLM(
+            [
+                ScriptStep(text=RESEARCHER_TEXT, tool_calls=[call("lookup", {"query": "tides"})]),
+                finish(RESEARCHER_OUTPUT, text="found it"),
+            ],
+            chunk_words=1,
+        ),
+    )
+
+
+def waiter(gates: Gates) -> AgentConfig:
+    """Calls ``wait`` (blocks until its session's gate opens), then finishes."""
+    return define_agent(
+        "waiter",
+        output_schema=Answer,
+        tools=[define_tool("wait", "Wait for the gate.", Query, gates.wait)],
+        llm=ScriptedLLM(
+            [
+                ScriptStep(text="waiting a while", tool_calls=[call("wait", {"query": "gate"})]),
+                finish({"answer": "waited"}),
+            ]
+        ),
+    )
+
+
+class Host:
+    """The agent side every transport reaches: a running ``AgentServer`` and its store."""
+
+    def __init__(self) -> None:
+        self.store = MemoryEventStore()
+        self.gates = Gates()
+        self.server = AgentServer([researcher(), waiter(self.gates)], self.store)
+
+    async def log(self, session_id: str) -> list[Any]:
+        return list(await self.store.read(session_id))
+
+
+@pytest.fixture
+async def host() -> AsyncIterator[Host]:
+    host = Host()
+    with anyio.CancelScope() as scope:
+        async with host.server:
+            try:
+                yield host
+            finally:
+                # Runs still blocked (or interrupted mid-test) must not hold teardown.
+                host.gates.open_all()
+                scope.cancel()
+    await host.store.close()
+
+
+# --- the transports under test -----------------------------------------------------------
+
+Connector = Callable[[AgentServer], AbstractAsyncContextManager[RemoteAgentTransport]]
+
+
+@asynccontextmanager
+async def connect_inprocess(server: AgentServer) -> AsyncIterator[RemoteAgentTransport]:
+    yield InProcessTransport(server)
+
+
+@asynccontextmanager
+async def connect_http(server: AgentServer) -> AsyncIterator[RemoteAgentTransport]:
+    async with (
+        serve(create_http_app(server)) as url,
+        HttpRemoteAgentTransport(url, max_retries=2, retry_base_delay=0.01, timeout=5) as remote,
+    ):
+        yield remote
+
+
+CONNECTORS: dict[str, Connector] = {"inprocess": connect_inprocess, "http": connect_http}
+"""How each transport kind reaches a running ``AgentServer``."""
+
+TRANSPORT_KINDS = [
+    pytest.param("inprocess", id="inprocess"),
+    pytest.param("http", id="http", marks=pytest.mark.slow),
+    # pytest.param("nats", id="nats", marks=pytest.mark.nats),  # with the NATS host
+]
+"""The transports every conformance test runs against."""
+
+
+@pytest.fixture(params=TRANSPORT_KINDS)
+async def transport(
+    request: pytest.FixtureRequest, host: Host
+) -> AsyncIterator[RemoteAgentTransport]:
+    async with CONNECTORS[request.param](host.server) as remote:
+        yield remote
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def start_request(
+    session_id: str, agent_type: str = "researcher", **fields: Any
+) -> RemoteStartRequest:
+    fields.setdefault("message", "Research the tides")
+    return RemoteStartRequest(session_id=session_id, agent_type=agent_type, **fields)
+
+
+async def collect(
+    transport: RemoteAgentTransport, session_id: str, from_sequence: int = 0
+) -> list[TransportEvent]:
+    """The whole stream from ``from_sequence``: its chunks, then ``end`` or ``error``."""
+    return [event async for event in transport.stream(session_id, from_sequence)]
+
+
+async def refused(call: Callable[[], Awaitable[Any]]) -> str:
+    """Await ``call()``, which must raise ``AgentServerError``; its ``code``."""
+    with pytest.raises(AgentServerError) as caught:
+        await call()
+    assert type(caught.value) is AgentServerError
+    return caught.value.code
+
+
+async def drain(events: AsyncIterator[TransportEvent], into: list[TransportEvent]) -> None:
+    async for event in events:
+        into.append(event)
+
+
+def chunks_of(events: list[TransportEvent]) -> list[ChunkEvent]:
+    return [event for event in events if isinstance(event, ChunkEvent)]
+
+
+async def blocked_waiter(transport: RemoteAgentTransport, host: Host, session_id: str) -> str:
+    """Start a ``waiter`` and return its run id once its tool is blocked."""
+    started = await transport.start(start_request(session_id, "waiter", message="Wait"))
+    await host.gates.entered(session_id).wait()
+    return started.run_id
+
+
+# --- start ---------------------------------------------------------------------------------
+
+
+async def test_start_returns_the_session_stream_and_run_ids(
+    transport: RemoteAgentTransport, host: Host
+) -> None:
+    with anyio.fail_after(LIMIT):
+        started = await transport.start(start_request("ids-1"))
+        events = await collect(transport, "ids-1")
+        status = await transport.get_status("ids-1")
+    assert started.session_id == "ids-1"
+    assert started.stream_id == "ids-1"
+    assert started.run_id.startswith("run-")
+    assert status.run_id == started.run_id
+    log = await host.log("ids-1")
+    assert isinstance(log[0], SessionCreated)
+    assert log[0].run_id == started.run_id
+    assert events[-1] == EndEvent(output=RESEARCHER_OUTPUT, state={})
+
+
+async def test_start_is_idempotent_for_the_same_request(
+    transport: RemoteAgentTransport, host: Host
+) -> None:
+    with anyio.fail_after(LIMIT):
+        first = await transport.start(start_request("idem-1", "waiter", message="Wait"))
+        await host.gates.entered("idem-1").wait()
+        again = await transport.start(start_request("idem-1", "waiter", message="Wait"))
+    assert again == first
+    log = await host.log("idem-1")
+    assert sum(isinstance(event, SessionCreated) for event in log) == 1
+
+
+async def test_concurrent_identical_starts_create_one_session(
+    transport: RemoteAgentTransport, host: Host
+) -> None:
+    responses: list[Any] = []
+
+    async def start() -> None:
+        responses.append(await transport.start(start_request("idem-10")))
+
+    with anyio.fail_after(LIMIT):
+        async with anyio.create_task_group() as tg:
+            for _ in range(10):
+                tg.start_soon(start)
+        events = await collect(transport, "idem-10")
+    assert len(responses) == 10
+    assert {response.run_id for response in responses} == {responses[0].run_id}
+    assert {(r.session_id, r.stream_id) for r in responses} == {("idem-10", "idem-10")}
+    log = await host.log("idem-10")
+    assert sum(isinstance(event, SessionCreated) for event in log) == 1
+    assert log[0].run_id == responses[0].run_id
+    assert events[-1] == EndEvent(output=RESEARCHER_OUTPUT, state={})
+
+
+async def test_start_of_an_existing_id_with_another_request_is_already_running(
+    transport: RemoteAgentTransport, host: Host
+) -> None:
+    with anyio.fail_after(LIMIT):
+        await blocked_waiter(transport, host, "taken-1")
+        before = await host.log("taken-1")
+        other_type = await refused(
+            lambda: transport.start(start_request("taken-1", "researcher", message="Wait"))
+        )
+        other_message = await refused(
+            lambda: transport.start(start_request("taken-1", "waiter", message="Something else"))
+        )
+        after = await host.log("taken-1")
+    assert (other_type, other_message) == ("ALREADY_RUNNING", "ALREADY_RUNNING")
+    assert after[: len(before)] == before
+    assert sum(isinstance(event, SessionCreated) for event in after) == 1
+
+
+async def test_start_of_a_completed_session_is_already_completed(
+    transport: RemoteAgentTransport, host: Host
+) -> None:
+    with anyio.fail_after(LIMIT):
+        await transport.start(start_request("done-1"))
+        await collect(transport, "done-1")
+        code = await refused(lambda: transport.start(start_request("done-1")))
+    assert code == "ALREADY_COMPLETED"
+
+
+async def test_start_of_an_unknown_agent_type_is_not_found(
+    transport: RemoteAgentTransport, host: Host
+) -> None:
+    with anyio.fail_after(LIMIT):
+        code = await refused(lambda: transport.start(start_request("nobody-1", "no-such-agent")))
+    assert code == "NOT_FOUND"
+    assert await host.store.list_sessions() == []
+
+
+# --- bad session ids -------------------------------------------------------------------------
+
+BAD_IDS = [
+    pytest.param("", id="empty"),
+    pytest.param("x" * 257, id="too-long"),
+    pytest.param("has space", id="space"),
+    pytest.param("a/b", id="slash"),
+    pytest.param("../etc/passwd", id="path"),
+    pytest.param("a\nb", id="newline"),
+    pytest.param("a*b", id="nats-wildcard"),
+    pytest.param("a>b", id="nats-tail"),
+    pytest.param("id?x=1&y#z", id="url-meta"),
+    pytest.param("caf\u00e9", id="non-ascii"),
+]
+
+
+@pytest.mark.parametrize("bad_id", BAD_IDS)
+async def test_invalid_session_ids_are_invalid_request_and_touch_nothing(
+    transport: RemoteAgentTransport, host: Host, bad_id: str
+) -> None:
+    calls: dict[str, Callable[[], Awaitable[Any]]] = {
+        "start": lambda: transport.start(start_request(bad_id)),
+        "resume": lambda: transport.resume(RemoteResumeRequest(session_id=bad_id)),
+        "stream": lambda: collect(transport, bad_id),
+        "status": lambda: transport.get_status(bad_id),
+        "interrupt": lambda: transport.interrupt(bad_id, "why"),
+        "abort": lambda: transport.abort(bad_id, "why"),
+        "submit": lambda: transport.submit_tool_result(bad_id, "call-1", {"ok": True}),
+    }
+    with anyio.fail_after(LIMIT):
+        codes = {name: await refused(fn) for name, fn in calls.items()}
+    assert codes == dict.fromkeys(calls, "INVALID_REQUEST")
+    assert await host.store.list_sessions() == []
+
+
+async def test_an_invalid_session_id_wins_over_an_unknown_agent_type(
+    transport: RemoteAgentTransport, host: Host
+) -> None:
+    """Bad input is refused as such before anything is looked up (specs/http.md)."""
+    with anyio.fail_after(LIMIT):
+        code = await refused(lambda: transport.start(start_request("bad id", "no-such-agent")))
+    assert code == "INVALID_REQUEST"
+
+
+@pytest.mark.parametrize("field", ["parent_session_id", "root_session_id"])
+async def test_an_invalid_parent_or_root_id_is_invalid_request_and_touches_nothing(
+    transport: RemoteAgentTransport, host: Host, field: str
+) -> None:
+    with anyio.fail_after(LIMIT):
+        code = await refused(
+            lambda: transport.start(start_request("child-1", **{field: "not a session/id"}))
+        )
+    assert code == "INVALID_REQUEST"
+    assert await host.store.list_sessions() == []
+
+
+# --- stream ------------------------------------------------------------------------------------
+
+
+async def test_stream_from_every_cut_point_is_the_rest_of_the_full_stream(
+    transport: RemoteAgentTransport, host: Host
+) -> None:
+    with anyio.fail_after(LIMIT):
+        await transport.start(start_request("cut-1"))
+        full = await collect(transport, "cut-1")
+        log = await host.log("cut-1")
+        last = log[-1].seq
+        resumed = {k: await collect(transport, "cut-1", k) for k in range(last + 3)}
+
+    chunks, end = chunks_of(full), full[-1]
+    assert full == [*chunks, end]
+    assert end == EndEvent(output=RESEARCHER_OUTPUT, state={})
+    # The stream is the log's projection: ids are log seqs, strictly increasing.
+    assert chunks == [ChunkEvent(chunk=i.chunk, sequence=i.sequence) for i in project_stream(log)]
+    kinds = [type(event.chunk) for event in chunks]
+    assert kinds.count(TextDelta) >= len(RESEARCHER_TEXT.split())
+    assert ToolStart in kinds
+    assert ToolEnd in kinds
+    for k, events in resumed.items():
+        assert events == [*(c for c in chunks if c.sequence > k), end], k
+
+
+async def test_stream_from_every_cut_point_across_an_interrupt_and_resume(
+    transport: RemoteAgentTransport, host: Host
+) -> None:
+    """A log with two runs: every cut point still yields the rest, then the last run's end."""
+    with anyio.fail_after(LIMIT):
+        await blocked_waiter(transport, host, "cut-2")
+        await transport.interrupt("cut-2", "pause")
+        first = await collect(transport, "cut-2")
+        host.gates.open("cut-2")
+        await transport.resume(RemoteResumeRequest(session_id="cut-2"))
+        full = await collect(transport, "cut-2")
+        log = await host.log("cut-2")
+        resumed = {k: await collect(transport, "cut-2", k) for k in range(log[-1].seq + 1)}
+
+    assert first[-1] == ErrorEvent(error="interrupted: pause", recoverable=True)
+    chunks, end = chunks_of(full), full[-1]
+    assert chunks_of(first) == chunks[: len(chunks_of(first))]
+    assert end == EndEvent(output={"answer": "waited"}, state={})
+    for k, events in resumed.items():
+        assert events == [*(c for c in chunks if c.sequence > k), end], k
+
+
+async def test_a_negative_from_sequence_is_invalid_request(
+    transport: RemoteAgentTransport, host: Host
+) -> None:
+    """``fromSequence`` is a sequence (>= 0); HTTP refuses -1, so every transport must."""
+    with anyio.fail_after(LIMIT):
+        await transport.start(start_request("neg-1"))
+        await collect(transport, "neg-1")
+        code = await refused(lambda: collect(transport, "neg-1", -1))
+    assert code == "INVALID_REQUEST"
+
+
+async def test_stream_of_an_unknown_session_is_not_found(
+    transport: RemoteAgentTransport, host: Host
+) -> None:
+    with anyio.fail_after(LIMIT):
+        code = await refused(lambda: collect(transport, "no-such-session"))
+    assert code == "NOT_FOUND"
+    assert await host.store.list_sessions() == []
+
+
+# --- status ------------------------------------------------------------------------------------
+
+
+async def test_status_while_running_then_completed(
+    transport: RemoteAgentTransport, host: Host
+) -> None:
+    with anyio.fail_after(LIMIT):
+        run_id = await blocked_waiter(transport, host, "status-1")
+        running = await transport.get_status("status-1")
+        live: list[TransportEvent] = []
+        async with anyio.create_task_group() as tg:
+            # a stream opened while the run is blocked follows it live to its end
+            tg.start_soon(drain, transport.stream("status-1"), live)
+            host.gates.open("status-1")
+        events = await collect(transport, "status-1")
+        done = await transport.get_status("status-1")
+        log = await host.log("status-1")
+
+    assert running.session_id == running.stream_id == "status-1"
+    assert running.run_id == run_id
+    assert running.status == "running"
+    assert running.is_executing is True
+    assert running.step_count == 1
+    assert running.output is None
+    assert 0 < running.latest_sequence < log[-1].seq
+
+    assert events[-1] == EndEvent(output={"answer": "waited"}, state={})
+    assert live == events
+    assert done.run_id == run_id
+    assert done.status == "completed"
+    assert done.latest_sequence == log[-1].seq
+    assert done.step_count == 2
+    assert done.output == {"answer": "waited"}
+    assert done.error is None
+
+
+async def test_status_is_not_executing_once_the_stream_has_ended(
+    transport: RemoteAgentTransport, host: Host
+) -> None:
+    """After the stream's ``end``, the run is over: ``isExecuting`` must be false.
+
+    A status that says ``completed`` and ``isExecuting: true`` at once tells a
+    client a finished session still runs somewhere.
+    """
+    with anyio.fail_after(LIMIT):
+        await transport.start(start_request("status-2"))
+        events = await collect(transport, "status-2")
+        status = await transport.get_status("status-2")
+    assert isinstance(events[-1], EndEvent)
+    assert (status.status, status.is_executing) == ("completed", False)
+
+
+async def test_status_of_an_unknown_session_is_not_found(
+    transport: RemoteAgentTransport, host: Host
+) -> None:
+    with anyio.fail_after(LIMIT):
+        code = await refused(lambda: transport.get_status("no-such-session"))
+    assert code == "NOT_FOUND"
+
+
+# --- interrupt, resume, abort --------------------------------------------------------------------
+
+
+async def test_interrupt_a_blocked_session_then_resume_it_to_completion(
+    transport: RemoteAgentTransport, host: Host
+) -> None:
+    with anyio.fail_after(LIMIT):
+        run_id = await blocked_waiter(transport, host, "pause-1")
+        await transport.interrupt("pause-1", "pause")
+        stopped = await collect(transport, "pause-1")
+        interrupted = await transport.get_status("pause-1")
+        host.gates.open("pause-1")
+        resumed = await transport.resume(RemoteResumeRequest(session_id="pause-1"))
+        rest = await collect(transport, "pause-1", interrupted.latest_sequence)
+        done = await transport.get_status("pause-1")
+
+    assert stopped[-1] == ErrorEvent(error="interrupted: pause", recoverable=True)
+    assert interrupted.status == "interrupted"
+    assert interrupted.run_id == run_id
+    # the blocked tool call was closed on the stream: every tool_start has its tool_end
+    tool_ends = [e.chunk for e in chunks_of(stopped) if isinstance(e.chunk, ToolEnd)]
+    assert [(end.tool_name, end.error) for end in tool_ends] == [("wait", "interrupted")]
+
+    assert (resumed.session_id, resumed.stream_id) == ("pause-1", "pause-1")
+    assert resumed.run_id != run_id
+    assert rest[-1] == EndEvent(output={"answer": "waited"}, state={})
+    assert all(event.sequence > interrupted.latest_sequence for event in chunks_of(rest))
+    assert done.status == "completed"
+    assert done.run_id == resumed.run_id
+    assert done.output == {"answer": "waited"}
+
+
+async def test_resume_of_a_running_session_joins_it_but_a_new_message_is_already_running(
+    transport: RemoteAgentTransport, host: Host
+) -> None:
+    with anyio.fail_after(LIMIT):
+        run_id = await blocked_waiter(transport, host, "busy-1")
+        joined = await transport.resume(RemoteResumeRequest(session_id="busy-1"))
+        code = await refused(
+            lambda: transport.resume(RemoteResumeRequest(session_id="busy-1", message="more"))
+        )
+    assert joined.run_id == run_id
+    assert code == "ALREADY_RUNNING"
+
+
+async def test_abort_fails_the_session_for_good(
+    transport: RemoteAgentTransport, host: Host
+) -> None:
+    with anyio.fail_after(LIMIT):
+        await blocked_waiter(transport, host, "abort-1")
+        await transport.abort("abort-1", "enough")
+        events = await collect(transport, "abort-1")
+        status = await transport.get_status("abort-1")
+        codes = [
+            await refused(lambda: transport.resume(RemoteResumeRequest(session_id="abort-1"))),
+            await refused(lambda: transport.interrupt("abort-1")),
+            await refused(lambda: transport.abort("abort-1")),
+            await refused(
+                lambda: transport.start(start_request("abort-1", "waiter", message="Wait"))
+            ),
+        ]
+    end = events[-1]
+    assert isinstance(end, ErrorEvent)
+    assert end.recoverable is False
+    assert "enough" in end.error
+    assert status.status == "failed"
+    assert status.output is None
+    assert codes == ["ALREADY_COMPLETED"] * 4
+
+
+@pytest.mark.parametrize("operation", ["resume", "interrupt", "abort"])
+async def test_control_calls_on_an_unknown_session_are_not_found(
+    transport: RemoteAgentTransport, host: Host, operation: str
+) -> None:
+    calls: dict[str, Callable[[], Awaitable[Any]]] = {
+        "resume": lambda: transport.resume(RemoteResumeRequest(session_id="no-such-session")),
+        "interrupt": lambda: transport.interrupt("no-such-session"),
+        "abort": lambda: transport.abort("no-such-session"),
+    }
+    with anyio.fail_after(LIMIT):
+        code = await refused(calls[operation])
+    assert code == "NOT_FOUND"
+    assert await host.store.list_sessions() == []
+
+
+# --- client tool results -------------------------------------------------------------------------
+
+
+async def test_submit_tool_result_without_a_pending_call_is_not_found(
+    transport: RemoteAgentTransport, host: Host
+) -> None:
+    with anyio.fail_after(LIMIT):
+        await blocked_waiter(transport, host, "submit-1")
+        before = await host.log("submit-1")
+        on_running = await refused(
+            lambda: transport.submit_tool_result("submit-1", "call-none", {"ok": True})
+        )
+        on_unknown = await refused(
+            lambda: transport.submit_tool_result("no-such-session", "call-none", {"ok": True})
+        )
+        after = await host.log("submit-1")
+    assert (on_running, on_unknown) == ("NOT_FOUND", "NOT_FOUND")
+    assert after == before
