@@ -439,9 +439,13 @@ class AgentExecutor:
             return RemoteStartResponse(session_id=session_id, stream_id=session_id, run_id=run_id)
 
     def stream_agent(
-        self, session_id: str, from_sequence: int = 0
+        self, session_id: str, from_sequence: int = 0, *, must_exist: bool = False
     ) -> AsyncIterator[TransportEvent]:
-        """The session's protocol stream from ``from_sequence`` (see ``stream_session``)."""
+        """The session's protocol stream from ``from_sequence`` (see ``stream_session``).
+
+        With ``must_exist``, an unknown session raises ``NOT_FOUND`` at the first
+        iteration; otherwise the stream waits for the session to be created.
+        """
         self._valid_id(session_id)
         if (
             isinstance(from_sequence, bool)
@@ -451,7 +455,7 @@ class AgentExecutor:
             raise AgentServerError(
                 "INVALID_REQUEST", f"fromSequence must be an integer >= 0, not {from_sequence!r}"
             )
-        return stream_session(self.store, session_id, from_sequence)
+        return stream_session(self.store, session_id, from_sequence, must_exist=must_exist)
 
     async def get_status(self, session_id: str) -> RemoteStatusResponse:
         """The session's status; ``NOT_FOUND`` if it does not exist."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 
 from ._aio import closing_iter
+from .errors import AgentServerError
 from .events import Aborted, Completed, Event, Failed, Interrupted, RunStarted
 from .projections import project_state, stream_item
 from .protocol import ChunkEvent, EndEvent, ErrorEvent, TransportEvent
@@ -42,18 +43,33 @@ def final_event(events: Sequence[Event]) -> tuple[int, TransportEvent] | None:
 
 
 async def stream_session(
-    store: EventStore, session_id: str, from_sequence: int = 0
+    store: EventStore, session_id: str, from_sequence: int = 0, *, must_exist: bool = False
 ) -> AsyncIterator[TransportEvent]:
     """Yield the session's chunks with sequence > ``from_sequence``, then ``end`` or ``error``.
 
-    A session that does not exist yet yields nothing until it is created.
-    Leaving the loop stops the tail.
+    One read of the log serves the items already there (and, for a run that has
+    ended, its final event, with no tail at all); the tail then goes on from
+    the end of that read. A session that does not exist yet yields nothing
+    until it is created, or raises ``NOT_FOUND`` with ``must_exist``. Leaving
+    the loop stops the tail.
     """
-    final = final_event(await store.read(session_id))
-    if final is not None and final[0] <= from_sequence:
+    known = await store.read(session_id)
+    if not known and must_exist:
+        raise AgentServerError("NOT_FOUND", f"session {session_id!r} not found")
+    final = final_event(known)
+    for event in known:
+        if event.seq <= from_sequence:
+            continue
+        if final is not None and event.seq > final[0]:
+            break
+        item = stream_item(event)
+        if item is not None:
+            yield ChunkEvent(chunk=item.chunk, sequence=item.sequence)
+    if final is not None:
         yield final[1]
         return
-    async with closing_iter(store.tail(session_id, from_sequence)) as events:
+    cursor = max(from_sequence, known[-1].seq if known else 0)
+    async with closing_iter(store.tail(session_id, cursor)) as events:
         async for event in events:
             item = stream_item(event)
             if item is not None:

@@ -140,8 +140,7 @@ class AgentServer:
         self, session_id: str, from_sequence: int = 0
     ) -> AsyncIterator[TransportEvent]:
         """The session's stream from ``from_sequence``; ``NOT_FOUND`` for an unknown session."""
-        await self.get_status(session_id)
-        events = self.executor.stream_agent(session_id, from_sequence)
+        events = self.executor.stream_agent(session_id, from_sequence, must_exist=True)
         try:
             async for event in events:
                 yield event
