@@ -185,15 +185,23 @@ class SessionRun:
             await self._crashed(error)
             return
         if self.stop is not None:
-            await self._stopped(self.stop)
+            try:
+                await self._stopped(self.stop)
+            except HelixError as error:  # the store failed: this run ends, the others go on
+                log.error("could not record the end of run %s: %s", self.run_id, error)
 
     async def _crashed(self, error: Exception) -> None:
         if isinstance(error, OwnershipLost):
             log.warning("stopping run %s: %s", self.run_id, error)
             return
         log.exception("run %s of %s crashed", self.run_id, self.writer.session_id, exc_info=error)
-        with anyio.CancelScope(shield=True):
-            await self._fail(f"internal error: {type(error).__name__}: {error}")
+        try:
+            with anyio.CancelScope(shield=True):
+                await self._fail(f"internal error: {type(error).__name__}: {error}")
+        except HelixError as failure:
+            # Recording the failure failed too (the store is closed or broken):
+            # this run ends here; the executor and its other runs go on.
+            log.error("could not record the failure of run %s: %s", self.run_id, failure)
 
     async def _watch(self) -> None:
         store = self.env.store
