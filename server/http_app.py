@@ -27,6 +27,7 @@ from helix_agents import (
     AgentServerError,
     HelixError,
     InProcessTransport,
+    LogError,
     RemoteAgentTransport,
     RemoteResumeRequest,
     RemoteStartRequest,
@@ -155,8 +156,11 @@ def create_http_app(
             except TransportError as exc:
                 log.warning("gateway target unreachable: %s", exc)
                 return _error("INTERNAL_ERROR", f"agent host unreachable: {exc}")
-            except HelixError as exc:
+            except (UsageError, LogError) as exc:
                 return _error("INVALID_REQUEST", str(exc))
+            except HelixError as exc:  # a store or other server-side failure
+                log.error("gateway request failed: %s", exc)
+                return _error("INTERNAL_ERROR", str(exc))
 
         wrapped.__name__ = handler.__name__
         return wrapped

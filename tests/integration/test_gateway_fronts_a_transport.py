@@ -7,11 +7,20 @@ Chain: client -> gateway B (fronting an HttpRemoteAgentTransport) -> gateway A
 from __future__ import annotations
 
 import anyio
+import httpx
 import pytest
 from pydantic import BaseModel
 from servers import serve
 
-from helix_agents import AgentServerError, EndEvent, RemoteStartRequest, ScriptedLLM, define_agent
+from helix_agents import (
+    AgentServerError,
+    EndEvent,
+    Event,
+    RemoteStartRequest,
+    ScriptedLLM,
+    StoreError,
+    define_agent,
+)
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore
 from helix_agents.transports import HttpRemoteAgentTransport
@@ -58,3 +67,18 @@ async def test_a_gateway_in_front_of_a_transport_speaks_the_same_protocol() -> N
     assert missing.value.code == "NOT_FOUND"
     assert unknown_type.value.code == "NOT_FOUND"
     assert await store.list_sessions() == ["s1"]
+
+
+async def test_a_failing_store_is_a_server_error_not_the_clients() -> None:
+    class Broken(MemoryEventStore):
+        async def read(self, session_id: str, from_seq: int = 0) -> list[Event]:
+            raise StoreError("disk on fire")
+
+    with anyio.fail_after(10):
+        async with (
+            serve(create_http_app(AgentServer([], Broken()))) as url,
+            httpx.AsyncClient(base_url=url) as client,
+        ):
+            answer = await client.get("/status", params={"sessionId": "s1"})
+    assert answer.status_code == 500
+    assert answer.json() == {"error": "disk on fire", "code": "INTERNAL_ERROR"}
