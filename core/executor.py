@@ -95,10 +95,11 @@ class _SessionLocks:
 
 
 class _ActiveRun:
-    __slots__ = ("done", "run", "run_id")
+    __slots__ = ("done", "run", "run_id", "start_seq")
 
-    def __init__(self, run_id: str) -> None:
+    def __init__(self, run_id: str, start_seq: int) -> None:
         self.run_id = run_id
+        self.start_seq = start_seq
         self.done = anyio.Event()
         self.run: SessionRun | None = None
 
@@ -268,13 +269,18 @@ class AgentExecutor:
         return await self._handle(response)
 
     async def _handle(self, response: RemoteStartResponse) -> AgentHandle:
-        state = await self.state(response.session_id)
+        session_id = response.session_id
+        active = self._runs.get(session_id)
+        if active is not None and active.run_id == response.run_id:
+            return AgentHandle(self, session_id, response.run_id, active.start_seq)
+        # A run this executor did not launch (an idempotent start of a session
+        # begun elsewhere): find where it started in the log.
         start_seq = 0
-        for event in reversed(await self.store.read(response.session_id)):
+        for event in reversed(await self.store.read(session_id)):
             if isinstance(event, RunStarted) and event.run_id == response.run_id:
                 start_seq = event.seq
                 break
-        return AgentHandle(self, state.session_id, response.run_id, start_seq)
+        return AgentHandle(self, session_id, response.run_id, start_seq)
 
     async def state(self, session_id: str) -> SessionState:
         """The session's state folded from its log; ``NOT_FOUND`` if it has none."""
@@ -547,7 +553,7 @@ class AgentExecutor:
         if self._tg is None:
             raise UsageError("use the executor as 'async with AgentExecutor(...) as executor:'")
         session_id = log_[0].session_id
-        active = _ActiveRun(run_id)
+        active = _ActiveRun(run_id, log_[-1].seq)  # the last event is the run's run_started
         self._runs[session_id] = active
         self._tg.start_soon(self._run, agent, list(log_), active, name=f"run {session_id}")
 
