@@ -11,6 +11,8 @@ import httpx
 import pytest
 from pydantic import BaseModel
 from servers import serve
+from starlette.applications import Starlette
+from starlette.routing import Mount
 
 from helix_agents import (
     AgentServerError,
@@ -82,3 +84,31 @@ async def test_a_failing_store_is_a_server_error_not_the_clients() -> None:
             answer = await client.get("/status", params={"sessionId": "s1"})
     assert answer.status_code == 500
     assert answer.json() == {"error": "disk on fire", "code": "INTERNAL_ERROR"}
+
+
+async def test_the_gateway_mounted_under_a_prefix() -> None:
+    # A mounted app's lifespan does not run: the host app enters the server.
+    researcher = define_agent(
+        "researcher",
+        output_schema=Found,
+        llm=ScriptedLLM([ScriptedLLM.finish({"findings": "f"}, text="mounted")]),
+    )
+    server = AgentServer([researcher], MemoryEventStore())
+    host = Starlette(routes=[Mount("/agents", app=create_http_app(server))])
+    with anyio.fail_after(30):
+        async with (
+            server,
+            serve(host) as url,
+            HttpRemoteAgentTransport(url + "/agents", retry_base_delay=0.01) as client,
+        ):
+            await client.start(
+                RemoteStartRequest(session_id="m1", agent_type="researcher", message="go")
+            )
+            events = [event async for event in client.stream("m1")]
+            async with httpx.AsyncClient(base_url=url) as raw:
+                outside = await raw.get("/start")
+                health = await raw.get("/agents/health")
+    assert isinstance(events[-1], EndEvent)
+    assert events[-1].output == {"findings": "f"}
+    assert outside.status_code == 404  # nothing leaks outside the prefix
+    assert health.json() == {"status": "ok", "agents": ["researcher"]}
