@@ -3,6 +3,8 @@
 - ``memory://``: :class:`MemoryEventStore`, in-process, for tests and demos.
 - ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db``:
   :class:`SqliteEventStore`, the embedded default.
+- ``nats://host:4222?stream=HELIX_EVENTS&replicas=1``: :class:`JetStreamEventStore`,
+  one JetStream stream with a subject per session (``specs/stores.md``).
 """
 
 from __future__ import annotations
@@ -14,10 +16,17 @@ import anyio
 from helix_agents.errors import UsageError
 from helix_agents.store import EventStore
 
+from .jetstream import DEFAULT_STREAM, JetStreamEventStore as JetStreamEventStore
 from .memory import MemoryEventStore as MemoryEventStore
 from .sqlite import SqliteEventStore as SqliteEventStore
 
-__all__ = ["DEFAULT_STORE_URL", "MemoryEventStore", "SqliteEventStore", "open_store"]
+__all__ = [
+    "DEFAULT_STORE_URL",
+    "JetStreamEventStore",
+    "MemoryEventStore",
+    "SqliteEventStore",
+    "open_store",
+]
 
 DEFAULT_STORE_URL = "sqlite:///helix.db"
 """The store used when none is named: ``helix.db`` in the working directory."""
@@ -28,7 +37,10 @@ async def open_store(url: str = DEFAULT_STORE_URL) -> EventStore:
 
     ``sqlite:`` URLs follow SQLAlchemy's convention (three slashes and a
     relative path, four for an absolute one) and accept ``?synchronous=NORMAL``.
-    Raises :class:`UsageError` for an unknown scheme or a malformed URL.
+    ``nats://host:port`` URLs accept ``?stream=NAME`` (default ``HELIX_EVENTS``)
+    and ``?replicas=N`` (default 1, used when the stream is created).
+    Raises :class:`UsageError` for an unknown scheme or a malformed URL, and
+    :class:`~helix_agents.errors.StoreError` when a NATS server cannot be reached.
     """
     parts = urlsplit(url)
     if parts.scheme == "memory":
@@ -46,4 +58,29 @@ async def open_store(url: str = DEFAULT_STORE_URL) -> EventStore:
         return await anyio.to_thread.run_sync(
             lambda: SqliteEventStore(path, synchronous=synchronous)  # type: ignore[arg-type]
         )
-    raise UsageError(f"unknown store URL {url!r}: expected memory:// or sqlite:///PATH")
+    if parts.scheme == "nats":
+        return await _open_jetstream(url)
+    raise UsageError(
+        f"unknown store URL {url!r}: expected memory://, sqlite:///PATH or nats://HOST:PORT"
+    )
+
+
+async def _open_jetstream(url: str) -> JetStreamEventStore:
+    parts = urlsplit(url)
+    if not parts.hostname or parts.path not in ("", "/"):
+        raise UsageError(f"bad nats URL {url!r}: use nats://host:port?stream=NAME&replicas=N")
+    options = parse_qs(parts.query, keep_blank_values=True)
+    unknown = set(options) - {"stream", "replicas"}
+    if unknown:
+        raise UsageError(f"bad nats URL {url!r}: unknown option(s) {sorted(unknown)}")
+    stream = options.get("stream", [DEFAULT_STREAM])[-1]
+    replicas_text = options.get("replicas", ["1"])[-1]
+    if not replicas_text.isdigit():
+        raise UsageError(f"bad nats URL {url!r}: replicas must be a number")
+    try:
+        parts.port  # noqa: B018 - validates the port
+    except ValueError as exc:
+        raise UsageError(f"bad nats URL {url!r}: {exc}") from exc
+    # nats-py takes host, port (default 4222) and any credentials from this.
+    server = f"nats://{parts.netloc}"
+    return await JetStreamEventStore.connect(server, stream=stream, replicas=int(replicas_text))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 
 import anyio
 
@@ -140,7 +140,7 @@ async def tail_events(
     poll_interval: float | None,
     is_closed: Callable[[], bool],
     closed_error: Callable[[], Exception],
-) -> AsyncIterator[Event]:
+) -> AsyncGenerator[Event, None]:
     """Yield a session's events after ``from_seq``, then each new one, exactly once, in order.
 
     ``poll_interval`` bounds each wait, after which the store is re-read, for

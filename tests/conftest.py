@@ -13,15 +13,17 @@ then plays the part of ``location``).
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+from nats_server import NatsServer
 
 from helix_agents import EventStore
-from helix_agents.stores import MemoryEventStore, SqliteEventStore
+from helix_agents.stores import JetStreamEventStore, MemoryEventStore, SqliteEventStore
 
 # --- Hypothesis ----------------------------------------------------------------
 
@@ -50,17 +52,42 @@ def anyio_backend() -> str:
 STORE_BACKENDS = [
     pytest.param("memory", id="memory"),
     pytest.param("sqlite", id="sqlite"),
-    # pytest.param("nats", id="nats", marks=pytest.mark.nats),  # with the JetStream store
+    pytest.param("nats", id="nats", marks=pytest.mark.nats),
 ]
 """The backends every store conformance test runs against."""
 
 
-class StoreFactory:
-    """Opens stores of one backend, all at the same location, and closes them at teardown."""
+@pytest.fixture(scope="session")
+def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    """One JetStream ``nats-server`` for the whole run, on a loopback ephemeral port."""
+    server = NatsServer.start(tmp_path_factory.mktemp("nats-store"))
+    try:
+        yield server
+    finally:
+        server.stop()
 
-    def __init__(self, backend: str, location: Path) -> None:
+
+_stream_numbers = itertools.count(1)
+
+
+def fresh_stream_name() -> str:
+    """A stream name no other test of this run uses (a stream plays the part of a file)."""
+    return f"T{os.getpid()}_{next(_stream_numbers)}"
+
+
+class StoreFactory:
+    """Opens stores of one backend, all at the same location, and closes them at teardown.
+
+    For ``nats`` the location is a stream on the session's server: ``stream``.
+    """
+
+    def __init__(
+        self, backend: str, location: Path, *, nats_url: str = "", stream: str = ""
+    ) -> None:
         self.backend = backend
         self.location = location
+        self.nats_url = nats_url
+        self.stream = stream
         self._opened: list[EventStore] = []
 
     @property
@@ -75,6 +102,12 @@ class StoreFactory:
             store = MemoryEventStore(**options)
         elif self.backend == "sqlite":
             store = SqliteEventStore(self.location / "events.db", **options)  # type: ignore[arg-type]
+        elif self.backend == "nats":
+            store = await JetStreamEventStore.connect(
+                self.nats_url,
+                stream=self.stream,
+                **options,  # type: ignore[arg-type]
+            )
         else:  # pragma: no cover - a backend listed in STORE_BACKENDS but not built here
             raise AssertionError(f"no factory for store backend {self.backend!r}")
         self._opened.append(store)
@@ -91,7 +124,11 @@ async def store_factory(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[StoreFactory]:
     """A :class:`StoreFactory` for each backend, rooted in the test's ``tmp_path``."""
-    factory = StoreFactory(request.param, tmp_path)
+    if request.param == "nats":
+        server: NatsServer = request.getfixturevalue("nats_server")
+        factory = StoreFactory("nats", tmp_path, nats_url=server.url, stream=fresh_stream_name())
+    else:
+        factory = StoreFactory(request.param, tmp_path)
     try:
         yield factory
     finally:

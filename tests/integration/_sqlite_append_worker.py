@@ -1,6 +1,8 @@
 """A process that appends to a SQLite store until it is killed (for ``test_sqlite_kill.py``).
 
-Usage: ``python _sqlite_append_worker.py DB_PATH [MAX_SECONDS]``.
+Usage: ``python _sqlite_append_worker.py DB_PATH [MAX_SECONDS]``, or with a store
+URL (``nats://127.0.0.1:PORT?stream=NAME``) in place of ``DB_PATH`` to append
+to that store instead (``test_jetstream_kill.py``).
 
 It appends to :data:`SESSIONS` sessions concurrently (one task each, so
 appends share group commits), and after each append *returns* it prints
@@ -18,8 +20,8 @@ import sys
 
 import anyio
 
-from helix_agents import Event, SessionCreated, TextDelta
-from helix_agents.stores import SqliteEventStore
+from helix_agents import Event, EventStore, SessionCreated, TextDelta
+from helix_agents.stores import SqliteEventStore, open_store
 
 SESSIONS = 6
 """How many sessions the worker appends to, concurrently."""
@@ -64,7 +66,7 @@ def expected_log(index: int, batches: int) -> list[Event]:
     return events
 
 
-async def _append_forever(store: SqliteEventStore, index: int) -> None:
+async def _append_forever(store: EventStore, index: int) -> None:
     sid = session_id(index)
     last = 0
     batch_no = 0
@@ -77,11 +79,14 @@ async def _append_forever(store: SqliteEventStore, index: int) -> None:
 
 
 async def _main(path: str, max_seconds: float) -> None:
-    async with SqliteEventStore(path) as store:
+    store = await open_store(path) if "://" in path else SqliteEventStore(path)
+    try:
         with anyio.move_on_after(max_seconds):
             async with anyio.create_task_group() as tg:
                 for index in range(SESSIONS):
                     tg.start_soon(_append_forever, store, index)
+    finally:
+        await store.close()
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import pytest
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from helix_agents import project_state
+from helix_agents import EventStore, project_state
 from helix_agents.stores import SqliteEventStore
 
 WORKER_PATH = Path(__file__).with_name("_sqlite_append_worker.py")
@@ -83,8 +83,11 @@ async def _stderr_of(process: Process) -> str:
     return b"".join(chunks).decode(errors="replace")[-3000:]
 
 
-async def _run_and_kill(db: Path, target: int, extra_delay: float, context: str) -> Acks:
-    """Run the worker, SIGKILL it after ``target`` acks and ``extra_delay`` s; return all acks."""
+async def _run_and_kill(db: Path | str, target: int, extra_delay: float, context: str) -> Acks:
+    """Run the worker, SIGKILL it after ``target`` acks and ``extra_delay`` s; return all acks.
+
+    ``db`` is the SQLite file, or a store URL the worker opens instead.
+    """
     acks = Acks()
     process = await anyio.open_process(
         [sys.executable, str(WORKER_PATH), str(db), str(TIMEOUT * 2)],
@@ -150,28 +153,33 @@ async def test_no_acknowledged_append_is_lost_when_the_writer_is_killed(
     acks = await _run_and_kill(db, target, extra_delay, context)
 
     assert acks.count >= target, context
-    all_ids = [worker.session_id(index) for index in range(worker.SESSIONS)]
     async with SqliteEventStore(db) as store:
-        sessions = await store.list_sessions()
-        assert set(sessions) <= set(all_ids), context
-        assert set(acks.last) <= set(sessions), context
-        for index, session_id in enumerate(all_ids):
-            where = f"{context}, session {session_id}"
-            events = await store.read(session_id)  # read() decodes every event
-            acked = acks.last.get(session_id, 0)
-            assert len(events) >= acked, f"{where}: acknowledged seq {acked} lost"
-            assert [event.seq for event in events] == list(range(1, len(events) + 1)), where
-            assert await store.last_seq(session_id) == len(events), where
-            assert (session_id in sessions) == bool(events), where
+        await check_logs_after_kill(store, acks, context)
 
-            # Only whole batches, and at most one beyond the acknowledged ones.
-            boundaries = _batch_boundaries(index, beyond=len(events))
-            assert acked in boundaries, f"{where}: ack {acked} is not a batch boundary"
-            whole = boundaries.index(acked)
-            assert len(events) in (boundaries[whole], boundaries[whole + 1]), (
-                f"{where}: {len(events)} events, acknowledged {acked}: torn batch or too many"
-            )
-            assert events == worker.expected_log(index, boundaries.index(len(events))), where
-            if events:
-                state = project_state(events)
-                assert (state.session_id, state.last_seq) == (session_id, len(events)), where
+
+async def check_logs_after_kill(store: EventStore, acks: Acks, context: str) -> None:
+    """Every acknowledged append is in ``store``, logs are gap-free and hold only whole batches."""
+    all_ids = [worker.session_id(index) for index in range(worker.SESSIONS)]
+    sessions = await store.list_sessions()
+    assert set(sessions) <= set(all_ids), context
+    assert set(acks.last) <= set(sessions), context
+    for index, session_id in enumerate(all_ids):
+        where = f"{context}, session {session_id}"
+        events = await store.read(session_id)  # read() decodes every event
+        acked = acks.last.get(session_id, 0)
+        assert len(events) >= acked, f"{where}: acknowledged seq {acked} lost"
+        assert [event.seq for event in events] == list(range(1, len(events) + 1)), where
+        assert await store.last_seq(session_id) == len(events), where
+        assert (session_id in sessions) == bool(events), where
+
+        # Only whole batches, and at most one beyond the acknowledged ones.
+        boundaries = _batch_boundaries(index, beyond=len(events))
+        assert acked in boundaries, f"{where}: ack {acked} is not a batch boundary"
+        whole = boundaries.index(acked)
+        assert len(events) in (boundaries[whole], boundaries[whole + 1]), (
+            f"{where}: {len(events)} events, acknowledged {acked}: torn batch or too many"
+        )
+        assert events == worker.expected_log(index, boundaries.index(len(events))), where
+        if events:
+            state = project_state(events)
+            assert (state.session_id, state.last_seq) == (session_id, len(events)), where

@@ -1,22 +1,28 @@
-"""Differential test: memory and SQLite stores agree, operation by operation.
+"""Differential test: memory, SQLite and JetStream stores agree, operation by operation.
 
 A Hypothesis state machine applies the same random operations to a
 ``MemoryEventStore`` and a ``SqliteEventStore`` and checks after each step
 that both returned the same value or raised the same error, and that both
-hold the logs a plain model says they should.
+hold the logs a plain model says they should. A subclass adds a
+``JetStreamEventStore`` (on the session's nats-server, marked ``nats``) as a
+third store.
 """
 
 from __future__ import annotations
 
 import tempfile
+import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import pytest
 from anyio.from_thread import start_blocking_portal
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from nats_server import NatsServer
 
 from helix_agents import (
     ConcurrencyConflict,
@@ -27,7 +33,7 @@ from helix_agents import (
     TextDelta,
     UsageError,
 )
-from helix_agents.stores import MemoryEventStore, SqliteEventStore
+from helix_agents.stores import JetStreamEventStore, MemoryEventStore, SqliteEventStore
 
 SESSION_IDS = ["s1", "s2", "a:b.c-d_e"]
 sessions = st.sampled_from(SESSION_IDS)
@@ -77,21 +83,27 @@ class StoreAgreement(RuleBasedStateMachine):
         self._resources = ExitStack()
         directory = Path(self._resources.enter_context(tempfile.TemporaryDirectory()))
         self.portal = self._resources.enter_context(start_blocking_portal("asyncio"))
-        self.memory = MemoryEventStore()
-        self.sqlite = SqliteEventStore(directory / "events.db")
-        self._resources.callback(self.portal.call, self.sqlite.close)
-        self._resources.callback(self.portal.call, self.memory.close)
+        self.stores: dict[str, Any] = {}
+        self._add("memory", MemoryEventStore())
+        self._add("sqlite", SqliteEventStore(directory / "events.db"))
         self.model: dict[str, list[Event]] = {}
+
+    def _add(self, name: str, store: Any) -> None:
+        self.stores[name] = store
+        self._resources.callback(self.portal.call, store.close)
 
     def teardown(self) -> None:
         self._resources.close()
 
     def both(self, method: str, *args: Any) -> tuple[Any, ...]:
-        """Call ``method`` on both stores; assert they agree; return the shared outcome."""
-        memory = _outcome(lambda: self.portal.call(getattr(self.memory, method), *args))
-        sqlite = _outcome(lambda: self.portal.call(getattr(self.sqlite, method), *args))
-        assert memory == sqlite, f"{method}{args}: memory {memory} != sqlite {sqlite}"
-        return memory
+        """Call ``method`` on every store; assert they agree; return the shared outcome."""
+        outcomes: dict[str, tuple[Any, ...]] = {}
+        for name, store in self.stores.items():
+            outcomes[name] = _outcome(partial(self.portal.call, getattr(store, method), *args))
+        first = outcomes["memory"]
+        for name, outcome in outcomes.items():
+            assert outcome == first, f"{method}{args}: memory {first} != {name} {outcome}"
+        return first
 
     @rule(
         session_id=sessions,
@@ -160,3 +172,33 @@ class StoreAgreement(RuleBasedStateMachine):
 
 StoreAgreement.TestCase.settings = settings(max_examples=30, stateful_step_count=30, deadline=None)
 TestStoreAgreement = StoreAgreement.TestCase
+
+_nats: list[NatsServer] = []  # the session's server, handed over by the fixture below
+
+
+class StoreAgreementWithJetStream(StoreAgreement):
+    """The same machine with a JetStream store (a fresh stream per example) as a third."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        stream = f"SA{uuid.uuid4().hex[:16]}"
+        store = self.portal.call(lambda: JetStreamEventStore.connect(_nats[0].url, stream=stream))
+        self._add("nats", store)
+
+
+StoreAgreementWithJetStream.TestCase.settings = settings(
+    max_examples=30, stateful_step_count=30, deadline=None
+)
+
+
+_JetStreamCase: Any = StoreAgreementWithJetStream.TestCase
+
+
+@pytest.mark.nats
+class TestStoreAgreementWithJetStream(_JetStreamCase):  # type: ignore[misc]
+    @pytest.fixture(autouse=True)
+    def _server(self, nats_server: NatsServer) -> None:
+        _nats[:] = [nats_server]
+
+
+del _JetStreamCase  # pytest collects every TestCase in the module, whatever its name

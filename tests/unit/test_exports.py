@@ -170,6 +170,7 @@ HELIX_AGENTS_ALL = {
 
 STORES_ALL = {
     "DEFAULT_STORE_URL",
+    "JetStreamEventStore",
     "MemoryEventStore",
     "SqliteEventStore",
     "open_store",

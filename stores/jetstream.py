@@ -1,0 +1,625 @@
+"""``JetStreamEventStore``: session logs in one NATS JetStream stream, a subject per session.
+
+Layout: stream ``<stream>`` (default ``HELIX_EVENTS``) captures ``helix.<stream>.*``;
+session ``s`` is the subject ``helix.<stream>.<encode_session_token(s)>``. Each
+``append`` is **one message**: the JSON array of the batch's events, with headers
+``Helix-First-Seq`` / ``Helix-Last-Seq`` (the batch's helix seqs), so a batch is
+atomic and helix seqs are not stream seqs.
+
+Compare-and-append uses ``Nats-Expected-Last-Subject-Sequence``: the stream seq
+of the session's last message, which the store caches per session together
+with that message's ``Helix-Last-Seq`` and re-derives from the stream (last
+message by subject) when unknown or refused. ``Nats-Msg-Id`` is unique per
+``append`` call (never per position: two writers racing for one position, or a
+session recreated after a delete, must not be taken for duplicates), so a
+publish retried after a lost acknowledgement is not stored twice.
+
+``read`` and ``tail`` find ``from_seq`` by a binary search over stream seqs with
+"next message of the subject at or after stream seq X" gets, then walk forward
+message by message. A ``tail`` is fed this store's appends through the shared
+``AppendNotifier``; an ordered, headers-only JetStream consumer on the subject
+(created before the catch-up read) rings it when another process appends.
+
+asyncio lives here only because nats-py is asyncio-only; nats-py errors never
+leave this module (they become :class:`StoreError`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import uuid
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+import anyio
+import msgspec
+import nats
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription as NatsSubscription
+from nats.js import api as js_api
+
+from helix_agents.errors import (
+    ConcurrencyConflict,
+    EventDecodeError,
+    StoreClosedError,
+    StoreError,
+    UsageError,
+)
+from helix_agents.events import Event
+from helix_agents.ids import validate_session_id
+
+from ._common import AppendNotifier, check_batch, tail_events
+
+__all__ = [
+    "DEFAULT_STREAM",
+    "JetStreamEventStore",
+    "decode_session_token",
+    "encode_session_token",
+]
+
+DEFAULT_STREAM = "HELIX_EVENTS"
+"""The stream a store uses when none is named."""
+
+HEADER_FIRST_SEQ = "Helix-First-Seq"
+HEADER_LAST_SEQ = "Helix-Last-Seq"
+_EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
+_MSG_ID = "Nats-Msg-Id"
+_WRONG_LAST_SEQUENCE = 10071  # JetStream's err_code for a refused expected sequence
+_STREAM_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_API = "$JS.API"
+_CONFLICT_ROUNDS = 5  # refused publishes an append re-tries while the log still ends where expected
+_READ_ROUNDS = 5  # reads restarted because the log was deleted and rebuilt under them
+
+_batch_decoder = msgspec.json.Decoder(list[Event])
+
+
+def encode_session_token(session_id: str) -> str:
+    """The subject token of a session id: ``_`` becomes ``__`` and ``.`` becomes ``_d``.
+
+    Session ids hold only ``A-Za-z0-9_-.:``, so after this the token holds no
+    ``.`` (NATS's token separator), and never ``*``, ``>`` or whitespace; the
+    mapping is injective, and :func:`decode_session_token` inverts it.
+    """
+    return session_id.replace("_", "__").replace(".", "_d")
+
+
+def decode_session_token(token: str) -> str:
+    """Invert :func:`encode_session_token`; raise ``ValueError`` for a token it cannot make."""
+    out: list[str] = []
+    index = 0
+    while index < len(token):
+        char = token[index]
+        if char == "_":
+            escaped = token[index + 1 : index + 2]
+            if escaped == "_":
+                out.append("_")
+            elif escaped == "d":
+                out.append(".")
+            else:
+                raise ValueError(f"bad escape in subject token {token!r}")
+            index += 2
+        else:
+            out.append(char)
+            index += 1
+    return "".join(out)
+
+
+def validate_stream_name(stream: str) -> str:
+    """Return ``stream`` if it is a usable stream name (``A-Za-z0-9_-``, 1-64), else UsageError."""
+    if not isinstance(stream, str) or _STREAM_NAME.fullmatch(stream) is None:
+        raise UsageError(f"stream name must be 1-64 characters of A-Za-z0-9_-, not {stream!r}")
+    return stream
+
+
+class _Watch:
+    """The consumer that rings a session's tails when another process appends."""
+
+    __slots__ = ("refs", "subscription")
+
+    def __init__(self, subscription: NatsSubscription) -> None:
+        self.subscription = subscription
+        self.refs = 0
+
+
+class JetStreamEventStore:
+    """An :class:`~helix_agents.EventStore` on NATS JetStream; open it with :meth:`connect`.
+
+    Several store objects, in any number of processes, may share one stream:
+    compare-and-append is decided by the server. Appends are durable once
+    JetStream acknowledged them (its own storage and replication settings
+    decide what that means: file storage, ``replicas`` copies).
+    """
+
+    def __init__(
+        self,
+        nc: NatsClient,
+        *,
+        stream: str,
+        timeout: float,
+        publish_attempts: int,
+        poll_interval: float | None,
+    ) -> None:
+        """Use :meth:`connect`; this takes an already connected client and a ready stream."""
+        self._nc = nc
+        self._js = nc.jetstream(timeout=timeout)
+        self._jsm = nc.jsm(timeout=timeout)
+        self.stream = stream
+        self.subject_prefix = f"helix.{stream}"
+        self._timeout = timeout
+        self._publish_attempts = publish_attempts
+        self._poll_interval = poll_interval
+        # session -> (stream seq, helix seq) of its last message, as last seen.
+        self._positions: dict[str, tuple[int, int]] = {}
+        # session -> highest stream seq this store appended (its tails already know).
+        self._own: dict[str, int] = {}
+        self._notifier = AppendNotifier()
+        self._watches: dict[str, _Watch] = {}
+        self._watch_lock = anyio.Lock()
+        self._closed = False
+        self._active = 0
+        self._idle: anyio.Event | None = None
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str = "nats://127.0.0.1:4222",
+        *,
+        stream: str = DEFAULT_STREAM,
+        replicas: int = 1,
+        request_timeout: float = 5.0,
+        publish_attempts: int = 3,
+        poll_interval: float | None = 5.0,
+    ) -> JetStreamEventStore:
+        """Connect to NATS, create the stream if missing, and return an open store.
+
+        Args:
+            url: the NATS server (``nats://host:port``).
+            stream: the JetStream stream; it captures ``helix.<stream>.*``.
+            replicas: copies JetStream keeps of each message (used when creating the stream).
+            request_timeout: seconds each request to the server may take.
+            publish_attempts: how often an unacknowledged append is re-sent (same
+                ``Nats-Msg-Id``) before it fails with an unknown outcome.
+            poll_interval: an idle ``tail`` re-reads this often, as a safety net
+                beside the consumer that wakes it (``None``: never).
+
+        Raises:
+            UsageError: a bad stream name or replica count.
+            StoreError: the server is unreachable, or the stream cannot be created
+                (for instance another stream already captures its subjects).
+        """
+        validate_stream_name(stream)
+        if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= 5:
+            raise UsageError(f"replicas must be an int from 1 to 5, not {replicas!r}")
+        if publish_attempts < 1:
+            raise UsageError("publish_attempts must be at least 1")
+
+        async def quiet(exc: Exception) -> None:
+            pass  # nats-py would log every disconnect; failures surface as StoreError
+
+        nc: NatsClient | None = None
+        try:
+            # nats-py retries a refused first connection for ever (we want it to
+            # keep reconnecting later), so the first one is bounded here.
+            with anyio.move_on_after(request_timeout):
+                nc = await nats.connect(
+                    servers=[url],
+                    connect_timeout=request_timeout,
+                    allow_reconnect=True,
+                    max_reconnect_attempts=-1,
+                    error_cb=quiet,
+                )
+        except (nats.errors.Error, OSError) as exc:
+            raise StoreError(f"cannot connect to NATS at {url!r}: {exc}") from exc
+        if nc is None:
+            raise StoreError(f"cannot connect to NATS at {url!r} within {request_timeout} s")
+        store = cls(
+            nc,
+            stream=stream,
+            timeout=request_timeout,
+            publish_attempts=publish_attempts,
+            poll_interval=poll_interval,
+        )
+        try:
+            with store._translate():
+                await store._ensure_stream(replicas)
+        except BaseException:
+            with anyio.move_on_after(request_timeout, shield=True):
+                await nc.close()
+            raise
+        return store
+
+    async def _ensure_stream(self, replicas: int) -> None:
+        subjects = f"{self.subject_prefix}.*"
+        jsm = self._jsm
+        try:
+            info = await jsm.stream_info(self.stream)
+        except nats.js.errors.NotFoundError:
+            try:
+                await jsm.add_stream(
+                    name=self.stream,
+                    subjects=[subjects],
+                    storage=js_api.StorageType.FILE,
+                    num_replicas=replicas,
+                    duplicate_window=120.0,
+                )
+            except nats.js.errors.BadRequestError:
+                # Another process may have created it meanwhile: use it if it fits.
+                info = await jsm.stream_info(self.stream)
+            else:
+                return
+        if subjects not in (info.config.subjects or []):
+            raise StoreError(
+                f"stream {self.stream!r} exists but does not capture {subjects!r} "
+                f"(it captures {info.config.subjects})"
+            )
+
+    # --- helpers ----------------------------------------------------------------------
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError()
+
+    @contextlib.contextmanager
+    def _translate(self) -> Iterator[None]:
+        """Turn nats-py errors into ours (StoreClosedError once the store is closing)."""
+        try:
+            yield
+        except (nats.errors.Error, OSError) as exc:
+            if self._closed:
+                raise StoreClosedError() from exc
+            raise StoreError(f"jetstream store {self.stream!r}: {exc!r}") from exc
+
+    def _subject(self, session_id: str) -> str:
+        return f"{self.subject_prefix}.{encode_session_token(session_id)}"
+
+    async def _last_msg(self, subject: str) -> js_api.RawStreamMsg | None:
+        try:
+            return await self._jsm.get_last_msg(self.stream, subject)
+        except nats.js.errors.NotFoundError:
+            return None
+
+    async def _next_msg(self, subject: str, stream_seq: int) -> js_api.RawStreamMsg | None:
+        """The subject's first message at or after ``stream_seq``, if any."""
+        try:
+            return await self._jsm.get_msg(
+                self.stream, seq=max(stream_seq, 1), subject=subject, next=True
+            )
+        except nats.js.errors.NotFoundError:
+            return None
+
+    def _helix_seqs(self, msg: js_api.RawStreamMsg) -> tuple[int, int]:
+        """The (first, last) helix seqs a stored batch holds."""
+        headers = msg.headers or {}
+        try:
+            return int(headers[HEADER_FIRST_SEQ]), int(headers[HEADER_LAST_SEQ])
+        except (KeyError, ValueError) as exc:
+            raise EventDecodeError(
+                f"stream {self.stream!r} seq {msg.seq} on {msg.subject!r} is not a helix batch"
+            ) from exc
+
+    def _decode(self, msg: js_api.RawStreamMsg) -> list[Event]:
+        try:
+            events: list[Event] = _batch_decoder.decode(msg.data or b"")
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
+            raise EventDecodeError(
+                f"stream {self.stream!r} seq {msg.seq} on {msg.subject!r}: {exc}"
+            ) from exc
+        return events
+
+    async def _position(self, session_id: str) -> tuple[int, int]:
+        """The session's (stream seq, helix seq) of its last message, from the server."""
+        msg = await self._last_msg(self._subject(session_id))
+        if msg is None or msg.seq is None:
+            self._positions.pop(session_id, None)
+            return 0, 0
+        position = msg.seq, self._helix_seqs(msg)[1]
+        self._positions[session_id] = position
+        return position
+
+    async def _api(self, subject: str, request: dict[str, Any]) -> dict[str, Any]:
+        reply = await self._nc.request(
+            f"{_API}.{subject}", json.dumps(request).encode(), timeout=self._timeout
+        )
+        response: dict[str, Any] = json.loads(reply.data)
+        error = response.get("error")
+        if error is not None:
+            raise StoreError(f"jetstream store {self.stream!r}: {subject}: {error}")
+        return response
+
+    # --- writes -----------------------------------------------------------------------
+
+    async def append(self, session_id: str, events: Sequence[Event], expected_seq: int) -> int:
+        """Append ``events`` if the log ends at ``expected_seq`` (see ``EventStore.append``).
+
+        Raises :class:`StoreError` when no acknowledgement came after
+        ``publish_attempts`` sends: the batch may or may not have landed (read
+        the log to know), exactly as after a cancelled append.
+        """
+        self._ensure_open()
+        encoded, decoded = check_batch(session_id, events, expected_seq)
+        self._active += 1
+        try:
+            with self._translate():
+                last = await self._append(session_id, encoded, expected_seq)
+        finally:
+            self._active -= 1
+            if self._active == 0 and self._idle is not None:
+                self._idle.set()
+        self._notifier.publish(session_id, decoded)
+        return last
+
+    async def _append(self, session_id: str, encoded: list[bytes], expected_seq: int) -> int:
+        last = expected_seq + len(encoded)
+        subject = self._subject(session_id)
+        payload = b"[" + b",".join(encoded) + b"]"
+        # Unique per call, shared by its re-sends: only a re-send is a duplicate.
+        msg_id = f"{session_id}:{expected_seq + 1}:{uuid.uuid4().hex}"
+        position = self._positions.get(session_id)
+        if position is None or position[1] != expected_seq:
+            position = await self._position(session_id)  # the cache may be stale
+        for _ in range(_CONFLICT_ROUNDS):
+            if position[1] != expected_seq:
+                raise ConcurrencyConflict(session_id, expected_seq, position[1])
+            headers = {
+                _EXPECTED_LAST_SUBJECT_SEQ: str(position[0]),
+                _MSG_ID: msg_id,
+                HEADER_FIRST_SEQ: str(expected_seq + 1),
+                HEADER_LAST_SEQ: str(last),
+            }
+            stream_seq = await self._publish(session_id, subject, payload, headers, position[0])
+            if stream_seq is not None:
+                self._positions[session_id] = (stream_seq, last)
+                self._own[session_id] = max(self._own.get(session_id, 0), stream_seq)
+                return last
+            # Refused: the subject moved on. Re-derive where the log ends; if it
+            # still ends at expected_seq (deleted and rebuilt meanwhile), go again.
+            position = await self._position(session_id)
+        raise ConcurrencyConflict(session_id, expected_seq, position[1])
+
+    async def _publish(
+        self,
+        session_id: str,
+        subject: str,
+        payload: bytes,
+        headers: dict[str, str],
+        expected_stream_seq: int,
+    ) -> int | None:
+        """Publish one batch; its stream seq, or None if the expected sequence was refused."""
+        unsure = False  # whether an earlier send may have landed without an acknowledgement
+        for _ in range(self._publish_attempts):
+            try:
+                ack = await self._js.publish(
+                    subject,
+                    payload,
+                    timeout=self._timeout,
+                    stream=self.stream,
+                    headers=dict(headers),
+                )
+            except nats.errors.TimeoutError:
+                unsure = True
+                continue
+            except nats.js.errors.APIError as exc:
+                if exc.err_code != _WRONG_LAST_SEQUENCE:
+                    raise
+                if unsure:
+                    # The server checks the expected sequence before deduplicating,
+                    # so a re-send of a batch that landed is refused: look for it.
+                    landed = await self._next_msg(subject, expected_stream_seq + 1)
+                    if (
+                        landed is not None
+                        and (landed.headers or {}).get(_MSG_ID) == headers[_MSG_ID]
+                    ):
+                        return landed.seq
+                return None
+            return ack.seq  # ack.duplicate: an earlier send landed, this is its seq
+        raise StoreError(
+            f"append to session {session_id!r}: no acknowledgement after "
+            f"{self._publish_attempts} tries; read the log to know whether it landed"
+        )
+
+    async def delete(self, session_id: str) -> bool:
+        """Delete a session's log (purge its subject); return whether it existed."""
+        self._ensure_open()
+        validate_session_id(session_id)
+        with self._translate():
+            response = await self._api(
+                f"STREAM.PURGE.{self.stream}", {"filter": self._subject(session_id)}
+            )
+        self._positions.pop(session_id, None)
+        existed = int(response.get("purged", 0)) > 0
+        if existed:
+            self._notifier.publish(session_id, [])
+        return existed
+
+    # --- reads ------------------------------------------------------------------------
+
+    async def read(self, session_id: str, from_seq: int = 0) -> list[Event]:
+        """Return the events with seq > ``from_seq``."""
+        self._ensure_open()
+        validate_session_id(session_id)
+        with self._translate():
+            for _ in range(_READ_ROUNDS):
+                events = await self._read(session_id, from_seq)
+                if events is not None:
+                    return events
+        raise StoreError(f"session {session_id!r} kept changing under a read")
+
+    async def _read(self, session_id: str, from_seq: int) -> list[Event] | None:
+        """One attempt; None if the log was deleted and rebuilt under it."""
+        from_seq = max(from_seq, 0)
+        subject = self._subject(session_id)
+        last = await self._last_msg(subject)
+        if last is None or last.seq is None:
+            return []
+        end = last.seq
+        first_seq, last_seq = self._helix_seqs(last)
+        if last_seq <= from_seq:
+            return []
+        msg: js_api.RawStreamMsg | None = last
+        if first_seq > from_seq + 1:
+            msg = await self._find(subject, from_seq, last)
+        events: list[Event] = []
+        while msg is not None and msg.seq is not None and msg.seq <= end:
+            events.extend(event for event in self._decode(msg) if event.seq > from_seq)
+            if msg.seq == end:
+                break
+            msg = await self._next_msg(subject, msg.seq + 1)
+        expected = list(range(from_seq + 1, last_seq + 1))
+        if [event.seq for event in events] != expected:
+            return None
+        return events
+
+    async def _find(
+        self, subject: str, from_seq: int, last: js_api.RawStreamMsg
+    ) -> js_api.RawStreamMsg:
+        """The subject's first message holding a helix seq above ``from_seq``.
+
+        ``last`` (the subject's last message) holds one. Binary search over
+        stream seqs: a "next message of the subject at or after ``mid``" get
+        tells on which side of ``mid`` the answer lies, so this costs
+        log2(stream seq of ``last``) gets however the subject is interleaved.
+        """
+        assert last.seq is not None
+        found, low, high = last, 1, last.seq - 1
+        while low <= high:
+            mid = (low + high) // 2
+            msg = await self._next_msg(subject, mid)
+            if msg is None or msg.seq is None or msg.seq > high:
+                high = mid - 1  # no message of the subject in [mid, high]
+            elif self._helix_seqs(msg)[1] > from_seq:
+                found, high = msg, mid - 1
+            else:
+                low = msg.seq + 1
+        return found
+
+    def tail(self, session_id: str, from_seq: int = 0) -> AsyncIterator[Event]:
+        """Yield the events after ``from_seq``, then new ones as they are appended."""
+        return self._tail(session_id, from_seq)
+
+    async def _tail(self, session_id: str, from_seq: int) -> AsyncIterator[Event]:
+        validate_session_id(session_id)
+        self._ensure_open()
+        # The consumer exists before the catch-up read: whatever another process
+        # stores after that read rings the tail.
+        await self._watch(session_id)
+        try:
+            events = tail_events(
+                self.read,
+                self._notifier,
+                session_id,
+                from_seq,
+                poll_interval=self._poll_interval,
+                is_closed=lambda: self._closed,
+                closed_error=StoreClosedError,
+            )
+            async with contextlib.aclosing(events):
+                async for event in events:
+                    yield event
+        finally:
+            with anyio.move_on_after(self._timeout, shield=True):
+                await self._unwatch(session_id)
+
+    async def _watch(self, session_id: str) -> None:
+        async with self._watch_lock:
+            watch = self._watches.get(session_id)
+            if watch is None:
+                self._ensure_open()
+
+                async def ring(msg: Msg) -> None:
+                    self._on_stored(session_id, msg)
+
+                with self._translate():
+                    subscription = await self._js.subscribe(
+                        self._subject(session_id),
+                        stream=self.stream,
+                        cb=ring,
+                        ordered_consumer=True,
+                        deliver_policy=js_api.DeliverPolicy.NEW,
+                        headers_only=True,
+                        inactive_threshold=30.0,
+                    )
+                watch = self._watches[session_id] = _Watch(subscription)
+            watch.refs += 1
+
+    async def _unwatch(self, session_id: str) -> None:
+        async with self._watch_lock:
+            watch = self._watches.get(session_id)
+            if watch is None:
+                return
+            watch.refs -= 1
+            if watch.refs > 0:
+                return
+            del self._watches[session_id]
+            with contextlib.suppress(nats.errors.Error, OSError):
+                await watch.subscription.unsubscribe()
+
+    def _on_stored(self, session_id: str, msg: Msg) -> None:
+        """A message was stored on a watched subject: wake the tails unless it is ours."""
+        try:
+            stream_seq = msg.metadata.sequence.stream
+        except Exception:  # not a JetStream delivery we can parse: just ring
+            stream_seq = None
+        # Our own appends reached the tails through the notifier already, and
+        # so did every message before them on the subject (a tail that missed
+        # one sees a gap in our batch and re-reads).
+        if stream_seq is None or stream_seq > self._own.get(session_id, 0):
+            self._notifier.publish(session_id, [])
+
+    async def last_seq(self, session_id: str) -> int:
+        """Return the session's last seq (0 if it has no events)."""
+        self._ensure_open()
+        validate_session_id(session_id)
+        with self._translate():
+            return (await self._position(session_id))[1]
+
+    async def list_sessions(self) -> list[str]:
+        """Return every session id, sorted (from the stream's per-subject counts)."""
+        self._ensure_open()
+        prefix = f"{self.subject_prefix}."
+        sessions: list[str] = []
+        offset = 0
+        with self._translate():
+            while True:
+                response = await self._api(
+                    f"STREAM.INFO.{self.stream}",
+                    {"subjects_filter": f"{prefix}*", "offset": offset},
+                )
+                subjects: dict[str, int] = response.get("state", {}).get("subjects") or {}
+                for subject, count in subjects.items():
+                    if count > 0 and subject.startswith(prefix):
+                        with contextlib.suppress(ValueError):  # not a subject we wrote
+                            sessions.append(
+                                validate_session_id(decode_session_token(subject[len(prefix) :]))
+                            )
+                offset += len(subjects)
+                if not subjects or offset >= int(response.get("total", 0)):
+                    break
+        return sorted(sessions)
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Wait for appends under way, then close the connection. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._notifier.close()
+        while self._active:
+            self._idle = anyio.Event()
+            await self._idle.wait()
+        with (
+            anyio.move_on_after(self._timeout, shield=True),
+            contextlib.suppress(nats.errors.Error, OSError),
+        ):
+            await self._nc.close()
+
+    async def __aenter__(self) -> JetStreamEventStore:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
