@@ -99,6 +99,8 @@ from .executor import (
 from .ids import (
     MAX_SESSION_ID_LENGTH as MAX_SESSION_ID_LENGTH,
     SESSION_ID_ALPHABET as SESSION_ID_ALPHABET,
+    decode_session_token as decode_session_token,
+    encode_session_token as encode_session_token,
     new_run_id as new_run_id,
     validate_session_id as validate_session_id,
 )
@@ -216,6 +218,8 @@ __all__ = [
     "UsageError",
     "MAX_SESSION_ID_LENGTH",
     "SESSION_ID_ALPHABET",
+    "decode_session_token",
+    "encode_session_token",
     "new_run_id",
     "validate_session_id",
     "AssistantMessage",

@@ -11,7 +11,14 @@ import uuid
 
 from .errors import InvalidSessionIdError
 
-__all__ = ["MAX_SESSION_ID_LENGTH", "SESSION_ID_ALPHABET", "new_run_id", "validate_session_id"]
+__all__ = [
+    "MAX_SESSION_ID_LENGTH",
+    "SESSION_ID_ALPHABET",
+    "decode_session_token",
+    "encode_session_token",
+    "new_run_id",
+    "validate_session_id",
+]
 
 MAX_SESSION_ID_LENGTH = 256
 """Longest accepted session id, in characters."""
@@ -42,3 +49,34 @@ def validate_session_id(session_id: object) -> str:
 def new_run_id() -> str:
     """Return a fresh, unique run id."""
     return f"run-{uuid.uuid4().hex}"
+
+
+def encode_session_token(session_id: str) -> str:
+    """The subject token of a session id: ``_`` becomes ``__`` and ``.`` becomes ``_d``.
+
+    Session ids hold only ``A-Za-z0-9_-.:``, so after this the token holds no
+    ``.`` (NATS's token separator), and never ``*``, ``>`` or whitespace; the
+    mapping is injective, and :func:`decode_session_token` inverts it.
+    """
+    return session_id.replace("_", "__").replace(".", "_d")
+
+
+def decode_session_token(token: str) -> str:
+    """Invert :func:`encode_session_token`; raise ``ValueError`` for a token it cannot make."""
+    out: list[str] = []
+    index = 0
+    while index < len(token):
+        char = token[index]
+        if char == "_":
+            escaped = token[index + 1 : index + 2]
+            if escaped == "_":
+                out.append("_")
+            elif escaped == "d":
+                out.append(".")
+            else:
+                raise ValueError(f"bad escape in subject token {token!r}")
+            index += 2
+        else:
+            out.append(char)
+            index += 1
+    return "".join(out)

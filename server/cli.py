@@ -29,7 +29,14 @@ from helix_agents.projections import project_state
 from helix_agents.store import EventStore
 from helix_agents.stores import DEFAULT_STORE_URL, open_store
 
-from .commands import TargetError, add_commands, rerun_lines, run_openapi, run_serve
+from .commands import (
+    TargetError,
+    add_commands,
+    rerun_lines,
+    run_host,
+    run_openapi,
+    run_serve,
+)
 from .demo import run_demo
 from .replay import replay_lines
 
@@ -257,9 +264,19 @@ def _serve(args: argparse.Namespace) -> int:
     url = store_url(args.store)
     anyio.run(
         lambda: run_serve(
-            args.target, host=args.host, port=args.port, url=url, heartbeat=args.heartbeat
+            args.target,
+            host=args.host,
+            port=args.port,
+            url=url,
+            heartbeat=args.heartbeat,
+            nats_url=args.nats,
         )
     )
+    return 0
+
+
+def _host(args: argparse.Namespace) -> int:
+    anyio.run(lambda: run_host(args.target, nats_url=args.nats))
     return 0
 
 
@@ -275,6 +292,7 @@ def _run(args: argparse.Namespace) -> int:
         "export": _export,
         "demo": _demo,
         "serve": _serve,
+        "host": _host,
         "openapi": _openapi,
     }
     try:

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import anyio
 import msgspec
 
 from helix_agents import (
@@ -29,7 +30,15 @@ from .agent_server import AgentServer
 from .http_app import create_http_app
 from .openapi import openapi_document
 
-__all__ = ["TargetError", "add_commands", "load_target", "rerun_lines", "run_openapi", "run_serve"]
+__all__ = [
+    "TargetError",
+    "add_commands",
+    "load_target",
+    "rerun_lines",
+    "run_host",
+    "run_openapi",
+    "run_serve",
+]
 
 
 class TargetError(Exception):
@@ -71,10 +80,23 @@ def _agents(target: Any, spec: str) -> list[AgentConfig]:
     return agents
 
 
-async def run_serve(spec: str, *, host: str, port: int, url: str, heartbeat: float) -> None:
-    """Serve ``spec`` (an AgentServer, or agents run on the store at ``url``) under uvicorn."""
+async def run_serve(
+    spec: str | None, *, host: str, port: int, url: str, heartbeat: float, nats_url: str | None
+) -> None:
+    """Serve ``spec`` (an AgentServer, or agents run on the store at ``url``) under uvicorn.
+
+    With ``nats_url`` and no ``spec``, the gateway has no agents of its own: it
+    fronts the fleet of ``helix-agents host`` processes on that NATS server.
+    """
     import uvicorn
 
+    if nats_url is not None:
+        if spec is not None:
+            raise TargetError("serve takes MODULE:ATTR or --nats, not both")
+        await _serve_fleet(nats_url, host=host, port=port, heartbeat=heartbeat)
+        return
+    if spec is None:
+        raise TargetError("serve needs MODULE:ATTR, or --nats URL to front a fleet")
     target = load_target(spec)
     if isinstance(target, AgentServer):
         server = target
@@ -88,6 +110,58 @@ async def run_serve(spec: str, *, host: str, port: int, url: str, heartbeat: flo
     config = uvicorn.Config(app, host=host, port=port, log_level="info", lifespan="on")
     print(f"helix-agents: serving {', '.join(server.agent_types)} on http://{host}:{port}")
     await uvicorn.Server(config).serve()
+
+
+async def _serve_fleet(nats_url: str, *, host: str, port: int, heartbeat: float) -> None:
+    import nats
+    import uvicorn
+
+    from helix_agents.stores.jetstream import JetStreamEventStore
+    from helix_agents.transports.nats import NatsRemoteAgentTransport
+
+    store = await JetStreamEventStore.connect(nats_url)
+    nc = await nats.connect(nats_url)
+    try:
+        app = create_http_app(NatsRemoteAgentTransport(nc, store), heartbeat_interval=heartbeat)
+        config = uvicorn.Config(app, host=host, port=port, log_level="info", lifespan="on")
+        print(f"helix-agents: serving the fleet on {nats_url} at http://{host}:{port}")
+        await uvicorn.Server(config).serve()
+    finally:
+        await nc.close()
+        await store.close()
+
+
+async def run_host(spec: str, *, nats_url: str) -> None:
+    """Run ``spec``'s agents as one host of the fleet on ``nats_url`` until SIGINT/SIGTERM."""
+    import signal
+
+    import nats
+
+    from helix_agents.stores.jetstream import JetStreamEventStore
+
+    from .nats_host import NatsAgentHost
+
+    target = load_target(spec)
+    agents = (
+        [target.executor.registry.get(name) for name in target.agent_types]
+        if isinstance(target, AgentServer)
+        else _agents(target, spec)
+    )
+    store = await JetStreamEventStore.connect(nats_url)
+    nc = await nats.connect(nats_url)
+    try:
+        server = AgentServer([agent for agent in agents if agent is not None], store)
+        async with NatsAgentHost(server, nc):
+            print(
+                f"helix-agents: hosting {', '.join(server.agent_types)} on {nats_url}",
+                flush=True,
+            )
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for _ in signals:
+                    break
+    finally:
+        await nc.close()
+        await store.close()
 
 
 def run_openapi() -> None:
@@ -162,11 +236,22 @@ def add_commands(commands: Any, store_help: str) -> None:
         description="Serve MODULE:ATTR over the HTTP+SSE protocol (specs/http.md). ATTR is an "
         "AgentServer, or agents (a dict, a list, or one) run on --store.",
     )
-    serve.add_argument("target", metavar="MODULE:ATTR")
+    serve.add_argument("target", metavar="MODULE:ATTR", nargs="?")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=4000)
     serve.add_argument("--store", metavar="URL", help=store_help)
     serve.add_argument("--heartbeat", type=float, default=15.0, metavar="SECONDS")
+    serve.add_argument(
+        "--nats", metavar="URL", help="front the fleet of hosts on this NATS server instead"
+    )
+    host = commands.add_parser(
+        "host",
+        help="run agents as one host of a NATS fleet",
+        description="Run MODULE:ATTR's agents as a host of the fleet on --nats (specs/nats.md): "
+        "session logs in JetStream, requests shared with the other hosts in a queue group.",
+    )
+    host.add_argument("target", metavar="MODULE:ATTR")
+    host.add_argument("--nats", metavar="URL", required=True)
     commands.add_parser(
         "openapi", help="print the protocol's OpenAPI document", description=run_openapi.__doc__
     )

@@ -51,7 +51,7 @@ from helix_agents.errors import (
     UsageError,
 )
 from helix_agents.events import Event
-from helix_agents.ids import validate_session_id
+from helix_agents.ids import decode_session_token, encode_session_token, validate_session_id
 
 from ._common import AppendNotifier, check_batch, tail_events
 
@@ -76,37 +76,6 @@ _CONFLICT_ROUNDS = 5  # refused publishes an append re-tries while the log still
 _READ_ROUNDS = 5  # reads restarted because the log was deleted and rebuilt under them
 
 _batch_decoder = msgspec.json.Decoder(list[Event])
-
-
-def encode_session_token(session_id: str) -> str:
-    """The subject token of a session id: ``_`` becomes ``__`` and ``.`` becomes ``_d``.
-
-    Session ids hold only ``A-Za-z0-9_-.:``, so after this the token holds no
-    ``.`` (NATS's token separator), and never ``*``, ``>`` or whitespace; the
-    mapping is injective, and :func:`decode_session_token` inverts it.
-    """
-    return session_id.replace("_", "__").replace(".", "_d")
-
-
-def decode_session_token(token: str) -> str:
-    """Invert :func:`encode_session_token`; raise ``ValueError`` for a token it cannot make."""
-    out: list[str] = []
-    index = 0
-    while index < len(token):
-        char = token[index]
-        if char == "_":
-            escaped = token[index + 1 : index + 2]
-            if escaped == "_":
-                out.append("_")
-            elif escaped == "d":
-                out.append(".")
-            else:
-                raise ValueError(f"bad escape in subject token {token!r}")
-            index += 2
-        else:
-            out.append(char)
-            index += 1
-    return "".join(out)
 
 
 def validate_stream_name(stream: str) -> str:

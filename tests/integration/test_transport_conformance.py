@@ -29,7 +29,9 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import anyio
+import nats
 import pytest
+from conftest import fresh_stream_name
 from pydantic import BaseModel
 from servers import serve
 
@@ -39,6 +41,7 @@ from helix_agents import (
     ChunkEvent,
     EndEvent,
     ErrorEvent,
+    EventStore,
     InProcessTransport,
     RemoteAgentTransport,
     RemoteResumeRequest,
@@ -56,8 +59,10 @@ from helix_agents import (
     project_stream,
 )
 from helix_agents.server import AgentServer, create_http_app
-from helix_agents.stores import MemoryEventStore
+from helix_agents.server.nats_host import NatsAgentHost
+from helix_agents.stores import JetStreamEventStore, MemoryEventStore
 from helix_agents.transports import HttpRemoteAgentTransport
+from helix_agents.transports.nats import NatsRemoteAgentTransport
 
 LIMIT = 10.0
 """Seconds any one test may take."""
@@ -142,8 +147,9 @@ def waiter(gates: Gates) -> AgentConfig:
 class Host:
     """The agent side every transport reaches: a running ``AgentServer`` and its store."""
 
-    def __init__(self) -> None:
-        self.store = MemoryEventStore()
+    def __init__(self, store: EventStore, nats_url: str = "") -> None:
+        self.store = store
+        self.nats_url = nats_url
         self.gates = Gates()
         self.server = AgentServer([researcher(), waiter(self.gates)], self.store)
 
@@ -152,8 +158,17 @@ class Host:
 
 
 @pytest.fixture
-async def host() -> AsyncIterator[Host]:
-    host = Host()
+async def host(request: pytest.FixtureRequest) -> AsyncIterator[Host]:
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and callspec.params.get("transport") == "nats":
+        # A fleet's store is the shared JetStream stream the transport reads too.
+        nats_server = request.getfixturevalue("nats_server")
+        store: EventStore = await JetStreamEventStore.connect(
+            nats_server.url, stream=fresh_stream_name()
+        )
+        host = Host(store, nats_server.url)
+    else:
+        host = Host(MemoryEventStore())
     with anyio.CancelScope() as scope:
         async with host.server:
             try:
@@ -167,30 +182,51 @@ async def host() -> AsyncIterator[Host]:
 
 # --- the transports under test -----------------------------------------------------------
 
-Connector = Callable[[AgentServer], AbstractAsyncContextManager[RemoteAgentTransport]]
+Connector = Callable[[Host], AbstractAsyncContextManager[RemoteAgentTransport]]
 
 
 @asynccontextmanager
-async def connect_inprocess(server: AgentServer) -> AsyncIterator[RemoteAgentTransport]:
-    yield InProcessTransport(server)
+async def connect_inprocess(host: Host) -> AsyncIterator[RemoteAgentTransport]:
+    yield InProcessTransport(host.server)
 
 
 @asynccontextmanager
-async def connect_http(server: AgentServer) -> AsyncIterator[RemoteAgentTransport]:
+async def connect_http(host: Host) -> AsyncIterator[RemoteAgentTransport]:
     async with (
-        serve(create_http_app(server)) as url,
+        serve(create_http_app(host.server)) as url,
         HttpRemoteAgentTransport(url, max_retries=2, retry_base_delay=0.01, timeout=5) as remote,
     ):
         yield remote
 
 
-CONNECTORS: dict[str, Connector] = {"inprocess": connect_inprocess, "http": connect_http}
+@asynccontextmanager
+async def connect_nats(host: Host) -> AsyncIterator[RemoteAgentTransport]:
+    assert isinstance(host.store, JetStreamEventStore)
+    host_nc = await nats.connect(host.nats_url)
+    client_nc = await nats.connect(host.nats_url)
+    client_store = await JetStreamEventStore.connect(host.nats_url, stream=host.store.stream)
+    try:
+        async with NatsAgentHost(host.server, host_nc):
+            yield NatsRemoteAgentTransport(
+                client_nc, client_store, timeout=5, max_retries=2, retry_base_delay=0.01
+            )
+    finally:
+        await client_store.close()
+        await client_nc.close()
+        await host_nc.close()
+
+
+CONNECTORS: dict[str, Connector] = {
+    "inprocess": connect_inprocess,
+    "http": connect_http,
+    "nats": connect_nats,
+}
 """How each transport kind reaches a running ``AgentServer``."""
 
 TRANSPORT_KINDS = [
     pytest.param("inprocess", id="inprocess"),
     pytest.param("http", id="http", marks=pytest.mark.slow),
-    # pytest.param("nats", id="nats", marks=pytest.mark.nats),  # with the NATS host
+    pytest.param("nats", id="nats", marks=pytest.mark.nats),
 ]
 """The transports every conformance test runs against."""
 
@@ -199,7 +235,7 @@ TRANSPORT_KINDS = [
 async def transport(
     request: pytest.FixtureRequest, host: Host
 ) -> AsyncIterator[RemoteAgentTransport]:
-    async with CONNECTORS[request.param](host.server) as remote:
+    async with CONNECTORS[request.param](host) as remote:
         yield remote
 
 
@@ -279,15 +315,19 @@ async def test_start_is_idempotent_for_the_same_request(
 async def test_concurrent_identical_starts_create_one_session(
     transport: RemoteAgentTransport, host: Host
 ) -> None:
+    # The session is held running (the waiter blocks) until every start is
+    # answered: a start arriving after the end is ALREADY_COMPLETED, and how
+    # fast a transport delivers ten requests must not decide the outcome.
     responses: list[Any] = []
 
     async def start() -> None:
-        responses.append(await transport.start(start_request("idem-10")))
+        responses.append(await transport.start(start_request("idem-10", "waiter", message="Wait")))
 
     with anyio.fail_after(LIMIT):
         async with anyio.create_task_group() as tg:
             for _ in range(10):
                 tg.start_soon(start)
+        host.gates.open("idem-10")
         events = await collect(transport, "idem-10")
     assert len(responses) == 10
     assert {response.run_id for response in responses} == {responses[0].run_id}
@@ -295,7 +335,7 @@ async def test_concurrent_identical_starts_create_one_session(
     log = await host.log("idem-10")
     assert sum(isinstance(event, SessionCreated) for event in log) == 1
     assert log[0].run_id == responses[0].run_id
-    assert events[-1] == EndEvent(output=RESEARCHER_OUTPUT, state={})
+    assert events[-1] == EndEvent(output={"answer": "waited"}, state={})
 
 
 async def test_start_of_an_existing_id_with_another_request_is_already_running(

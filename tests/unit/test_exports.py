@@ -165,6 +165,8 @@ HELIX_AGENTS_ALL = {
     "stream_item",
     "stream_session",
     "validate_session_id",
+    "encode_session_token",
+    "decode_session_token",
     "validate_tool_name",
 }
 

@@ -1,0 +1,194 @@
+"""A fleet: two ``helix-agents host`` processes on one nats-server, fronted by ``serve --nats``.
+
+A parent in this process delegates to the researcher and the summarizer
+through the gateway (HTTP) and, separately, straight over NATS; the hosts
+share the requests in their queue group and the session logs live in
+JetStream. An interrupt sent through the gateway reaches a session on
+whichever host runs it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import httpx
+import nats
+import pytest
+from _served_agents import closed_port
+from nats_server import NatsServer
+from pydantic import BaseModel
+from remote_app import Query, Report, Summary, Text, expected_report, expected_summary
+
+from helix_agents import (
+    AgentExecutor,
+    ChildChunkForwarded,
+    ChunkEvent,
+    ErrorEvent,
+    RemoteAgentTransport,
+    RemoteStartRequest,
+    ScriptedLLM,
+    create_remote_sub_agent_tool,
+    define_agent,
+)
+from helix_agents.stores import JetStreamEventStore, MemoryEventStore
+from helix_agents.transports import HttpRemoteAgentTransport
+from helix_agents.transports.nats import NatsRemoteAgentTransport
+
+pytestmark = [pytest.mark.slow, pytest.mark.nats]
+
+ROOT = Path(__file__).parents[2]
+TARGET = "tests.integration.remote_app:agents"
+LIMIT = 60
+
+
+class Brief(BaseModel):
+    report: Report
+    summary: Summary
+
+
+@asynccontextmanager
+async def _process(args: list[str], log: Path, ready: str) -> AsyncIterator[None]:
+    """Run ``helix-agents ARGS``; wait (bounded) for ``ready`` in its output; stop it by PID."""
+    with log.open("ab") as out:
+        process = await anyio.open_process(
+            [sys.executable, "-m", "helix_agents.server", *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    try:
+        with anyio.fail_after(30):
+            while ready not in (text := await anyio.Path(log).read_text(errors="replace")):
+                assert process.returncode is None, text
+                await anyio.sleep(0.05)  # a subprocess's output is the only signal
+        yield
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+            with anyio.move_on_after(10):
+                await process.wait()
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+
+
+@asynccontextmanager
+async def _fleet(tmp_path: Path) -> AsyncIterator[tuple[str, str]]:
+    """nats-server, two hosts and a gateway; yields (nats URL, gateway URL)."""
+    with NatsServer.start(tmp_path / "nats") as server:
+        port = closed_port()
+        host_args = ["host", TARGET, "--nats", server.url]
+        async with (
+            _process(host_args, tmp_path / "host1.log", "helix-agents: hosting"),
+            _process(host_args, tmp_path / "host2.log", "helix-agents: hosting"),
+            _process(
+                ["serve", "--nats", server.url, "--port", str(port)],
+                tmp_path / "gateway.log",
+                "Uvicorn running",
+            ),
+        ):
+            yield server.url, f"http://127.0.0.1:{port}"
+
+
+def _orchestrator(remote: RemoteAgentTransport) -> object:
+    def tool(name: str, schema: type[BaseModel], output: type[BaseModel]) -> object:
+        return create_remote_sub_agent_tool(
+            name,
+            description=f"{name} (remote)",
+            input_schema=schema,
+            output_schema=output,
+            transport=remote,
+            remote_agent_type=name,
+        )
+
+    return define_agent(
+        "orchestrator",
+        output_schema=Brief,
+        tools=[tool("researcher", Query, Report), tool("summarizer", Text, Summary)],  # type: ignore[list-item]
+        llm=ScriptedLLM(
+            [
+                [
+                    ScriptedLLM.call("subagent__researcher", {"query": "tides"}, id="r1"),
+                    ScriptedLLM.call("subagent__summarizer", {"text": "tides turn"}, id="s1"),
+                ],
+                ScriptedLLM.finish(
+                    {"report": expected_report("tides"), "summary": expected_summary("tides turn")}
+                ),
+            ]
+        ),
+    )
+
+
+async def _delegate(remote: RemoteAgentTransport, parent_id: str) -> None:
+    store = MemoryEventStore()
+    orchestrator = _orchestrator(remote)
+    async with AgentExecutor(store, [orchestrator]) as executor:  # type: ignore[list-item]
+        handle = await executor.execute(orchestrator, "brief me", session_id=parent_id)  # type: ignore[arg-type]
+        result = await handle.result()
+    assert result.status == "completed", result.error
+    assert result.output == {
+        "report": expected_report("tides"),
+        "summary": expected_summary("tides turn"),
+    }
+    log = await store.read(parent_id)
+    for call_id in ("r1", "s1"):
+        child = f"{parent_id}-remote-{call_id}"
+        forwarded = [
+            e.child_seq
+            for e in log
+            if isinstance(e, ChildChunkForwarded) and e.child_session_id == child
+        ]
+        remote_seqs = [e.sequence async for e in remote.stream(child) if isinstance(e, ChunkEvent)]
+        assert forwarded == remote_seqs  # every remote chunk once, in order
+        assert forwarded
+
+
+async def test_a_fleet_serves_delegation_through_the_gateway_and_over_nats(
+    tmp_path: Path,
+) -> None:
+    with anyio.fail_after(LIMIT):
+        async with _fleet(tmp_path) as (nats_url, gateway_url):
+            async with HttpRemoteAgentTransport(gateway_url, retry_base_delay=0.05) as http:
+                await _delegate(http, "via-gateway")
+            store = await JetStreamEventStore.connect(nats_url)
+            nc = await nats.connect(nats_url)
+            try:
+                await _delegate(NatsRemoteAgentTransport(nc, store), "via-nats")
+            finally:
+                await nc.close()
+                await store.close()
+    hosts = [(tmp_path / f"host{n}.log").read_text(errors="replace") for n in (1, 2)]
+    assert all("hosting researcher, summarizer" in text for text in hosts)
+
+
+async def test_an_interrupt_through_the_gateway_reaches_the_host_running_the_session(
+    tmp_path: Path,
+) -> None:
+    with anyio.fail_after(LIMIT):
+        async with (
+            _fleet(tmp_path) as (_, gateway_url),
+            HttpRemoteAgentTransport(gateway_url, retry_base_delay=0.05) as gateway,
+        ):
+            await gateway.start(
+                RemoteStartRequest(session_id="slow-1", agent_type="researcher", message="tides")
+            )
+            async for event in gateway.stream("slow-1"):
+                if isinstance(event, ChunkEvent):
+                    break  # it is running on one of the hosts
+            await gateway.interrupt("slow-1", "stop")
+            ended = [event async for event in gateway.stream("slow-1")]
+            status = await gateway.get_status("slow-1")
+            async with httpx.AsyncClient(base_url=gateway_url) as client:
+                health = (await client.get("/health")).json()
+    assert isinstance(ended[-1], ErrorEvent)
+    assert ended[-1].recoverable is True
+    assert status.status == "interrupted"
+    assert health == {"status": "ok", "agents": []}  # the gateway runs no agents itself

@@ -1,0 +1,247 @@
+"""``NatsRemoteAgentTransport``: reach agent sessions hosted by a fleet behind NATS.
+
+Control calls are NATS requests to the hosts' queue group (``specs/nats.md``):
+``<prefix>.start.<agent type>`` and ``<prefix>.<op>.<session token>`` for
+``resume``, ``status``, ``interrupt``, ``abort`` and ``submit``. The stream is
+not relayed by a host: it is read straight from the session's log in
+JetStream (any ``EventStore`` on the fleet's stream), so it survives any host.
+
+asyncio lives here only because nats-py is asyncio-only; nats-py errors never
+leave this module.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from typing import Any, TypeVar
+
+import anyio
+import msgspec
+import nats.errors
+from nats.aio.client import Client as NatsClient
+
+from helix_agents import (
+    AgentServerError,
+    EventStore,
+    HelixError,
+    RemoteResumeRequest,
+    RemoteStartRequest,
+    RemoteStartResponse,
+    RemoteStatusResponse,
+    SubmitToolResultRequest,
+    TransportError,
+    TransportEvent,
+    TransportTimeoutError,
+    UsageError,
+    encode_session_token,
+    stream_session,
+    validate_session_id,
+)
+
+__all__ = [
+    "DEFAULT_PREFIX",
+    "DEFAULT_QUEUE",
+    "NatsRemoteAgentTransport",
+    "Reply",
+    "SessionOp",
+    "StatusRequest",
+]
+
+DEFAULT_PREFIX = "helix.rpc"
+"""The first tokens of every control subject."""
+
+DEFAULT_QUEUE = "helix-hosts"
+"""The queue group the hosts share."""
+
+_AGENT_TYPE = re.compile(r"[A-Za-z0-9_\-]{1,64}")
+
+T = TypeVar("T")
+
+
+class Reply(msgspec.Struct, frozen=True, kw_only=True):
+    """A host's answer: ``result`` on success, else ``error`` and ``code``."""
+
+    result: Any = None
+    error: str | None = None
+    code: str | None = None
+
+
+class SessionOp(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """The body of ``interrupt`` and ``abort``."""
+
+    session_id: str
+    reason: str | None = None
+
+
+class StatusRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """The body of ``status``."""
+
+    session_id: str
+
+
+_encoder = msgspec.json.Encoder()
+_reply_decoder = msgspec.json.Decoder(Reply)
+
+
+class NatsRemoteAgentTransport:
+    """A :class:`~helix_agents.RemoteAgentTransport` over NATS and a shared event store.
+
+    Args:
+        nc: a connected nats-py client.
+        store: the fleet's event store (a JetStream store on the same stream the
+            hosts write); streams are read from it.
+        prefix: the subjects' first tokens (the hosts must use the same).
+        timeout: seconds to wait for a host's reply.
+        max_retries: retries of a request that timed out or found no host
+            (every control call is idempotent), with ``retry_base_delay * 2**n``.
+    """
+
+    def __init__(
+        self,
+        nc: NatsClient,
+        store: EventStore,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        timeout: float = 5.0,
+        max_retries: int = 3,
+        retry_base_delay: float = 0.2,
+    ) -> None:
+        self.nc = nc
+        self.store = store
+        self.prefix = prefix
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.retry_base_delay = retry_base_delay
+
+    def _session_subject(self, op: str, session_id: str) -> str:
+        try:
+            validate_session_id(session_id)
+        except UsageError as exc:
+            raise AgentServerError("INVALID_REQUEST", str(exc)) from exc
+        return f"{self.prefix}.{op}.{encode_session_token(session_id)}"
+
+    async def _request(
+        self, subject: str, body: bytes, *, missing: str, unknown_agent: str | None = None
+    ) -> Any:
+        attempt = 0
+        while True:
+            try:
+                msg = await self.nc.request(subject, body, timeout=self.timeout)
+            except nats.errors.NoRespondersError as exc:
+                failure: HelixError = (
+                    # No host subscribes to this agent type's start subject: after
+                    # the retries (hosts may be restarting) that is the protocol's
+                    # NOT_FOUND, as an unknown type is for one server.
+                    AgentServerError("NOT_FOUND", f"agent type not found: {unknown_agent}")
+                    if unknown_agent is not None
+                    else TransportError(f"{subject}: {missing}")
+                )
+                failure.__cause__ = exc
+            except nats.errors.TimeoutError as exc:
+                failure = TransportTimeoutError(subject, self.timeout)
+                failure.__cause__ = exc
+            except nats.errors.Error as exc:
+                raise TransportError(f"{subject}: {exc}") from exc
+            else:
+                break
+            if attempt >= self.max_retries:
+                raise failure
+            attempt += 1
+            await anyio.sleep(self.retry_base_delay * 2 ** (attempt - 1))
+        try:
+            reply = _reply_decoder.decode(msg.data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise TransportError(f"{subject}: unreadable reply: {exc}") from exc
+        if reply.error is not None:
+            code = reply.code if reply.code in _CODES else "INTERNAL_ERROR"
+            raise AgentServerError(code, reply.error)  # type: ignore[arg-type]
+        return reply.result
+
+    async def start(self, request: RemoteStartRequest) -> RemoteStartResponse:
+        """Start a session on whichever host serves its agent type (idempotent)."""
+        if _AGENT_TYPE.fullmatch(request.agent_type) is None:
+            raise AgentServerError("NOT_FOUND", f"agent type not found: {request.agent_type}")
+        self._session_subject("start", request.session_id)  # validates the id first
+        result = await self._request(
+            f"{self.prefix}.start.{request.agent_type}",
+            _encoder.encode(request),
+            missing=f"no agent host serves agent type {request.agent_type!r}",
+            unknown_agent=request.agent_type,
+        )
+        return msgspec.convert(result, RemoteStartResponse)
+
+    async def resume(self, request: RemoteResumeRequest) -> RemoteStartResponse:
+        """Resume a session on any host."""
+        subject = self._session_subject("resume", request.session_id)
+        result = await self._request(subject, _encoder.encode(request), missing=_NO_HOST)
+        return msgspec.convert(result, RemoteStartResponse)
+
+    async def stream(
+        self, session_id: str, from_sequence: int = 0
+    ) -> AsyncIterator[TransportEvent]:
+        """The session's stream, read from its log in the shared store."""
+        try:
+            validate_session_id(session_id)
+        except UsageError as exc:
+            raise AgentServerError("INVALID_REQUEST", str(exc)) from exc
+        if (
+            isinstance(from_sequence, bool)
+            or not isinstance(from_sequence, int)
+            or (from_sequence < 0)
+        ):
+            raise AgentServerError(
+                "INVALID_REQUEST", f"fromSequence must be an integer >= 0, not {from_sequence!r}"
+            )
+        events = stream_session(self.store, session_id, from_sequence, must_exist=True)
+        try:
+            async for event in events:
+                yield event
+        finally:
+            await events.aclose()  # type: ignore[attr-defined]
+
+    async def get_status(self, session_id: str) -> RemoteStatusResponse:
+        """The session's status, as a host reads it from the log."""
+        subject = self._session_subject("status", session_id)
+        body = _encoder.encode(StatusRequest(session_id=session_id))
+        return msgspec.convert(
+            await self._request(subject, body, missing=_NO_HOST), RemoteStatusResponse
+        )
+
+    async def interrupt(self, session_id: str, reason: str | None = None) -> None:
+        """Interrupt the session, wherever it runs."""
+        subject = self._session_subject("interrupt", session_id)
+        body = _encoder.encode(SessionOp(session_id=session_id, reason=reason))
+        await self._request(subject, body, missing=_NO_HOST)
+
+    async def abort(self, session_id: str, reason: str | None = None) -> None:
+        """Abort the session, wherever it runs."""
+        subject = self._session_subject("abort", session_id)
+        body = _encoder.encode(SessionOp(session_id=session_id, reason=reason))
+        await self._request(subject, body, missing=_NO_HOST)
+
+    async def submit_tool_result(
+        self, session_id: str, tool_call_id: str, result: Any = None, error: str | None = None
+    ) -> None:
+        """Deliver a client tool's result."""
+        subject = self._session_subject("submit", session_id)
+        body = _encoder.encode(
+            SubmitToolResultRequest(
+                session_id=session_id, tool_call_id=tool_call_id, result=result, error=error
+            )
+        )
+        await self._request(subject, body, missing=_NO_HOST)
+
+
+_NO_HOST = "no agent host is listening"
+
+_CODES = {
+    "NOT_FOUND",
+    "ALREADY_RUNNING",
+    "ALREADY_COMPLETED",
+    "INVALID_REQUEST",
+    "INTERNAL_ERROR",
+    "UNAUTHORIZED",
+    "METHOD_NOT_ALLOWED",
+    "PAYLOAD_TOO_LARGE",
+}
