@@ -150,7 +150,9 @@ async def run_host(spec: str, *, nats_url: str) -> None:
     store = await JetStreamEventStore.connect(nats_url)
     nc = await nats.connect(nats_url)
     try:
-        server = AgentServer([agent for agent in agents if agent is not None], store)
+        # No wholesale recovery in a fleet: the other hosts' sessions are
+        # running, on them; taking over is decided per session (specs/nats.md).
+        server = AgentServer([agent for agent in agents if agent is not None], store, recover=False)
         async with NatsAgentHost(server, nc):
             print(
                 f"helix-agents: hosting {', '.join(server.agent_types)} on {nats_url}",
