@@ -296,6 +296,10 @@ class AgentExecutor:
             await active.done.wait()
             active = self._runs.get(session_id)
 
+    def active_sessions(self) -> list[str]:
+        """The sessions with a run active in this executor, sorted."""
+        return sorted(self._runs)
+
     async def recover(self) -> list[str]:
         """Resume every session whose log says ``running`` but that no run here holds.
 

@@ -276,7 +276,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _host(args: argparse.Namespace) -> int:
-    anyio.run(lambda: run_host(args.target, nats_url=args.nats))
+    anyio.run(lambda: run_host(args.target, nats_url=args.nats, lease_ttl=args.lease_ttl))
     return 0
 
 

@@ -131,7 +131,7 @@ async def _serve_fleet(nats_url: str, *, host: str, port: int, heartbeat: float)
         await store.close()
 
 
-async def run_host(spec: str, *, nats_url: str) -> None:
+async def run_host(spec: str, *, nats_url: str, lease_ttl: float = 10.0) -> None:
     """Run ``spec``'s agents as one host of the fleet on ``nats_url`` until SIGINT/SIGTERM."""
     import signal
 
@@ -153,7 +153,7 @@ async def run_host(spec: str, *, nats_url: str) -> None:
         # No wholesale recovery in a fleet: the other hosts' sessions are
         # running, on them; taking over is decided per session (specs/nats.md).
         server = AgentServer([agent for agent in agents if agent is not None], store, recover=False)
-        async with NatsAgentHost(server, nc):
+        async with NatsAgentHost(server, nc, lease_ttl=lease_ttl):
             print(
                 f"helix-agents: hosting {', '.join(server.agent_types)} on {nats_url}",
                 flush=True,
@@ -254,6 +254,13 @@ def add_commands(commands: Any, store_help: str) -> None:
     )
     host.add_argument("target", metavar="MODULE:ATTR")
     host.add_argument("--nats", metavar="URL", required=True)
+    host.add_argument(
+        "--lease-ttl",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long a dead host's sessions wait before another host takes them over",
+    )
     commands.add_parser(
         "openapi", help="print the protocol's OpenAPI document", description=run_openapi.__doc__
     )

@@ -22,6 +22,7 @@ import httpx
 import nats
 import pytest
 from _served_agents import closed_port
+from anyio.abc import Process
 from nats_server import NatsServer
 from pydantic import BaseModel
 from remote_app import Query, Report, Summary, Text, expected_report, expected_summary
@@ -30,7 +31,9 @@ from helix_agents import (
     AgentExecutor,
     ChildChunkForwarded,
     ChunkEvent,
+    EndEvent,
     ErrorEvent,
+    HostClaimed,
     RemoteAgentTransport,
     RemoteStartRequest,
     ScriptedLLM,
@@ -54,7 +57,7 @@ class Brief(BaseModel):
 
 
 @asynccontextmanager
-async def _process(args: list[str], log: Path, ready: str) -> AsyncIterator[None]:
+async def _process(args: list[str], log: Path, ready: str) -> AsyncIterator[Process]:
     """Run ``helix-agents ARGS``; wait (bounded) for ``ready`` in its output; stop it by PID."""
     with log.open("ab") as out:
         process = await anyio.open_process(
@@ -69,7 +72,7 @@ async def _process(args: list[str], log: Path, ready: str) -> AsyncIterator[None
             while ready not in (text := await anyio.Path(log).read_text(errors="replace")):
                 assert process.returncode is None, text
                 await anyio.sleep(0.05)  # a subprocess's output is the only signal
-        yield
+        yield process
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)
@@ -192,3 +195,55 @@ async def test_an_interrupt_through_the_gateway_reaches_the_host_running_the_ses
     assert ended[-1].recoverable is True
     assert status.status == "interrupted"
     assert health == {"status": "ok", "agents": []}  # the gateway runs no agents itself
+
+
+async def test_a_dead_hosts_session_is_finished_by_another_host(tmp_path: Path) -> None:
+    ttl = 2.0
+    with NatsServer.start(tmp_path / "nats") as server, anyio.fail_after(LIMIT):
+        port = closed_port()
+        host_args = ["host", TARGET, "--nats", server.url, "--lease-ttl", str(ttl)]
+        logs = [tmp_path / f"host{n}.log" for n in (1, 2, 3)]
+        async with (
+            _process(host_args, logs[0], "helix-agents: hosting") as first,
+            _process(host_args, logs[1], "helix-agents: hosting") as second,
+            _process(host_args, logs[2], "helix-agents: hosting") as third,
+            _process(
+                ["serve", "--nats", server.url, "--port", str(port)],
+                tmp_path / "gateway.log",
+                "Uvicorn running",
+            ),
+            HttpRemoteAgentTransport(f"http://127.0.0.1:{port}", retry_base_delay=0.05) as gateway,
+        ):
+            await gateway.start(
+                RemoteStartRequest(session_id="fo-1", agent_type="researcher", message="tides")
+            )
+            async for event in gateway.stream("fo-1"):
+                if isinstance(event, ChunkEvent):
+                    break  # streaming on one of the hosts
+            processes = {0: first, 1: second, 2: third}
+            owners = [
+                n
+                for n in processes
+                if "runs fo-1" in await anyio.Path(logs[n]).read_text(errors="replace")
+            ]
+            assert len(owners) == 1, owners
+            owner = owners[0]
+            processes[owner].kill()  # SIGKILL: no cleanup, no lease release
+            await processes[owner].wait()
+            started = anyio.current_time()
+            events = [event async for event in gateway.stream("fo-1")]
+            took = anyio.current_time() - started
+            status = await gateway.get_status("fo-1")
+            store = await JetStreamEventStore.connect(server.url)
+            try:
+                log = await store.read("fo-1")
+            finally:
+                await store.close()
+    assert status.status == "completed"
+    assert events[-1] == EndEvent(output=expected_report("tides"), state={})
+    sequences = [event.sequence for event in events if isinstance(event, ChunkEvent)]
+    assert sequences == sorted(set(sequences))  # no duplicate, in order
+    assert [event.seq for event in log] == list(range(1, len(log) + 1))  # no gap
+    claims = [event for event in log if isinstance(event, HostClaimed)]
+    assert len(claims) == 1  # exactly one host won the claim
+    assert took < ttl + 10  # lease expiry, a scan, and the re-run: bounded
