@@ -1,7 +1,4 @@
-"""The server side: ``AgentServer``, the HTTP+SSE gateway, and the ``helix-agents`` CLI.
-
-The NATS host joins this package in a later issue.
-"""
+"""The server side: ``AgentServer``, the HTTP+SSE gateway, the NATS host, the CLI."""
 
 from __future__ import annotations
 
@@ -12,11 +9,13 @@ from .http_app import (
     SessionRequest as SessionRequest,
     create_http_app as create_http_app,
 )
+from .nats_host import NatsAgentHost as NatsAgentHost
 from .sse import SSEResponse as SSEResponse, encode_sse as encode_sse
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "AgentServer",
+    "NatsAgentHost",
     "Auth",
     "SSEResponse",
     "SessionRequest",

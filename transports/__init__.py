@@ -6,10 +6,10 @@
 - :class:`HttpRemoteAgentTransport`: sessions behind an HTTP gateway
   (``specs/http.md``), streamed over server-sent events parsed by
   :class:`SSEParser`.
+- :class:`NatsRemoteAgentTransport`: sessions hosted by a NATS fleet
+  (``specs/nats.md``): control by request/reply, streams read from JetStream.
 - :class:`FaultyTransport`: wraps any transport and injects planned faults
   (:class:`Fault`), for tests.
-
-The NATS transport joins this package in a later issue.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from .http import (
     HeadersSource as HeadersSource,
     HttpRemoteAgentTransport as HttpRemoteAgentTransport,
 )
+from .nats import NatsRemoteAgentTransport as NatsRemoteAgentTransport
 from .sse import SSEMessage as SSEMessage, SSEParser as SSEParser
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "HeadersSource",
     "HttpRemoteAgentTransport",
     "InProcessTransport",
+    "NatsRemoteAgentTransport",
     "Operation",
     "SSEMessage",
     "SSEParser",
