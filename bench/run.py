@@ -1,4 +1,4 @@
-"""Benchmarks: ``python bench/run.py store|runtime|http``.
+"""Benchmarks: ``python bench/run.py store|runtime|http|nats``.
 
 Each benchmark measures our code and a raw baseline in the same run and prints
 ratios; its last line is one JSON object. Benchmarks never assert on time and
@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-BENCHMARKS = ("store", "runtime", "http")
+BENCHMARKS = ("store", "runtime", "http", "nats")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,10 +28,14 @@ def main(argv: list[str] | None = None) -> int:
         from bench_runtime import run_runtime
 
         summary = run_runtime(quick=args.quick)
-    else:
+    elif args.name == "http":
         from bench_http import run_http
 
         summary = run_http(quick=args.quick)
+    else:
+        from bench_nats import run_nats
+
+        summary = run_nats(quick=args.quick)
     print(json.dumps(summary))
     return 0
 

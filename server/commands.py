@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import msgspec
@@ -29,6 +29,9 @@ from helix_agents.stores import MemoryEventStore, open_store
 from .agent_server import AgentServer
 from .http_app import create_http_app
 from .openapi import openapi_document
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client as NatsClient
 
 __all__ = [
     "TargetError",
@@ -113,14 +116,13 @@ async def run_serve(
 
 
 async def _serve_fleet(nats_url: str, *, host: str, port: int, heartbeat: float) -> None:
-    import nats
     import uvicorn
 
     from helix_agents.stores.jetstream import JetStreamEventStore
     from helix_agents.transports.nats import NatsRemoteAgentTransport
 
     store = await JetStreamEventStore.connect(nats_url)
-    nc = await nats.connect(nats_url)
+    nc = await _connect_nats(nats_url)
     try:
         app = create_http_app(NatsRemoteAgentTransport(nc, store), heartbeat_interval=heartbeat)
         config = uvicorn.Config(app, host=host, port=port, log_level="info", lifespan="on")
@@ -131,11 +133,23 @@ async def _serve_fleet(nats_url: str, *, host: str, port: int, heartbeat: float)
         await store.close()
 
 
-async def run_host(spec: str, *, nats_url: str, lease_ttl: float = 10.0) -> None:
-    """Run ``spec``'s agents as one host of the fleet on ``nats_url`` until SIGINT/SIGTERM."""
-    import signal
-
+async def _connect_nats(nats_url: str) -> NatsClient:
+    """Connect to every server ``nats_url`` lists (comma-separated), reconnecting for ever."""
     import nats
+
+    from helix_agents.stores.jetstream import nats_servers
+
+    return await nats.connect(
+        servers=nats_servers(nats_url), allow_reconnect=True, max_reconnect_attempts=-1
+    )
+
+
+async def run_host(spec: str, *, nats_url: str, lease_ttl: float = 10.0) -> None:
+    """Run ``spec``'s agents as one host of the fleet on ``nats_url`` until SIGINT/SIGTERM.
+
+    ``nats_url`` may list several servers of one cluster, comma-separated.
+    """
+    import signal
 
     from helix_agents.stores.jetstream import JetStreamEventStore
 
@@ -148,7 +162,7 @@ async def run_host(spec: str, *, nats_url: str, lease_ttl: float = 10.0) -> None
         else _agents(target, spec)
     )
     store = await JetStreamEventStore.connect(nats_url)
-    nc = await nats.connect(nats_url)
+    nc = await _connect_nats(nats_url)
     try:
         # No wholesale recovery in a fleet: the other hosts' sessions are
         # running, on them; taking over is decided per session (specs/nats.md).
@@ -244,7 +258,10 @@ def add_commands(commands: Any, store_help: str) -> None:
     serve.add_argument("--store", metavar="URL", help=store_help)
     serve.add_argument("--heartbeat", type=float, default=15.0, metavar="SECONDS")
     serve.add_argument(
-        "--nats", metavar="URL", help="front the fleet of hosts on this NATS server instead"
+        "--nats",
+        metavar="URL",
+        help="front the fleet of hosts on this NATS server instead "
+        "(several servers of one cluster: comma-separated)",
     )
     host = commands.add_parser(
         "host",
@@ -253,7 +270,12 @@ def add_commands(commands: Any, store_help: str) -> None:
         "session logs in JetStream, requests shared with the other hosts in a queue group.",
     )
     host.add_argument("target", metavar="MODULE:ATTR")
-    host.add_argument("--nats", metavar="URL", required=True)
+    host.add_argument(
+        "--nats",
+        metavar="URL",
+        required=True,
+        help="the NATS server (several servers of one cluster: comma-separated)",
+    )
     host.add_argument(
         "--lease-ttl",
         type=float,

@@ -4,7 +4,8 @@
 - ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db``:
   :class:`SqliteEventStore`, the embedded default.
 - ``nats://host:4222?stream=HELIX_EVENTS&replicas=1``: :class:`JetStreamEventStore`,
-  one JetStream stream with a subject per session (``specs/stores.md``).
+  one JetStream stream with a subject per session (``specs/stores.md``);
+  ``nats://a:4222,nats://b:4222?...`` lists the servers of a cluster.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import anyio
 from helix_agents.errors import UsageError
 from helix_agents.store import EventStore
 
-from .jetstream import DEFAULT_STREAM, JetStreamEventStore as JetStreamEventStore
+from .jetstream import DEFAULT_STREAM, JetStreamEventStore as JetStreamEventStore, nats_servers
 from .memory import MemoryEventStore as MemoryEventStore
 from .sqlite import SqliteEventStore as SqliteEventStore
 
@@ -38,7 +39,8 @@ async def open_store(url: str = DEFAULT_STORE_URL) -> EventStore:
     ``sqlite:`` URLs follow SQLAlchemy's convention (three slashes and a
     relative path, four for an absolute one) and accept ``?synchronous=NORMAL``.
     ``nats://host:port`` URLs accept ``?stream=NAME`` (default ``HELIX_EVENTS``)
-    and ``?replicas=N`` (default 1, used when the stream is created).
+    and ``?replicas=N`` (default 1, used when the stream is created); several
+    servers of one cluster are comma-separated (``nats://a:1,nats://b:2?replicas=3``).
     Raises :class:`UsageError` for an unknown scheme or a malformed URL, and
     :class:`~helix_agents.errors.StoreError` when a NATS server cannot be reached.
     """
@@ -66,10 +68,21 @@ async def open_store(url: str = DEFAULT_STORE_URL) -> EventStore:
 
 
 async def _open_jetstream(url: str) -> JetStreamEventStore:
-    parts = urlsplit(url)
-    if not parts.hostname or parts.path not in ("", "/"):
-        raise UsageError(f"bad nats URL {url!r}: use nats://host:port?stream=NAME&replicas=N")
-    options = parse_qs(parts.query, keep_blank_values=True)
+    # Several servers of one cluster: nats://a:1,nats://b:2?stream=...; the
+    # options (after the last server) apply to the store.
+    base, _, query = url.partition("?")
+    servers: list[str] = []
+    for item in nats_servers(base):
+        parts = urlsplit(item)
+        if parts.scheme != "nats" or not parts.hostname or parts.path not in ("", "/"):
+            raise UsageError(f"bad nats URL {url!r}: use nats://host:port?stream=NAME&replicas=N")
+        try:
+            parts.port  # noqa: B018 - validates the port
+        except ValueError as exc:
+            raise UsageError(f"bad nats URL {url!r}: {exc}") from exc
+        # nats-py takes host, port (default 4222) and any credentials from this.
+        servers.append(f"nats://{parts.netloc}")
+    options = parse_qs(query, keep_blank_values=True)
     unknown = set(options) - {"stream", "replicas"}
     if unknown:
         raise UsageError(f"bad nats URL {url!r}: unknown option(s) {sorted(unknown)}")
@@ -77,10 +90,6 @@ async def _open_jetstream(url: str) -> JetStreamEventStore:
     replicas_text = options.get("replicas", ["1"])[-1]
     if not replicas_text.isdigit():
         raise UsageError(f"bad nats URL {url!r}: replicas must be a number")
-    try:
-        parts.port  # noqa: B018 - validates the port
-    except ValueError as exc:
-        raise UsageError(f"bad nats URL {url!r}: {exc}") from exc
-    # nats-py takes host, port (default 4222) and any credentials from this.
-    server = f"nats://{parts.netloc}"
-    return await JetStreamEventStore.connect(server, stream=stream, replicas=int(replicas_text))
+    return await JetStreamEventStore.connect(
+        ",".join(servers), stream=stream, replicas=int(replicas_text)
+    )

@@ -60,6 +60,7 @@ __all__ = [
     "JetStreamEventStore",
     "decode_session_token",
     "encode_session_token",
+    "nats_servers",
 ]
 
 DEFAULT_STREAM = "HELIX_EVENTS"
@@ -73,9 +74,21 @@ _WRONG_LAST_SEQUENCE = 10071  # JetStream's err_code for a refused expected sequ
 _STREAM_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _API = "$JS.API"
 _CONFLICT_ROUNDS = 5  # refused publishes an append re-tries while the log still ends where expected
+_NO_LEADER_WAIT = 15.0  # seconds an append waits out a stream without a leader (an election)
 _READ_ROUNDS = 5  # reads restarted because the log was deleted and rebuilt under them
 
 _batch_decoder = msgspec.json.Decoder(list[Event])
+
+
+def nats_servers(url: str) -> list[str]:
+    """The servers a NATS URL names: ``nats://a:1,nats://b:2`` lists several (a cluster).
+
+    A single URL is a list of one. Blank items are a :class:`UsageError`.
+    """
+    servers = [server.strip() for server in url.split(",")]
+    if not all(servers):
+        raise UsageError(f"bad NATS URL {url!r}: a blank server in the comma-separated list")
+    return servers
 
 
 def validate_stream_name(stream: str) -> str:
@@ -147,7 +160,9 @@ class JetStreamEventStore:
         """Connect to NATS, create the stream if missing, and return an open store.
 
         Args:
-            url: the NATS server (``nats://host:port``).
+            url: the NATS server (``nats://host:port``), or several servers of one
+                cluster separated by commas (``nats://a:4222,nats://b:4222``): the
+                client connects to one and fails over to the others.
             stream: the JetStream stream; it captures ``helix.<stream>.*``.
             replicas: copies JetStream keeps of each message (used when creating the stream).
             request_timeout: seconds each request to the server may take.
@@ -166,6 +181,7 @@ class JetStreamEventStore:
             raise UsageError(f"replicas must be an int from 1 to 5, not {replicas!r}")
         if publish_attempts < 1:
             raise UsageError("publish_attempts must be at least 1")
+        servers = nats_servers(url)
 
         async def quiet(exc: Exception) -> None:
             pass  # nats-py would log every disconnect; failures surface as StoreError
@@ -176,7 +192,7 @@ class JetStreamEventStore:
             # keep reconnecting later), so the first one is bounded here.
             with anyio.move_on_after(request_timeout):
                 nc = await nats.connect(
-                    servers=[url],
+                    servers=servers,
                     connect_timeout=request_timeout,
                     allow_reconnect=True,
                     max_reconnect_attempts=-1,
@@ -360,7 +376,10 @@ class JetStreamEventStore:
     ) -> int | None:
         """Publish one batch; its stream seq, or None if the expected sequence was refused."""
         unsure = False  # whether an earlier send may have landed without an acknowledgement
-        for _ in range(self._publish_attempts):
+        attempts = 0
+        deadline = anyio.current_time() + _NO_LEADER_WAIT
+        delay = 0.05
+        while attempts < self._publish_attempts:
             try:
                 ack = await self._js.publish(
                     subject,
@@ -369,8 +388,20 @@ class JetStreamEventStore:
                     stream=self.stream,
                     headers=dict(headers),
                 )
+            except (nats.js.errors.NoStreamResponseError, nats.errors.NoRespondersError) as exc:
+                # Nobody took the message (the stream has no leader, as during an
+                # election): it was not stored, so sending it again is safe.
+                if anyio.current_time() >= deadline:
+                    raise StoreError(
+                        f"append to session {session_id!r}: the stream had no leader for "
+                        f"{_NO_LEADER_WAIT:g} s"
+                    ) from exc
+                await anyio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
             except nats.errors.TimeoutError:
                 unsure = True
+                attempts += 1
                 continue
             except nats.js.errors.APIError as exc:
                 if exc.err_code != _WRONG_LAST_SEQUENCE:
@@ -510,7 +541,10 @@ class JetStreamEventStore:
                         ordered_consumer=True,
                         deliver_policy=js_api.DeliverPolicy.NEW,
                         headers_only=True,
-                        inactive_threshold=30.0,
+                        # Unsubscribing leaves the consumer on the server until this
+                        # lapses; a stream allows a bounded number of consumers, so
+                        # abandoned ones must go quickly.
+                        inactive_threshold=5.0,
                     )
                 watch = self._watches[session_id] = _Watch(subscription)
             watch.refs += 1

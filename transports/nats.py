@@ -29,6 +29,8 @@ from helix_agents import (
     RemoteStartRequest,
     RemoteStartResponse,
     RemoteStatusResponse,
+    StoreClosedError,
+    StoreError,
     SubmitToolResultRequest,
     TransportError,
     TransportEvent,
@@ -197,6 +199,13 @@ class NatsRemoteAgentTransport:
         try:
             async for event in events:
                 yield event
+        except StoreClosedError:
+            raise
+        except StoreError as exc:
+            # The store lost its server for now (a NATS node died, a stream leader
+            # is being elected): a dropped stream, which the caller re-opens from
+            # the last sequence it holds, as after a dropped HTTP connection.
+            raise TransportError(f"stream of {session_id!r} broke: {exc}") from exc
         finally:
             await events.aclose()  # type: ignore[attr-defined]
 

@@ -75,6 +75,36 @@ async def test_open_store_nats_url(nats_server: NatsServer, stream: str) -> None
         assert await again.read(SID) == make_events(SID, 1, 3)
 
 
+async def test_open_store_takes_several_comma_separated_servers(
+    nats_server: NatsServer, stream: str
+) -> None:
+    # The first server is down: the client connects to another one of the list.
+    dead = f"nats://127.0.0.1:{closed_port()}"
+    store = await open_store(f"{dead},{nats_server.url}?stream={stream}&replicas=1")
+    try:
+        assert isinstance(store, JetStreamEventStore)
+        await create(store, SID, 2)
+    finally:
+        await store.close()
+    async with await JetStreamEventStore.connect(
+        f"{nats_server.url}, {dead}", stream=stream
+    ) as again:
+        assert await again.read(SID) == make_events(SID, 1, 2)
+
+
+@pytest.mark.parametrize(
+    "url", ["nats://127.0.0.1:4222,", "nats://127.0.0.1:4222,,nats://127.0.0.1:4223"]
+)
+async def test_open_store_rejects_a_blank_server_in_the_list(url: str) -> None:
+    with pytest.raises(UsageError):
+        await open_store(url)
+
+
+async def test_open_store_rejects_a_listed_server_that_is_not_a_nats_url() -> None:
+    with pytest.raises(UsageError):
+        await open_store("nats://127.0.0.1:4222,http://127.0.0.1:4223")
+
+
 @pytest.mark.parametrize(
     "query",
     ["?stream=a.b", "?stream=", "?replicas=0", "?replicas=x", "?replicas=9", "?color=blue"],

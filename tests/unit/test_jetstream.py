@@ -10,6 +10,7 @@ from helix_agents.ids import validate_session_id
 from helix_agents.stores.jetstream import (
     decode_session_token,
     encode_session_token,
+    nats_servers,
     validate_stream_name,
 )
 
@@ -56,3 +57,18 @@ def test_a_token_the_encoding_cannot_make_does_not_decode(token: str) -> None:
 def test_bad_stream_names_are_usage_errors(name: str) -> None:
     with pytest.raises(UsageError):
         validate_stream_name(name)
+
+
+def test_a_nats_url_lists_one_server_or_several_comma_separated() -> None:
+    assert nats_servers("nats://127.0.0.1:4222") == ["nats://127.0.0.1:4222"]
+    assert nats_servers("nats://a:1, nats://b:2,nats://c:3") == [
+        "nats://a:1",
+        "nats://b:2",
+        "nats://c:3",
+    ]
+
+
+@pytest.mark.parametrize("url", ["", "nats://a:1,", ",nats://a:1", "nats://a:1,,nats://b:2"])
+def test_a_blank_server_in_a_nats_url_is_a_usage_error(url: str) -> None:
+    with pytest.raises(UsageError):
+        nats_servers(url)

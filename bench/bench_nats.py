@@ -1,0 +1,341 @@
+"""``nats`` benchmark: a remote sub-agent call over NATS vs its physical floor; 1 vs 2 hosts.
+
+Each part runs against its own ``nats-server -js`` (temporary store dir,
+loopback), started and stopped by this run.
+
+- **Floor**: one raw nats-py request/reply to a trivial responder, plus K
+  messages published to a JetStream stream (pipelined with ``publish_async``,
+  every ack awaited) and read back through a consumer, where K is the number
+  of JetStream messages (appends) one of our remote calls stores, counted
+  from a real call.
+- **Ours**: a parent agent calls a remote sub-agent tool over
+  ``NatsRemoteAgentTransport``; the child (10 one-word chunks) runs on a
+  ``NatsAgentHost`` in this process; both logs are in JetStream. Timed from
+  the parent's ``tool_start`` to its ``tool_end`` (event timestamps).
+- **Throughput**: sessions/s of the child agent started through the
+  transport (start, then its stream read to ``end``) by one client with many
+  sessions in flight, against one ``helix-agents host`` subprocess, then two
+  (``--lease-ttl 60``, so no orphan scan falls inside the run). The report
+  shows how many cores each process kept busy: the client, the hosts and
+  nats-server share the machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import nats
+from _nats import cpu_seconds, nats_server, stop_process
+from nats_agents import CHUNKS, Found, Query, researcher
+from pydantic import BaseModel
+
+from helix_agents import (
+    AgentExecutor,
+    EndEvent,
+    RemoteStartRequest,
+    ScriptedLLM,
+    ToolEnd,
+    ToolStart,
+    create_remote_sub_agent_tool,
+    define_agent,
+)
+from helix_agents.server import AgentServer
+from helix_agents.server.nats_host import LEASE_BUCKET, NatsAgentHost
+from helix_agents.stores.jetstream import JetStreamEventStore
+from helix_agents.transports.nats import NatsRemoteAgentTransport
+
+BENCH_DIR = Path(__file__).resolve().parent
+CALL_STREAM = "BENCH_CALLS"
+RAW_STREAM = "BENCH_RAW"
+HOST_LEASE_TTL = 60.0
+"""The hosts' lease TTL: their orphan scan (every TTL/2, reading every log) stays out of the run."""
+
+
+class _Out(BaseModel):
+    summary: str
+
+
+# --- the floor ---------------------------------------------------------------------------------
+
+
+async def _raw_floor(url: str, appends: int, payload_size: int, repeats: int) -> list[float]:
+    """p50 material: one request/reply + ``appends`` pipelined, acked publishes read back."""
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    await js.add_stream(name=RAW_STREAM, subjects=["bench.raw.>"])
+
+    async def respond(msg: Any) -> None:
+        await msg.respond(b'{"result":{"sessionId":"s","streamId":"s","runId":"r"}}')
+
+    await nc.subscribe("bench.echo", cb=respond)
+    received = {"n": 0}
+    done = {"event": anyio.Event(), "want": 0}
+
+    async def on_msg(msg: Any) -> None:
+        received["n"] += 1
+        if received["n"] >= done["want"]:
+            done["event"].set()
+
+    # The reader is set up once, ahead: the fastest way to read a subject back.
+    await js.subscribe("bench.raw.>", cb=on_msg, ordered_consumer=True)
+    await nc.flush()
+    payload = b"x" * payload_size
+    times = []
+    for index in range(repeats + 2):  # two warm-ups
+        received["n"] = 0
+        done["event"] = anyio.Event()
+        done["want"] = appends
+        start = time.perf_counter()
+        await nc.request("bench.echo", b'{"sessionId":"s"}', timeout=5)
+        futures = [
+            await js.publish_async(f"bench.raw.{index}", payload, stream=RAW_STREAM)
+            for _ in range(appends)
+        ]
+        for future in futures:
+            await future
+        await done["event"].wait()
+        elapsed = time.perf_counter() - start
+        if index >= 2:
+            times.append(elapsed)
+    await nc.close()
+    return times
+
+
+# --- our remote call ---------------------------------------------------------------------------
+
+
+def _parent(transport: NatsRemoteAgentTransport) -> Any:
+    tool = create_remote_sub_agent_tool(
+        "researcher",
+        description="research",
+        input_schema=Query,
+        output_schema=Found,
+        transport=transport,
+        remote_agent_type="researcher",
+    )
+    return define_agent(
+        "parent",
+        output_schema=_Out,
+        tools=[tool],
+        llm=ScriptedLLM(
+            [
+                [ScriptedLLM.call("subagent__researcher", {"query": "q"})],
+                ScriptedLLM.finish({"summary": "ok"}),
+            ]
+        ),
+    )
+
+
+async def _stream_state(nc: Any, stream: str) -> tuple[int, int]:
+    state = (await nc.jsm().stream_info(stream)).state
+    return state.messages, state.bytes
+
+
+async def _remote_calls(url: str, repeats: int) -> tuple[list[float], int, int, int]:
+    """Call times; messages and bytes a call stores in the log stream (median call); KV puts."""
+    host_store = await JetStreamEventStore.connect(url, stream=CALL_STREAM)
+    parent_store = await JetStreamEventStore.connect(url, stream=CALL_STREAM)
+    host_nc = await nats.connect(url)
+    client_nc = await nats.connect(url)
+    transport = NatsRemoteAgentTransport(client_nc, parent_store, retry_base_delay=0.05)
+    parent = _parent(transport)
+    server = AgentServer([researcher(CHUNKS)], host_store)
+    times: list[float] = []
+    counts: list[tuple[int, int, int]] = []  # per call: messages, bytes, KV puts
+    try:
+        async with (
+            NatsAgentHost(server, host_nc, lease_ttl=HOST_LEASE_TTL),
+            AgentExecutor(parent_store, [parent]) as executor,
+        ):
+            for index in range(repeats + 1):  # the first call warms up
+                before, before_bytes = await _stream_state(client_nc, CALL_STREAM)
+                kv_before, _ = await _stream_state(client_nc, f"KV_{LEASE_BUCKET}")
+                handle = await executor.execute(parent, "go", session_id=f"p{index}")
+                result = await handle.result()
+                assert result.status == "completed", result
+                after, after_bytes = await _stream_state(client_nc, CALL_STREAM)
+                kv_after, _ = await _stream_state(client_nc, f"KV_{LEASE_BUCKET}")
+                counts.append((after - before, after_bytes - before_bytes, kv_after - kv_before))
+                log = await parent_store.read(f"p{index}")
+                start = next(e.ts for e in log if isinstance(e, ToolStart))
+                end = next(e.ts for e in log if isinstance(e, ToolEnd))
+                if index > 0:
+                    times.append(end - start)
+    finally:
+        await client_nc.close()
+        await host_nc.close()
+        await parent_store.close()
+        await host_store.close()
+    # How many messages a call stores depends a little on timing (how events batch).
+    counts.sort()
+    appends, size, kv_puts = counts[len(counts) // 2]
+    return times, appends, size, kv_puts
+
+
+# --- throughput against host subprocesses ------------------------------------------------------
+
+
+def _start_host(url: str, log_path: Path) -> subprocess.Popen[bytes]:
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(BENCH_DIR), os.environ.get("PYTHONPATH", "")])
+    )
+    with open(log_path, "wb") as out:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from helix_agents.server.cli import main; sys.exit(main())",
+                "host",
+                "nats_agents:agents",
+                "--nats",
+                url,
+                "--lease-ttl",
+                str(HOST_LEASE_TTL),
+            ],
+            cwd=BENCH_DIR,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    deadline = time.monotonic() + 30
+    while b"helix-agents: hosting" not in log_path.read_bytes():
+        if process.poll() is not None or time.monotonic() > deadline:
+            stop_process(process)
+            raise RuntimeError(f"host did not start:\n{log_path.read_text(errors='replace')}")
+        time.sleep(0.05)
+    return process
+
+
+async def _sessions_per_s(
+    url: str, tag: str, sessions: int, concurrency: int, pids: dict[str, int]
+) -> tuple[float, dict[str, float]]:
+    """Sessions/s (start each through the transport, read its stream to the end); CPU used."""
+    store = await JetStreamEventStore.connect(url)  # the hosts' default stream
+    nc = await nats.connect(url)
+    transport = NatsRemoteAgentTransport(nc, store, timeout=30)
+    limiter = anyio.Semaphore(concurrency)
+    failures: list[str] = []
+
+    async def one(session_id: str) -> None:
+        async with limiter:
+            await transport.start(
+                RemoteStartRequest(session_id=session_id, agent_type="researcher", message="go")
+            )
+            last = None
+            async for event in transport.stream(session_id):
+                last = event
+            if not isinstance(last, EndEvent):
+                failures.append(session_id)
+
+    async def batch(prefix: str, count: int) -> float:
+        start = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            for index in range(count):
+                tg.start_soon(one, f"{prefix}-{index}")
+        return time.perf_counter() - start
+
+    try:
+        await batch(f"{tag}-warm", concurrency)
+        before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        client_before = time.process_time()
+        elapsed = await batch(tag, sessions)
+        cpu = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
+        cpu["client"] = time.process_time() - client_before
+    finally:
+        await nc.close()
+        await store.close()
+    if failures:
+        raise RuntimeError(f"{len(failures)} sessions did not end: {failures[:3]}")
+    return sessions / elapsed, {name: used / elapsed for name, used in cpu.items()}
+
+
+def _with_hosts(
+    tmp: Path, count: int, sessions: int, concurrency: int
+) -> tuple[float, dict[str, float]]:
+    """Sessions/s against ``count`` host subprocesses; each process's CPU use (cores busy).
+
+    Each configuration gets a fresh server: nats-server 2.15 caps a stream at
+    1,000 consumers by default, and every tail of a session (the host run's
+    interrupt watch, the client's stream) leaves its ordered consumer behind
+    for its 30 s inactivity threshold.
+    """
+    hosts: list[subprocess.Popen[bytes]] = []
+    with nats_server() as (url, server_pid):
+        try:
+            for index in range(count):
+                hosts.append(_start_host(url, tmp / f"host{count}-{index}.log"))
+            pids = {f"host{index + 1}": process.pid for index, process in enumerate(hosts)}
+            pids["nats-server"] = server_pid
+            return anyio.run(_sessions_per_s, url, f"h{count}", sessions, concurrency, pids)
+        finally:
+            for process in hosts:
+                stop_process(process)
+
+
+def run_nats(*, quick: bool = False) -> dict[str, Any]:
+    """Run the nats benchmark, print a report, return the summary."""
+    calls = 10 if quick else 50
+    # Each session leaves up to two consumers on the stream for 30 s (the host's
+    # interrupt watch, the client's stream tail); nats-server allows 1,000.
+    sessions = 100 if quick else 400
+    rounds = 1 if quick else 3
+    concurrency = 32
+    with tempfile.TemporaryDirectory(prefix="helix-bench-") as tmp:
+        with nats_server() as (url, _):
+            with contextlib.redirect_stdout(io.StringIO()):  # the host prints each session
+                call_times, appends, size, kv_puts = anyio.run(_remote_calls, url, calls)
+            payload_size = max(1, size // max(appends, 1))
+            raw_times = anyio.run(_raw_floor, url, appends, payload_size, calls)
+        # Best of alternating rounds: the runs are short and the machine is shared.
+        one_host, one_cpu = two_hosts, two_cpu = 0.0, {}
+        for _ in range(rounds):
+            rate, cpu = _with_hosts(Path(tmp), 1, sessions, concurrency)
+            if rate > one_host:
+                one_host, one_cpu = rate, cpu
+            rate, cpu = _with_hosts(Path(tmp), 2, sessions, concurrency)
+            if rate > two_hosts:
+                two_hosts, two_cpu = rate, cpu
+    raw_p50 = statistics.median(raw_times)
+    call_p50 = statistics.median(call_times)
+    rows = [
+        ("appends (JetStream messages) per call", f"{appends} ({size:,} bytes in the stream)"),
+        ("  plus lease KV puts per call", f"{kv_puts}"),
+        (
+            f"floor: request/reply + {appends} pipelined acked publishes read back, p50",
+            f"{raw_p50 * 1000:.2f} ms",
+        ),
+        (f"remote sub-agent call ({CHUNKS} chunks) over NATS, p50", f"{call_p50 * 1000:.2f} ms"),
+        ("remote call ratio", f"{call_p50 / raw_p50:.2f}"),
+        (
+            f"sessions/s, one host process ({concurrency} in flight, best of {rounds})",
+            f"{one_host:,.0f}",
+        ),
+        ("sessions/s, two host processes", f"{two_hosts:,.0f}"),
+        ("two-host speedup", f"{two_hosts / one_host:.2f} (on {os.cpu_count()} cores)"),
+    ]
+    for label, value in rows:
+        print(f"{label + ':':<64} {value}")
+    for label, cpu in (("one host", one_cpu), ("two hosts", two_cpu)):
+        busy = ", ".join(f"{name} {used:.2f}" for name, used in cpu.items())
+        print(f"  cores busy, {label}: {busy} (total {sum(cpu.values()):.2f})")
+    return {
+        "bench": "nats",
+        "remote_call_ratio": round(call_p50 / raw_p50, 3),
+        "two_host_speedup": round(two_hosts / one_host, 3),
+        "raw_floor_p50_ms": round(raw_p50 * 1000, 3),
+        "remote_call_p50_ms": round(call_p50 * 1000, 3),
+        "appends_per_call": appends,
+        "sessions_per_s_one_host": round(one_host, 1),
+        "sessions_per_s_two_hosts": round(two_hosts, 1),
+    }
