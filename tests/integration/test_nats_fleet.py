@@ -21,11 +21,11 @@ import anyio
 import httpx
 import nats
 import pytest
-from _served_agents import closed_port
 from anyio.abc import Process
 from nats_server import NatsServer
 from pydantic import BaseModel
 from remote_app import Query, Report, Summary, Text, expected_report, expected_summary
+from servers import closed_port
 
 from helix_agents import (
     AgentExecutor,
