@@ -295,15 +295,18 @@ class SqliteEventStore:
             cap = _MAX_BATCH
             batch, self._queue = self._queue[:cap], self._queue[cap:]
             if batch:
-                try:
+                # A taken batch always commits: its appenders wait for this very
+                # commit, and a cancellation arriving before the worker thread
+                # starts must not let them return "done" for a batch never written.
+                # The leader sees its cancellation right after.
+                with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(self._commit, batch)
-                finally:
-                    for op in batch:
-                        op.done = True
-                        op.wake.set()
-                        if op.error is None:
-                            published = op.events if isinstance(op, _Append) else []
-                            self._notifier.publish(op.session_id, published)
+                for op in batch:
+                    op.done = True
+                    op.wake.set()
+                    if op.error is None:
+                        published = op.events if isinstance(op, _Append) else []
+                        self._notifier.publish(op.session_id, published)
         finally:
             self._leading_task_active = False
             self._hand_over()

@@ -1,0 +1,69 @@
+"""The SQLite group commit never tells an appender "done" for a batch it did not write.
+
+Deterministic reproduction of a race: the leader has taken a batch (its own
+append and a follower's) and waits for a worker thread; it is cancelled right
+there, before the commit ran. The follower must then either see its events
+in the log after its append returned, or not return at all.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+
+from helix_agents import SessionCreated, TextDelta
+from helix_agents.stores import SqliteEventStore
+
+
+def _created(session_id: str) -> SessionCreated:
+    return SessionCreated(session_id=session_id, seq=1, ts=1.0, agent_type="a", run_id="r")
+
+
+def _delta(session_id: str) -> TextDelta:
+    return TextDelta(
+        session_id=session_id, seq=2, ts=2.0, agent_id=session_id, agent_type="a", delta="x"
+    )
+
+
+async def test_a_leader_cancelled_before_its_commit_still_commits_the_batch(
+    tmp_path: Path,
+) -> None:
+    store = SqliteEventStore(tmp_path / "gc.db")
+    await store.append("lead", [_created("lead")], 0)
+    await store.append("follow", [_created("follow")], 0)
+    release = threading.Event()
+    limiter = anyio.to_thread.current_default_thread_limiter()
+    follower_returned = anyio.Event()
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            # Take every worker thread, so the leader's commit has to wait for one.
+            for _ in range(int(limiter.total_tokens)):
+                tg.start_soon(anyio.to_thread.run_sync, release.wait)
+            while limiter.borrowed_tokens < limiter.total_tokens:
+                await anyio.lowlevel.checkpoint()
+
+            leader = anyio.CancelScope()
+
+            async def lead() -> None:
+                with leader:
+                    await store.append("lead", [_delta("lead")], 1)
+
+            async def follow() -> None:
+                await store.append("follow", [_delta("follow")], 1)
+                follower_returned.set()
+
+            tg.start_soon(lead)
+            tg.start_soon(follow)
+            await anyio.wait_all_tasks_blocked()  # the leader waits for a thread
+            leader.cancel()
+            await anyio.wait_all_tasks_blocked()
+            release.set()  # threads free again
+            await follower_returned.wait()
+    # The follower was told its append is durable: it must be in the log.
+    assert [event.seq for event in await store.read("follow")] == [1, 2]
+    # The taken batch was committed whole, the cancelled leader's append included.
+    assert [event.seq for event in await store.read("lead")] == [1, 2]
+    await store.close()
