@@ -147,6 +147,8 @@ from .protocol import (
     RemoteStatusResponse as RemoteStatusResponse,
     SubmitToolResultRequest as SubmitToolResultRequest,
     TransportEvent as TransportEvent,
+    checked_from_sequence as checked_from_sequence,
+    checked_session_id as checked_session_id,
     message_from_input as message_from_input,
 )
 from .replay_llm import (
@@ -333,6 +335,8 @@ __all__ = [
     "RemoteStatusResponse",
     "SubmitToolResultRequest",
     "TransportEvent",
+    "checked_from_sequence",
+    "checked_session_id",
     "message_from_input",
     "RemoteAgentTransport",
     "AgentService",

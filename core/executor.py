@@ -48,6 +48,8 @@ from .protocol import (
     RemoteStartResponse,
     RemoteStatusResponse,
     TransportEvent,
+    checked_from_sequence,
+    checked_session_id,
     message_from_input,
 )
 from .run_loop import RunEnv, SessionRun
@@ -457,14 +459,7 @@ class AgentExecutor:
         iteration; otherwise the stream waits for the session to be created.
         """
         self._valid_id(session_id)
-        if (
-            isinstance(from_sequence, bool)
-            or not isinstance(from_sequence, int)
-            or from_sequence < 0
-        ):
-            raise AgentServerError(
-                "INVALID_REQUEST", f"fromSequence must be an integer >= 0, not {from_sequence!r}"
-            )
+        checked_from_sequence(from_sequence)
         return stream_session(self.store, session_id, from_sequence, must_exist=must_exist)
 
     async def get_status(self, session_id: str) -> RemoteStatusResponse:
@@ -548,10 +543,7 @@ class AgentExecutor:
     # --- runs ---------------------------------------------------------------------------
 
     def _valid_id(self, session_id: str) -> str:
-        try:
-            return validate_session_id(session_id)
-        except UsageError as exc:
-            raise AgentServerError("INVALID_REQUEST", str(exc)) from exc
+        return checked_session_id(session_id)
 
     def _launch(self, agent: AgentConfig, log_: Sequence[Event], run_id: str) -> None:
         if self._tg is None:

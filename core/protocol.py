@@ -11,7 +11,9 @@ from typing import Any
 
 import msgspec
 
+from .errors import AgentServerError, UsageError
 from .events import Chunk, SuspensionReason
+from .ids import validate_session_id
 from .messages import UserMessage
 from .state import SessionStatus
 
@@ -25,6 +27,8 @@ __all__ = [
     "RemoteStatusResponse",
     "SubmitToolResultRequest",
     "TransportEvent",
+    "checked_from_sequence",
+    "checked_session_id",
     "message_from_input",
 ]
 
@@ -129,3 +133,20 @@ def message_from_input(value: Any) -> str:
             if isinstance(candidate, str):
                 return candidate
     return msgspec.json.encode(value).decode()
+
+
+def checked_session_id(session_id: object) -> str:
+    """``session_id`` if valid, else the protocol's ``INVALID_REQUEST`` error."""
+    try:
+        return validate_session_id(session_id)
+    except UsageError as exc:
+        raise AgentServerError("INVALID_REQUEST", str(exc)) from exc
+
+
+def checked_from_sequence(from_sequence: object) -> int:
+    """``from_sequence`` if it is an int >= 0, else the protocol's ``INVALID_REQUEST`` error."""
+    if isinstance(from_sequence, bool) or not isinstance(from_sequence, int) or from_sequence < 0:
+        raise AgentServerError(
+            "INVALID_REQUEST", f"fromSequence must be an integer >= 0, not {from_sequence!r}"
+        )
+    return from_sequence

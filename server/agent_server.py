@@ -27,7 +27,7 @@ from helix_agents import (
     RemoteStatusResponse,
     TransportEvent,
     UsageError,
-    validate_session_id,
+    checked_session_id,
 )
 
 __all__ = ["AgentServer"]
@@ -124,10 +124,7 @@ class AgentServer:
 
     async def start_agent(self, request: RemoteStartRequest) -> RemoteStartResponse:
         """Start a session (idempotent); see ``AgentExecutor.start_agent`` for the codes."""
-        try:
-            validate_session_id(request.session_id)
-        except UsageError as exc:
-            raise AgentServerError("INVALID_REQUEST", str(exc)) from exc
+        checked_session_id(request.session_id)
         if request.agent_type not in self.agent_types:
             raise AgentServerError("NOT_FOUND", f"agent type not found: {request.agent_type}")
         return await self._call(self.executor.start_agent, request)

@@ -22,6 +22,7 @@ import nats.errors
 from nats.aio.client import Client as NatsClient
 
 from helix_agents import (
+    HTTP_STATUS,
     AgentServerError,
     EventStore,
     HelixError,
@@ -35,10 +36,10 @@ from helix_agents import (
     TransportError,
     TransportEvent,
     TransportTimeoutError,
-    UsageError,
+    checked_from_sequence,
+    checked_session_id,
     encode_session_token,
     stream_session,
-    validate_session_id,
 )
 
 __all__ = [
@@ -117,10 +118,7 @@ class NatsRemoteAgentTransport:
         self.retry_base_delay = retry_base_delay
 
     def _session_subject(self, op: str, session_id: str) -> str:
-        try:
-            validate_session_id(session_id)
-        except UsageError as exc:
-            raise AgentServerError("INVALID_REQUEST", str(exc)) from exc
+        checked_session_id(session_id)
         return f"{self.prefix}.{op}.{encode_session_token(session_id)}"
 
     async def _request(
@@ -156,7 +154,7 @@ class NatsRemoteAgentTransport:
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise TransportError(f"{subject}: unreadable reply: {exc}") from exc
         if reply.error is not None:
-            code = reply.code if reply.code in _CODES else "INTERNAL_ERROR"
+            code = reply.code if reply.code in HTTP_STATUS else "INTERNAL_ERROR"
             raise AgentServerError(code, reply.error)  # type: ignore[arg-type]
         return reply.result
 
@@ -183,18 +181,8 @@ class NatsRemoteAgentTransport:
         self, session_id: str, from_sequence: int = 0
     ) -> AsyncIterator[TransportEvent]:
         """The session's stream, read from its log in the shared store."""
-        try:
-            validate_session_id(session_id)
-        except UsageError as exc:
-            raise AgentServerError("INVALID_REQUEST", str(exc)) from exc
-        if (
-            isinstance(from_sequence, bool)
-            or not isinstance(from_sequence, int)
-            or (from_sequence < 0)
-        ):
-            raise AgentServerError(
-                "INVALID_REQUEST", f"fromSequence must be an integer >= 0, not {from_sequence!r}"
-            )
+        checked_session_id(session_id)
+        checked_from_sequence(from_sequence)
         events = stream_session(self.store, session_id, from_sequence, must_exist=True)
         try:
             async for event in events:
@@ -243,14 +231,3 @@ class NatsRemoteAgentTransport:
 
 
 _NO_HOST = "no agent host is listening"
-
-_CODES = {
-    "NOT_FOUND",
-    "ALREADY_RUNNING",
-    "ALREADY_COMPLETED",
-    "INVALID_REQUEST",
-    "INTERNAL_ERROR",
-    "UNAUTHORIZED",
-    "METHOD_NOT_ALLOWED",
-    "PAYLOAD_TOO_LARGE",
-}

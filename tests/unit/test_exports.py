@@ -166,6 +166,8 @@ HELIX_AGENTS_ALL = {
     "stream_session",
     "validate_session_id",
     "encode_session_token",
+    "checked_session_id",
+    "checked_from_sequence",
     "decode_session_token",
     "validate_tool_name",
 }
