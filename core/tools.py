@@ -163,12 +163,22 @@ def define_tool(
         execute: ``execute(input, ctx)``, sync or async, or ``"client"`` for a
             tool the client runs (the session pauses until its result arrives).
         timeout: seconds; a slower call ends with an error result.
-        requires_approval: the call waits for a human's approval first.
+        requires_approval: the call waits for a human's approval first. Not
+            built yet: any true value raises :class:`UsageError`, so a tool
+            declared as needing approval can never run without one.
 
     Raises:
-        UsageError: for a bad name, schema, timeout or execute.
+        UsageError: for a bad name, schema, timeout or execute, or a
+            ``requires_approval`` that is not false.
     """
     validate_tool_name(name)
+    if requires_approval:
+        # A gate that is accepted and then ignored would run a tool its author
+        # declared dangerous without a human: refuse until the gate exists.
+        raise UsageError(
+            f"tool {name!r}: requires_approval is not supported yet; "
+            "the tool would run without an approval"
+        )
     if not (isinstance(input_schema, type) and issubclass(input_schema, BaseModel)):
         raise UsageError(f"tool {name!r}: input_schema must be a pydantic model class")
     if execute != "client" and not callable(execute):

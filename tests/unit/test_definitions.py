@@ -180,6 +180,17 @@ def test_define_tool_client_and_options() -> None:
     assert timed.metadata == {"k": "v"}
 
 
+@pytest.mark.parametrize("flag", [True, 1, "yes"])
+def test_define_tool_refuses_requires_approval_until_the_gate_exists(flag: Any) -> None:
+    # A tool declared as needing a human's approval must never run without one.
+    with pytest.raises(UsageError, match="requires_approval is not supported yet"):
+        define_tool("delete_all", "Dangerous.", Query, noop, requires_approval=flag)
+
+
+def test_define_tool_accepts_requires_approval_false() -> None:
+    assert not define_tool("read", "Safe.", Query, noop, requires_approval=False).requires_approval
+
+
 # --- agents ------------------------------------------------------------------------------
 
 
