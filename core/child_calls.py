@@ -89,9 +89,6 @@ def sub_agent_start(
 ) -> SubAgentStart:
     """The parent's ``subagent_start`` chunk."""
     return SubAgentStart(
-        session_id=parent.session_id,
-        seq=0,
-        ts=0.0,
         agent_id=parent.session_id,
         agent_type=parent.agent_type,
         sub_agent_id=child_id,
@@ -108,18 +105,12 @@ def sub_agent_end(
     """The parent's record of a child's end: ``sub_session_finished`` and ``subagent_end``."""
     return [
         SubSessionFinished(
-            session_id=parent.session_id,
-            seq=0,
-            ts=0.0,
             sub_session_id=child_id,
             status=outcome.status,
             output=outcome.output,
             error=outcome.error,
         ),
         SubAgentEnd(
-            session_id=parent.session_id,
-            seq=0,
-            ts=0.0,
             agent_id=parent.session_id,
             agent_type=parent.agent_type,
             sub_agent_id=child_id,
@@ -213,9 +204,6 @@ async def forward_child(
 
 def _forward(writer: SessionWriter, child_id: str, event: ChunkEvent) -> Event:
     return ChildChunkForwarded(
-        session_id=writer.session_id,
-        seq=0,
-        ts=0.0,
         child_session_id=child_id,
         child_seq=event.sequence,
         chunk=event.chunk,

@@ -19,6 +19,22 @@ _decoder = msgspec.json.Decoder(Event)
 _array_decoder = msgspec.json.Decoder(list[Event])
 
 
+def _stamped(event: Event) -> Event:
+    """``event`` if it carries an envelope; builders leave it at defaults, stored events never do.
+
+    The envelope fields have defaults so that code building an event gives
+    only its payload (the writer stamps it), which would let a decoded event
+    without ``seq`` or ``sessionId`` pass as seq 0 of session "": refuse it
+    here, as a missing required field. (``ts`` is informational only.)
+    """
+    if event.seq < 1:
+        field = "seq" if event.seq == 0 else "seq` >= 1"
+        raise msgspec.ValidationError(f"Object missing required field `{field}`")
+    if not event.session_id:
+        raise msgspec.ValidationError("Object missing required field `sessionId`")
+    return event
+
+
 def encode_event(event: Event) -> bytes:
     """Encode one event as compact JSON (the storage and wire format)."""
     return _encoder.encode(event)
@@ -27,7 +43,7 @@ def encode_event(event: Event) -> bytes:
 def decode_event(data: bytes | str) -> Event:
     """Decode one event; raise :class:`EventDecodeError` if ``data`` is not a known event."""
     try:
-        event: Event = _decoder.decode(data)
+        event: Event = _stamped(_decoder.decode(data))
     except _DECODE_ERRORS as exc:
         raise EventDecodeError(str(exc)) from exc
     return event
@@ -41,14 +57,14 @@ def decode_events(items: Sequence[bytes]) -> list[Event]:
         events: list[Event] = _array_decoder.decode(b"[" + b",".join(items) + b"]")
     except _DECODE_ERRORS:
         events = []
-    if len(events) == len(items):
+    if len(events) == len(items) and all(event.seq >= 1 and event.session_id for event in events):
         return events
     # The joined decode failed, or an item held more than one value (a
     # corrupt row such as two events joined by a comma): decode one by one,
     # so the error names the offending item.
     for index, item in enumerate(items, start=1):
         try:
-            _decoder.decode(item)
+            _stamped(_decoder.decode(item))
         except _DECODE_ERRORS as exc:
             raise EventDecodeError(f"item {index}: {exc}") from exc
     raise EventDecodeError("items do not decode to one event each")  # pragma: no cover
@@ -66,7 +82,7 @@ def decode_jsonl(data: bytes) -> list[Event]:
         if not line.strip():
             continue
         try:
-            events.append(_decoder.decode(line))
+            events.append(_stamped(_decoder.decode(line)))
         except _DECODE_ERRORS as exc:
             raise EventDecodeError(str(exc), line=number) from exc
     return events

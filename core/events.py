@@ -83,11 +83,18 @@ UsageKind = Literal["tokens", "tool", "subagent", "custom"]
 
 
 class EventBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", rename="camel"):
-    """The envelope every event carries."""
+    """The envelope every event carries.
 
-    session_id: str
-    seq: int
-    ts: float
+    The writer stamps it: code that builds an event gives only its payload
+    and leaves the envelope at its defaults; ``SessionWriter`` (or the
+    executor, for the events it appends itself) sets the session, the next
+    seq and the time. A store refuses an event whose envelope does not fit
+    its log, so a forgotten stamp can never be stored.
+    """
+
+    session_id: str = ""
+    seq: int = 0
+    ts: float = 0.0
 
 
 class RemoteRef(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):

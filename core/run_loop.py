@@ -226,9 +226,6 @@ class SessionRun:
                 if waiting:
                     await self.writer.append(
                         Suspended(
-                            session_id="",
-                            seq=0,
-                            ts=0.0,
                             reason="client_tool",
                             tool_call_ids=waiting,
                         )
@@ -250,9 +247,7 @@ class SessionRun:
                     await self._complete(response.content)
                     return
                 await self.writer.append(
-                    MessageAppended(
-                        session_id="", seq=0, ts=0.0, message=UserMessage(content=FINISH_REMINDER)
-                    )
+                    MessageAppended(message=UserMessage(content=FINISH_REMINDER))
                 )
 
     def _tool_specs(self) -> list[ToolSpec]:
@@ -273,7 +268,7 @@ class SessionRun:
         if llm is None:
             raise LLMError(f"agent {agent.name!r} has no LLM and the executor has no default")
         state = self.writer.state
-        self.writer.emit(StepStarted(session_id="", seq=0, ts=0.0, step=state.run_step_count + 1))
+        self.writer.emit(StepStarted(step=state.run_step_count + 1))
         prompt = agent.system_prompt
         request = LLMRequest(
             messages=list(state.messages),
@@ -291,9 +286,6 @@ class SessionRun:
                 # Deltas that arrived together share one append.
                 deltas = [
                     TextDelta(
-                        session_id="",
-                        seq=0,
-                        ts=0.0,
                         agent_id=state.session_id,
                         agent_type=agent.name,
                         delta=part.text,
@@ -313,15 +305,9 @@ class SessionRun:
         final = self._final_answer(calls)
         await self.writer.append(
             MessageAppended(
-                session_id="",
-                seq=0,
-                ts=0.0,
                 message=AssistantMessage(content=response.content, tool_calls=calls),
             ),
             UsageRecorded(
-                session_id="",
-                seq=0,
-                ts=0.0,
                 kind="tokens",
                 name=response.model,
                 input_tokens=usage.input_tokens if usage else 0,
@@ -420,9 +406,6 @@ class SessionRun:
             await self.writer.append(
                 tool_start(self.agent, sid, call),
                 ClientToolPending(
-                    session_id="",
-                    seq=0,
-                    ts=0.0,
                     tool_call_id=call.id,
                     tool_name=tool.name,
                     arguments=call.arguments,
@@ -491,9 +474,6 @@ class SessionRun:
             self.writer.emit(
                 tool_start(self.agent, sid, call),
                 SubSessionStarted(
-                    session_id="",
-                    seq=0,
-                    ts=0.0,
                     sub_session_id=child_id,
                     agent_type=target.agent_type,
                     tool_call_id=call.id,
@@ -530,7 +510,7 @@ class SessionRun:
                 await self.writer.append(
                     tool_start(self.agent, sid, call),
                     sub_agent_start(state, child_id, target.agent_type, call.id, value),
-                    SubSessionResumed(session_id="", seq=0, ts=0.0, sub_session_id=child_id),
+                    SubSessionResumed(sub_session_id=child_id),
                 )
             self._open_children[child_id] = (call, target)
             try:
@@ -592,9 +572,6 @@ class SessionRun:
             ),
             *result_events(self.agent, sid, call, result, usage=False),
             UsageRecorded(
-                session_id="",
-                seq=0,
-                ts=0.0,
                 kind="subagent",
                 name=target.agent_type,
                 sub_session_id=target.session_id,
@@ -628,14 +605,11 @@ class SessionRun:
         state = self.writer.state
         return [
             OutputChunk(
-                session_id="",
-                seq=0,
-                ts=0.0,
                 agent_id=state.session_id,
                 agent_type=self.agent.name,
                 output=output,
             ),
-            Completed(session_id="", seq=0, ts=0.0, output=output),
+            Completed(output=output),
         ]
 
     async def _complete(self, output: Any) -> None:
@@ -646,15 +620,12 @@ class SessionRun:
         state = self.writer.state
         await self.writer.append(
             ErrorChunk(
-                session_id="",
-                seq=0,
-                ts=0.0,
                 agent_id=state.session_id,
                 agent_type=self.agent.name,
                 error=error,
                 recoverable=recoverable,
             ),
-            Failed(session_id="", seq=0, ts=0.0, error=error, recoverable=recoverable),
+            Failed(error=error, recoverable=recoverable),
         )
         await self.fire("on_agent_fail", error)
 
@@ -678,18 +649,15 @@ class SessionRun:
                 if state.is_terminal:
                     return []  # the run had already ended when the stop arrived
                 if stop.kind == "interrupt":
-                    return [*closing, Interrupted(session_id="", seq=0, ts=0.0, reason=stop.reason)]
+                    return [*closing, Interrupted(reason=stop.reason)]
                 return [
                     *closing,
                     ErrorChunk(
-                        session_id="",
-                        seq=0,
-                        ts=0.0,
                         agent_id=sid,
                         agent_type=self.agent.name,
                         error=reason,
                     ),
-                    Aborted(session_id="", seq=0, ts=0.0, reason=stop.reason),
+                    Aborted(reason=stop.reason),
                 ]
 
             before = self.writer.last_seq

@@ -127,7 +127,7 @@ class RunToolContext:
             new = update(current) if callable(update) else {**current, **update}
             if schema is not None:
                 new = schema.model_validate(new).model_dump(mode="json")
-            return [StateUpdated(session_id="", seq=0, ts=0.0, state=to_jsonable(new))]
+            return [StateUpdated(state=to_jsonable(new))]
 
         state = await self._writer.append_with(build)
         return dict(state.custom_state)
@@ -138,9 +138,6 @@ class RunToolContext:
         """Record a custom usage metric."""
         await self._writer.append(
             UsageRecorded(
-                session_id="",
-                seq=0,
-                ts=0.0,
                 kind="custom",
                 name=name,
                 value=value,
@@ -152,9 +149,6 @@ class RunToolContext:
         """Emit a custom chunk on the stream."""
         await self._writer.append(
             CustomChunk(
-                session_id="",
-                seq=0,
-                ts=0.0,
                 agent_id=self.session_id,
                 agent_type=self._agent.name,
                 name=name,
@@ -213,9 +207,6 @@ async def _execute(tool: Tool[Any], value: BaseModel, ctx: RunToolContext) -> An
 def tool_start(agent: AgentConfig, session_id: str, call: ToolCall) -> ToolStart:
     """The ``tool_start`` chunk for a call."""
     return ToolStart(
-        session_id=session_id,
-        seq=0,
-        ts=0.0,
         agent_id=session_id,
         agent_type=agent.name,
         tool_call_id=call.id,
@@ -227,9 +218,6 @@ def tool_start(agent: AgentConfig, session_id: str, call: ToolCall) -> ToolStart
 def tool_end(agent: AgentConfig, session_id: str, call: ToolCall, outcome: ToolOutcome) -> ToolEnd:
     """The ``tool_end`` chunk for a call."""
     return ToolEnd(
-        session_id=session_id,
-        seq=0,
-        ts=0.0,
         agent_id=session_id,
         agent_type=agent.name,
         tool_call_id=call.id,
@@ -245,9 +233,6 @@ def result_events(
     """The events that record a call's result: the tool message, ``tool_end``, usage."""
     events: list[Event] = [
         MessageAppended(
-            session_id=session_id,
-            seq=0,
-            ts=0.0,
             message=ToolResultMessage(
                 tool_call_id=call.id,
                 tool_name=call.name,
@@ -258,9 +243,7 @@ def result_events(
         tool_end(agent, session_id, call, outcome),
     ]
     if usage:
-        events.append(
-            UsageRecorded(session_id=session_id, seq=0, ts=0.0, kind="tool", name=call.name)
-        )
+        events.append(UsageRecorded(kind="tool", name=call.name))
     return events
 
 

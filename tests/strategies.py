@@ -141,6 +141,16 @@ def _struct(cls: type[msgspec.Struct]) -> st.SearchStrategy[Any]:
     assert isinstance(info, msgspec.inspect.StructType)
     required = {f.name: _from_type_info(f.type) for f in info.fields if f.required}
     optional = {f.name: _from_type_info(f.type) for f in info.fields if not f.required}
+    if issubclass(cls, EventBase):
+        # The envelope has defaults only for builders (the writer stamps it);
+        # on the wire it is required and must be a real position.
+        for name in ("session_id", "seq", "ts"):
+            optional.pop(name, None)
+        required |= {
+            "session_id": session_ids(),
+            "seq": st.integers(min_value=1, max_value=2**63 - 1),
+            "ts": _finite_floats,
+        }
     return st.fixed_dictionaries(required, optional=optional).map(lambda kwargs: cls(**kwargs))
 
 
