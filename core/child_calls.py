@@ -1,26 +1,45 @@
-"""Sub-agent calls: start or reopen a child session through a transport, forward its stream.
+"""``ChildCall``: one sub-agent call, from its tool call to its tool result.
 
 Every child, local or remote, is its own session reached through a
-:class:`~helix_agents.RemoteAgentTransport`. The parent appends each chunk it
-receives as ``child_chunk_forwarded`` with the child's seq; whether a chunk is
-new is decided against the parent's *log* (``SubSessionRef.last_child_seq``)
-under the writer's lock, so a redelivered chunk is dropped, never appended,
-and after a crash forwarding resumes from exactly the last seq held.
+:class:`~helix_agents.RemoteAgentTransport` (local children through the
+in-process one). A call's life:
+
+- **open**: start the child (idempotent: its session id is deterministic), or,
+  when the parent's log already knows it (a resumed parent), re-open it and
+  resume the child if nothing runs it;
+- **follow**: append each chunk the child streams as ``child_chunk_forwarded``
+  with the child's seq, until the child's run ends (bounded by the tool's
+  timeout). Whether a chunk is new is decided against the parent's *log*
+  (``SubSessionRef.last_child_seq``) plus what this call has emitted, so a
+  redelivered chunk is dropped, never appended, and after a crash
+  forwarding resumes from exactly the last seq held;
+- **finish**: check a remote child's output against the tool's schema and
+  record ``sub_session_finished``, ``subagent_end``, the tool result and
+  ``tool_end`` in one batch;
+- **halt** (when the parent stops): send the stop to the child, follow it
+  until it acknowledges (bounded), and record the acknowledgement on the
+  child's ref with no tool result, so the parent's resume re-opens the call.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import anyio
 import msgspec
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from ._aio import prefetch
-from .errors import AgentServerError, StreamDropError, TransportError
+from .agents import AgentConfig, RemoteSubAgentTool, SubAgentTool
+from .errors import (
+    AgentServerError,
+    HelixError,
+    RemoteAgentFailedError,
+    StreamDropError,
+    TransportError,
+)
 from .events import (
     ChildChunkForwarded,
     Event,
@@ -28,27 +47,38 @@ from .events import (
     SubAgentEnd,
     SubAgentStart,
     SubSessionFinished,
+    SubSessionResumed,
+    SubSessionStarted,
+    UsageRecorded,
 )
-from .protocol import ChunkEvent, EndEvent, ErrorEvent
-from .session_writer import SessionWriter
+from .messages import ToolCall
+from .protocol import (
+    ChunkEvent,
+    EndEvent,
+    ErrorEvent,
+    RemoteResumeRequest,
+    RemoteStartRequest,
+    message_from_input,
+)
+from .retry import retrying, transient
+from .run_env import Fire, RunEnv
+from .session_writer import SessionWriter, StopRequest
 from .state import SessionState
+from .tool_runner import ToolOutcome, result_events, tool_end, tool_start, validation_message
 from .transport import RemoteAgentTransport
 
 __all__ = [
+    "ChildCall",
     "ChildOutcome",
     "ChildTarget",
     "child_session_id",
-    "forward_child",
+    "child_target",
     "remote_session_id",
-    "retrying",
-    "sub_agent_end",
-    "sub_agent_start",
 ]
-
 
 log = logging.getLogger("helix_agents")
 
-T = TypeVar("T")
+SubAgentToolLike = SubAgentTool[Any] | RemoteSubAgentTool[Any]
 
 
 class ChildOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -83,128 +113,364 @@ class ChildTarget:
     stream_retries: int = 3
     stream_retry_base: float = 0.1
 
+    async def retry(self, call: Any) -> Any:
+        """Await an idempotent control call with this target's retry budget."""
+        return await retrying(call, retries=self.stream_retries, base_delay=self.stream_retry_base)
 
-def sub_agent_start(
-    parent: SessionState, child_id: str, child_type: str, tool_call_id: str, value: Any
-) -> SubAgentStart:
-    """The parent's ``subagent_start`` chunk."""
-    return SubAgentStart(
-        agent_id=parent.session_id,
-        agent_type=parent.agent_type,
-        sub_agent_id=child_id,
-        sub_agent_type=child_type,
-        tool_call_id=tool_call_id,
-        parent_session_id=parent.session_id,
-        input=value,
+
+def child_target(
+    tool: SubAgentToolLike,
+    parent_session_id: str,
+    tool_call_id: str,
+    local_transport: RemoteAgentTransport,
+) -> ChildTarget:
+    """Where the child of call ``tool_call_id`` (of ``tool``) lives: local or remote."""
+    if isinstance(tool, SubAgentTool):
+        return ChildTarget(
+            session_id=child_session_id(parent_session_id, tool_call_id),
+            agent_type=tool.agent.name,
+            transport=local_transport,
+            state_schema=tool.agent.state_schema,
+            timeout=tool.timeout,
+        )
+    return ChildTarget(
+        session_id=remote_session_id(parent_session_id, tool_call_id),
+        agent_type=tool.remote_agent_type,
+        transport=tool.transport,
+        remote=RemoteRef(
+            transport=type(tool.transport).__name__,
+            remote_agent_type=tool.remote_agent_type,
+            url=getattr(tool.transport, "url", None),
+        ),
+        output_schema=tool.output_schema,
+        timeout=tool.timeout,
+        stream_retries=tool.stream_retries,
+        stream_retry_base=tool.stream_retry_base,
     )
 
 
-def sub_agent_end(
-    parent: SessionState, child_id: str, child_type: str, tool_call_id: str, outcome: ChildOutcome
-) -> list[Event]:
-    """The parent's record of a child's end: ``sub_session_finished`` and ``subagent_end``."""
-    return [
-        SubSessionFinished(
-            sub_session_id=child_id,
-            status=outcome.status,
-            output=outcome.output,
-            error=outcome.error,
-        ),
-        SubAgentEnd(
-            agent_id=parent.session_id,
-            agent_type=parent.agent_type,
-            sub_agent_id=child_id,
-            sub_agent_type=child_type,
-            tool_call_id=tool_call_id,
-            parent_session_id=parent.session_id,
-            success=outcome.status == "completed",
-            result=outcome.output,
-            error=outcome.error,
-        ),
-    ]
+def _fits(schema: type[BaseModel] | None, value: Any) -> bool:
+    if schema is None:
+        return isinstance(value, dict)
+    try:
+        schema.model_validate(value)
+    except ValueError:
+        return False
+    return True
 
 
-def _transient(exc: BaseException) -> bool:
-    """A failure worth retrying: the network, or the server's INTERNAL_ERROR (a 5xx)."""
-    if isinstance(exc, AgentServerError):
-        return exc.code == "INTERNAL_ERROR"
-    return isinstance(exc, TransportError) and not isinstance(exc, StreamDropError)
+class ChildCall:
+    """One sub-agent call of a running parent: open, follow, finish, or halt.
 
-
-async def retrying(call: Callable[[], Awaitable[T]], *, retries: int, base_delay: float) -> T:
-    """Await ``call()``, retrying transient failures with backoff ``base * 2**n``.
-
-    Only for idempotent calls (start with a fixed session id, resume, status).
+    Args:
+        writer: the parent's writer (every record goes through it).
+        agent: the parent's agent.
+        call: the parent's tool call.
+        tool: the sub-agent tool called.
+        env: the parent run's environment (local transport, stop grace).
+        fire: the parent run's hook callback.
     """
-    attempt = 0
-    while True:
+
+    def __init__(
+        self,
+        writer: SessionWriter,
+        agent: AgentConfig,
+        call: ToolCall,
+        tool: SubAgentToolLike,
+        env: RunEnv,
+        fire: Fire,
+    ) -> None:
+        self.writer = writer
+        self.agent = agent
+        self.call = call
+        self.tool = tool
+        self.env = env
+        self.fire = fire
+        self.target = child_target(tool, writer.session_id, call.id, env.local_transport)
+        self.opened = False
+        """True once the call's segment is open on the parent's stream (until it ends)."""
+
+    @property
+    def session_id(self) -> str:
+        """The child's session id."""
+        return self.target.session_id
+
+    async def run(self) -> None:
+        """Open the child, follow it to its end and record the call's result."""
         try:
-            return await call()
-        except (TransportError, AgentServerError) as exc:
-            if not _transient(exc) or attempt >= retries:
-                raise
-            attempt += 1
-            await anyio.sleep(base_delay * 2 ** (attempt - 1))
-
-
-async def forward_child(
-    writer: SessionWriter,
-    transport: RemoteAgentTransport,
-    child_id: str,
-    *,
-    stream_retries: int = 3,
-    retry_base_delay: float = 0.1,
-) -> ChildOutcome:
-    """Forward the child's chunks into the parent's log until the child's run ends.
-
-    A stream that stops without ``end``/``error`` is reconnected from the last
-    seq held, with backoff; ``stream_retries`` bounds the drops in a row (a
-    connection that delivered new chunks resets the count), then
-    :class:`StreamDropError`.
-    """
-    drops = 0
-    # The last child seq held: the log's, plus what this call has emitted and
-    # not yet seen committed. Only this call forwards this child's chunks.
-    held = writer.held_child_seq(child_id)
-    while True:
-        before = held
+            value = self.tool.input_schema.model_validate(self.call.arguments)
+        except ValidationError as exc:
+            sid = self.writer.session_id
+            await self.writer.append(
+                tool_start(self.agent, sid, self.call),
+                *result_events(
+                    self.agent,
+                    sid,
+                    self.call,
+                    ToolOutcome(error=validation_message(exc)),
+                    usage=False,
+                ),
+            )
+            return
+        payload = value.model_dump(mode="json")
         try:
-            async with prefetch(transport.stream(child_id, held)) as events:
-                async for batch in events.batches():
-                    forwarded: list[Event] = []
-                    for event in batch:
-                        if isinstance(event, ChunkEvent) and event.sequence > held:
-                            held = event.sequence
-                            forwarded.append(_forward(writer, child_id, event))
-                    if forwarded:
-                        writer.emit(*forwarded)
-                    final = batch[-1]
-                    if isinstance(final, EndEvent):
-                        return ChildOutcome(status="completed", output=final.output)
-                    if isinstance(final, ErrorEvent):
-                        status = await retrying(
-                            lambda: transport.get_status(child_id),
-                            retries=stream_retries,
-                            base_delay=retry_base_delay,
-                        )
-                        return ChildOutcome(
-                            status="interrupted" if status.status == "interrupted" else "failed",
-                            error=final.error,
-                        )
+            if self.session_id in self.writer.state.sub_sessions:
+                await self._reopen(payload)
+            else:
+                if not await self._start(payload):
+                    return
+            outcome = await self._await()
         except (TransportError, AgentServerError) as exc:
-            if not _transient(exc):
-                raise
-            log.info("stream of %s failed (%s); reconnecting", child_id, exc)
-        # Only drops in a row count: a connection that made progress resets it.
-        drops = 1 if held > before else drops + 1
-        if drops > stream_retries:
-            raise StreamDropError(child_id, held)
-        await anyio.sleep(retry_base_delay * 2 ** (drops - 1))
+            outcome = ChildOutcome(status="failed", error=str(exc))
+        await self.finish(outcome)
 
+    # --- open ---------------------------------------------------------------------
 
-def _forward(writer: SessionWriter, child_id: str, event: ChunkEvent) -> Event:
-    return ChildChunkForwarded(
-        child_session_id=child_id,
-        child_seq=event.sequence,
-        chunk=event.chunk,
-    )
+    async def _start(self, payload: Any) -> bool:
+        """Start the child; False if the start failed (the call is then finished)."""
+        state = self.writer.state
+        target = self.target
+        await self.fire("before_sub_agent", self.call)
+        # Written behind: start is idempotent with a deterministic child id, so
+        # if these were lost in a crash, the resumed call (still without a
+        # result) reaches the same child again.
+        self.writer.emit(
+            tool_start(self.agent, state.session_id, self.call),
+            SubSessionStarted(
+                sub_session_id=target.session_id,
+                agent_type=target.agent_type,
+                tool_call_id=self.call.id,
+                input=payload,
+                remote=target.remote,
+            ),
+            self._segment_start(state, payload),
+        )
+        self.opened = True
+        request = RemoteStartRequest(
+            session_id=target.session_id,
+            agent_type=target.agent_type,
+            message=message_from_input(payload),
+            state=payload
+            if target.remote is None and _fits(target.state_schema, payload)
+            else None,
+            parent_session_id=state.session_id,
+            root_session_id=state.root_session_id,
+            input=payload,
+            parent_tool_call_id=self.call.id,
+        )
+        try:
+            await target.retry(lambda: target.transport.start(request))
+        except (TransportError, AgentServerError) as exc:
+            await self.finish(ChildOutcome(status="failed", error=str(exc)))
+            return False
+        return True
+
+    async def _reopen(self, payload: Any) -> None:
+        """Re-open a child the parent's log already knows, resuming it if nothing runs it."""
+        state = self.writer.state
+        ref = state.sub_sessions[self.session_id]
+        if ref.status == "interrupted":
+            # The segment was closed at the interrupt; open a new one.
+            await self.writer.append(
+                tool_start(self.agent, state.session_id, self.call),
+                self._segment_start(state, payload),
+                SubSessionResumed(sub_session_id=self.session_id),
+            )
+        self.opened = True
+        target = self.target
+        status = await target.retry(lambda: target.transport.get_status(target.session_id))
+        if status.status == "interrupted" or (
+            status.status == "running" and not status.is_executing
+        ):
+            try:
+                await target.retry(
+                    lambda: target.transport.resume(
+                        RemoteResumeRequest(session_id=target.session_id)
+                    )
+                )
+            except AgentServerError as exc:
+                if exc.code != "ALREADY_COMPLETED":
+                    raise
+
+    def _segment_start(self, state: SessionState, payload: Any) -> SubAgentStart:
+        return SubAgentStart(
+            agent_id=state.session_id,
+            agent_type=state.agent_type,
+            sub_agent_id=self.session_id,
+            sub_agent_type=self.target.agent_type,
+            tool_call_id=self.call.id,
+            parent_session_id=state.session_id,
+            input=payload,
+        )
+
+    # --- follow -------------------------------------------------------------------
+
+    async def _await(self) -> ChildOutcome:
+        """Follow the child to its end, within the tool's timeout (then halt it)."""
+        target = self.target
+        if target.timeout is None:
+            return await self.follow()
+        with anyio.move_on_after(target.timeout):
+            return await self.follow()
+        message = f"sub-agent {target.agent_type!r} timed out after {target.timeout:g}s"
+        outcome = await self._stop_and_follow(StopRequest("interrupt", message))
+        if outcome.status == "completed":
+            return outcome  # it finished while being stopped: keep the result
+        return ChildOutcome(status="interrupted", error=message)
+
+    async def follow(self) -> ChildOutcome:
+        """Forward the child's chunks into the parent's log until the child's run ends.
+
+        A stream that stops without ``end``/``error`` is reconnected from the
+        last seq held, with backoff; ``stream_retries`` bounds the drops in a
+        row (a connection that delivered new chunks resets the count), then
+        :class:`StreamDropError`.
+        """
+        target = self.target
+        writer = self.writer
+        child_id = target.session_id
+        drops = 0
+        # The last child seq held: the log's, plus what this call has emitted
+        # and not yet seen committed. Only this call forwards this child.
+        held = writer.held_child_seq(child_id)
+        while True:
+            before = held
+            try:
+                async with prefetch(target.transport.stream(child_id, held)) as events:
+                    async for batch in events.batches():
+                        forwarded: list[Event] = []
+                        for event in batch:
+                            if isinstance(event, ChunkEvent) and event.sequence > held:
+                                held = event.sequence
+                                forwarded.append(
+                                    ChildChunkForwarded(
+                                        child_session_id=child_id,
+                                        child_seq=event.sequence,
+                                        chunk=event.chunk,
+                                    )
+                                )
+                        if forwarded:
+                            writer.emit(*forwarded)
+                        final = batch[-1]
+                        if isinstance(final, EndEvent):
+                            return ChildOutcome(status="completed", output=final.output)
+                        if isinstance(final, ErrorEvent):
+                            status = await target.retry(
+                                lambda: target.transport.get_status(child_id)
+                            )
+                            return ChildOutcome(
+                                status="interrupted"
+                                if status.status == "interrupted"
+                                else "failed",
+                                error=final.error,
+                            )
+            except (TransportError, AgentServerError) as exc:
+                if not transient(exc):
+                    raise
+                log.info("stream of %s failed (%s); reconnecting", child_id, exc)
+            # Only drops in a row count: a connection that made progress resets it.
+            drops = 1 if held > before else drops + 1
+            if drops > target.stream_retries:
+                raise StreamDropError(child_id, held)
+            await anyio.sleep(target.stream_retry_base * 2 ** (drops - 1))
+
+    # --- finish -------------------------------------------------------------------
+
+    async def finish(self, outcome: ChildOutcome) -> None:
+        """Record the child's end and the call's result in one batch; fire ``after_sub_agent``."""
+        target = self.target
+        self.opened = False
+        if outcome.status == "completed" and target.output_schema is not None:
+            try:
+                output = target.output_schema.model_validate(outcome.output)
+            except ValueError as exc:
+                outcome = ChildOutcome(
+                    status="failed", error=f"remote output does not match the schema: {exc}"
+                )
+            else:
+                outcome = ChildOutcome(status="completed", output=output.model_dump(mode="json"))
+        if outcome.status != "completed" and target.remote is not None:
+            failure = RemoteAgentFailedError(target.session_id, outcome.error or outcome.status)
+            outcome = ChildOutcome(status=outcome.status, error=str(failure))
+        result = (
+            ToolOutcome(result=outcome.output)
+            if outcome.status == "completed"
+            else ToolOutcome(error=outcome.error or f"sub-agent {target.agent_type!r} failed")
+        )
+        sid = self.writer.session_id
+        await self.writer.append(
+            *self._segment_end(outcome),
+            *result_events(self.agent, sid, self.call, result, usage=False),
+            UsageRecorded(
+                kind="subagent", name=target.agent_type, sub_session_id=target.session_id
+            ),
+        )
+        await self.fire("after_sub_agent", self.call, outcome)
+
+    def _segment_end(self, outcome: ChildOutcome) -> list[Event]:
+        """The parent's record of a child's end: ``sub_session_finished`` and ``subagent_end``."""
+        state = self.writer.state
+        return [
+            SubSessionFinished(
+                sub_session_id=self.session_id,
+                status=outcome.status,
+                output=outcome.output,
+                error=outcome.error,
+            ),
+            SubAgentEnd(
+                agent_id=state.session_id,
+                agent_type=state.agent_type,
+                sub_agent_id=self.session_id,
+                sub_agent_type=self.target.agent_type,
+                tool_call_id=self.call.id,
+                parent_session_id=state.session_id,
+                success=outcome.status == "completed",
+                result=outcome.output,
+                error=outcome.error,
+            ),
+        ]
+
+    # --- halt ---------------------------------------------------------------------
+
+    async def halt(self, stop: StopRequest) -> None:
+        """Stop an open child and record its acknowledgement (no tool result). Shield it.
+
+        A child that finished before the stop reached it keeps its result.
+        """
+        if not self.opened:
+            return
+        outcome = await self._stop_and_follow(stop)
+        if outcome.status == "completed":
+            await self.finish(outcome)
+            return
+        self.opened = False
+        await self.writer.append(
+            *self._segment_end(outcome),
+            tool_end(
+                self.agent, self.writer.session_id, self.call, ToolOutcome(error=outcome.error)
+            ),
+        )
+
+    async def _stop_and_follow(self, stop: StopRequest) -> ChildOutcome:
+        """Send the stop to the child and follow it until it acknowledges (bounded)."""
+        target = self.target
+        child_id = target.session_id
+        outcome = ChildOutcome(status="interrupted", error="no acknowledgement from the child")
+        started = True
+        try:
+            if stop.kind == "abort":
+                await target.transport.abort(child_id, stop.reason)
+            else:
+                await target.transport.interrupt(child_id, stop.reason)
+        except AgentServerError as exc:
+            started = exc.code != "NOT_FOUND"  # cut short before the child was created
+            if started:
+                log.warning("could not stop child %s: %s", child_id, exc)
+        except (HelixError, OSError) as exc:  # best effort: the parent stops regardless
+            log.warning("could not stop child %s: %s", child_id, exc)
+        with anyio.move_on_after(self.env.stop_grace if started else 0):
+            try:
+                outcome = await self.follow()
+            except (HelixError, OSError) as exc:
+                outcome = ChildOutcome(status="interrupted", error=str(exc))
+        return outcome

@@ -20,32 +20,15 @@ import inspect
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import msgspec
-from pydantic import ValidationError
 
 from ._aio import closing_iter, prefetch
 from .agents import AgentConfig, HookContext, RemoteSubAgentTool, SubAgentTool
-from .child_calls import (
-    ChildOutcome,
-    ChildTarget,
-    child_session_id,
-    forward_child,
-    remote_session_id,
-    retrying,
-    sub_agent_end,
-    sub_agent_start,
-)
-from .errors import (
-    AgentServerError,
-    HelixError,
-    OwnershipLost,
-    RemoteAgentFailedError,
-    TransportError,
-)
+from .child_calls import ChildCall, SubAgentToolLike
+from .errors import HelixError, OwnershipLost
 from .events import (
     Aborted,
     AbortRequested,
@@ -58,20 +41,16 @@ from .events import (
     InterruptRequested,
     MessageAppended,
     OutputChunk,
-    RemoteRef,
     StepStarted,
-    SubSessionResumed,
-    SubSessionStarted,
     Suspended,
     TextDelta,
     UsageRecorded,
 )
-from .llm import LLMAdapter, LLMError, LLMRequest, LLMResponse, LLMTextDelta, ToolSpec
+from .llm import LLMError, LLMRequest, LLMResponse, LLMTextDelta, ToolSpec
 from .messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
-from .protocol import RemoteResumeRequest, RemoteStartRequest, message_from_input
+from .run_env import RunEnv
 from .session_writer import SessionWriter, StopRequest
 from .state import SessionState
-from .store import EventStore
 from .tool_runner import (
     ToolOutcome,
     result_events,
@@ -79,10 +58,8 @@ from .tool_runner import (
     tool_end,
     tool_start,
     validate_finish,
-    validation_message,
 )
 from .tools import FINISH_TOOL_NAME, Tool
-from .transport import RemoteAgentTransport
 
 __all__ = ["FINISH_REMINDER", "RunEnv", "SessionRun", "unanswered_calls"]
 
@@ -96,18 +73,6 @@ FINISH_REMINDER = (
 _CALL_ID = re.compile(r"[A-Za-z0-9_\-]{1,64}")
 
 
-@dataclass(frozen=True, kw_only=True)
-class RunEnv:
-    """What a run needs from its executor."""
-
-    store: EventStore
-    llm: LLMAdapter | None
-    llm_override: LLMAdapter | None
-    local_transport: RemoteAgentTransport
-    host_id: str | None = None
-    stop_grace: float = 10.0
-
-
 def unanswered_calls(state: SessionState) -> list[ToolCall]:
     """Tool calls of the last assistant message that have no recorded result yet."""
     answered: set[str] = set()
@@ -117,16 +82,6 @@ def unanswered_calls(state: SessionState) -> list[ToolCall]:
         elif isinstance(message, AssistantMessage):
             return [call for call in message.tool_calls if call.id not in answered]
     return []
-
-
-def _fits(schema: Any, value: Any) -> bool:
-    if schema is None:
-        return isinstance(value, dict)
-    try:
-        schema.model_validate(value)
-    except ValueError:
-        return False
-    return True
 
 
 def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
@@ -146,7 +101,7 @@ class SessionRun:
         self.stop: StopRequest | None = None
         self._scope: anyio.CancelScope | None = None
         self._open_tools: dict[str, ToolCall] = {}
-        self._open_children: dict[str, tuple[ToolCall, ChildTarget]] = {}
+        self._children: dict[str, ChildCall] = {}
 
     # --- control ----------------------------------------------------------------
 
@@ -424,180 +379,12 @@ class SessionRun:
         await run_tool_call(self.agent, self.writer, call, tool, self.fire)
         self._open_tools.pop(call.id, None)
 
-    def _target(
-        self, call: ToolCall, tool: SubAgentTool[Any] | RemoteSubAgentTool[Any]
-    ) -> ChildTarget:
-        sid = self.writer.session_id
-        if isinstance(tool, SubAgentTool):
-            return ChildTarget(
-                session_id=child_session_id(sid, call.id),
-                agent_type=tool.agent.name,
-                transport=self.env.local_transport,
-                state_schema=tool.agent.state_schema,
-                output_schema=None,
-                timeout=tool.timeout,
-            )
-        return ChildTarget(
-            session_id=remote_session_id(sid, call.id),
-            agent_type=tool.remote_agent_type,
-            transport=tool.transport,
-            remote=RemoteRef(
-                transport=type(tool.transport).__name__,
-                remote_agent_type=tool.remote_agent_type,
-                url=getattr(tool.transport, "url", None),
-            ),
-            output_schema=tool.output_schema,
-            timeout=tool.timeout,
-            stream_retries=tool.stream_retries,
-            stream_retry_base=tool.stream_retry_base,
-        )
-
-    async def _call_sub_agent(
-        self, call: ToolCall, tool: SubAgentTool[Any] | RemoteSubAgentTool[Any]
-    ) -> None:
-        state = self.writer.state
-        sid = state.session_id
-        target = self._target(call, tool)
-        child_id = target.session_id
-        try:
-            value = tool.input_schema.model_validate(call.arguments).model_dump(mode="json")
-        except ValidationError as exc:
-            await self._record(call, ToolOutcome(error=validation_message(exc)))
-            return
-        transport = target.transport
-        ref = state.sub_sessions.get(child_id)
-        if ref is None:
-            await self.fire("before_sub_agent", call)
-            # Written behind: start is idempotent with a deterministic child id,
-            # so if these were lost in a crash, the resumed call (still without
-            # a result) reaches the same child again.
-            self.writer.emit(
-                tool_start(self.agent, sid, call),
-                SubSessionStarted(
-                    sub_session_id=child_id,
-                    agent_type=target.agent_type,
-                    tool_call_id=call.id,
-                    input=value,
-                    remote=target.remote,
-                ),
-                sub_agent_start(state, child_id, target.agent_type, call.id, value),
-            )
-            self._open_children[child_id] = (call, target)
-            request = RemoteStartRequest(
-                session_id=child_id,
-                agent_type=target.agent_type,
-                message=message_from_input(value),
-                state=value
-                if target.remote is None and _fits(target.state_schema, value)
-                else None,
-                parent_session_id=sid,
-                root_session_id=state.root_session_id,
-                input=value,
-                parent_tool_call_id=call.id,
-            )
-            try:
-                await retrying(
-                    lambda: transport.start(request),
-                    retries=target.stream_retries,
-                    base_delay=target.stream_retry_base,
-                )
-            except (TransportError, AgentServerError) as exc:
-                await self._end_child(call, target, ChildOutcome(status="failed", error=str(exc)))
-                return
-        else:
-            if ref.status == "interrupted":
-                # The segment was closed at the interrupt; open a new one.
-                await self.writer.append(
-                    tool_start(self.agent, sid, call),
-                    sub_agent_start(state, child_id, target.agent_type, call.id, value),
-                    SubSessionResumed(sub_session_id=child_id),
-                )
-            self._open_children[child_id] = (call, target)
-            try:
-                await self._reconcile(target)
-            except (TransportError, AgentServerError) as exc:
-                await self._end_child(call, target, ChildOutcome(status="failed", error=str(exc)))
-                return
-        try:
-            outcome = await self._await_child(target)
-        except (TransportError, AgentServerError) as exc:
-            outcome = ChildOutcome(status="failed", error=str(exc))
-        await self._end_child(call, target, outcome)
-
-    async def _reconcile(self, target: ChildTarget) -> None:
-        """Before following an existing child again: resume it if nothing runs it."""
-        transport = target.transport
-        child_id = target.session_id
-        status = await retrying(
-            lambda: transport.get_status(child_id),
-            retries=target.stream_retries,
-            base_delay=target.stream_retry_base,
-        )
-        if status.status == "interrupted" or (
-            status.status == "running" and not status.is_executing
-        ):
-            try:
-                await retrying(
-                    lambda: transport.resume(RemoteResumeRequest(session_id=child_id)),
-                    retries=target.stream_retries,
-                    base_delay=target.stream_retry_base,
-                )
-            except AgentServerError as exc:
-                if exc.code != "ALREADY_COMPLETED":
-                    raise
-
-    async def _end_child(self, call: ToolCall, target: ChildTarget, outcome: ChildOutcome) -> None:
-        self._open_children.pop(target.session_id, None)
-        if outcome.status == "completed" and target.output_schema is not None:
-            try:
-                output = target.output_schema.model_validate(outcome.output)
-            except ValueError as exc:
-                outcome = ChildOutcome(
-                    status="failed", error=f"remote output does not match the schema: {exc}"
-                )
-            else:
-                outcome = ChildOutcome(status="completed", output=output.model_dump(mode="json"))
-        if outcome.status != "completed" and target.remote is not None:
-            failure = RemoteAgentFailedError(target.session_id, outcome.error or outcome.status)
-            outcome = ChildOutcome(status=outcome.status, error=str(failure))
-        result = (
-            ToolOutcome(result=outcome.output)
-            if outcome.status == "completed"
-            else ToolOutcome(error=outcome.error or f"sub-agent {target.agent_type!r} failed")
-        )
-        sid = self.writer.session_id
-        await self.writer.append(
-            *sub_agent_end(
-                self.writer.state, target.session_id, target.agent_type, call.id, outcome
-            ),
-            *result_events(self.agent, sid, call, result, usage=False),
-            UsageRecorded(
-                kind="subagent",
-                name=target.agent_type,
-                sub_session_id=target.session_id,
-            ),
-        )
-        await self.fire("after_sub_agent", call, outcome)
-
-    async def _follow(self, target: ChildTarget) -> ChildOutcome:
-        return await forward_child(
-            self.writer,
-            target.transport,
-            target.session_id,
-            stream_retries=target.stream_retries,
-            retry_base_delay=target.stream_retry_base,
-        )
-
-    async def _await_child(self, target: ChildTarget) -> ChildOutcome:
-        if target.timeout is None:
-            return await self._follow(target)
-        with anyio.move_on_after(target.timeout):
-            return await self._follow(target)
-        message = f"sub-agent {target.agent_type!r} timed out after {target.timeout:g}s"
-        outcome = await self._halt_child(target, StopRequest("interrupt", message))
-        if outcome.status == "completed":
-            return outcome  # it finished while being stopped: keep the result
-        return ChildOutcome(status="interrupted", error=message)
+    async def _call_sub_agent(self, call: ToolCall, tool: SubAgentToolLike) -> None:
+        child = ChildCall(self.writer, self.agent, call, tool, self.env, self.fire)
+        # Registered before it opens: the stop cleanup halts it if it is open.
+        self._children[child.session_id] = child
+        await child.run()
+        self._children.pop(child.session_id, None)
 
     # --- endings --------------------------------------------------------------------
 
@@ -636,8 +423,8 @@ class SessionRun:
         with anyio.CancelScope(shield=True):
             with anyio.move_on_after(self.env.stop_grace):
                 async with anyio.create_task_group() as tg:
-                    for child_id in list(self._open_children):
-                        tg.start_soon(self._stop_child, child_id, stop)
+                    for child in list(self._children.values()):
+                        tg.start_soon(child.halt, stop)
             closing = [
                 tool_end(self.agent, sid, call, ToolOutcome(error=word))
                 for call in self._open_tools.values()
@@ -664,47 +451,6 @@ class SessionRun:
             await self.writer.append_with(ending)
             if stop.kind == "abort" and self.writer.last_seq > before:
                 await self.fire("on_agent_fail", reason)
-
-    async def _halt_child(self, target: ChildTarget, stop: StopRequest) -> ChildOutcome:
-        """Send the stop to a child and follow it until it acknowledges (bounded)."""
-        child_id = target.session_id
-        transport = target.transport
-        outcome = ChildOutcome(status="interrupted", error="no acknowledgement from the child")
-        started = True
-        try:
-            if stop.kind == "abort":
-                await transport.abort(child_id, stop.reason)
-            else:
-                await transport.interrupt(child_id, stop.reason)
-        except AgentServerError as exc:
-            started = exc.code != "NOT_FOUND"  # cut short before the child was created
-            if started:
-                log.warning("could not stop child %s: %s", child_id, exc)
-        except (HelixError, OSError) as exc:  # best effort: the parent stops regardless
-            log.warning("could not stop child %s: %s", child_id, exc)
-        with anyio.move_on_after(self.env.stop_grace if started else 0):
-            try:
-                outcome = await self._follow(target)
-            except (HelixError, OSError) as exc:
-                outcome = ChildOutcome(status="interrupted", error=str(exc))
-        return outcome
-
-    async def _stop_child(self, child_id: str, stop: StopRequest) -> None:
-        """Stop one open child and record its acknowledgement on its ref (no tool result)."""
-        opened = self._open_children.get(child_id)
-        if opened is None:
-            return
-        call, target = opened
-        outcome = await self._halt_child(target, stop)
-        if outcome.status == "completed":
-            # It finished before the stop reached it: keep its result.
-            await self._end_child(call, target, outcome)
-            return
-        self._open_children.pop(child_id, None)
-        await self.writer.append(
-            *sub_agent_end(self.writer.state, child_id, target.agent_type, call.id, outcome),
-            tool_end(self.agent, self.writer.session_id, call, ToolOutcome(error=outcome.error)),
-        )
 
     # --- hooks ------------------------------------------------------------------------
 

@@ -69,7 +69,6 @@ class SessionWriter:
         store: EventStore,
         log: Sequence[Event],
         *,
-        run_id: str | None = None,
         host_id: str | None = None,
         on_stop: Callable[[StopRequest], None] | None = None,
     ) -> None:
@@ -77,7 +76,6 @@ class SessionWriter:
         self._projector = SessionProjector()
         self._projector.apply_all(log)
         self._lock = anyio.Lock()
-        self._run_id = run_id
         self._host_id = host_id
         self._pending: list[Event] = []
         self._pending_ready = anyio.Event()
@@ -150,11 +148,6 @@ class SessionWriter:
                 held = max(held, event.child_seq)
         return held
 
-    @property
-    def has_pending(self) -> bool:
-        """True while emitted events wait for a commit."""
-        return bool(self._pending)
-
     async def flush_forever(self, linger: float = 0.001) -> None:
         """Commit emitted events as they come; run it in the run's task group.
 
@@ -171,14 +164,8 @@ class SessionWriter:
             if self._pending:
                 await self.append_with(_nothing)
 
-    async def refresh(self) -> SessionState:
-        """Fold events other writers appended since the last one seen."""
-        async with self._lock:
-            await self.refresh_locked()
-            return self._projector.state
-
     async def refresh_locked(self) -> None:
-        """:meth:`refresh` for a caller already holding the lock."""
+        """Fold events other writers appended since the last one seen (lock held)."""
         foreign = await self._store.read(self.session_id, self.last_seq)
         for event in foreign:
             self._projector.apply(event)
@@ -192,7 +179,7 @@ class SessionWriter:
             self._on_stop(StopRequest("abort", event.reason))
         elif isinstance(event, HostClaimed) and event.host_id != self._host_id:
             raise OwnershipLost(f"host {event.host_id!r} claimed session {self.session_id!r}")
-        elif isinstance(event, RunStarted) and event.run_id != self._run_id:
+        elif isinstance(event, RunStarted):  # any run started by another writer
             raise OwnershipLost(f"run {event.run_id} started on session {self.session_id!r}")
         elif isinstance(event, Completed | Failed | Aborted | Interrupted):
             raise OwnershipLost(f"session {self.session_id!r} was ended by another writer")
