@@ -154,13 +154,15 @@ AgentServerErrorCode = Literal[
     "NOT_FOUND",
     "ALREADY_RUNNING",
     "ALREADY_COMPLETED",
+    "ALREADY_ANSWERED",
     "INVALID_REQUEST",
     "INTERNAL_ERROR",
     "UNAUTHORIZED",
     "METHOD_NOT_ALLOWED",
     "PAYLOAD_TOO_LARGE",
 ]
-"""The protocol's error codes; the last three are HTTP-only (see specs/http.md)."""
+"""The protocol's error codes; the last three are HTTP-only, ``ALREADY_ANSWERED`` is ours
+(a pending input answered before with a different value; see specs/hitl.md)."""
 
 HTTP_STATUS: dict[str, int] = {
     "INVALID_REQUEST": 400,
@@ -169,6 +171,7 @@ HTTP_STATUS: dict[str, int] = {
     "METHOD_NOT_ALLOWED": 405,
     "ALREADY_RUNNING": 409,
     "ALREADY_COMPLETED": 409,
+    "ALREADY_ANSWERED": 409,
     "PAYLOAD_TOO_LARGE": 413,
     "INTERNAL_ERROR": 500,
 }

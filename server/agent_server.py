@@ -25,6 +25,7 @@ from helix_agents import (
     RemoteStartRequest,
     RemoteStartResponse,
     RemoteStatusResponse,
+    SubmitResponse,
     TransportEvent,
     UsageError,
     checked_session_id,
@@ -160,6 +161,16 @@ class AgentServer:
 
     async def submit_tool_result(
         self, session_id: str, tool_call_id: str, result: Any = None, error: str | None = None
-    ) -> None:
-        """Record a client tool's result on the session waiting for it."""
-        await self._call(self.executor.submit_tool_result, session_id, tool_call_id, result, error)
+    ) -> SubmitResponse:
+        """Answer a client tool call at ``session_id`` (routed to its owner; specs/hitl.md)."""
+        return await self._call(
+            self.executor.submit_tool_result, session_id, tool_call_id, result, error
+        )
+
+    async def submit_approval(
+        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+    ) -> SubmitResponse:
+        """Approve or deny a gated call at ``session_id`` (routed to its owner)."""
+        return await self._call(
+            self.executor.submit_approval, session_id, tool_call_id, approved, reason
+        )

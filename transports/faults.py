@@ -23,6 +23,7 @@ from helix_agents import (
     RemoteStartRequest,
     RemoteStartResponse,
     RemoteStatusResponse,
+    SubmitResponse,
     TransportError,
     TransportEvent,
 )
@@ -144,7 +145,14 @@ class FaultyTransport:
 
     async def submit_tool_result(
         self, session_id: str, tool_call_id: str, result: Any = None, error: str | None = None
-    ) -> None:
+    ) -> SubmitResponse:
         """Submit a tool result, unless a fault says otherwise."""
         await self._control("submit")
-        await self.inner.submit_tool_result(session_id, tool_call_id, result, error)
+        return await self.inner.submit_tool_result(session_id, tool_call_id, result, error)
+
+    async def submit_approval(
+        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+    ) -> SubmitResponse:
+        """Submit an approval decision, unless a fault says otherwise."""
+        await self._control("submit")
+        return await self.inner.submit_approval(session_id, tool_call_id, approved, reason)

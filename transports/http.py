@@ -25,6 +25,8 @@ from helix_agents.protocol import (
     RemoteStartRequest,
     RemoteStartResponse,
     RemoteStatusResponse,
+    SubmitApprovalRequest,
+    SubmitResponse,
     SubmitToolResultRequest,
     TransportEvent,
 )
@@ -37,6 +39,7 @@ from ._http_wire import (
     start_decoder,
     status_decoder,
     stop_body,
+    submit_decoder,
 )
 from .sse import SSEParser
 
@@ -145,15 +148,27 @@ class HttpRemoteAgentTransport:
 
     async def submit_tool_result(
         self, session_id: str, tool_call_id: str, result: Any = None, error: str | None = None
-    ) -> None:
-        """``POST /submit-tool-result``: deliver a client tool's result (errors as :meth:`start`).
+    ) -> SubmitResponse:
+        """``POST /submit-tool-result``: answer a client tool call (errors as :meth:`start`).
 
-        ``result`` must be JSON-encodable.
+        ``result`` must be JSON-encodable. Retried like every call: an
+        identical repeat is idempotent on the server.
         """
         request = SubmitToolResultRequest(
             session_id=session_id, tool_call_id=tool_call_id, result=result, error=error
         )
-        await self._send("POST", "/submit-tool-result", encode(request))
+        response = await self._send("POST", "/submit-tool-result", encode(request))
+        return decode(response, submit_decoder)
+
+    async def submit_approval(
+        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+    ) -> SubmitResponse:
+        """``POST /submit-approval``: approve or deny a gated call (errors as :meth:`start`)."""
+        request = SubmitApprovalRequest(
+            session_id=session_id, tool_call_id=tool_call_id, approved=approved, reason=reason
+        )
+        response = await self._send("POST", "/submit-approval", encode(request))
+        return decode(response, submit_decoder)
 
     async def stream(
         self, session_id: str, from_sequence: int = 0

@@ -2,7 +2,7 @@
 
 Control calls are NATS requests to the hosts' queue group (``specs/nats.md``):
 ``<prefix>.start.<agent type>`` and ``<prefix>.<op>.<session token>`` for
-``resume``, ``status``, ``interrupt``, ``abort`` and ``submit``. The stream is
+``resume``, ``status``, ``interrupt``, ``abort``, ``submit`` and ``approve``. The stream is
 not relayed by a host: it is read straight from the session's log in
 JetStream (any ``EventStore`` on the fleet's stream), so it survives any host.
 
@@ -32,6 +32,8 @@ from helix_agents import (
     RemoteStatusResponse,
     StoreClosedError,
     StoreError,
+    SubmitApprovalRequest,
+    SubmitResponse,
     SubmitToolResultRequest,
     TransportError,
     TransportEvent,
@@ -219,15 +221,29 @@ class NatsRemoteAgentTransport:
 
     async def submit_tool_result(
         self, session_id: str, tool_call_id: str, result: Any = None, error: str | None = None
-    ) -> None:
-        """Deliver a client tool's result."""
+    ) -> SubmitResponse:
+        """Answer a client tool call (routed to its owner by the host)."""
         subject = self._session_subject("submit", session_id)
         body = _encoder.encode(
             SubmitToolResultRequest(
                 session_id=session_id, tool_call_id=tool_call_id, result=result, error=error
             )
         )
-        await self._request(subject, body, missing=_NO_HOST)
+        reply = await self._request(subject, body, missing=_NO_HOST)
+        return msgspec.convert(reply, SubmitResponse)
+
+    async def submit_approval(
+        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+    ) -> SubmitResponse:
+        """Approve or deny a gated call (routed to its owner by the host)."""
+        subject = self._session_subject("approve", session_id)
+        body = _encoder.encode(
+            SubmitApprovalRequest(
+                session_id=session_id, tool_call_id=tool_call_id, approved=approved, reason=reason
+            )
+        )
+        reply = await self._request(subject, body, missing=_NO_HOST)
+        return msgspec.convert(reply, SubmitResponse)
 
 
 _NO_HOST = "no agent host is listening"
