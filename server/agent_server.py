@@ -30,6 +30,7 @@ from helix_agents import (
     UsageError,
     checked_session_id,
 )
+from helix_agents._aio import closing_iter
 
 __all__ = ["AgentServer"]
 
@@ -138,14 +139,10 @@ class AgentServer:
         self, session_id: str, from_sequence: int = 0
     ) -> AsyncIterator[TransportEvent]:
         """The session's stream from ``from_sequence``; ``NOT_FOUND`` for an unknown session."""
-        events = self.executor.stream_agent(session_id, from_sequence, must_exist=True)
-        try:
+        opened = self.executor.stream_agent(session_id, from_sequence, must_exist=True)
+        async with closing_iter(opened) as events:
             async for event in events:
                 yield event
-        finally:
-            aclose = getattr(events, "aclose", None)
-            if aclose is not None:
-                await aclose()
 
     async def get_status(self, session_id: str) -> RemoteStatusResponse:
         """The session's status, including ``latest_sequence``."""

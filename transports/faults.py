@@ -27,6 +27,7 @@ from helix_agents import (
     TransportError,
     TransportEvent,
 )
+from helix_agents._aio import closing_iter
 
 __all__ = ["Fault", "FaultyTransport", "Operation"]
 
@@ -101,8 +102,7 @@ class FaultyTransport:
         if fault is not None and fault.kind == "fail":
             self.injected.append(fault)
             await self._raise(fault)
-        events = self.inner.stream(session_id, from_sequence)
-        try:
+        async with closing_iter(self.inner.stream(session_id, from_sequence)) as events:
             index = 0
             async for event in events:
                 if fault is not None and index == fault.after:
@@ -117,10 +117,6 @@ class FaultyTransport:
                         yield event
                 yield event
                 index += 1
-        finally:
-            aclose = getattr(events, "aclose", None)
-            if aclose is not None:
-                await aclose()
 
     @staticmethod
     async def _raise(fault: Fault) -> None:
