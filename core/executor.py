@@ -225,7 +225,7 @@ class AgentExecutor:
         # a run is registered before anyone else can look for it.
         self._session_locks = _SessionLocks()
         self._tg: TaskGroup | None = None
-        self._expiry_timers: set[tuple[str, str]] = set()
+        self._expiry_timers: dict[tuple[str, str], anyio.CancelScope] = {}
 
     async def __aenter__(self) -> AgentExecutor:
         self._tg = anyio.create_task_group()
@@ -240,6 +240,8 @@ class AgentExecutor:
     ) -> bool | None:
         tg, self._tg = self._tg, None
         assert tg is not None
+        for timer in list(self._expiry_timers.values()):
+            timer.cancel()  # a waiting timer must not hold the executor open; recover() re-arms it
         try:
             return await tg.__aexit__(exc_type, exc, tb)
         except BaseExceptionGroup as group:
@@ -355,14 +357,16 @@ class AgentExecutor:
             key = (state.session_id, entry.tool_call_id)
             if key in self._expiry_timers:
                 continue
-            self._expiry_timers.add(key)
+            self._expiry_timers[key] = anyio.CancelScope()
             self._tg.start_soon(self._expire, state.session_id, entry)
 
     async def _expire(self, session_id: str, entry: PendingInput) -> None:
+        key = (session_id, entry.tool_call_id)
         try:
-            await watch_expiry(self, session_id, entry, anyio.sleep)
+            with self._expiry_timers[key]:
+                await watch_expiry(self, session_id, entry, anyio.sleep)
         finally:
-            self._expiry_timers.discard((session_id, entry.tool_call_id))
+            self._expiry_timers.pop(key, None)
 
     def is_executing(self, session_id: str, state: SessionState | None = None) -> bool:
         """True while a run of the session is active in this executor.

@@ -322,3 +322,17 @@ async def test_approving_a_delegation_gates_the_sub_agent() -> None:
         await handle.approve(entry.tool_call_id)
         await _until(executor, "b1", "completed")
         assert len(project_state(await store.read("b1")).sub_sessions) == 1
+
+
+async def test_a_waiting_expiry_timer_does_not_hold_the_executor_open() -> None:
+    slow = define_tool("rm", "Remove.", Ask, _remove, requires_approval=True, expires_in=3600)
+    agent = define_agent(
+        "solo", tools=[slow], llm=ScriptedLLM([[ScriptedLLM.call("rm", {"question": "x"})], "ok"])
+    )
+    store = MemoryEventStore()
+    with anyio.fail_after(10):
+        async with AgentExecutor(store, [agent]) as executor:
+            handle = await executor.execute(agent, "go", session_id="t1")
+            assert (await handle.result()).status == "paused"
+    # The entry is still open, in the log, for the next executor's recover() to re-arm.
+    assert project_state(await store.read("t1")).status == "paused"
