@@ -12,11 +12,13 @@ its child's whole stream, in order.
 from __future__ import annotations
 
 import itertools
+import json
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
 import anyio
+import httpx
 import msgspec
 
 from helix_agents import (
@@ -34,12 +36,15 @@ from helix_agents import (
     stream_item,
 )
 from helix_agents._aio import closing_iter
+from helix_agents.transports.sse import SSEParser
 
 __all__ = [
+    "SSEReader",
     "answers_in",
     "assert_answered_once",
     "assert_entry",
     "assert_every_chunk_once",
+    "input_required_of",
     "log_bytes",
     "tree_logs",
     "until",
@@ -176,3 +181,57 @@ async def until(store: EventStore, session_id: str, predicate: Any, limit: float
                 log.append(event)
                 if predicate(project_state(log)):
                     return
+
+
+class SSEReader:
+    """One ``GET /sse`` connection, as a browser reads it.
+
+    Run :meth:`read` in a task; :meth:`until` takes the events it delivered up
+    to one that matches (all are kept in ``events``, as ``(kind, payload)``);
+    :meth:`close` when done. Cancel the reading task to drop the connection.
+    """
+
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+        self._send, self._receive = anyio.create_memory_object_stream[Any](100)
+
+    def close(self) -> None:
+        """Stop taking events."""
+        self._receive.close()
+
+    async def read(self, url: str, session_id: str, from_sequence: int = 0) -> None:
+        """Read ``GET /sse`` from ``from_sequence`` until its ``end``/``error`` (then stop)."""
+        parser = SSEParser()
+        params = {"sessionId": session_id, "fromSequence": str(from_sequence)}
+        async with (
+            self._send,
+            httpx.AsyncClient(timeout=10) as client,
+            client.stream("GET", f"{url}/sse", params=params) as response,
+        ):
+            assert response.status_code == 200
+            async for data in response.aiter_bytes():
+                for message in parser.feed(data):
+                    payload = json.loads(message.data)
+                    if message.event == "chunk":
+                        assert message.id == str(payload["sequence"])
+                    await self._send.send((message.event, payload))
+                    if message.event != "chunk":
+                        return
+
+    async def until(self, predicate: Any) -> tuple[str, Any]:
+        """The next events up to the first for which ``predicate(kind, payload)`` holds."""
+        async for kind, payload in self._receive:
+            self.events.append((kind, payload))
+            if predicate(kind, payload):
+                return kind, payload
+        raise AssertionError(f"the stream ended first: {self.events[-3:]}")
+
+
+def input_required_of(session_id: str) -> Any:
+    """An SSE predicate: the ``input_required`` chunk of ``session_id`` itself."""
+
+    def matches(kind: str, payload: Any) -> bool:
+        chunk = payload.get("chunk", {}) if kind == "chunk" else {}
+        return chunk.get("type") == "input_required" and chunk.get("agentId") == session_id
+
+    return matches

@@ -15,7 +15,6 @@ in specs/hitl.md, over HTTP.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -32,9 +31,11 @@ from hitl_app import (
     worker,
 )
 from hitl_checks import (
+    SSEReader,
     assert_answered_once,
     assert_entry,
     assert_every_chunk_once,
+    input_required_of,
     log_bytes,
     tree_logs,
     until,
@@ -52,7 +53,6 @@ from helix_agents import (
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore
 from helix_agents.transports import HttpRemoteAgentTransport
-from helix_agents.transports.sse import SSEParser
 
 pytestmark = pytest.mark.slow
 
@@ -186,51 +186,6 @@ async def test_a_remote_childs_approval_gate_is_decided_at_the_root(approved: bo
 # --- a browser, gateway A (the root) and server B (the child) --------------------------------
 
 
-class SSEReader:
-    """One ``GET /sse`` connection read in the background; events arrive in ``events``."""
-
-    def __init__(self) -> None:
-        self.events: list[Any] = []
-        self._send, self._receive = anyio.create_memory_object_stream[Any](100)
-
-    def close(self) -> None:
-        self._receive.close()
-
-    async def read(self, url: str, session_id: str) -> None:
-        parser = SSEParser()
-        params = {"sessionId": session_id, "fromSequence": "0"}
-        async with (
-            self._send,
-            httpx.AsyncClient(timeout=10) as client,
-            client.stream("GET", f"{url}/sse", params=params) as response,
-        ):
-            assert response.status_code == 200
-            async for data in response.aiter_bytes():
-                for message in parser.feed(data):
-                    payload = json.loads(message.data)
-                    if message.event == "chunk":
-                        assert message.id == str(payload["sequence"])
-                    await self._send.send((message.event, payload))
-                    if message.event != "chunk":
-                        return
-
-    async def until(self, predicate: Any) -> tuple[str, Any]:
-        """The next events up to the first for which ``predicate(kind, payload)`` holds."""
-        async for kind, payload in self._receive:
-            self.events.append((kind, payload))
-            if predicate(kind, payload):
-                return kind, payload
-        raise AssertionError(f"the stream ended first: {self.events[-3:]}")
-
-
-def _input_required_of(session_id: str) -> Any:
-    def matches(kind: str, payload: Any) -> bool:
-        chunk = payload.get("chunk", {}) if kind == "chunk" else {}
-        return chunk.get("type") == "input_required" and chunk.get("agentId") == session_id
-
-    return matches
-
-
 @asynccontextmanager
 async def gateway_a(
     b_url: str,
@@ -260,7 +215,7 @@ async def test_a_browser_answers_a_remote_tree_through_gateway_a_on_one_stream()
             assert started.json()["sessionId"] == "g1"
             sse = SSEReader()
             tg.start_soon(sse.read, a_url, "g1")
-            _, paused = await sse.until(_input_required_of("g1"))
+            _, paused = await sse.until(input_required_of("g1"))
             child = "g1-remote-call_0_0"
             listed = {entry["kind"]: entry for entry in paused["chunk"]["pending"]}
 
