@@ -183,6 +183,37 @@ async def test_a_remote_childs_approval_gate_is_decided_at_the_root(approved: bo
     assert assert_answered_once(logs) == 1
 
 
+async def test_repeating_an_approved_delegation_while_its_child_waits_changes_nothing() -> None:
+    """The approval is in and taken: the root waits on the child's own entry now."""
+    with anyio.fail_after(LIMIT):
+        async with server_b(("ask_user",)) as (url, remote_store), _transport(url) as transport:
+            root = root_agent(remote_tool("child", transport, requires_approval=True))
+            store = MemoryEventStore()
+            async with AgentExecutor(store, [root]) as executor:
+                handle = await executor.execute(root, "hi", session_id="rp")
+                await handle.result()
+                (gate,) = await handle.pending_inputs()
+                assert (gate.kind, gate.tool_name, gate.owner_session_id) == (
+                    "approval",
+                    "subagent__child",
+                    "rp",
+                )
+                assert (await handle.approve(gate.tool_call_id)).resumed
+                await handle.result()
+                (ask,) = await handle.pending_inputs()
+                assert (ask.kind, ask.owner_session_id) == ("client_tool", "rp-remote-call_0_0")
+                before = await log_bytes([store, remote_store])
+                again = await handle.approve(gate.tool_call_id)
+                assert (again.ok, again.resumed) == (True, False)
+                assert await log_bytes([store, remote_store]) == before
+                assert (await handle.submit_tool_result(ask.tool_call_id, {"color": "red"})).resumed
+                await _completed(store, "rp")
+            logs = await tree_logs("rp", [store, remote_store])
+    assert project_state(logs["rp"]).status == "completed"
+    assert_every_chunk_once(logs, "rp")
+    assert assert_answered_once(logs) == 2
+
+
 # --- a browser, gateway A (the root) and server B (the child) --------------------------------
 
 
