@@ -26,7 +26,7 @@ from .events import ApprovalGiven, ClientToolResultSubmitted, Event, PendingInpu
 from .hitl import expiry_message
 from .messages import AssistantMessage
 from .projections import pending_inputs, project_state
-from .protocol import RemoteResumeRequest, SubmitResponse
+from .protocol import SubmitResponse
 from .state import SessionState
 from .tool_runner import validation_message
 from .tools import Tool
@@ -250,11 +250,10 @@ async def _resume_if_due(executor: AgentExecutor, session_id: str) -> bool:
 
 
 async def _resume_paused(executor: AgentExecutor, session_id: str) -> None:
-    state = await executor.state(session_id)
-    if state.status != "paused":
-        return  # running (its run takes the answer in), or stopped by a person
+    # Only a paused session: a running one takes the answer in, and one a
+    # person stopped (interrupted, even just now) stays stopped.
     try:
-        await executor.resume_agent(RemoteResumeRequest(session_id=session_id))
+        await executor.resume_if_paused(session_id)
     except AgentServerError as exc:
         if exc.code not in ("ALREADY_COMPLETED", "ALREADY_RUNNING"):
             raise

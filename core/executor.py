@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any
@@ -30,8 +30,11 @@ from .agents import AgentConfig, AgentRegistry
 from .answers import Answer, expiring, route_answer, watch_expiry
 from .errors import AgentServerError, ConcurrencyConflict, UsageError
 from .events import (
+    Aborted,
     AbortRequested,
+    ErrorChunk,
     Event,
+    Interrupted,
     InterruptRequested,
     PendingInput,
     RunStarted,
@@ -448,11 +451,23 @@ class AgentExecutor:
         """
         session_id = self._valid_id(request.session_id)
         async with self._session_locks.hold(session_id):
-            return await self._resume_locked(session_id, _user_messages(request.message))
+            response = await self._resume_locked(session_id, _user_messages(request.message))
+        assert response is not None
+        return response
+
+    async def resume_if_paused(self, session_id: str) -> bool:
+        """Resume ``session_id`` if it is paused (its answers came in); True if it was.
+
+        Anything else is left as it is: a running session takes the answers in,
+        an interrupt that came first stays in force.
+        """
+        session_id = self._valid_id(session_id)
+        async with self._session_locks.hold(session_id):
+            return await self._resume_locked(session_id, [], paused_only=True) is not None
 
     async def _resume_locked(
-        self, session_id: str, messages: list[UserMessage]
-    ) -> RemoteStartResponse:
+        self, session_id: str, messages: list[UserMessage], *, paused_only: bool = False
+    ) -> RemoteStartResponse | None:
         while True:
             log_ = await self.store.read(session_id)
             if not log_:
@@ -462,6 +477,8 @@ class AgentExecutor:
                 raise AgentServerError(
                     "ALREADY_COMPLETED", f"session {session_id!r} is {state.status}"
                 )
+            if paused_only and state.status != "paused":
+                return None
             active = self._runs.get(session_id)
             if active is not None and state.status != "running":
                 # Its run recorded its end (it paused as an answer arrived) and
@@ -533,22 +550,38 @@ class AgentExecutor:
         )
 
     async def interrupt_agent(self, session_id: str, reason: str | None = None) -> None:
-        """Record an interrupt request; the run (in any process) stops and can be resumed."""
+        """Record an interrupt request; the run (in any process) stops and can be resumed.
+
+        A paused session has no run to stop: it is interrupted at once (answers
+        given to it afterwards are kept, and ``resume`` goes on).
+        """
         await self._request(
             session_id,
-            lambda seq: InterruptRequested(
-                session_id=session_id, seq=seq, ts=_now(), reason=reason
-            ),
+            InterruptRequested(reason=reason),
+            lambda state: [Interrupted(reason=reason)],
         )
 
     async def abort_agent(self, session_id: str, reason: str | None = None) -> None:
-        """Record an abort request; the run (in any process) stops for good."""
+        """Record an abort request; the run (in any process) stops for good.
+
+        A paused session has no run to stop: it is aborted at once.
+        """
+        error = f"aborted: {reason}" if reason else "aborted"
         await self._request(
             session_id,
-            lambda seq: AbortRequested(session_id=session_id, seq=seq, ts=_now(), reason=reason),
+            AbortRequested(reason=reason),
+            lambda state: [
+                ErrorChunk(agent_id=session_id, agent_type=state.agent_type, error=error),
+                Aborted(reason=reason),
+            ],
         )
 
-    async def _request(self, session_id: str, build: Any) -> None:
+    async def _request(
+        self,
+        session_id: str,
+        request: Event,
+        stop_paused: Callable[[SessionState], list[Event]],
+    ) -> None:
         session_id = self._valid_id(session_id)
         while True:
             state = await self.state(session_id)
@@ -556,8 +589,16 @@ class AgentExecutor:
                 raise AgentServerError(
                     "ALREADY_COMPLETED", f"session {session_id!r} is {state.status}"
                 )
+            # A paused session has no run to watch for the request: it takes
+            # effect in the same batch (compare-and-append against a resume).
+            batch = [request, *(stop_paused(state) if state.status == "paused" else [])]
+            ts = _now()
+            stamped = [
+                msgspec.structs.replace(event, session_id=session_id, seq=seq, ts=ts)
+                for seq, event in enumerate(batch, start=state.last_seq + 1)
+            ]
             try:
-                await self.store.append(session_id, [build(state.last_seq + 1)], state.last_seq)
+                await self.store.append(session_id, stamped, state.last_seq)
                 return
             except ConcurrencyConflict:
                 continue

@@ -17,9 +17,10 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import httpx
 import pytest
-from hitl_app import remote_tool, root_agent, worker
+from hitl_app import Query, remote_tool, root_agent, worker
 from hitl_checks import (
     answers_in,
     assert_answered_once,
@@ -33,10 +34,14 @@ from helix_agents import (
     AgentConfig,
     AgentExecutor,
     AgentServerError,
+    Completed,
     EventStore,
+    Interrupted,
+    InterruptRequested,
     RunStarted,
     ScriptedLLM,
     SubmitResponse,
+    create_sub_agent_tool,
     define_agent,
 )
 from helix_agents.server import AgentServer, create_http_app
@@ -61,6 +66,19 @@ async def remote_children(
         HttpRemoteAgentTransport(url, max_retries=2, retry_base_delay=0.05, timeout=10) as remote,
     ):
         yield remote, store
+
+
+def _interrupt_kept(log: list[Any]) -> bool:
+    """No run starts after an interrupt was requested before that interrupt took effect."""
+    requested = False
+    for event in log:
+        if isinstance(event, InterruptRequested):
+            requested = True
+        elif isinstance(event, Interrupted | Completed):
+            requested = False
+        elif isinstance(event, RunStarted) and requested:
+            return False
+    return True
 
 
 def _resumes(log: list[Any]) -> int:
@@ -103,7 +121,11 @@ async def _answer_or_refusal(
         into.append(exc)
 
 
-async def _interrupt_unless_done(executor: AgentExecutor, session_id: str) -> None:
+async def _interrupt_unless_done(executor: AgentExecutor, session_id: str, turns: int) -> None:
+    """Interrupt after ``turns`` scheduler turns (each round of the race lets the answer get
+    further first), unless the tree has finished by then."""
+    for _ in range(turns):
+        await anyio.lowlevel.checkpoint()
     with contextlib.suppress(AgentServerError):  # ALREADY_COMPLETED: the tree won the race
         await executor.interrupt_agent(session_id, "stop")
 
@@ -209,11 +231,17 @@ async def test_the_same_answer_twice_at_once_over_http_is_recorded_once() -> Non
                     assert_every_chunk_once(logs, session_id)
 
 
-async def test_an_answer_racing_an_interrupt_of_the_root_is_applied_once_or_refused() -> None:
+@pytest.mark.parametrize("where", ["remote", "local"])
+async def test_an_answer_racing_an_interrupt_of_the_root_is_applied_once_or_refused(
+    where: str,
+) -> None:
     with anyio.fail_after(LIMIT):
         async with remote_children(worker("child", ("ask_user",))) as (remote, b_store):
-            root = root_agent(remote_tool("child", remote))
-            for round_ in range(ROUNDS * 2):
+            if where == "remote":
+                root = root_agent(remote_tool("child", remote))
+            else:  # no network hop: the answer may resume the root before the interrupt lands
+                root = root_agent(create_sub_agent_tool(worker("child", ("ask_user",)), Query))
+            for round_ in range(ROUNDS * 3):
                 store = MemoryEventStore()
                 session_id = f"race-{round_}"
                 async with AgentExecutor(store, [root]) as executor:
@@ -226,7 +254,9 @@ async def test_an_answer_racing_an_interrupt_of_the_root_is_applied_once_or_refu
                             functools.partial(
                                 _answer_or_refusal, executor, session_id, entry, outcome
                             ),
-                            functools.partial(_interrupt_unless_done, executor, session_id),
+                            functools.partial(
+                                _interrupt_unless_done, executor, session_id, 4 * round_
+                            ),
                         ]
                         for racer in racers if round_ % 2 else reversed(racers):
                             tg.start_soon(racer)  # either one is sent first
@@ -238,6 +268,7 @@ async def test_an_answer_racing_an_interrupt_of_the_root_is_applied_once_or_refu
                         assert recorded == []  # refused: nothing applied
                     else:
                         assert len(recorded) == 1
+                    assert _interrupt_kept(logs[session_id])
                     # A person resumes the interrupted root (and answers, if it was refused):
                     # the tree completes with the entry answered exactly once.
                     for _ in range(4):

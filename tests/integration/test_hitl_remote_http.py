@@ -485,3 +485,74 @@ async def test_an_unreachable_owner_is_a_retryable_500_and_the_retry_is_recorded
     assert project_state(logs["u1"]).status == "completed"
     assert_every_chunk_once(logs, "u1")
     assert assert_answered_once(logs) == 1
+
+
+async def test_a_browser_interrupts_a_paused_tree_answers_it_then_resumes_it() -> None:
+    """A paused root has no run to stop: the interrupt takes effect at once, answers wait."""
+    with anyio.fail_after(LIMIT):
+        async with (
+            server_b(("ask_user",)) as (b_url, b_store),
+            gateway_a(b_url) as (a_url, a_store, _),
+            httpx.AsyncClient(base_url=a_url, timeout=10) as browser,
+            anyio.create_task_group() as tg,
+        ):
+            body = {"sessionId": "i1", "agentType": "root", "message": "hi"}
+            assert (await browser.post("/start", json=body)).status_code == 200
+            sse = SSEReader()
+            tg.start_soon(sse.read, a_url, "i1")
+            await sse.until(input_required_of("i1"))
+            stopped = await browser.post("/interrupt", json={"sessionId": "i1", "reason": "later"})
+            assert stopped.status_code == 200, stopped.text
+            kind, error = await sse.until(lambda kind, _: kind != "chunk")
+            sse.close()
+            assert (kind, error) == ("error", {"error": "interrupted: later", "recoverable": True})
+            status = (await browser.get("/status", params={"sessionId": "i1"})).json()
+            assert (status["status"], status["awaitingInput"]) == ("interrupted", False)
+            (entry,) = status["pendingInputs"]  # still open, still answerable
+
+            answer = {
+                "sessionId": "i1",
+                "toolCallId": entry["toolCallId"],
+                "result": {"color": "x"},
+            }
+            assert (await browser.post("/submit-tool-result", json=answer)).status_code == 200
+            await _completed(b_store, "i1-remote-call_0_0")  # the owner goes on, on its server
+            still = (await browser.get("/status", params={"sessionId": "i1"})).json()
+            assert still["status"] == "interrupted"  # the answer did not undo the interrupt
+
+            resumed = await browser.post("/resume", json={"sessionId": "i1"})
+            assert resumed.status_code == 200, resumed.text
+            await _completed(a_store, "i1")
+            logs = await tree_logs("i1", [a_store, b_store])
+    assert project_state(logs["i1"]).status == "completed"
+    assert project_state(logs["i1"]).output.startswith("root got: subagent__child=")
+    assert_every_chunk_once(logs, "i1")
+    assert assert_answered_once(logs) == 1
+
+
+async def test_a_browser_aborts_a_paused_tree_at_once() -> None:
+    with anyio.fail_after(LIMIT):
+        async with (
+            server_b(("ask_user",)) as (b_url, b_store),
+            gateway_a(b_url) as (a_url, a_store, _),
+            httpx.AsyncClient(base_url=a_url, timeout=10) as browser,
+            anyio.create_task_group() as tg,
+        ):
+            body = {"sessionId": "x1", "agentType": "root", "message": "hi"}
+            assert (await browser.post("/start", json=body)).status_code == 200
+            sse = SSEReader()
+            tg.start_soon(sse.read, a_url, "x1")
+            await sse.until(input_required_of("x1"))
+            stopped = await browser.post("/abort", json={"sessionId": "x1", "reason": "enough"})
+            assert stopped.status_code == 200, stopped.text
+            kind, error = await sse.until(lambda kind, _: kind != "chunk")
+            sse.close()
+            status = (await browser.get("/status", params={"sessionId": "x1"})).json()
+            again = await browser.post("/resume", json={"sessionId": "x1"})
+            logs = await tree_logs("x1", [a_store, b_store])
+    assert (kind, error) == ("error", {"error": "aborted: enough", "recoverable": False})
+    assert (status["status"], status["error"]) == ("failed", "aborted: enough")
+    assert (status["awaitingInput"], status["pendingInputs"]) == (False, [])
+    await _refusal(again, 409, "ALREADY_COMPLETED")
+    received = [p["sequence"] for kind, p in sse.events if kind == "chunk"]
+    assert received == [item.sequence for item in project_stream(logs["x1"])]
