@@ -9,7 +9,8 @@ stream events and fail starts, resumes, status calls and submissions), some
 delegations behind an approval gate. The root runs on an executor; the
 machine then answers the open entries at the root in a random order
 (approving or denying, with repeats of earlier answers and conflicting
-ones), and between steps restarts the root's executor, the remote server or
+ones, and interrupts of the paused root, maybe answered, then resumed), and
+between steps restarts the root's executor, the remote server or
 both: a crash (the task group is cancelled, nothing is cleaned up) and a new
 executor on the same store, which calls ``recover()``. A submission that
 fails (an injected fault) is retried as a client would. After each step the
@@ -371,6 +372,23 @@ class HitlTrees(RuleBasedStateMachine):
             self._call(self._submit, entry_id, other)
         assert refused.value.code == "ALREADY_ANSWERED", refused.value
         assert self._logs_bytes() == before
+
+    @rule(answer_first=st.booleans(), pick=st.integers(0, 7))
+    def interrupt_then_resume(self, answer_first: bool, pick: int) -> None:
+        """A person stops the paused tree (maybe answers it meanwhile), then resumes it."""
+        state = self._call(self.executor.state, ROOT)
+        if state.is_terminal:
+            return
+        self._call(self.executor.interrupt_agent, ROOT, "a break")
+        assert self._call(self.executor.state, ROOT).status == "interrupted"
+        pending = sorted(self._pending(), key=lambda entry: entry.tool_call_id)
+        if answer_first and pending:
+            entry = pending[pick % len(pending)]
+            self.answered[entry.tool_call_id] = _answer_of(entry)
+            self._call(self._submit, entry.tool_call_id, self.answered[entry.tool_call_id])
+            assert self._call(self.executor.state, ROOT).status == "interrupted"
+        self._call(self.executor.resume, ROOT)
+        self._call(self._settle)
 
     @rule(which=st.sampled_from(["root", "remote", "both"]))
     def restart(self, which: str) -> None:
