@@ -7,8 +7,8 @@ approval gate. A browser (httpx) starts the root on A and reads its SSE
 stream until the root pauses. Then both processes are SIGKILLed and started
 again on the same ports and files, the first answer is given at the root,
 both are SIGKILLed and restarted again, the second answer is given, and the
-browser reconnects with the last id it held: the tree completes, and the
-chunks the browser received over the three connections are exactly the
+browser reconnects from the last id it held: the tree completes, and the
+chunks the browser received over its two connections are exactly the
 root's stream, each once, holding every chunk of the tree once.
 """
 
@@ -133,7 +133,7 @@ async def test_kill_9_of_every_process_of_a_suspended_tree_loses_nothing(tmp_pat
     assert kind == "end", context
     assert "teal" in end["output"], end
     assert "removed" in end["output"], end
-    # What the browser received over three connections is the root's stream, once, in order.
+    # What the browser received over two connections is the root's stream, once, in order.
     sequences = [p["sequence"] for kind, p in received if kind == "chunk"]
     assert all(x < y for x, y in itertools.pairwise(sequences)), sequences
     assert sequences == [item.sequence for item in project_stream(logs[ROOT])], context
