@@ -53,6 +53,8 @@ from .events import (
     ToolEnd,
     ToolStart,
     UsageRecorded,
+    WorkspaceDeleted,
+    WorkspaceWritten,
 )
 from .messages import AssistantMessage, ToolResultMessage
 from .state import (
@@ -63,6 +65,7 @@ from .state import (
     StreamItem,
     SubSessionRef,
     ToolOwnership,
+    WorkspaceFile,
 )
 
 __all__ = [
@@ -289,6 +292,24 @@ def _approval_given(state: SessionState, event: ApprovalGiven) -> None:
         pending.reason = event.reason
 
 
+def _workspace_written(state: SessionState, event: WorkspaceWritten) -> None:
+    state.workspace_files.setdefault(event.workspace, {})[event.path] = WorkspaceFile(
+        workspace=event.workspace,
+        path=event.path,
+        size=event.size,
+        sha256=event.sha256,
+        seq=event.seq,
+    )
+
+
+def _workspace_deleted(state: SessionState, event: WorkspaceDeleted) -> None:
+    files = state.workspace_files.get(event.workspace)
+    if files is not None:
+        files.pop(event.path, None)
+        if not files:
+            del state.workspace_files[event.workspace]
+
+
 def _chunk(state: SessionState, event: Any) -> None:
     """Chunks are the stream's content; they do not change the state."""
 
@@ -325,6 +346,8 @@ _HANDLERS: dict[type[EventBase], _Handler] = {
     ClientToolOwnershipRecorded: _ownership,
     ApprovalRequested: _approval_requested,
     ApprovalGiven: _approval_given,
+    WorkspaceWritten: _workspace_written,
+    WorkspaceDeleted: _workspace_deleted,
     **dict.fromkeys(CHUNK_TYPES, _chunk),
 }
 
@@ -344,6 +367,7 @@ def _initial_state(event: Event) -> SessionState:
         parent_session_id=event.parent_session_id,
         root_session_id=event.root_session_id or event.session_id,
         parent_tool_call_id=event.parent_tool_call_id,
+        workspace_session_id=event.workspace_session_id,
         metadata=dict(event.metadata),
         input=event.input,
         messages=list(event.messages),

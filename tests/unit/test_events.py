@@ -55,6 +55,8 @@ from helix_agents import (
     ToolStart,
     UsageRecorded,
     UserMessage,
+    WorkspaceDeleted,
+    WorkspaceWritten,
     decode_event,
     decode_events,
     decode_jsonl,
@@ -100,6 +102,7 @@ SAMPLES: dict[type[EventBase], Event] = {
         parent_session_id="root",
         root_session_id="root",
         parent_tool_call_id="call_0",
+        workspace_session_id="root",
     ),
     RunStarted: RunStarted(
         **env(), run_id="run-2", mode="continue", messages=[UserMessage(content="and Nice?")]
@@ -203,6 +206,24 @@ SAMPLES: dict[type[EventBase], Event] = {
         **env(), tool_call_id="call_4", tool_name="pay", arguments={"amount": 10}
     ),
     ApprovalGiven: ApprovalGiven(**env(), tool_call_id="call_4", approved=False, reason="too much"),
+    WorkspaceWritten: WorkspaceWritten(
+        **env(),
+        workspace="notes",
+        kind="local",
+        path="lyon/history.md",
+        size=42,
+        sha256="ab" * 32,
+        owner_session_id="root",
+        tool_call_id="call_5",
+    ),
+    WorkspaceDeleted: WorkspaceDeleted(
+        **env(),
+        workspace="notes",
+        kind="memory",
+        path="lyon/draft.md",
+        owner_session_id="root",
+        tool_call_id="call_6",
+    ),
 }
 
 # The tags documented in specs/events.md: the wire names that must never change.
@@ -240,6 +261,8 @@ DOCUMENTED_TAGS: dict[type[EventBase], str] = {
     ClientToolOwnershipRecorded: "client_tool_ownership_recorded",
     ApprovalRequested: "approval_requested",
     ApprovalGiven: "approval_given",
+    WorkspaceWritten: "workspace_written",
+    WorkspaceDeleted: "workspace_deleted",
 }
 
 BY_NAME = pytest.mark.parametrize("cls", EVENT_TYPES, ids=lambda cls: cls.__name__)
