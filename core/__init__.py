@@ -43,6 +43,12 @@ from .errors import (
     TransportError as TransportError,
     TransportTimeoutError as TransportTimeoutError,
     UsageError as UsageError,
+    WorkspaceError as WorkspaceError,
+    WorkspaceFailedError as WorkspaceFailedError,
+    WorkspaceFileNotFoundError as WorkspaceFileNotFoundError,
+    WorkspaceInheritanceError as WorkspaceInheritanceError,
+    WorkspaceLimitError as WorkspaceLimitError,
+    WorkspacePathError as WorkspacePathError,
 )
 from .events import (
     CHUNK_TYPES as CHUNK_TYPES,
@@ -90,6 +96,8 @@ from .events import (
     ToolStart as ToolStart,
     UsageKind as UsageKind,
     UsageRecorded as UsageRecorded,
+    WorkspaceDeleted as WorkspaceDeleted,
+    WorkspaceWritten as WorkspaceWritten,
 )
 from .executor import (
     AgentExecutor as AgentExecutor,
@@ -170,6 +178,7 @@ from .state import (
     SubSessionStatus as SubSessionStatus,
     ToolOwnership as ToolOwnership,
     UsageTotals as UsageTotals,
+    WorkspaceFile as WorkspaceFile,
 )
 from .store import (
     EventStore as EventStore,
@@ -198,6 +207,22 @@ from .transport import (
 from .usage import (
     UsageRollup as UsageRollup,
     get_usage_rollup as get_usage_rollup,
+)
+from .workspace_local import (
+    LocalWorkspaceProvider as LocalWorkspaceProvider,
+)
+from .workspace_memory import (
+    MemoryWorkspaceProvider as MemoryWorkspaceProvider,
+)
+from .workspace_tools import (
+    WORKSPACE_TOOL_NAMES as WORKSPACE_TOOL_NAMES,
+)
+from .workspaces import (
+    Workspace as Workspace,
+    WorkspaceEntry as WorkspaceEntry,
+    WorkspaceProvider as WorkspaceProvider,
+    WorkspaceRef as WorkspaceRef,
+    normalize_workspace_path as normalize_workspace_path,
 )
 
 __all__ = [
@@ -354,4 +379,21 @@ __all__ = [
     "AgentExecutor",
     "AgentHandle",
     "AgentResult",
+    "Workspace",
+    "WorkspaceEntry",
+    "WorkspaceProvider",
+    "WorkspaceRef",
+    "MemoryWorkspaceProvider",
+    "LocalWorkspaceProvider",
+    "WORKSPACE_TOOL_NAMES",
+    "normalize_workspace_path",
+    "WorkspaceWritten",
+    "WorkspaceDeleted",
+    "WorkspaceFile",
+    "WorkspaceError",
+    "WorkspaceFailedError",
+    "WorkspaceFileNotFoundError",
+    "WorkspaceInheritanceError",
+    "WorkspaceLimitError",
+    "WorkspacePathError",
 ]

@@ -66,6 +66,7 @@ from .session_writer import SessionWriter, StopRequest
 from .state import SessionState
 from .tool_runner import ToolOutcome, result_events, tool_end, tool_start, validation_message
 from .transport import RemoteAgentTransport
+from .workspace_hub import inherited_workspace
 
 __all__ = [
     "ChildCall",
@@ -257,6 +258,7 @@ class ChildCall:
             root_session_id=state.root_session_id,
             input=payload,
             parent_tool_call_id=self.call.id,
+            workspace_session_id=inherited_workspace(self.tool, state, self.agent),
         )
         try:
             await target.retry(lambda: target.transport.start(request))

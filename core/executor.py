@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any
@@ -58,6 +58,8 @@ from .state import SessionState, SessionStatus, StreamItem
 from .store import EventStore
 from .streaming import RUN_ENDING_EVENTS, stream_session
 from .transport import RemoteAgentTransport
+from .workspace_hub import WorkspaceHub
+from .workspaces import WorkspaceProvider
 
 __all__ = ["AgentExecutor", "AgentHandle", "AgentResult"]
 
@@ -177,6 +179,12 @@ class AgentExecutor:
             :class:`InProcessTransport` over this executor.
         host_id: this process's identity in ``host_claimed`` events.
         stop_grace: seconds a stopping run waits for its children to acknowledge.
+        workspace_providers: the workspace provider of each kind the agents'
+            workspaces use (``{"local": LocalWorkspaceProvider(root)}``).
+        workspace_provider_kinds: the kinds you declare wired: given, every
+            registered agent's workspace kinds must be among them (else
+            ``AgentServerError`` ``WORKSPACE_WIRING``); unset, a warning is
+            logged when an agent declares workspaces (specs/workspaces.md).
     """
 
     def __init__(
@@ -189,9 +197,14 @@ class AgentExecutor:
         local_transport: RemoteAgentTransport | None = None,
         host_id: str | None = None,
         stop_grace: float = 10.0,
+        workspace_providers: Mapping[str, WorkspaceProvider] | None = None,
+        workspace_provider_kinds: Iterable[str] | None = None,
     ) -> None:
         self.store = store
         self.registry = agents if isinstance(agents, AgentRegistry) else AgentRegistry(agents)
+        # --- workspaces: the providers, the wiring check, the open registries
+        self.workspaces = WorkspaceHub(workspace_providers, self.registry, store)
+        self.workspaces.check_wiring(self.registry, workspace_provider_kinds)
         self.env = RunEnv(
             store=store,
             llm=llm,
@@ -346,12 +359,19 @@ class AgentExecutor:
         with a different agent type or message), ``ALREADY_COMPLETED``.
         """
         session_id = self._valid_id(request.session_id)
-        for related in (request.parent_session_id, request.root_session_id):
+        for related in (
+            request.parent_session_id,
+            request.root_session_id,
+            request.workspace_session_id,
+        ):
             if related is not None:
                 self._valid_id(related)
         agent = self.registry.get(request.agent_type)
         if agent is None:
             raise AgentServerError("NOT_FOUND", f"agent type not found: {request.agent_type}")
+        inheriting = self.workspaces.start_problem(agent, request)  # workspaces
+        if inheriting is not None:
+            raise AgentServerError("INVALID_REQUEST", inheriting)
         messages = _user_messages(request.message)
         try:
             initial = agent.initial_state(request.state)
@@ -371,6 +391,7 @@ class AgentExecutor:
             parent_session_id=request.parent_session_id,
             root_session_id=request.root_session_id or request.parent_session_id,
             parent_tool_call_id=request.parent_tool_call_id,
+            workspace_session_id=request.workspace_session_id,
         )
         started = RunStarted(session_id=session_id, seq=2, ts=created.ts, run_id=run_id)
         async with self._session_locks.hold(session_id):
@@ -563,9 +584,11 @@ class AgentExecutor:
                 host_id=self.env.host_id,
                 on_stop=lambda request: run.request_stop(request) if run else None,
             )
-            run = SessionRun(self.env, agent, writer, active.run_id)
-            active.run = run
-            await run.run()
+            # workspaces: open the session's registry for this run, close it at its end
+            async with self.workspaces.session(agent, writer) as with_workspaces:
+                run = SessionRun(self.env, with_workspaces, writer, active.run_id)
+                active.run = run
+                await run.run()
         finally:
             if self._runs.get(session_id) is active:
                 del self._runs[session_id]

@@ -49,6 +49,9 @@ class RemoteStartRequest(_Wire, frozen=True):
     root_session_id: str | None = None
     input: Any = None
     parent_tool_call_id: str | None = None
+    workspace_session_id: str | None = None
+    """Use this session's workspaces (a sub-agent with ``inherit_workspace``); see
+    specs/workspaces.md for when a server accepts it."""
 
 
 class RemoteResumeRequest(_Wire, frozen=True):

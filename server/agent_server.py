@@ -27,6 +27,7 @@ from helix_agents import (
     RemoteStatusResponse,
     TransportEvent,
     UsageError,
+    WorkspaceProvider,
     checked_session_id,
 )
 
@@ -53,6 +54,15 @@ class AgentServer:
         recover: on entering, resume the sessions a previous process left
             running on this store (see ``AgentExecutor.recover``).
         owns_store: close ``store`` on leaving (for a server that opened it).
+        workspace_providers: the workspace provider of each kind, for the
+            executor the server makes (give them to your executor instead
+            when you pass one).
+        workspace_provider_kinds: the workspace kinds you declare wired. Given
+            (strict), construction raises ``AgentServerError`` code
+            ``WORKSPACE_WIRING`` naming every agent (sub-agents included) whose
+            workspace kinds it does not cover, or a listed kind the executor
+            has no provider for. Unset (soft), a warning is logged when an
+            agent declares workspaces (seed 000, "Workspace Wiring").
     """
 
     def __init__(
@@ -64,6 +74,8 @@ class AgentServer:
         llm: LLMAdapter | None = None,
         recover: bool = True,
         owns_store: bool = False,
+        workspace_providers: Mapping[str, WorkspaceProvider] | None = None,
+        workspace_provider_kinds: Iterable[str] | None = None,
     ) -> None:
         if isinstance(agents, Mapping):
             for key, agent in agents.items():
@@ -74,9 +86,23 @@ class AgentServer:
             agent_list = list(agents)
         self.store = store
         self._owns_executor = executor is None
-        self.executor = executor or AgentExecutor(store, agent_list, llm=llm)
-        for agent in agent_list:
-            self.executor.registry.register(agent)
+        if executor is None:
+            executor = AgentExecutor(
+                store,
+                agent_list,
+                llm=llm,
+                workspace_providers=workspace_providers,
+                workspace_provider_kinds=workspace_provider_kinds,
+            )
+        elif workspace_providers is not None:
+            raise UsageError(
+                "give workspace_providers to the executor you pass, not to the AgentServer"
+            )
+        else:
+            for agent in agent_list:
+                executor.registry.register(agent)
+            executor.workspaces.check_wiring(executor.registry, workspace_provider_kinds)
+        self.executor = executor
         self.agent_types = sorted(agent.name for agent in agent_list)
         """The agent types callers may start (sub-agents are reachable only through them)."""
         self._running = False
