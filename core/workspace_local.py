@@ -10,7 +10,8 @@ resolves outside the workspace directory, and walks the resolved path one
 directory at a time with ``O_NOFOLLOW`` relative to the directory before it,
 so a link swapped in after the check is refused too, never followed. Listing
 never follows links; a FIFO or device file is refused, never opened
-blocking. Writes go to a temporary file that is synced and renamed over the
+blocking. A cancelled read or listing is abandoned, not waited for (it
+changes nothing). Writes go to a temporary file that is synced and renamed over the
 target, so a crash leaves the old file or the new one, never half of one.
 
 Limits: the size of one file (``max_file_bytes``; reads of larger files,
@@ -222,7 +223,7 @@ class LocalWorkspaceProvider:
             except OSError as exc:
                 raise _translate(ref, path, exc) from exc
 
-        return await anyio.to_thread.run_sync(read)
+        return await anyio.to_thread.run_sync(read, abandon_on_cancel=True)
 
     async def write_file(self, ref: WorkspaceRef, path: str, data: bytes) -> None:
         """Replace the file atomically (temporary file, fsync, rename), within the limits."""
@@ -290,7 +291,7 @@ class LocalWorkspaceProvider:
                 found = _walk(start, "/".join(segments))
             return heapq.nsmallest(limit, found, key=lambda entry: entry.path)
 
-        return await anyio.to_thread.run_sync(listing)
+        return await anyio.to_thread.run_sync(listing, abandon_on_cancel=True)
 
     async def delete_file(self, ref: WorkspaceRef, path: str) -> bool:
         """Delete the file; False if there was none. Directories are refused."""
