@@ -117,9 +117,13 @@ def build_agents() -> AgentConfig:
     )
 
 
+AGENTS = [build_agents()]
+"""The agents, for ``helix-agents replay --rerun examples.workspace_notes:AGENTS``."""
+
+
 async def run(root: Path) -> tuple[AgentResult, list[str]]:
     """Run the scribe with its workspaces under ``root``; its result and its replayed log."""
-    scribe = build_agents()
+    [scribe] = AGENTS
     store = SqliteEventStore(root / "events.db")
     try:
         async with AgentExecutor(

@@ -64,3 +64,27 @@ def test_workspace_notes_runs_as_a_script(tmp_path: Path) -> None:
     assert "status: completed" in out
     assert "answer: The reader says: 2 notes: Lyon, Nice" in out
     assert "notes-demo/notes/notes/lyon.md: Lyon: Roman Lugdunum" in out
+
+
+@pytest.mark.slow
+def test_workspace_notes_reruns_without_divergence_in_a_sandbox(tmp_path: Path) -> None:
+    """``replay --rerun`` gives every workspace kind a scratch memory provider."""
+    example = load("workspace_notes")
+    anyio.run(example.run, tmp_path)
+    notes = tmp_path / "workspaces" / example.SESSION / "notes" / "notes"
+    (notes / "lyon.md").write_text("changed on disk after the recording")
+    store = f"sqlite:///{tmp_path / 'events.db'}"
+    command = [sys.executable, "-m", "helix_agents.server", "replay", "--store", store]
+    result = subprocess.run(
+        [*command, example.SESSION, "--rerun", "examples.workspace_notes:AGENTS"],
+        cwd=EXAMPLES.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "divergences: none" in result.stdout
+    assert "re-run:   completed" in result.stdout
+    # The re-run wrote nowhere real: the file changed on disk stays changed.
+    assert (notes / "lyon.md").read_text() == "changed on disk after the recording"
