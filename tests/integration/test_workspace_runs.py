@@ -227,8 +227,10 @@ async def test_refused_paths_and_sizes_are_tool_errors_that_change_nothing(
     directory = provider.directory(WorkspaceRef(session_id=ROOT, name="notes", kind="local"))
     directory.mkdir(parents=True)
     (directory / "escape").symlink_to(outside)
+    (directory / "blob.bin").write_bytes(b"\xff\xfe\x00")
     play = Play(
         [
+            call("workspace_read", {"path": "blob.bin"}),
             call("workspace_write", {"path": "/etc/passwd", "content": "x"}),
             call("workspace_write", {"path": "../../escape.md", "content": "x"}),
             call("workspace_write", {"path": "escape/planted.md", "content": "x"}),
@@ -243,7 +245,8 @@ async def test_refused_paths_and_sizes_are_tool_errors_that_change_nothing(
     store = MemoryEventStore()
     result = await run_root(store, agent, {"local": provider})
     assert result.status == "completed"
-    [outcomes] = all_results(play)
+    [[binary, *outcomes]] = all_results(play)
+    assert binary == {"error": "WorkspaceError: 'blob.bin' is not UTF-8 text (3 bytes)"}
     errors = [outcome.get("error") for outcome in outcomes]
     assert errors[0] == (
         "WorkspacePathError: path '/etc/passwd' refused: absolute paths are not allowed; "
@@ -262,7 +265,7 @@ async def test_refused_paths_and_sizes_are_tool_errors_that_change_nothing(
     assert errors[5] is not None
     assert errors[5].startswith("invalid arguments: path:")
     assert outcomes[6] == {"workspace": "notes", "path": "ok.md", "size": 4, "sha256": sha("fine")}
-    assert sorted(p.name for p in directory.iterdir()) == ["escape", "ok.md"]
+    assert sorted(p.name for p in directory.iterdir()) == ["blob.bin", "escape", "ok.md"]
     assert list(outside.iterdir()) == []
     written = [e.path for e in await store.read(ROOT) if isinstance(e, WorkspaceWritten)]
     assert written == ["ok.md"]
