@@ -134,7 +134,7 @@ class WorkspaceRegistry:
             WorkspaceFailedError: the workspace has no provider or failed to open.
         """
         if self.failure is not None:
-            raise WorkspaceFailedError(name or "?", "?", self.failure)
+            raise WorkspaceFailedError(name or "(inherited)", "unknown", self.failure)
         if name is None:
             if len(self._spaces) != 1:
                 raise WorkspaceError(

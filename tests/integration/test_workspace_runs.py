@@ -775,3 +775,47 @@ def test_replay_shows_workspace_writes_in_the_timeline(tmp_path: Path) -> None:
     assert deleted.endswith("notes: 'scratch.md'")
     assert re.search(r"workspace files\s+1\n", state)
     assert f"notes: 'notes/idea.md'  4 B  sha256={sha('Lyon')[:12]}" in state
+
+
+@pytest.mark.parametrize(
+    ("owner_agent", "reason"),
+    [
+        (None, "the workspaces' owner session 'owner' does not exist"),
+        ("unknown", "the agent of owner session 'owner' is not registered on this executor"),
+    ],
+)
+async def test_an_inherited_registry_that_cannot_be_found_fails_the_calls(
+    owner_agent: str | None, reason: str
+) -> None:
+    store = MemoryEventStore()
+    if owner_agent is not None:
+        created = SessionCreated(
+            session_id="owner", seq=1, ts=1.0, agent_type=owner_agent, run_id="r"
+        )
+        await store.append("owner", [created], 0)
+    play = Play(call("workspace_read", {"path": "plan.md"}), finish({"answer": "gave up"}))
+    child = define_agent("reader", output_schema=Answer, llm=ScriptedLLM(play))
+    orphan: list[Event] = [
+        SessionCreated(
+            session_id="orphan",
+            seq=1,
+            ts=1.0,
+            agent_type="reader",
+            run_id="r1",
+            parent_session_id="owner",
+            workspace_session_id="owner",
+        ),
+        RunStarted(session_id="orphan", seq=2, ts=1.0, run_id="r1"),
+    ]
+    await store.append("orphan", orphan, 0)
+    with anyio.fail_after(LIMIT):
+        async with AgentExecutor(store, [child]) as executor:
+            await executor.resume_agent(RemoteResumeRequest(session_id="orphan"))
+            await executor.wait_idle("orphan")
+    assert project_state(await store.read("orphan")).status == "completed"
+    assert all_results(play)[0] == [
+        {
+            "error": "WorkspaceFailedError: workspace '(inherited)' (kind 'unknown') failed: "
+            + reason
+        }
+    ]
