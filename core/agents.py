@@ -10,7 +10,13 @@ from pydantic import BaseModel
 
 from .errors import UsageError, WorkspaceInheritanceError
 from .llm import LLMAdapter, ToolSpec
-from .tools import SUBAGENT_TOOL_PREFIX, Tool, validate_tool_name
+from .tools import (
+    SUBAGENT_TOOL_PREFIX,
+    ApprovalRule,
+    Tool,
+    check_approval_options,
+    validate_tool_name,
+)
 from .transport import RemoteAgentTransport
 from .workspaces import Workspace
 
@@ -207,6 +213,8 @@ class SubAgentTool(Generic[InputT]):
     description: str
     timeout: float | None = None
     inherit_workspace: bool = False
+    requires_approval: ApprovalRule = False
+    expires_in: float | None = None
 
     @property
     def name(self) -> str:
@@ -228,9 +236,15 @@ def create_sub_agent_tool(
     description: str | None = None,
     *,
     timeout: float | None = None,
+    requires_approval: ApprovalRule = False,
+    expires_in: float | None = None,
     inherit_workspace: bool = False,
 ) -> SubAgentTool[InputT]:
     """A tool named ``subagent__<agent.name>`` that delegates to ``agent``.
+
+    ``requires_approval`` (True or a predicate ``(input, ctx) -> bool``) makes
+    each delegation wait for a person's approval first; ``expires_in`` bounds
+    that wait (see specs/hitl.md).
 
     With ``inherit_workspace``, the child uses its parent's workspaces (the
     parent's registry: what either writes, the other and every inheriting
@@ -256,6 +270,9 @@ def create_sub_agent_tool(
         )
     if timeout is not None and not timeout > 0:
         raise UsageError(f"sub-agent tool for {agent.name!r}: timeout must be > 0 seconds")
+    check_approval_options(
+        f"sub-agent tool for {agent.name!r}", requires_approval, expires_in, waits=False
+    )
     if not isinstance(inherit_workspace, bool):
         raise UsageError(f"sub-agent tool for {agent.name!r}: inherit_workspace must be a bool")
     if inherit_workspace and agent.workspaces:
@@ -266,6 +283,8 @@ def create_sub_agent_tool(
         description=description or agent.description or f"Delegate to the {agent.name} agent",
         timeout=timeout,
         inherit_workspace=inherit_workspace,
+        requires_approval=requires_approval,
+        expires_in=None if expires_in is None else float(expires_in),
     )
 
 
@@ -285,6 +304,8 @@ class RemoteSubAgentTool(Generic[InputT]):
     timeout: float | None = None
     stream_retries: int = 3
     stream_retry_base: float = 0.1
+    requires_approval: ApprovalRule = False
+    expires_in: float | None = None
 
     def spec(self) -> ToolSpec:
         """The tool as the LLM sees it."""
@@ -306,6 +327,8 @@ def create_remote_sub_agent_tool(
     timeout: float | None = None,
     stream_retries: int = 3,
     stream_retry_base: float = 0.1,
+    requires_approval: ApprovalRule = False,
+    expires_in: float | None = None,
     inherit_workspace: bool = False,
 ) -> RemoteSubAgentTool[InputT]:
     """A tool named ``subagent__<name>`` that delegates to ``remote_agent_type`` over ``transport``.
@@ -317,6 +340,9 @@ def create_remote_sub_agent_tool(
     ``stream_retry_base * 2**n``, up to ``stream_retries`` times (0 disables,
     at most 50). The remote output is validated against ``output_schema``.
     ``timeout`` interrupts the remote session and fails the call.
+    ``requires_approval`` / ``expires_in``: as for :func:`create_sub_agent_tool`.
+    A client tool or approval inside the remote agent reaches the parent's
+    root like a local one's (specs/hitl.md).
 
     ``inherit_workspace=True`` is refused: the parent's workspaces are open in
     the parent's process, which a remote agent cannot reach; declare a
@@ -346,6 +372,7 @@ def create_remote_sub_agent_tool(
         )
     if stream_retry_base < 0:
         raise UsageError(f"remote sub-agent {name!r}: stream_retry_base must be >= 0")
+    check_approval_options(f"remote sub-agent {name!r}", requires_approval, expires_in, waits=False)
     if inherit_workspace is not False:
         raise UsageError(
             f"remote sub-agent {name!r}: inherit_workspace is not supported: the parent's "
@@ -362,6 +389,8 @@ def create_remote_sub_agent_tool(
         timeout=timeout,
         stream_retries=stream_retries,
         stream_retry_base=stream_retry_base,
+        requires_approval=requires_approval,
+        expires_in=None if expires_in is None else float(expires_in),
     )
 
 

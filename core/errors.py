@@ -166,6 +166,7 @@ AgentServerErrorCode = Literal[
     "NOT_FOUND",
     "ALREADY_RUNNING",
     "ALREADY_COMPLETED",
+    "ALREADY_ANSWERED",
     "INVALID_REQUEST",
     "INTERNAL_ERROR",
     "UNAUTHORIZED",
@@ -173,8 +174,9 @@ AgentServerErrorCode = Literal[
     "PAYLOAD_TOO_LARGE",
     "WORKSPACE_WIRING",
 ]
-"""The protocol's error codes; ``UNAUTHORIZED``, ``METHOD_NOT_ALLOWED`` and
-``PAYLOAD_TOO_LARGE`` are HTTP-only (see specs/http.md); ``WORKSPACE_WIRING`` is
+"""The protocol's error codes. ``UNAUTHORIZED``, ``METHOD_NOT_ALLOWED`` and
+``PAYLOAD_TOO_LARGE`` are HTTP-only; ``ALREADY_ANSWERED`` is ours (a pending input
+answered before with a different value; see specs/hitl.md); ``WORKSPACE_WIRING`` is
 raised when a server or executor is built, never sent (specs/workspaces.md)."""
 
 HTTP_STATUS: dict[str, int] = {
@@ -184,6 +186,7 @@ HTTP_STATUS: dict[str, int] = {
     "METHOD_NOT_ALLOWED": 405,
     "ALREADY_RUNNING": 409,
     "ALREADY_COMPLETED": 409,
+    "ALREADY_ANSWERED": 409,
     "PAYLOAD_TOO_LARGE": 413,
     "INTERNAL_ERROR": 500,
     "WORKSPACE_WIRING": 500,

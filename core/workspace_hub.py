@@ -23,7 +23,6 @@ from typing import Any
 
 import anyio
 
-from ._aio import closing_iter
 from .agents import AgentConfig, AgentRegistry
 from .errors import AgentServerError, UsageError, WorkspaceInheritanceError
 from .events import SessionCreated
@@ -267,12 +266,13 @@ class WorkspaceHub:
     async def _declared(self, owner: str) -> tuple[tuple[Workspace, ...], str | None]:
         """The declarations of an inherited registry whose owner runs nowhere here."""
         try:
-            if await self._store.last_seq(owner) == 0:
-                return (), f"the workspaces' owner session {owner!r} does not exist"
-            async with closing_iter(self._store.tail(owner, 0)) as events:
-                created = await anext(aiter(events))
+            # Only on this path (a child whose owner runs nowhere here): one read.
+            events = await self._store.read(owner)
         except Exception as exc:  # the run goes on; its workspace calls report this
             return (), f"cannot read the owner session {owner!r}: {type(exc).__name__}: {exc}"
+        if not events:
+            return (), f"the workspaces' owner session {owner!r} does not exist"
+        created = events[0]
         agent = (
             self._agents.get(created.agent_type) if isinstance(created, SessionCreated) else None
         )

@@ -25,11 +25,13 @@ from helix_agents import (
     RemoteStartRequest,
     RemoteStartResponse,
     RemoteStatusResponse,
+    SubmitResponse,
     TransportEvent,
     UsageError,
     WorkspaceProvider,
     checked_session_id,
 )
+from helix_agents._aio import closing_iter
 
 __all__ = ["AgentServer"]
 
@@ -163,14 +165,10 @@ class AgentServer:
         self, session_id: str, from_sequence: int = 0
     ) -> AsyncIterator[TransportEvent]:
         """The session's stream from ``from_sequence``; ``NOT_FOUND`` for an unknown session."""
-        events = self.executor.stream_agent(session_id, from_sequence, must_exist=True)
-        try:
+        opened = self.executor.stream_agent(session_id, from_sequence, must_exist=True)
+        async with closing_iter(opened) as events:
             async for event in events:
                 yield event
-        finally:
-            aclose = getattr(events, "aclose", None)
-            if aclose is not None:
-                await aclose()
 
     async def get_status(self, session_id: str) -> RemoteStatusResponse:
         """The session's status, including ``latest_sequence``."""
@@ -186,6 +184,16 @@ class AgentServer:
 
     async def submit_tool_result(
         self, session_id: str, tool_call_id: str, result: Any = None, error: str | None = None
-    ) -> None:
-        """Record a client tool's result on the session waiting for it."""
-        await self._call(self.executor.submit_tool_result, session_id, tool_call_id, result, error)
+    ) -> SubmitResponse:
+        """Answer a client tool call at ``session_id`` (routed to its owner; specs/hitl.md)."""
+        return await self._call(
+            self.executor.submit_tool_result, session_id, tool_call_id, result, error
+        )
+
+    async def submit_approval(
+        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+    ) -> SubmitResponse:
+        """Approve or deny a gated call at ``session_id`` (routed to its owner)."""
+        return await self._call(
+            self.executor.submit_approval, session_id, tool_call_id, approved, reason
+        )

@@ -29,6 +29,7 @@ from helix_agents.events import (
     EventBase,
     Failed,
     HostClaimed,
+    InputRequired,
     Interrupted,
     InterruptRequested,
     MessageAppended,
@@ -138,6 +139,12 @@ def summarize_chunk(chunk: Chunk) -> str:
             return quoted(chunk.error) + (" (recoverable)" if chunk.recoverable else "")
         case CustomChunk():
             return f"{chunk.name} {json_text(chunk.data)}"
+        case InputRequired():
+            waits = ", ".join(
+                f"{entry.kind} {entry.tool_name} ({entry.tool_call_id}) at {entry.owner_session_id}"
+                for entry in chunk.pending
+            )
+            return f"waiting for: {waits or 'nothing'}"
         case _:
             assert_never(chunk)
 
@@ -203,6 +210,7 @@ def summarize_event(event: Event) -> str:
             | OutputChunk()
             | ErrorChunk()
             | CustomChunk()
+            | InputRequired()
         ):
             return summarize_chunk(event)
         case SubSessionStarted():
@@ -233,9 +241,11 @@ def summarize_event(event: Event) -> str:
             return f"({event.tool_call_id}) -> {outcome}"
         case ClientToolOwnershipRecorded():
             where = f" remote={event.remote.transport}" if event.remote else ""
-            return f"({event.tool_call_id}) owned by {event.owner_session_id}{where}"
+            via = f" via {event.via_session_id}" if event.via_session_id else ""
+            owner = event.owner_session_id
+            return f"{event.kind} ({event.tool_call_id}) owned by {owner}{via}{where}"
         case ApprovalGiven():
-            verdict = "approved" if event.approved else "denied"
+            verdict = "approved" if event.approved else "expired" if event.expired else "denied"
             reason = f" {_reason(event.reason)}" if event.reason else ""
             return f"({event.tool_call_id}) {verdict}{reason}"
         case WorkspaceWritten():

@@ -573,13 +573,6 @@ class JetStreamEventStore:
         if stream_seq is None or stream_seq > self._own.get(session_id, 0):
             self._notifier.publish(session_id, [])
 
-    async def last_seq(self, session_id: str) -> int:
-        """Return the session's last seq (0 if it has no events)."""
-        self._ensure_open()
-        validate_session_id(session_id)
-        with self._translate():
-            return (await self._position(session_id))[1]
-
     async def list_sessions(self) -> list[str]:
         """Return every session id, sorted (from the stream's per-subject counts)."""
         self._ensure_open()

@@ -40,10 +40,12 @@ from helix_agents import (
     EventBase,
     Failed,
     HostClaimed,
+    InputRequired,
     Interrupted,
     InterruptRequested,
     MessageAppended,
     OutputChunk,
+    PendingInput,
     RemoteRef,
     RunStarted,
     SessionCreated,
@@ -303,6 +305,19 @@ class _Builder:
             return {"error": self.pick(_WORDS), "recoverable": self.flip()}
         if cls is CustomChunk:
             return {"name": self.pick(_WORDS), "data": draw(_JSON3)}
+        if cls is InputRequired:
+            return {
+                "pending": [
+                    PendingInput(
+                        kind=self.pick(("client_tool", "approval")),
+                        tool_call_id=call_id,
+                        tool_name=self.pick(_TOOL_NAMES),
+                        arguments=draw(_JSON2),
+                        owner_session_id=agent_id,
+                        path=[agent_id],
+                    )
+                ]
+            }
         raise NotImplementedError(f"no chunk fields for {cls.__name__}: extend strategies")
 
     # --- actions: each appends one or a few events -------------------------
