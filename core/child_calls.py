@@ -272,6 +272,17 @@ class ChildCall:
             self._segment_start(state, payload),
         )
         self.opened = True
+        try:
+            await self._send_start(payload)
+        except (TransportError, AgentServerError) as exc:
+            await self.finish(ChildOutcome(status="failed", error=str(exc)))
+            return False
+        return True
+
+    async def _send_start(self, payload: Any) -> None:
+        """Ask the child's server to start it (idempotent: the child's id is fixed)."""
+        state = self.writer.state
+        target = self.target
         request = RemoteStartRequest(
             session_id=target.session_id,
             agent_type=target.agent_type,
@@ -286,12 +297,7 @@ class ChildCall:
             ancestors=[*state.ancestors, state.session_id],
             workspace_session_id=inherited_workspace(self.tool, state, self.agent),
         )
-        try:
-            await target.retry(lambda: target.transport.start(request))
-        except (TransportError, AgentServerError) as exc:
-            await self.finish(ChildOutcome(status="failed", error=str(exc)))
-            return False
-        return True
+        await target.retry(lambda: target.transport.start(request))
 
     async def _reopen(self, payload: Any) -> None:
         """Re-open a child the parent's log already knows, resuming it if nothing runs it."""
@@ -309,7 +315,15 @@ class ChildCall:
             await self.writer.append(SubSessionResumed(sub_session_id=self.session_id))
         self.opened = True
         target = self.target
-        status = await target.retry(lambda: target.transport.get_status(target.session_id))
+        try:
+            status = await target.retry(lambda: target.transport.get_status(target.session_id))
+        except AgentServerError as exc:
+            if exc.code != "NOT_FOUND":
+                raise
+            # The parent recorded the start, then stopped (a crash, an
+            # interrupt) before the start reached the child: start it now.
+            await self._send_start(payload)
+            return
         # A paused child is resumed too: if its answers are all in it goes on,
         # otherwise it suspends again at once and says so on its stream.
         if status.status in ("interrupted", "paused") or (
@@ -506,12 +520,17 @@ class ChildCall:
     async def halt(self, stop: StopRequest) -> None:
         """Stop an open child and record its acknowledgement (no tool result). Shield it.
 
-        A child that finished before the stop reached it keeps its result.
+        A child that ended on its own before the stop reached it keeps its
+        result (completed, or failed under an interrupt).
         """
         if not self.opened:
             return
         outcome = await self._stop_and_follow(stop)
-        if outcome.status == "completed":
+        # It ended on its own before the stop reached it (an interrupt leaves
+        # a child interrupted, never failed): keep its result.
+        if outcome.status == "completed" or (
+            outcome.status == "failed" and stop.kind == "interrupt"
+        ):
             await self.finish(outcome)
             return
         self.opened = False

@@ -74,6 +74,11 @@ class Store(MemoryEventStore):
         self.batches.append(list(events))
         return last
 
+    async def last_seq(self, session_id: str) -> int:
+        """The seq of the session's last event, 0 if it has none (read from the log)."""
+        events = await self.read(session_id)
+        return events[-1].seq if events else 0
+
     async def foreign(self, build: Any) -> Event:
         """Append ``build(seq, ts)`` as another writer would: at the log's end."""
         seq = await self.last_seq(S)
