@@ -116,7 +116,6 @@ from .ids import (
     validate_session_id as validate_session_id,
 )
 from .inprocess import (
-    AgentService as AgentService,
     InProcessTransport as InProcessTransport,
 )
 from .llm import (
@@ -173,6 +172,7 @@ from .scripted_llm import (
     ScriptedLLM as ScriptedLLM,
     ScriptStep as ScriptStep,
 )
+from .service import ExecutorService as ExecutorService
 from .state import (
     PendingApproval as PendingApproval,
     PendingClientTool as PendingClientTool,
@@ -380,7 +380,7 @@ __all__ = [
     "checked_session_id",
     "message_from_input",
     "RemoteAgentTransport",
-    "AgentService",
+    "ExecutorService",
     "InProcessTransport",
     "RUN_ENDING_EVENTS",
     "final_event",

@@ -150,44 +150,49 @@ class AgentServer:
             log.exception("agent server failed in %s", getattr(fn, "__name__", fn))
             raise AgentServerError("INTERNAL_ERROR", f"{type(exc).__name__}: {exc}") from exc
 
-    async def start_agent(self, request: RemoteStartRequest) -> RemoteStartResponse:
-        """Start a session (idempotent); see ``AgentExecutor.start_agent`` for the codes."""
+    # The protocol, as a ``RemoteAgentTransport`` (the gateway and the NATS host
+    # talk to this), over the executor's one implementation of it.
+
+    async def start(self, request: RemoteStartRequest) -> RemoteStartResponse:
+        """Start a session (idempotent); only the server's agent types may be started.
+
+        Codes as ``ExecutorService.start``; an unexpected failure is ``INTERNAL_ERROR``.
+        """
         checked_session_id(request.session_id)
         if request.agent_type not in self.agent_types:
             raise AgentServerError("NOT_FOUND", f"agent type not found: {request.agent_type}")
-        return await self._call(self.executor.start_agent, request)
+        return await self._call(self.executor.service.start, request)
 
-    async def resume_agent(self, request: RemoteResumeRequest) -> RemoteStartResponse:
+    async def resume(self, request: RemoteResumeRequest) -> RemoteStartResponse:
         """Resume an interrupted or paused session."""
-        return await self._call(self.executor.resume_agent, request)
+        return await self._call(self.executor.service.resume, request)
 
-    async def stream_agent(
+    async def stream(
         self, session_id: str, from_sequence: int = 0
     ) -> AsyncIterator[TransportEvent]:
         """The session's stream from ``from_sequence``; ``NOT_FOUND`` for an unknown session."""
-        opened = self.executor.stream_agent(session_id, from_sequence, must_exist=True)
-        async with closing_iter(opened) as events:
+        async with closing_iter(self.executor.service.stream(session_id, from_sequence)) as events:
             async for event in events:
                 yield event
 
     async def get_status(self, session_id: str) -> RemoteStatusResponse:
         """The session's status, including ``latest_sequence``."""
-        return await self._call(self.executor.get_status, session_id)
+        return await self._call(self.executor.service.get_status, session_id)
 
-    async def interrupt_agent(self, session_id: str, reason: str | None = None) -> None:
+    async def interrupt(self, session_id: str, reason: str | None = None) -> None:
         """Interrupt a session, wherever it runs (the request is an event in its log)."""
-        await self._call(self.executor.interrupt_agent, session_id, reason)
+        await self._call(self.executor.service.interrupt, session_id, reason)
 
-    async def abort_agent(self, session_id: str, reason: str | None = None) -> None:
+    async def abort(self, session_id: str, reason: str | None = None) -> None:
         """Abort a session, wherever it runs."""
-        await self._call(self.executor.abort_agent, session_id, reason)
+        await self._call(self.executor.service.abort, session_id, reason)
 
     async def submit_tool_result(
         self, session_id: str, tool_call_id: str, result: Any = None, error: str | None = None
     ) -> SubmitResponse:
         """Answer a client tool call at ``session_id`` (routed to its owner; specs/hitl.md)."""
         return await self._call(
-            self.executor.submit_tool_result, session_id, tool_call_id, result, error
+            self.executor.service.submit_tool_result, session_id, tool_call_id, result, error
         )
 
     async def submit_approval(
@@ -195,5 +200,12 @@ class AgentServer:
     ) -> SubmitResponse:
         """Approve or deny a gated call at ``session_id`` (routed to its owner)."""
         return await self._call(
-            self.executor.submit_approval, session_id, tool_call_id, approved, reason
+            self.executor.service.submit_approval, session_id, tool_call_id, approved, reason
         )
+
+    # The seeds' AgentServer names for the same operations.
+    start_agent = start
+    resume_agent = resume
+    stream_agent = stream
+    interrupt_agent = interrupt
+    abort_agent = abort

@@ -224,7 +224,7 @@ async def rerun_lines(url: str, session_id: str, spec: str) -> list[str]:
         workspace_providers=sandbox,
         workspace_provider_kinds=sandbox,
     ) as executor:
-        await executor.start_agent(
+        await executor.service.start(
             RemoteStartRequest(
                 session_id=session_id,
                 agent_type=created.agent_type,

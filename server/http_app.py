@@ -2,8 +2,9 @@
 
 It fronts an :class:`AgentServer` in this process or any
 :class:`~helix_agents.RemoteAgentTransport` (a fleet behind NATS, another
-HTTP server); one code path serves both, because an ``AgentServer`` is
-reached through an :class:`~helix_agents.InProcessTransport`. The protocol is
+HTTP server); one code path serves both, because an ``AgentServer`` is itself
+a ``RemoteAgentTransport`` (over its executor's one implementation of the
+protocol). The protocol is
 in ``specs/http.md``.
 """
 
@@ -26,7 +27,6 @@ from helix_agents import (
     HTTP_STATUS,
     AgentServerError,
     HelixError,
-    InProcessTransport,
     LogError,
     RemoteAgentTransport,
     RemoteResumeRequest,
@@ -107,9 +107,7 @@ def create_http_app(
         max_body_bytes: larger request bodies are refused with 413.
     """
     server = target if isinstance(target, AgentServer) else None
-    transport: RemoteAgentTransport = (
-        InProcessTransport(target) if isinstance(target, AgentServer) else target
-    )
+    transport: RemoteAgentTransport = target
 
     async def authorized(request: Request) -> bool:
         if auth is None:

@@ -27,7 +27,7 @@ HELIX_AGENTS_ALL = {
     "AgentResult",
     "AgentServerError",
     "AgentServerErrorCode",
-    "AgentService",
+    "ExecutorService",
     "ApprovalGiven",
     "ApprovalRequested",
     "AssistantMessage",

@@ -167,7 +167,7 @@ def test_an_inheriting_sub_agent_may_not_declare_its_own_workspaces() -> None:
 
 
 def test_a_remote_sub_agent_cannot_inherit_workspaces() -> None:
-    transport = InProcessTransport(AgentExecutor(MemoryEventStore()))
+    transport = InProcessTransport(AgentExecutor(MemoryEventStore()).service)
     options: dict[str, Any] = {
         "description": "Remote reader.",
         "input_schema": Query,
