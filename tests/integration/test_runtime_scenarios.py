@@ -1224,7 +1224,7 @@ async def test_hooks_fire_in_order_for_parent_and_child(store: EventStore) -> No
         project_state(log)
         project_stream(log)
     async with AgentExecutor(store, [parent]) as fresh:
-        await fresh.get_status(ROOT)
+        await fresh.service.get_status(ROOT)
     assert calls == EXPECTED_HOOKS
 
 
