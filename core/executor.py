@@ -148,6 +148,26 @@ class AgentExecutor:
         self._session_locks = _SessionLocks()
         self._tg: TaskGroup | None = None
         self._expiry_timers: dict[tuple[str, str], anyio.CancelScope] = {}
+        self.require_models()
+
+    def require_models(self) -> None:
+        """Refuse an agent that could never run: no model of its own, and no default here.
+
+        Called on construction and for each agent :meth:`execute` registers;
+        call it after registering agents on :attr:`registry` yourself.
+
+        Raises:
+            UsageError: naming the first such agent.
+        """
+        if self.env.llm is not None or self.env.llm_override is not None:
+            return
+        for name in self.registry.names():
+            agent = self.registry.get(name)
+            if agent is not None and agent.llm is None:
+                raise UsageError(
+                    f"agent {name!r} has no model: give it define_agent(..., llm=...) "
+                    "or give the executor a default, AgentExecutor(..., llm=...)"
+                )
 
     async def __aenter__(self) -> AgentExecutor:
         self._tg = anyio.create_task_group()
@@ -190,6 +210,7 @@ class AgentExecutor:
         (``ALREADY_COMPLETED``, ``ALREADY_RUNNING``) like ``service.start``.
         """
         self.registry.register(agent)
+        self.require_models()
         message = (
             message_or_input
             if isinstance(message_or_input, str | list)

@@ -104,6 +104,7 @@ class AgentServer:
             for agent in agent_list:
                 executor.registry.register(agent)
             executor.workspaces.check_wiring(executor.registry, workspace_provider_kinds)
+            executor.require_models()
         self.executor = executor
         self.agent_types = sorted(agent.name for agent in agent_list)
         """The agent types callers may start (sub-agents are reachable only through them)."""

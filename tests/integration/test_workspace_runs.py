@@ -480,7 +480,10 @@ async def test_a_start_request_inherits_only_from_a_parent_running_here() -> Non
     bare = define_agent("bare", output_schema=Answer)
     with anyio.fail_after(LIMIT):
         async with AgentExecutor(
-            store, [own, bare], workspace_providers={"memory": MemoryWorkspaceProvider()}
+            store,
+            [own, bare],
+            llm=ScriptedLLM([]),  # refused before any model would be asked
+            workspace_providers={"memory": MemoryWorkspaceProvider()},
         ) as executor:
             request = RemoteStartRequest(
                 session_id="spoof",
