@@ -32,6 +32,8 @@ from helix_agents import (
     checked_session_id,
 )
 from helix_agents._aio import closing_iter
+from helix_agents.ids import SessionId
+from helix_agents.streaming import open_session_stream
 
 __all__ = ["AgentServer"]
 
@@ -175,6 +177,17 @@ class AgentServer:
         async with closing_iter(self.executor.service.stream(session_id, from_sequence)) as events:
             async for event in events:
                 yield event
+
+    async def open_stream(
+        self, session_id: SessionId, from_sequence: int = 0
+    ) -> AsyncIterator[TransportEvent]:
+        """The session's stream, opened with one read of its log; ``NOT_FOUND`` now if unknown.
+
+        For an edge that has checked the id (and ``from_sequence >= 0``): the
+        store's own check is the only one after that.
+        """
+        store = self.executor.store
+        return await self._call(open_session_stream, store, session_id, from_sequence)
 
     async def get_status(self, session_id: str) -> RemoteStatusResponse:
         """The session's status, including ``latest_sequence``."""

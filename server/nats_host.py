@@ -24,7 +24,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import msgspec
@@ -40,25 +40,25 @@ from helix_agents import (
     ConcurrencyConflict,
     HelixError,
     HostClaimed,
-    LogError,
     RemoteResumeRequest,
     RemoteStartRequest,
     SubmitApprovalRequest,
     SubmitToolResultRequest,
-    UsageError,
     decode_session_token,
     encode_session_token,
     project_state,
 )
+from helix_agents.ids import SessionId
+from helix_agents.transports.bodies import SessionRequest
 from helix_agents.transports.nats import (
     DEFAULT_PREFIX,
     DEFAULT_QUEUE,
     Reply,
-    SessionOp,
     StatusRequest,
 )
 
 from .agent_server import AgentServer
+from .edge import checked_id, checked_start, decode, protocol_error
 
 __all__ = ["LEASE_BUCKET", "NatsAgentHost", "lease_key"]
 
@@ -73,26 +73,7 @@ def lease_key(session_id: str) -> str:
 
 log = logging.getLogger("helix_agents.server")
 
-T = TypeVar("T")
-
 _encoder = msgspec.json.Encoder()
-
-
-class _Refused(Exception):
-    def __init__(self, code: str, message: str) -> None:
-        self.code = code
-        self.message = message
-        super().__init__(message)
-
-
-def _decode(data: bytes, kind: type[T]) -> T:
-    try:
-        decoded: T = msgspec.json.decode(data, type=kind)
-    except msgspec.ValidationError as exc:
-        raise _Refused("INVALID_REQUEST", f"invalid request: {exc}") from exc
-    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-        raise _Refused("INVALID_REQUEST", f"malformed JSON: {exc}") from exc
-    return decoded
 
 
 class NatsAgentHost:
@@ -181,43 +162,38 @@ class NatsAgentHost:
     async def _answer(self, msg: Msg, handler: Callable[[Msg], Awaitable[Any]]) -> None:
         try:
             reply = Reply(result=await handler(msg))
-        except _Refused as exc:
-            reply = Reply(error=exc.message, code=exc.code)
-        except AgentServerError as exc:
-            reply = Reply(error=exc.message, code=exc.code)
-        except (UsageError, LogError) as exc:
-            reply = Reply(error=str(exc), code="INVALID_REQUEST")
-        except HelixError as exc:
-            log.error("host request on %s failed: %s", msg.subject, exc)
-            reply = Reply(error=str(exc), code="INTERNAL_ERROR")
         except Exception as exc:  # never let one request take the host down
-            log.exception("host request on %s failed", msg.subject)
-            reply = Reply(error=f"{type(exc).__name__}: {exc}", code="INTERNAL_ERROR")
+            error = protocol_error(exc, f"host request on {msg.subject}")
+            reply = Reply(error=error.message, code=error.code)
         if msg.reply:
             await msg.respond(_encoder.encode(reply))
 
-    def _session(self, msg: Msg, session_id: str) -> str:
-        """Check that the subject's token names the body's session."""
+    def _session(self, msg: Msg, session_id: str) -> SessionId:
+        """The body's session id, checked, once the subject's token names the same session."""
         token = msg.subject.rsplit(".", 1)[-1]
         try:
             named = decode_session_token(token)
         except ValueError as exc:
-            raise _Refused("INVALID_REQUEST", f"bad session token {token!r}") from exc
+            raise AgentServerError("INVALID_REQUEST", f"bad session token {token!r}") from exc
         if named != session_id:
-            raise _Refused("INVALID_REQUEST", "the subject and the body name different sessions")
-        return session_id
+            raise AgentServerError(
+                "INVALID_REQUEST", "the subject and the body name different sessions"
+            )
+        return checked_id(session_id)
 
     async def _start(self, msg: Msg) -> Any:
-        request = _decode(msg.data, RemoteStartRequest)
+        request = decode(msg.data, RemoteStartRequest)
         agent_type = msg.subject.rsplit(".", 1)[-1]
         if request.agent_type != agent_type:
-            raise _Refused("INVALID_REQUEST", "the subject and the body name different agents")
-        response = await self.server.start_agent(request)
+            raise AgentServerError(
+                "INVALID_REQUEST", "the subject and the body name different agents"
+            )
+        response = await self.server.start_agent(checked_start(request))
         await self._hold(request.session_id)
         return response
 
     async def _resume(self, msg: Msg) -> Any:
-        request = _decode(msg.data, RemoteResumeRequest)
+        request = decode(msg.data, RemoteResumeRequest)
         self._session(msg, request.session_id)
         response = await self.server.resume_agent(request)
         await self._hold(request.session_id)
@@ -229,8 +205,7 @@ class NatsAgentHost:
         """Take the lease of a session this host now runs (none if it runs elsewhere)."""
         if self._kv is not None and self.server.executor.is_executing(session_id):
             await self._kv.put(lease_key(session_id), self.host_id.encode())
-            log.info("host %s runs session %s", self.host_id, session_id)
-            print(f"helix-agents: host {self.host_id} runs {session_id}", flush=True)
+            log.info("host %s runs %s", self.host_id, session_id)
 
     async def _renew_forever(self) -> None:
         assert self._kv is not None
@@ -296,21 +271,21 @@ class NatsAgentHost:
         return taken
 
     async def _status(self, msg: Msg) -> Any:
-        request = _decode(msg.data, StatusRequest)
+        request = decode(msg.data, StatusRequest)
         return await self.server.get_status(self._session(msg, request.session_id))
 
     async def _interrupt(self, msg: Msg) -> Any:
-        request = _decode(msg.data, SessionOp)
+        request = decode(msg.data, SessionRequest)
         await self.server.interrupt_agent(self._session(msg, request.session_id), request.reason)
         return {"ok": True}
 
     async def _abort(self, msg: Msg) -> Any:
-        request = _decode(msg.data, SessionOp)
+        request = decode(msg.data, SessionRequest)
         await self.server.abort_agent(self._session(msg, request.session_id), request.reason)
         return {"ok": True}
 
     async def _submit(self, msg: Msg) -> Any:
-        request = _decode(msg.data, SubmitToolResultRequest)
+        request = decode(msg.data, SubmitToolResultRequest)
         return await self.server.submit_tool_result(
             self._session(msg, request.session_id),
             request.tool_call_id,
@@ -319,7 +294,7 @@ class NatsAgentHost:
         )
 
     async def _approve(self, msg: Msg) -> Any:
-        request = _decode(msg.data, SubmitApprovalRequest)
+        request = decode(msg.data, SubmitApprovalRequest)
         return await self.server.submit_approval(
             self._session(msg, request.session_id),
             request.tool_call_id,
