@@ -8,11 +8,13 @@ in the shared store (``specs/nats.md``). Every request is handled in the
 host's own task group, so a slow one never holds up the rest.
 
 Failover: a host holds a lease (JetStream KV, with a TTL) on every session it
-runs, renewed while it runs. Each host looks for sessions that are running
-but that no live lease covers (their host died); it claims one by
-compare-and-append of ``host_claimed`` (so two claimants can never both
-win) and resumes it from its log. A partitioned old owner that comes back
-loses its next append, sees the claim, and stops touching the session.
+runs, taken before the run can begin (a local child's too: the server's
+``run_guard``) and renewed while it runs. Each host looks for sessions that
+are running but that no live lease covers (their host died); it takes the
+lease, claims the session by compare-and-append of ``host_claimed`` (so two
+claimants can never both win) and resumes it from its log. A partitioned old
+owner that comes back loses its next append, sees the claim, and stops
+touching the session.
 
 asyncio lives here only because nats-py is asyncio-only.
 """
@@ -22,7 +24,8 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any
 
@@ -32,7 +35,7 @@ from anyio.abc import TaskGroup
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
-from nats.js.errors import BucketNotFoundError, KeyNotFoundError
+from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from helix_agents import (
@@ -44,6 +47,7 @@ from helix_agents import (
     RemoteStartRequest,
     SubmitApprovalRequest,
     SubmitToolResultRequest,
+    UsageError,
     decode_session_token,
     encode_session_token,
     project_state,
@@ -76,6 +80,13 @@ log = logging.getLogger("helix_agents.server")
 _encoder = msgspec.json.Encoder()
 
 
+class _Lease(msgspec.Struct, kw_only=True):
+    """What taking a session's lease found: who holds it, and our revision if we created it."""
+
+    holder: str | None
+    created: int | None = None
+
+
 class NatsAgentHost:
     """Serves ``server`` on NATS; use it as ``async with NatsAgentHost(server, nc):``.
 
@@ -101,11 +112,23 @@ class NatsAgentHost:
         """This host's identity in ``host_claimed`` events and leases."""
         self.lease_ttl = lease_ttl
         self._kv: KeyValue | None = None
+        self._kv_open = anyio.Event()
         self._subscriptions: list[Subscription] = []
         self._tg: TaskGroup | None = None
         self._entered_server = False
 
     async def __aenter__(self) -> NatsAgentHost:
+        if self.server.run_guard is not None:
+            raise UsageError("this AgentServer is already hosted (it has a run_guard)")
+        self.server.run_guard = self._leased  # its leases wait for the bucket, opened below
+        try:
+            await self._open()
+        except BaseException as exc:
+            await self.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        return self
+
+    async def _open(self) -> None:
         if not self.server.running:
             await self.server.__aenter__()
             self._entered_server = True
@@ -129,9 +152,9 @@ class NatsAgentHost:
             self._kv = await js.key_value(LEASE_BUCKET)
         except BucketNotFoundError:
             self._kv = await js.create_key_value(bucket=LEASE_BUCKET, ttl=self.lease_ttl)
+        self._kv_open.set()
         self._tg.start_soon(self._renew_forever)
         self._tg.start_soon(self._take_over_forever)
-        return self
 
     async def __aexit__(
         self,
@@ -148,9 +171,13 @@ class NatsAgentHost:
                 tg.cancel_scope.cancel()  # the lease and takeover loops; requests are answered
                 await tg.__aexit__(exc_type, exc, tb)
         finally:
-            if self._entered_server:
-                self._entered_server = False
-                await self.server.__aexit__(exc_type, exc, tb)
+            try:
+                if self._entered_server:
+                    self._entered_server = False
+                    await self.server.__aexit__(exc_type, exc, tb)
+            finally:
+                self.server.run_guard = None
+                self._kv_open.set()  # no lease is waited for any more (none, if it never opened)
 
     async def _subscribe(self, subject: str, handler: Callable[[Msg], Awaitable[Any]]) -> None:
         async def deliver(msg: Msg) -> None:
@@ -188,33 +215,79 @@ class NatsAgentHost:
             raise AgentServerError(
                 "INVALID_REQUEST", "the subject and the body name different agents"
             )
-        response = await self.server.start_agent(checked_start(request))
-        await self._hold(request.session_id)
-        return response
+        return await self.server.start_agent(checked_start(request))
 
     async def _resume(self, msg: Msg) -> Any:
         request = decode(msg.data, RemoteResumeRequest)
         self._session(msg, request.session_id)
-        response = await self.server.resume_agent(request)
-        await self._hold(request.session_id)
-        return response
+        return await self.server.resume_agent(request)
 
     # --- leases and failover ----------------------------------------------------------
 
-    async def _hold(self, session_id: str) -> None:
-        """Take the lease of a session this host now runs (none if it runs elsewhere)."""
-        if self._kv is not None and self.server.executor.is_executing(session_id):
+    @asynccontextmanager
+    async def _leased(self, session_id: str) -> AsyncIterator[_Lease]:
+        """Hold ``session_id``'s lease around a request that can begin its run here.
+
+        The server's run guard (starts, resumes, answers; a local child's
+        too). The lease is taken (created, if no host holds it) before the run
+        can begin, so no other host can find the session running unleased; if
+        no run of it began here, a lease created for it is given back. A lease
+        that cannot be taken (JetStream unavailable) does not stop the run:
+        the next renewal puts it.
+        """
+        lease = await self._take_lease(session_id)
+        try:
+            yield lease
+        finally:
+            with anyio.CancelScope(shield=True):
+                if not self.server.executor.is_executing(session_id):
+                    if lease.created is not None:
+                        await self._drop_lease(session_id, lease.created)
+                elif lease.created is not None or lease.holder != self.host_id:
+                    if lease.created is None:  # held elsewhere, or not at all: ours now
+                        await self._put_lease(session_id)
+                    log.info("host %s runs %s", self.host_id, session_id)
+
+    async def _take_lease(self, session_id: str) -> _Lease:
+        """Create the session's lease for this host unless a host holds it; say who does."""
+        await self._kv_open.wait()  # a request that came in while the host was opening it
+        if self._kv is None:
+            return _Lease(holder=None)
+        try:
+            for _ in range(3):  # a lease that expires between the two steps: try again
+                try:
+                    revision = await self._kv.create(lease_key(session_id), self.host_id.encode())
+                    return _Lease(holder=self.host_id, created=revision)
+                except (KeyWrongLastSequenceError, KeyNotFoundError):
+                    holder = await self._lease_holder(session_id)
+                    if holder is not None:
+                        return _Lease(holder=holder)
+        except Exception as exc:  # best effort: the next renewal puts it
+            log.warning("could not take the lease of %s: %s", session_id, exc)
+        return _Lease(holder=None)
+
+    async def _put_lease(self, session_id: str) -> None:
+        if self._kv is None:
+            return
+        try:
             await self._kv.put(lease_key(session_id), self.host_id.encode())
-            log.info("host %s runs %s", self.host_id, session_id)
+        except Exception as exc:  # never the end of the host: the next renewal puts it again
+            log.warning("could not put the lease of %s: %s", session_id, exc)
+
+    async def _drop_lease(self, session_id: str, revision: int) -> None:
+        """Delete the lease this host created at ``revision``, unless it was written since."""
+        if self._kv is None:
+            return
+        try:
+            await self._kv.delete(lease_key(session_id), last=revision)
+        except Exception as exc:  # written since (a renewal): not ours to delete
+            log.debug("left the lease of %s: %s", session_id, exc)
 
     async def _renew_forever(self) -> None:
         assert self._kv is not None
         while True:
             for session_id in self.server.executor.active_sessions():
-                try:
-                    await self._kv.put(lease_key(session_id), self.host_id.encode())
-                except Exception as exc:  # a missed renewal is retried next round
-                    log.warning("could not renew the lease of %s: %s", session_id, exc)
+                await self._put_lease(session_id)  # a missed renewal is retried next round
             await anyio.sleep(self.lease_ttl / 3)
 
     async def _take_over_forever(self) -> None:
@@ -237,7 +310,8 @@ class NatsAgentHost:
         """Claim and resume the running sessions no live lease covers; return their ids.
 
         Only sessions of this host's agent types, whose host died (its lease
-        expired). The claim is a compare-and-append of ``host_claimed``.
+        expired). This host takes the lease first (only if no host holds it),
+        then claims by compare-and-append of ``host_claimed``.
         """
         store = self.server.store
         executor = self.server.executor
@@ -253,20 +327,22 @@ class NatsAgentHost:
                 continue
             if await self._lease_holder(session_id) is not None:
                 continue  # a live host holds it
-            claim = HostClaimed(
-                session_id=session_id,
-                seq=state.last_seq + 1,
-                ts=time.time(),
-                host_id=self.host_id,
-                previous_host_id=state.host_id,
-            )
-            try:
-                await store.append(session_id, [claim], state.last_seq)
-            except ConcurrencyConflict:
-                continue  # another host claimed it first, or it moved on
-            log.warning("host %s takes over session %s", self.host_id, session_id)
-            await self.server.resume_agent(RemoteResumeRequest(session_id=session_id))
-            await self._hold(session_id)
+            async with self._leased(session_id) as lease:
+                if lease.created is None:
+                    continue  # a host took the lease first
+                claim = HostClaimed(
+                    session_id=session_id,
+                    seq=state.last_seq + 1,
+                    ts=time.time(),
+                    host_id=self.host_id,
+                    previous_host_id=state.host_id,
+                )
+                try:
+                    await store.append(session_id, [claim], state.last_seq)
+                except ConcurrencyConflict:
+                    continue  # another host claimed it first, or it moved on
+                log.warning("host %s takes over session %s", self.host_id, session_id)
+                await self.server.resume_agent(RemoteResumeRequest(session_id=session_id))
             taken.append(session_id)
         return taken
 
