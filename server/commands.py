@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import os
 import sys
 from collections.abc import Iterable, Mapping
@@ -158,6 +159,11 @@ async def run_host(spec: str, *, nats_url: str, lease_ttl: float = 10.0) -> None
 
     from .nats_host import NatsAgentHost
 
+    # A host's log on stderr: which sessions it runs, takes over, or fails to lease.
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.getLogger("helix_agents").addHandler(handler)
+    logging.getLogger("helix_agents").setLevel(logging.INFO)
     target = load_target(spec)
     agents = (
         [target.executor.registry.get(name) for name in target.agent_types]
