@@ -106,6 +106,7 @@ from .executor import (
     AgentExecutor as AgentExecutor,
     AgentHandle as AgentHandle,
     AgentResult as AgentResult,
+    RunGuard as RunGuard,
 )
 from .ids import (
     MAX_SESSION_ID_LENGTH as MAX_SESSION_ID_LENGTH,
@@ -395,6 +396,7 @@ __all__ = [
     "AgentExecutor",
     "AgentHandle",
     "AgentResult",
+    "RunGuard",
     "Workspace",
     "WorkspaceEntry",
     "WorkspaceProvider",

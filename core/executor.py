@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from types import TracebackType
 from typing import Any
 
@@ -54,7 +54,12 @@ from .transport import RemoteAgentTransport
 from .workspace_hub import WorkspaceHub
 from .workspaces import WorkspaceProvider
 
-__all__ = ["AgentExecutor", "AgentHandle", "AgentResult"]
+__all__ = ["AgentExecutor", "AgentHandle", "AgentResult", "RunGuard"]
+
+RunGuard = Callable[[str], AbstractAsyncContextManager[object]]
+"""``guard(session_id)``: a context entered around every start and resume of a session.
+
+A fleet host takes the session's lease there, before the run can begin."""
 
 log = logging.getLogger("helix_agents")
 
@@ -148,7 +153,16 @@ class AgentExecutor:
         self._session_locks = _SessionLocks()
         self._tg: TaskGroup | None = None
         self._expiry_timers: dict[tuple[str, str], anyio.CancelScope] = {}
+        self.run_guard: RunGuard | None = None
+        """Entered around every start and resume here: requests', local children's,
+        expiry timers', ``recover()``'s (a NATS host sets it to take leases)."""
         self.require_models()
+
+    def guarded(self, session_id: str) -> AbstractAsyncContextManager[object]:
+        """The :attr:`run_guard` around something that can begin a run of ``session_id``."""
+        if self.run_guard is None:
+            return nullcontext()
+        return self.run_guard(session_id)
 
     def require_models(self) -> None:
         """Refuse an agent that could never run: no model of its own, and no default here.

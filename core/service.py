@@ -131,7 +131,10 @@ class ExecutorService:
             workspace_session_id=request.workspace_session_id,
         )
         started = RunStarted(session_id=session_id, seq=2, ts=created.ts, run_id=run_id)
-        async with self._executor._session_locks.hold(session_id):
+        async with (
+            self._executor._session_locks.hold(session_id),
+            self._executor.guarded(session_id),
+        ):
             try:
                 await self._executor.store.append(session_id, [created, started], 0)
             except ConcurrencyConflict:
@@ -161,7 +164,10 @@ class ExecutorService:
         ``ALREADY_RUNNING`` (a message was sent to a run that is active here).
         """
         session_id = checked_session_id(request.session_id)
-        async with self._executor._session_locks.hold(session_id):
+        async with (
+            self._executor._session_locks.hold(session_id),
+            self._executor.guarded(session_id),
+        ):
             return await self._resume_locked(session_id, user_messages(request.message))
 
     async def _resume_locked(

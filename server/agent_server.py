@@ -6,18 +6,16 @@ it builds the executor from an ``{agent type: agent}`` map, owns its lifetime,
 and turns unexpected failures into ``INTERNAL_ERROR``. Front it with
 ``create_http_app`` (HTTP+SSE) or the NATS host.
 
-Every request that can begin a run of a session here (a start, a resume, an
-answer that resumes it), a local child's too, is served inside its
-``run_guard`` when one is set: the NATS host takes the session's lease there,
-before the run can begin (``specs/nats.md``).
+Every start and resume of a session here (a request's, an answer's that
+resumes it, a local child's, an expiry timer's, ``recover()``'s) runs inside
+the executor's ``run_guard`` when one is set: the NATS host takes the
+session's lease there, before the run can begin (``specs/nats.md``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -27,12 +25,12 @@ from helix_agents import (
     AgentServerError,
     EventStore,
     HelixError,
-    InProcessTransport,
     LLMAdapter,
     RemoteResumeRequest,
     RemoteStartRequest,
     RemoteStartResponse,
     RemoteStatusResponse,
+    RunGuard,
     SubmitResponse,
     TransportEvent,
     UsageError,
@@ -48,9 +46,6 @@ __all__ = ["AgentServer", "RunGuard"]
 log = logging.getLogger("helix_agents.server")
 
 T = TypeVar("T")
-
-RunGuard = Callable[[str], AbstractAsyncContextManager[object]]
-"""``guard(session_id)``: entered around each request that can begin a run of ``session_id``."""
 
 
 class AgentServer:
@@ -79,8 +74,6 @@ class AgentServer:
             has no provider for. Unset (soft), a warning is logged when an
             agent declares workspaces (seed 000, "Workspace Wiring").
 
-    With an ``executor`` of yours, its local children are reached through its
-    own local transport, outside ``run_guard``.
     """
 
     def __init__(
@@ -103,16 +96,12 @@ class AgentServer:
         else:
             agent_list = list(agents)
         self.store = store
-        self.run_guard: RunGuard | None = None
-        """Entered around every start, resume and answer here, a local child's too."""
-        self._runs = _GuardedRuns(self)
         self._owns_executor = executor is None
         if executor is None:
             executor = AgentExecutor(
                 store,
                 agent_list,
                 llm=llm,
-                local_transport=InProcessTransport(self._runs),
                 workspace_providers=workspace_providers,
                 workspace_provider_kinds=workspace_provider_kinds,
             )
@@ -171,11 +160,14 @@ class AgentServer:
             log.exception("agent server failed in %s", getattr(fn, "__name__", fn))
             raise AgentServerError("INTERNAL_ERROR", f"{type(exc).__name__}: {exc}") from exc
 
-    def guarded(self, session_id: str) -> AbstractAsyncContextManager[object]:
-        """The :attr:`run_guard` for a request that can begin a run of ``session_id``."""
-        if self.run_guard is None:
-            return contextlib.nullcontext()
-        return self.run_guard(session_id)
+    @property
+    def run_guard(self) -> RunGuard | None:
+        """The executor's guard around every start and resume (see ``AgentExecutor.run_guard``)."""
+        return self.executor.run_guard
+
+    @run_guard.setter
+    def run_guard(self, guard: RunGuard | None) -> None:
+        self.executor.run_guard = guard
 
     # The protocol, as a ``RemoteAgentTransport`` (the gateway and the NATS host
     # talk to this), over the executor's one implementation of it.
@@ -188,11 +180,11 @@ class AgentServer:
         checked_session_id(request.session_id)
         if request.agent_type not in self.agent_types:
             raise AgentServerError("NOT_FOUND", f"agent type not found: {request.agent_type}")
-        return await self._call(self._runs.start, request)
+        return await self._call(self.executor.service.start, request)
 
     async def resume(self, request: RemoteResumeRequest) -> RemoteStartResponse:
         """Resume an interrupted or paused session."""
-        return await self._call(self._runs.resume, request)
+        return await self._call(self.executor.service.resume, request)
 
     async def stream(
         self, session_id: str, from_sequence: int = 0
@@ -230,7 +222,7 @@ class AgentServer:
     ) -> SubmitResponse:
         """Answer a client tool call at ``session_id`` (routed to its owner; specs/hitl.md)."""
         return await self._call(
-            self._runs.submit_tool_result, session_id, tool_call_id, result, error
+            self.executor.service.submit_tool_result, session_id, tool_call_id, result, error
         )
 
     async def submit_approval(
@@ -238,7 +230,7 @@ class AgentServer:
     ) -> SubmitResponse:
         """Approve or deny a gated call at ``session_id`` (routed to its owner)."""
         return await self._call(
-            self._runs.submit_approval, session_id, tool_call_id, approved, reason
+            self.executor.service.submit_approval, session_id, tool_call_id, approved, reason
         )
 
     # The seeds' AgentServer names for the same operations.
@@ -247,60 +239,3 @@ class AgentServer:
     stream_agent = stream
     interrupt_agent = interrupt
     abort_agent = abort
-
-
-class _GuardedRuns:
-    """The executor's protocol with the server's ``run_guard`` around what can begin a run.
-
-    ``start``, ``resume`` and the two answers (which resume the session that
-    has them all) run inside the guard; the rest goes straight through. The
-    server's requests and its runs' local children (through an
-    ``InProcessTransport`` over this) both pass here.
-    """
-
-    def __init__(self, server: AgentServer) -> None:
-        self._server = server
-
-    async def start(self, request: RemoteStartRequest) -> RemoteStartResponse:
-        """Start a session, inside the guard."""
-        async with self._server.guarded(request.session_id):
-            return await self._server.executor.service.start(request)
-
-    async def resume(self, request: RemoteResumeRequest) -> RemoteStartResponse:
-        """Resume a session, inside the guard."""
-        async with self._server.guarded(request.session_id):
-            return await self._server.executor.service.resume(request)
-
-    def stream(self, session_id: str, from_sequence: int = 0) -> AsyncIterator[TransportEvent]:
-        """A session's stream."""
-        return self._server.executor.service.stream(session_id, from_sequence)
-
-    async def get_status(self, session_id: str) -> RemoteStatusResponse:
-        """A session's status."""
-        return await self._server.executor.service.get_status(session_id)
-
-    async def interrupt(self, session_id: str, reason: str | None = None) -> None:
-        """Interrupt a session."""
-        await self._server.executor.service.interrupt(session_id, reason)
-
-    async def abort(self, session_id: str, reason: str | None = None) -> None:
-        """Abort a session."""
-        await self._server.executor.service.abort(session_id, reason)
-
-    async def submit_tool_result(
-        self, session_id: str, tool_call_id: str, result: Any = None, error: str | None = None
-    ) -> SubmitResponse:
-        """Answer a client tool call, inside the guard (the answer may resume the session)."""
-        async with self._server.guarded(session_id):
-            return await self._server.executor.service.submit_tool_result(
-                session_id, tool_call_id, result, error
-            )
-
-    async def submit_approval(
-        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
-    ) -> SubmitResponse:
-        """Approve or deny a gated call, inside the guard (the answer may resume the session)."""
-        async with self._server.guarded(session_id):
-            return await self._server.executor.service.submit_approval(
-                session_id, tool_call_id, approved, reason
-            )

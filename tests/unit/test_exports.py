@@ -25,6 +25,7 @@ HELIX_AGENTS_ALL = {
     "AgentHooks",
     "AgentRegistry",
     "AgentResult",
+    "RunGuard",
     "AgentServerError",
     "AgentServerErrorCode",
     "ExecutorService",
