@@ -41,7 +41,6 @@ from .errors import (
 )
 from .events import (
     ChildChunkForwarded,
-    ClientToolOwnershipRecorded,
     Event,
     InputRequired,
     SubAgentEnd,
@@ -52,6 +51,7 @@ from .events import (
     SubSessionSuspended,
     UsageRecorded,
 )
+from .hitl import route_records
 from .messages import ToolCall
 from .protocol import (
     ChunkEvent,
@@ -304,7 +304,16 @@ class ChildCall:
                                 if isinstance(chunk, InputRequired):
                                     # The route to each entry, in the batch that
                                     # makes the entry visible on this stream.
-                                    forwarded.extend(self._routes(chunk))
+                                    forwarded.extend(
+                                        route_records(
+                                            chunk,
+                                            via=child_id,
+                                            remote=target.remote,
+                                            known=writer.state.client_tool_ownership.keys()
+                                            | self._routed,
+                                        )
+                                    )
+                                    self._routed.update(e.tool_call_id for e in chunk.pending)
                                     if chunk.agent_id == child_id:
                                         paused = chunk
                         if forwarded:
@@ -334,30 +343,6 @@ class ChildCall:
             if drops > target.stream_retries:
                 raise StreamDropError(child_id, held)
             await anyio.sleep(target.stream_retry_base * 2 ** (drops - 1))
-
-    def _routes(self, chunk: InputRequired) -> list[Event]:
-        """Ownership records for the entries of ``chunk`` this session does not know yet."""
-        known = self.writer.state.client_tool_ownership
-        routes: list[Event] = []
-        for entry in chunk.pending:
-            if entry.tool_call_id in known or entry.tool_call_id in self._routed:
-                continue
-            self._routed.add(entry.tool_call_id)
-            routes.append(
-                ClientToolOwnershipRecorded(
-                    tool_call_id=entry.tool_call_id,
-                    owner_session_id=entry.owner_session_id,
-                    remote=self.target.remote,
-                    via_session_id=self.session_id,
-                    kind=entry.kind,
-                    tool_name=entry.tool_name,
-                    arguments=entry.arguments,
-                    path=entry.path,
-                    expires_in=entry.expires_in,
-                    expires_at=entry.expires_at,
-                )
-            )
-        return routes
 
     # --- finish -------------------------------------------------------------------
 
