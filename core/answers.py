@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 from pydantic import ValidationError
 
 from .agents import RemoteSubAgentTool, SubAgentTool
-from .child_calls import child_target
+from .child_target import child_target
 from .errors import AgentServerError, ConcurrencyConflict
 from .events import ApprovalGiven, ClientToolResultSubmitted, Event, PendingInput, Suspended
 from .hitl import expiry_message
@@ -126,7 +126,7 @@ def _answered(kind: str, entry: Any) -> bool:
     return bool(entry.submitted) if kind == "client_tool" else entry.approved is not None
 
 
-def _taken_in(log_: list[Event], tool_call_id: str) -> bool:
+def _taken_in(log_: Sequence[Event], tool_call_id: str) -> bool:
     """True if the session suspended again after recording its answer to ``tool_call_id``.
 
     Its run then saw the answer (an approved delegation waits on its child
@@ -253,7 +253,7 @@ async def _resume_paused(executor: AgentExecutor, session_id: str) -> None:
     # Only a paused session: a running one takes the answer in, and one a
     # person stopped (interrupted, even just now) stays stopped.
     try:
-        await executor.resume_if_paused(session_id)
+        await executor.service.resume_if_paused(session_id)
     except AgentServerError as exc:
         if exc.code not in ("ALREADY_COMPLETED", "ALREADY_RUNNING"):
             raise

@@ -67,6 +67,8 @@ __all__ = [
     "ToolStart",
     "UsageKind",
     "UsageRecorded",
+    "WorkspaceDeleted",
+    "WorkspaceWritten",
 ]
 
 RunMode = Literal["start", "resume", "continue"]
@@ -242,6 +244,8 @@ class SessionCreated(EventBase, tag="session_created", frozen=True):
     parent_tool_call_id: str | None = None
     ancestors: list[str] = []
     """Session ids from the root to the parent (root first); empty for a root."""
+    workspace_session_id: str | None = None
+    """The session whose workspaces this one uses (a sub-agent with ``inherit_workspace``)."""
 
 
 class RunStarted(EventBase, tag="run_started", frozen=True):
@@ -462,6 +466,41 @@ class ApprovalGiven(EventBase, tag="approval_given", frozen=True):
     expired: bool = False
 
 
+# --- workspaces --------------------------------------------------------------
+
+
+class WorkspaceWritten(EventBase, tag="workspace_written", frozen=True):
+    """A workspace tool of this session wrote file ``path`` of workspace ``workspace``.
+
+    Emitted by ``workspace_write`` once the provider has stored the file, before
+    the call's result. The log keeps a reference, not the bytes: ``size`` and
+    the ``sha256`` of what was written (the content a model wrote is also in
+    its tool call's arguments). ``owner_session_id`` is set when the workspace
+    belongs to another session (an inherited one).
+    """
+
+    workspace: str
+    kind: str
+    path: str
+    size: int
+    sha256: str
+    owner_session_id: str | None = None
+    tool_call_id: str | None = None
+
+
+class WorkspaceDeleted(EventBase, tag="workspace_deleted", frozen=True):
+    """A workspace tool of this session deleted file ``path`` of workspace ``workspace``.
+
+    Emitted by ``workspace_delete`` when a file was there and is gone.
+    """
+
+    workspace: str
+    kind: str
+    path: str
+    owner_session_id: str | None = None
+    tool_call_id: str | None = None
+
+
 Event = (
     SessionCreated
     | RunStarted
@@ -497,6 +536,8 @@ Event = (
     | ClientToolOwnershipRecorded
     | ApprovalRequested
     | ApprovalGiven
+    | WorkspaceWritten
+    | WorkspaceDeleted
 )
 """Any event of the catalog."""
 

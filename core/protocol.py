@@ -53,6 +53,9 @@ class RemoteStartRequest(_Wire, frozen=True):
     parent_tool_call_id: str | None = None
     ancestors: list[str] | None = None
     """Session ids from the root to the parent (root first): the path of pending inputs."""
+    workspace_session_id: str | None = None
+    """Use this session's workspaces (a sub-agent with ``inherit_workspace``); see
+    specs/workspaces.md for when a server accepts it."""
 
 
 class RemoteResumeRequest(_Wire, frozen=True):

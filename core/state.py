@@ -27,6 +27,7 @@ __all__ = [
     "SubSessionStatus",
     "ToolOwnership",
     "UsageTotals",
+    "WorkspaceFile",
 ]
 
 SessionStatus = Literal["running", "completed", "failed", "interrupted", "paused"]
@@ -106,6 +107,17 @@ class ToolOwnership(msgspec.Struct, kw_only=True, rename="camel"):
     expired: bool = False
 
 
+class WorkspaceFile(msgspec.Struct, kw_only=True, rename="camel"):
+    """A file this session's tools wrote to a workspace, as its log records it (a reference)."""
+
+    workspace: str
+    path: str
+    size: int
+    sha256: str
+    seq: int
+    """The seq of the ``workspace_written`` event."""
+
+
 class UsageTotals(msgspec.Struct, kw_only=True, rename="camel"):
     """This session's own usage (children are aggregated by the usage rollup, not here)."""
 
@@ -152,6 +164,10 @@ class SessionState(msgspec.Struct, kw_only=True, rename="camel"):
     pending_approvals: dict[str, PendingApproval] = {}
     usage: UsageTotals = msgspec.field(default_factory=UsageTotals)
     host_id: str | None = None
+    workspace_session_id: str | None = None
+    """The session whose workspaces this one uses (inherited); None: its own."""
+    workspace_files: dict[str, dict[str, WorkspaceFile]] = {}
+    """Files this session wrote and did not delete since, by workspace name, then path."""
     last_seq: int = 0
     created_ts: float = 0.0
     updated_ts: float = 0.0

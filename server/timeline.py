@@ -49,6 +49,8 @@ from helix_agents.events import (
     ToolEnd,
     ToolStart,
     UsageRecorded,
+    WorkspaceDeleted,
+    WorkspaceWritten,
 )
 from helix_agents.messages import (
     AssistantMessage,
@@ -173,6 +175,8 @@ def summarize_event(event: Event) -> str:
     match event:
         case SessionCreated():
             parent = f" parent={event.parent_session_id}" if event.parent_session_id else ""
+            if event.workspace_session_id:
+                parent += f" workspaces-of={event.workspace_session_id}"
             run = f"agent={event.agent_type} run={event.run_id}{parent}"
             return f"{run} input={json_text(event.input)}"
         case RunStarted():
@@ -244,6 +248,15 @@ def summarize_event(event: Event) -> str:
             verdict = "approved" if event.approved else "expired" if event.expired else "denied"
             reason = f" {_reason(event.reason)}" if event.reason else ""
             return f"({event.tool_call_id}) {verdict}{reason}"
+        case WorkspaceWritten():
+            owner = f" (workspace of {event.owner_session_id})" if event.owner_session_id else ""
+            return (
+                f"{event.workspace}: {quoted(event.path)} {event.size} B "
+                f"sha256={event.sha256[:12]}{owner}"
+            )
+        case WorkspaceDeleted():
+            owner = f" (workspace of {event.owner_session_id})" if event.owner_session_id else ""
+            return f"{event.workspace}: {quoted(event.path)}{owner}"
         case _:
             assert_never(event)
 

@@ -127,7 +127,7 @@ async def _interrupt_unless_done(executor: AgentExecutor, session_id: str, turns
     for _ in range(turns):
         await anyio.lowlevel.checkpoint()
     with contextlib.suppress(AgentServerError):  # ALREADY_COMPLETED: the tree won the race
-        await executor.interrupt_agent(session_id, "stop")
+        await executor.service.interrupt(session_id, "stop")
 
 
 async def _append(into: list[Any], call: Any) -> None:

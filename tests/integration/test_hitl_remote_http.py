@@ -96,7 +96,7 @@ async def test_a_remote_childs_client_tool_is_answered_at_the_root() -> None:
                 handle = await executor.execute(root, "hi", session_id="h1")
                 assert (await handle.result()).status == "paused"
                 child = "h1-remote-call_0_0"
-                status = await executor.get_status("h1")
+                status = await executor.service.get_status("h1")
                 assert status.awaiting_input
                 (entry,) = status.pending_inputs
                 logs = await tree_logs("h1", [store, remote_store])

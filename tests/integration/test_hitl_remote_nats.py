@@ -88,7 +88,7 @@ async def _run_tree(
     async with AgentExecutor(store, [root]) as executor:
         handle = await executor.execute(root, "hi", session_id=session_id)
         assert (await handle.result()).status == "paused"
-        status = await executor.get_status(session_id)
+        status = await executor.service.get_status(session_id)
         assert status.awaiting_input
         (entry,) = status.pending_inputs
         logs = await tree_logs(session_id, stores)

@@ -379,7 +379,7 @@ class HitlTrees(RuleBasedStateMachine):
         state = self._call(self.executor.state, ROOT)
         if state.is_terminal:
             return
-        self._call(self.executor.interrupt_agent, ROOT, "a break")
+        self._call(self.executor.service.interrupt, ROOT, "a break")
         assert self._call(self.executor.state, ROOT).status == "interrupted"
         pending = sorted(self._pending(), key=lambda entry: entry.tool_call_id)
         if answer_first and pending:

@@ -57,6 +57,8 @@ from helix_agents import (
     ToolStart,
     UsageRecorded,
     UserMessage,
+    WorkspaceDeleted,
+    WorkspaceWritten,
     decode_event,
     decode_events,
     decode_jsonl,
@@ -103,6 +105,7 @@ SAMPLES: dict[type[EventBase], Event] = {
         root_session_id="root",
         parent_tool_call_id="call_0",
         ancestors=["root"],
+        workspace_session_id="root",
     ),
     RunStarted: RunStarted(
         **env(), run_id="run-2", mode="continue", messages=[UserMessage(content="and Nice?")]
@@ -241,6 +244,24 @@ SAMPLES: dict[type[EventBase], Event] = {
     ApprovalGiven: ApprovalGiven(
         **env(), tool_call_id="call_4", approved=False, reason="too much", expired=True
     ),
+    WorkspaceWritten: WorkspaceWritten(
+        **env(),
+        workspace="notes",
+        kind="local",
+        path="lyon/history.md",
+        size=42,
+        sha256="ab" * 32,
+        owner_session_id="root",
+        tool_call_id="call_5",
+    ),
+    WorkspaceDeleted: WorkspaceDeleted(
+        **env(),
+        workspace="notes",
+        kind="memory",
+        path="lyon/draft.md",
+        owner_session_id="root",
+        tool_call_id="call_6",
+    ),
 }
 
 # The tags documented in specs/events.md: the wire names that must never change.
@@ -279,6 +300,8 @@ DOCUMENTED_TAGS: dict[type[EventBase], str] = {
     ClientToolOwnershipRecorded: "client_tool_ownership_recorded",
     ApprovalRequested: "approval_requested",
     ApprovalGiven: "approval_given",
+    WorkspaceWritten: "workspace_written",
+    WorkspaceDeleted: "workspace_deleted",
 }
 
 BY_NAME = pytest.mark.parametrize("cls", EVENT_TYPES, ids=lambda cls: cls.__name__)
