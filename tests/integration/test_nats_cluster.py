@@ -216,5 +216,6 @@ async def test_a_fleet_session_finishes_when_the_stream_leader_node_is_killed(
     assert new_leader != victim.name
     assert at_kill
     assert log[-1].seq > at_kill[0] + 10  # the child went on well after the kill
-    assert project_state(log).status == "completed"
+    final = project_state(log)
+    assert final.status == "completed", final.error
     assert [event.seq for event in log] == list(range(1, len(log) + 1))  # no gap, no duplicate
