@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
@@ -22,11 +22,11 @@ from pydantic import ValidationError
 from .agents import RemoteSubAgentTool, SubAgentTool
 from .child_target import child_target
 from .errors import AgentServerError, ConcurrencyConflict
-from .events import ApprovalGiven, ClientToolResultSubmitted, Event, PendingInput
+from .events import ApprovalGiven, ClientToolResultSubmitted, Event, PendingInput, Suspended
 from .hitl import expiry_message
 from .messages import AssistantMessage
 from .projections import pending_inputs, project_state
-from .protocol import RemoteResumeRequest, SubmitResponse
+from .protocol import SubmitResponse
 from .state import SessionState
 from .tool_runner import validation_message
 from .tools import Tool
@@ -126,6 +126,24 @@ def _answered(kind: str, entry: Any) -> bool:
     return bool(entry.submitted) if kind == "client_tool" else entry.approved is not None
 
 
+def _taken_in(log_: Sequence[Event], tool_call_id: str) -> bool:
+    """True if the session suspended again after recording its answer to ``tool_call_id``.
+
+    Its run then saw the answer (an approved delegation waits on its child
+    with its entry still listed): a repeat of that answer has nothing to resume.
+    """
+    answered = suspended = 0
+    for event in log_:
+        if isinstance(event, Suspended):
+            suspended = event.seq
+        elif (
+            isinstance(event, ClientToolResultSubmitted | ApprovalGiven)
+            and event.tool_call_id == tool_call_id
+        ):
+            answered = event.seq
+    return suspended > answered
+
+
 def _own_entries_answered(state: SessionState) -> bool:
     return all(p.submitted for p in state.pending_client_tools.values()) and all(
         p.approved is not None for p in state.pending_approvals.values()
@@ -151,6 +169,8 @@ async def route_answer(
                     raise _conflict(tool_call_id)
                 # An identical repeat: nothing to record (it may follow a crash
                 # between recording and resuming: resume if that is due).
+                if _taken_in(log_, tool_call_id):
+                    return SubmitResponse(resumed=False)
                 return SubmitResponse(resumed=await _resume_if_due(executor, session_id))
             if kind == "client_tool":
                 _check_result(executor, state, entry.tool_name, answer)
@@ -230,11 +250,10 @@ async def _resume_if_due(executor: AgentExecutor, session_id: str) -> bool:
 
 
 async def _resume_paused(executor: AgentExecutor, session_id: str) -> None:
-    state = await executor.state(session_id)
-    if state.status != "paused":
-        return  # running (its run takes the answer in), or stopped by a person
+    # Only a paused session: a running one takes the answer in, and one a
+    # person stopped (interrupted, even just now) stays stopped.
     try:
-        await executor.service.resume(RemoteResumeRequest(session_id=session_id))
+        await executor.service.resume_if_paused(session_id)
     except AgentServerError as exc:
         if exc.code not in ("ALREADY_COMPLETED", "ALREADY_RUNNING"):
             raise

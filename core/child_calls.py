@@ -319,7 +319,11 @@ class ChildCall:
                         if forwarded:
                             writer.emit(*forwarded)
                         final = batch[-1]
-                        if paused is not None and isinstance(final, ChunkEvent):
+                        if (
+                            paused is not None
+                            and isinstance(final, ChunkEvent)
+                            and await self._still_waiting(paused)
+                        ):
                             # Its last word so far: it waits (its stream stays open).
                             return ChildOutcome(status="suspended", pending=paused.pending)
                         if isinstance(final, EndEvent):
@@ -343,6 +347,18 @@ class ChildCall:
             if drops > target.stream_retries:
                 raise StreamDropError(child_id, held)
             await anyio.sleep(target.stream_retry_base * 2 ** (drops - 1))
+
+    async def _still_waiting(self, notice: InputRequired) -> bool:
+        """True if the child is paused on exactly the entries of ``notice``.
+
+        A parent catching up on its child's stream (re-opened after the child
+        was resumed and paused again, or answered) can read an old notice
+        that the child has moved past: it then goes on following.
+        """
+        target = self.target
+        status = await target.retry(lambda: target.transport.get_status(target.session_id))
+        waiting = {entry.tool_call_id for entry in status.pending_inputs}
+        return status.status == "paused" and waiting == {e.tool_call_id for e in notice.pending}
 
     # --- finish -------------------------------------------------------------------
 

@@ -19,7 +19,16 @@ import msgspec
 from .agents import AgentConfig
 from .answers import Answer, route_answer
 from .errors import AgentServerError, ConcurrencyConflict, UsageError
-from .events import AbortRequested, Event, InterruptRequested, RunStarted, SessionCreated
+from .events import (
+    Aborted,
+    AbortRequested,
+    ErrorChunk,
+    Event,
+    Interrupted,
+    InterruptRequested,
+    RunStarted,
+    SessionCreated,
+)
 from .ids import new_run_id
 from .messages import UserMessage
 from .projections import project_state, status_of
@@ -168,11 +177,26 @@ class ExecutorService:
             self._executor._session_locks.hold(session_id),
             self._executor.guarded(session_id),
         ):
-            return await self._resume_locked(session_id, user_messages(request.message))
+            response = await self._resume_locked(session_id, user_messages(request.message))
+        assert response is not None
+        return response
+
+    async def resume_if_paused(self, session_id: str) -> bool:
+        """Resume ``session_id`` if it is paused (its answers came in); True if it was.
+
+        Anything else is left as it is: a running session takes the answers in,
+        an interrupt that came first stays in force.
+        """
+        session_id = checked_session_id(session_id)
+        async with (
+            self._executor._session_locks.hold(session_id),
+            self._executor.guarded(session_id),
+        ):
+            return await self._resume_locked(session_id, [], paused_only=True) is not None
 
     async def _resume_locked(
-        self, session_id: str, messages: list[UserMessage]
-    ) -> RemoteStartResponse:
+        self, session_id: str, messages: list[UserMessage], *, paused_only: bool = False
+    ) -> RemoteStartResponse | None:
         while True:
             log_ = await self._executor.store.read(session_id)
             if not log_:
@@ -182,6 +206,8 @@ class ExecutorService:
                 raise AgentServerError(
                     "ALREADY_COMPLETED", f"session {session_id!r} is {state.status}"
                 )
+            if paused_only and state.status != "paused":
+                return None
             active = self._executor._runs.get(session_id)
             if active is not None and state.status != "running":
                 # Its run recorded its end (it paused as an answer arrived) and
@@ -255,28 +281,46 @@ class ExecutorService:
         )
 
     async def interrupt(self, session_id: str, reason: str | None = None) -> None:
-        """Record an interrupt request; the run (in any process) stops and can be resumed."""
+        """Record an interrupt request; the run (in any process) stops and can be resumed.
+
+        A paused session has no run to stop: it is interrupted at once (answers
+        given to it afterwards are kept, and ``resume`` goes on).
+        """
         await self._request(
             session_id,
-            lambda seq: InterruptRequested(
-                session_id=session_id, seq=seq, ts=_now(), reason=reason
-            ),
+            InterruptRequested(reason=reason),
+            lambda state: [Interrupted(reason=reason)],
         )
 
     async def abort(self, session_id: str, reason: str | None = None) -> None:
-        """Record an abort request; the run (in any process) stops for good."""
+        """Record an abort request; the run (in any process) stops for good.
+
+        A paused session has no run to stop: it is aborted at once.
+        """
+        error = f"aborted: {reason}" if reason else "aborted"
         await self._request(
             session_id,
-            lambda seq: AbortRequested(session_id=session_id, seq=seq, ts=_now(), reason=reason),
+            AbortRequested(reason=reason),
+            lambda state: [
+                ErrorChunk(agent_id=session_id, agent_type=state.agent_type, error=error),
+                Aborted(reason=reason),
+            ],
         )
 
-    async def _request(self, session_id: str, build: Any) -> None:
+    async def _request(
+        self,
+        session_id: str,
+        request: Event,
+        stop_paused: Callable[[SessionState], list[Event]],
+    ) -> None:
         session_id = checked_session_id(session_id)
 
         def decide(state: SessionState) -> list[Event]:
             if state.is_terminal:
                 raise _finished(state)
-            return [build(state.last_seq + 1)]
+            # A paused session has no run to watch for the request: it takes
+            # effect in the same batch (compare-and-append against a resume).
+            return [request, *(stop_paused(state) if state.status == "paused" else [])]
 
         await append_decided(self._executor.store, session_id, decide)
 

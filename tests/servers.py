@@ -63,13 +63,15 @@ async def _run(
 
 @contextlib.asynccontextmanager
 async def serve(
-    app: ASGIApp, *, lifespan: Literal["auto", "on", "off"] = "auto"
+    app: ASGIApp, *, lifespan: Literal["auto", "on", "off"] = "auto", port: int = 0
 ) -> AsyncIterator[str]:
     """Serve ``app`` on ``127.0.0.1`` at an ephemeral port; yield its base URL.
 
     Args:
         app: Any ASGI 3 application.
         lifespan: uvicorn's lifespan mode; ``"auto"`` runs a Starlette app's lifespan.
+        port: a fixed port instead (e.g. :func:`closed_port`), to serve again at
+            the same address after a stop.
 
     Yields:
         ``http://127.0.0.1:<port>``, without a trailing slash.
@@ -80,7 +82,7 @@ async def serve(
     config = uvicorn.Config(
         app,
         host="127.0.0.1",
-        port=0,
+        port=port,
         lifespan=lifespan,
         log_config=None,  # leave pytest's logging setup alone
         log_level="warning",

@@ -15,7 +15,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -43,11 +43,25 @@ class ServedAgents:
     Args:
         db: the SQLite file the server keeps its sessions in.
         log: where the server's stdout and stderr go (appended to across restarts).
+        target: the ``MODULE:ATTR`` served.
+        agents: the agent types its ``/health`` must list.
+        env: extra environment variables for the server.
     """
 
-    def __init__(self, db: Path, log: Path) -> None:
+    def __init__(
+        self,
+        db: Path,
+        log: Path,
+        *,
+        target: str = TARGET,
+        agents: Sequence[str] = ("researcher", "summarizer"),
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.db = db
         self.log = log
+        self.target = target
+        self.agents = sorted(agents)
+        self.env = dict(env or {})
         self.port = closed_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: Process | None = None
@@ -64,13 +78,13 @@ class ServedAgents:
         """Start the server and wait (bounded) until ``/health`` answers with its agents."""
         assert self.process is None, "the server is already running"
         self.starts += 1
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
         command = [
             sys.executable,
             "-m",
             "helix_agents.server",
             "serve",
-            TARGET,
+            self.target,
             "--host",
             "127.0.0.1",
             "--port",
@@ -105,7 +119,7 @@ class ServedAgents:
                     delay = min(delay * 2, 0.2)
                     continue
                 assert response.status_code == 200, response.text
-                assert response.json() == {"status": "ok", "agents": ["researcher", "summarizer"]}
+                assert response.json() == {"status": "ok", "agents": self.agents}
                 return
 
     async def kill(self) -> None:

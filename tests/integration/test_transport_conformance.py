@@ -32,13 +32,16 @@ import anyio
 import nats
 import pytest
 from conftest import fresh_stream_name
+from hitl_checks import until
 from pydantic import BaseModel
 from servers import serve
 
 from helix_agents import (
     AgentConfig,
     AgentServerError,
+    ApprovalGiven,
     ChunkEvent,
+    ClientToolResultSubmitted,
     EndEvent,
     ErrorEvent,
     EventStore,
@@ -144,6 +147,32 @@ def waiter(gates: Gates) -> AgentConfig:
     )
 
 
+class Color(BaseModel):
+    color: str
+
+
+def asker() -> AgentConfig:
+    """Asks the client (a client tool with an output schema), then finishes with its answer."""
+    ask = define_tool("ask_user", "Ask the user.", Query, "client", output_schema=Color)
+    return define_agent(
+        "asker",
+        output_schema=Answer,
+        tools=[ask],
+        llm=ScriptedLLM([[call("ask_user", {"query": "colour?"})], finish({"answer": "asked"})]),
+    )
+
+
+def gated() -> AgentConfig:
+    """Calls ``lookup`` behind an approval gate, then finishes."""
+    gate = define_tool("lookup", "Look a topic up.", Query, lookup, requires_approval=True)
+    return define_agent(
+        "gated",
+        output_schema=Answer,
+        tools=[gate],
+        llm=ScriptedLLM([[call("lookup", {"query": "tides"})], finish({"answer": "decided"})]),
+    )
+
+
 class Host:
     """The agent side every transport reaches: a running ``AgentServer`` and its store."""
 
@@ -151,7 +180,7 @@ class Host:
         self.store = store
         self.nats_url = nats_url
         self.gates = Gates()
-        self.server = AgentServer([researcher(), waiter(self.gates)], self.store)
+        self.server = AgentServer([researcher(), waiter(self.gates), asker(), gated()], self.store)
 
     async def log(self, session_id: str) -> list[Any]:
         return list(await self.store.read(session_id))
@@ -403,6 +432,7 @@ async def test_invalid_session_ids_are_invalid_request_and_touch_nothing(
         "interrupt": lambda: transport.interrupt(bad_id, "why"),
         "abort": lambda: transport.abort(bad_id, "why"),
         "submit": lambda: transport.submit_tool_result(bad_id, "call-1", {"ok": True}),
+        "approve": lambda: transport.submit_approval(bad_id, "call-1", True),
     }
     with anyio.fail_after(LIMIT):
         codes = {name: await refused(fn) for name, fn in calls.items()}
@@ -662,3 +692,98 @@ async def test_submit_tool_result_without_a_pending_call_is_not_found(
         after = await host.log("submit-1")
     assert (on_running, on_unknown) == ("NOT_FOUND", "NOT_FOUND")
     assert after == before
+
+
+async def paused_entry(transport: RemoteAgentTransport, host: Host, session_id: str) -> Any:
+    """Start ``asker`` or ``gated`` as ``session_id``; its one pending entry once it pauses."""
+    agent_type = session_id.split("-")[0]
+    await transport.start(start_request(session_id, agent_type, message="go"))
+    await until(host.store, session_id, lambda state: state.status == "paused")
+    status = await transport.get_status(session_id)
+    assert (status.status, status.awaiting_input) == ("paused", True)
+    (entry,) = status.pending_inputs
+    assert entry.owner_session_id == session_id
+    assert entry.path == [session_id]
+    return entry
+
+
+async def test_submit_tool_result_resumes_once_repeats_idempotently_and_refuses_changes(
+    transport: RemoteAgentTransport, host: Host
+) -> None:
+    with anyio.fail_after(LIMIT):
+        entry = await paused_entry(transport, host, "asker-1")
+        assert (entry.kind, entry.tool_name) == ("client_tool", "ask_user")
+        before = await host.log("asker-1")
+        codes = [
+            await refused(lambda: transport.submit_tool_result("asker-1", "no-such-call", {})),
+            await refused(
+                lambda: transport.submit_tool_result("no-such-session", entry.tool_call_id, {})
+            ),
+            await refused(lambda: transport.submit_approval("asker-1", entry.tool_call_id, True)),
+            await refused(
+                lambda: transport.submit_tool_result("asker-1", entry.tool_call_id, {"c": 1})
+            ),
+        ]
+        assert codes == ["NOT_FOUND", "NOT_FOUND", "INVALID_REQUEST", "INVALID_REQUEST"]
+        assert await host.log("asker-1") == before
+        first = await transport.submit_tool_result("asker-1", entry.tool_call_id, {"color": "red"})
+        events = await collect(transport, "asker-1")
+        after = await host.log("asker-1")
+        again = await transport.submit_tool_result("asker-1", entry.tool_call_id, {"color": "red"})
+        changed = await refused(
+            lambda: transport.submit_tool_result("asker-1", entry.tool_call_id, {"color": "blue"})
+        )
+        unknown = await refused(
+            lambda: transport.submit_tool_result("asker-1", "no-such-call", {"color": "red"})
+        )
+        final = await host.log("asker-1")
+    assert (first.ok, first.resumed) == (True, True)
+    assert events[-1] == EndEvent(output={"answer": "asked"}, state={})
+    assert (again.ok, again.resumed) == (True, False)
+    assert (changed, unknown) == ("ALREADY_ANSWERED", "NOT_FOUND")
+    assert final == after  # the repeat and the refusals changed nothing
+    assert sum(isinstance(e, ClientToolResultSubmitted) for e in final) == 1
+
+
+@pytest.mark.parametrize("approved", [True, False], ids=["approve", "deny"])
+async def test_submit_approval_resumes_once_repeats_idempotently_and_refuses_changes(
+    transport: RemoteAgentTransport, host: Host, approved: bool
+) -> None:
+    session_id = f"gated-{int(approved)}"
+    with anyio.fail_after(LIMIT):
+        entry = await paused_entry(transport, host, session_id)
+        assert (entry.kind, entry.tool_name) == ("approval", "lookup")
+        before = await host.log(session_id)
+        codes = [
+            await refused(lambda: transport.submit_approval(session_id, "no-such-call", True)),
+            await refused(
+                lambda: transport.submit_approval("no-such-session", entry.tool_call_id, True)
+            ),
+            await refused(lambda: transport.submit_tool_result(session_id, entry.tool_call_id)),
+        ]
+        assert codes == ["NOT_FOUND", "NOT_FOUND", "INVALID_REQUEST"]
+        assert await host.log(session_id) == before
+        first = await transport.submit_approval(session_id, entry.tool_call_id, approved, "why")
+        events = await collect(transport, session_id)
+        after = await host.log(session_id)
+        again = await transport.submit_approval(session_id, entry.tool_call_id, approved, "why")
+        changed = await refused(
+            lambda: transport.submit_approval(session_id, entry.tool_call_id, not approved, "why")
+        )
+        other_reason = await refused(
+            lambda: transport.submit_approval(session_id, entry.tool_call_id, approved, "else")
+        )
+        final = await host.log(session_id)
+    assert (first.ok, first.resumed) == (True, True)
+    assert events[-1] == EndEvent(output={"answer": "decided"}, state={})
+    assert (again.ok, again.resumed) == (True, False)
+    assert (changed, other_reason) == ("ALREADY_ANSWERED", "ALREADY_ANSWERED")
+    assert final == after
+    (decision,) = [e for e in final if isinstance(e, ApprovalGiven)]
+    assert (decision.approved, decision.reason) == (approved, "why")
+    (result,) = [e for e in final if isinstance(e, ToolEnd) and e.tool_name == "lookup"]
+    if approved:
+        assert result.error is None
+        assert result.result == {"found": "TIDES"}
+    else:
+        assert result.error == "denied by a person: why"
