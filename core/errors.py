@@ -5,7 +5,8 @@ Every error derives from :class:`HelixError`::
     HelixError
     ├── StoreError                    an event store could not do what was asked
     │   ├── ConcurrencyConflict       compare-and-append lost: the log moved on
-    │   └── StoreClosedError          the store was used after close()
+    │   ├── StoreClosedError          the store was used after close()
+    │   └── DamagedLogError           a stored log failed its integrity check (checksum, gap...)
     ├── OwnershipLost                 another host claimed the session a run was writing
     ├── LLMError                      a model call failed (defined in helix_agents.llm)
     ├── LogError                      a log is not a valid session log
@@ -31,6 +32,7 @@ __all__ = [
     "AgentServerErrorCode",
     "ConcurrencyConflict",
     "CorruptLogError",
+    "DamagedLogError",
     "EventDecodeError",
     "HTTP_STATUS",
     "HelixError",
@@ -80,6 +82,27 @@ class StoreClosedError(StoreError):
 
     def __str__(self) -> str:
         return "the event store is closed"
+
+
+class DamagedLogError(StoreError):
+    """Raised when a stored log fails its integrity check: the stored bytes were damaged.
+
+    ``seq`` is the first seq found damaged (for a gap: the first missing one);
+    ``reason`` says what was found (``"checksum mismatch"``, ``"gap"``,
+    ``"undecodable event: ..."``). The message names the session and the seq,
+    never where the store keeps its data. Nothing was changed; the session
+    cannot be used until it is repaired or deleted (``helix-agents check``
+    lists every damaged session).
+    """
+
+    def __init__(self, session_id: str, seq: int, reason: str) -> None:
+        self.session_id = session_id
+        self.seq = seq
+        self.reason = reason
+        super().__init__(session_id, seq, reason)
+
+    def __str__(self) -> str:
+        return f"session {self.session_id!r} is damaged at seq {self.seq}: {self.reason}"
 
 
 class OwnershipLost(HelixError):
@@ -159,8 +182,9 @@ AgentServerErrorCode = Literal[
     "UNAUTHORIZED",
     "METHOD_NOT_ALLOWED",
     "PAYLOAD_TOO_LARGE",
+    "UNAVAILABLE",
 ]
-"""The protocol's error codes; the last three are HTTP-only (see specs/http.md)."""
+"""The protocol's error codes; the last four are HTTP-only (see specs/http.md)."""
 
 HTTP_STATUS: dict[str, int] = {
     "INVALID_REQUEST": 400,
@@ -171,6 +195,7 @@ HTTP_STATUS: dict[str, int] = {
     "ALREADY_COMPLETED": 409,
     "PAYLOAD_TOO_LARGE": 413,
     "INTERNAL_ERROR": 500,
+    "UNAVAILABLE": 503,
 }
 """The HTTP status of each error code."""
 

@@ -44,6 +44,7 @@ HELIX_AGENTS_ALL = {
     "CompletionDelivered",
     "ConcurrencyConflict",
     "CorruptLogError",
+    "DamagedLogError",
     "CustomChunk",
     "Divergence",
     "EVENT_TYPES",
