@@ -6,7 +6,8 @@ Every error derives from :class:`HelixError`::
     ├── StoreError                    an event store could not do what was asked
     │   ├── ConcurrencyConflict       compare-and-append lost: the log moved on
     │   ├── StoreClosedError          the store was used after close()
-    │   └── DamagedLogError           a stored log failed its integrity check (checksum, gap...)
+    │   ├── DamagedLogError           a stored log failed its integrity check (checksum, gap...)
+    │   └── DamagedStoreError         a store's storage is damaged as a whole (cannot be opened)
     ├── OwnershipLost                 another host claimed the session a run was writing
     ├── LLMError                      a model call failed (defined in helix_agents.llm)
     ├── LogError                      a log is not a valid session log
@@ -33,6 +34,7 @@ __all__ = [
     "ConcurrencyConflict",
     "CorruptLogError",
     "DamagedLogError",
+    "DamagedStoreError",
     "EventDecodeError",
     "HTTP_STATUS",
     "HelixError",
@@ -103,6 +105,14 @@ class DamagedLogError(StoreError):
 
     def __str__(self) -> str:
         return f"session {self.session_id!r} is damaged at seq {self.seq}: {self.reason}"
+
+
+class DamagedStoreError(StoreError):
+    """Raised when a store's storage is damaged as a whole (a file SQLite cannot read at all).
+
+    Unlike :class:`DamagedLogError` no single session is to blame: the store
+    cannot be opened or used until its files are restored.
+    """
 
 
 class OwnershipLost(HelixError):

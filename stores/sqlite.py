@@ -27,6 +27,7 @@ import anyio.lowlevel
 from helix_agents.errors import (
     ConcurrencyConflict,
     DamagedLogError,
+    DamagedStoreError,
     StoreClosedError,
     StoreError,
     UsageError,
@@ -320,19 +321,22 @@ class SqliteEventStore:
         except sqlite3.Error as exc:
             if writer is not None:
                 writer.close()
+            if _is_corruption(exc):
+                raise DamagedStoreError(f"sqlite store {self.path!r} is damaged: {exc}") from exc
             raise StoreError(f"cannot open sqlite store {self.path!r}: {exc}") from exc
         self._writer = writer
         recorded = self._high_water.read()
         self.lost_commits = max((recorded or 0) - held, 0)
+        self._lost_note = (
+            f"the file holds {held} commit(s) but its high-water mark says {recorded}: "
+            f"{self.lost_commits} lost (the file was truncated, emptied or replaced, "
+            "or WAL frames were dropped as damaged)"
+        )
         if self.lost_commits:
             log.error(
-                "sqlite store %r holds %d commit(s) but had %d: %d lost (the file was "
-                "truncated, emptied, replaced, or its WAL was damaged); run "
-                "'helix-agents check' to see which sessions are damaged",
+                "sqlite store %r: %s; run 'helix-agents check' to see the damaged sessions",
                 self.path,
-                held,
-                recorded,
-                self.lost_commits,
+                self._lost_note,
             )
         self._queue: list[_Op] = []
         self._cache = _LastSeqCache()
@@ -640,6 +644,39 @@ class SqliteEventStore:
             self._scalar_sync, "SELECT session_id FROM helix_sessions ORDER BY session_id", ()
         )
         return [str(row[0]) for row in rows]
+
+    async def check_storage(self) -> list[tuple[str | None, str]]:
+        """Damage beyond single logs, as (session or None, one line): for ``check_store``.
+
+        Lost commits (found at open), SQLite's ``PRAGMA quick_check`` of the
+        file, and sessions that have events but are missing from the list.
+        """
+        self._ensure_open()
+        return await self._in_thread(self._check_storage_sync)
+
+    def _check_storage_sync(self) -> list[tuple[str | None, str]]:
+        if self._closed:
+            raise StoreClosedError()
+        found: list[tuple[str | None, str]] = []
+        if self.lost_commits:
+            found.append((None, self._lost_note))
+        conn = self._reader()
+        try:
+            for (line,) in conn.execute("PRAGMA quick_check(10)").fetchall():
+                if line != "ok":
+                    found.append((None, f"the database file is damaged: {line}"))
+            unlisted = conn.execute(
+                "SELECT DISTINCT session_id FROM helix_events WHERE session_id NOT IN "
+                "(SELECT session_id FROM helix_sessions) ORDER BY session_id"
+            ).fetchall()
+        except sqlite3.DatabaseError as exc:
+            found.append((None, f"the database file is damaged: {exc}"))
+            return found
+        for (session_id,) in unlisted:
+            found.append(
+                (str(session_id), f"session {session_id!r} has events but is not in the list")
+            )
+        return found
 
     # --- lifecycle ------------------------------------------------------------
 

@@ -45,6 +45,7 @@ HELIX_AGENTS_ALL = {
     "ConcurrencyConflict",
     "CorruptLogError",
     "DamagedLogError",
+    "DamagedStoreError",
     "CustomChunk",
     "Divergence",
     "EVENT_TYPES",
@@ -178,6 +179,8 @@ STORES_ALL = {
     "JetStreamEventStore",
     "MemoryEventStore",
     "SqliteEventStore",
+    "StoreCheck",
+    "check_store",
     "open_store",
 }
 
