@@ -42,6 +42,7 @@ from .commands import (
     run_host,
     run_openapi,
     run_serve,
+    serve_limits,
 )
 from .demo import run_demo
 from .replay import replay_lines
@@ -318,6 +319,7 @@ def _serve(args: argparse.Namespace) -> int:
             url=url,
             heartbeat=args.heartbeat,
             nats_url=args.nats,
+            limits=serve_limits(args),
         )
     )
     return 0
