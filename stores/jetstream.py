@@ -166,8 +166,9 @@ class JetStreamEventStore:
             request_timeout: seconds each request to the server may take.
             publish_attempts: how often an unacknowledged append is re-sent (same
                 ``Nats-Msg-Id``) before it fails with an unknown outcome.
-            poll_interval: an idle ``tail`` re-reads this often, as a safety net
-                beside the consumer that wakes it (``None``: never).
+            poll_interval: how often the store's poller checks that its one
+                consumer still delivers (one request, however many tails);
+                when it does not, every tail re-reads (``None``: never).
 
         Raises:
             UsageError: a bad stream name or replica count.

@@ -572,9 +572,13 @@ class SqliteEventStore:
         """The store's poller: which watched sessions did another connection change?"""
         if self._closed:
             return []
-        return await self._in_thread(self._probe_sync, sessions)
+        watched = set(sessions)
+        for gone in [session for session in self._own_ends if session not in watched]:
+            del self._own_ends[gone]
+        # The worker thread gets a copy: appends go on meanwhile on this thread.
+        return await self._in_thread(self._probe_sync, sessions, dict(self._own_ends))
 
-    def _probe_sync(self, sessions: list[str]) -> list[str]:
+    def _probe_sync(self, sessions: list[str], own_ends: dict[str, int]) -> list[str]:
         """One ``PRAGMA data_version`` when nothing changed; else each watched session's end.
 
         Runs on a worker thread, one probe at a time (there is one poller).
@@ -597,8 +601,6 @@ class SqliteEventStore:
             watched = set(sessions)
             for gone in [session for session in seen if session not in watched]:
                 del seen[gone]
-            for gone in [session for session in self._own_ends if session not in watched]:
-                del self._own_ends[gone]
             if version == self._poll_version:
                 asked = [session for session in sessions if session not in seen]
             else:
@@ -620,7 +622,7 @@ class SqliteEventStore:
         changed: list[str] = []
         for session in asked:
             end = ends.get(session, 0)
-            if session not in seen or (seen[session] != end and self._own_ends.get(session) != end):
+            if session not in seen or (seen[session] != end and own_ends.get(session) != end):
                 changed.append(session)
             seen[session] = end
         return changed
