@@ -45,6 +45,12 @@ from .errors import (
     TransportError as TransportError,
     TransportTimeoutError as TransportTimeoutError,
     UsageError as UsageError,
+    WorkspaceError as WorkspaceError,
+    WorkspaceFailedError as WorkspaceFailedError,
+    WorkspaceFileNotFoundError as WorkspaceFileNotFoundError,
+    WorkspaceInheritanceError as WorkspaceInheritanceError,
+    WorkspaceLimitError as WorkspaceLimitError,
+    WorkspacePathError as WorkspacePathError,
 )
 from .events import (
     CHUNK_TYPES as CHUNK_TYPES,
@@ -67,10 +73,13 @@ from .events import (
     EventBase as EventBase,
     Failed as Failed,
     HostClaimed as HostClaimed,
+    InputRequired as InputRequired,
     Interrupted as Interrupted,
     InterruptRequested as InterruptRequested,
     MessageAppended as MessageAppended,
     OutputChunk as OutputChunk,
+    PendingInput as PendingInput,
+    PendingInputKind as PendingInputKind,
     RemoteRef as RemoteRef,
     RunMode as RunMode,
     RunStarted as RunStarted,
@@ -92,6 +101,8 @@ from .events import (
     ToolStart as ToolStart,
     UsageKind as UsageKind,
     UsageRecorded as UsageRecorded,
+    WorkspaceDeleted as WorkspaceDeleted,
+    WorkspaceWritten as WorkspaceWritten,
 )
 from .executor import (
     AgentExecutor as AgentExecutor,
@@ -133,6 +144,7 @@ from .openai_llm import (
 )
 from .projections import (
     SessionProjector as SessionProjector,
+    pending_inputs as pending_inputs,
     project_state as project_state,
     project_status as project_status,
     project_stream as project_stream,
@@ -147,6 +159,8 @@ from .protocol import (
     RemoteStartRequest as RemoteStartRequest,
     RemoteStartResponse as RemoteStartResponse,
     RemoteStatusResponse as RemoteStatusResponse,
+    SubmitApprovalRequest as SubmitApprovalRequest,
+    SubmitResponse as SubmitResponse,
     SubmitToolResultRequest as SubmitToolResultRequest,
     TransportEvent as TransportEvent,
     checked_from_sequence as checked_from_sequence,
@@ -172,6 +186,7 @@ from .state import (
     SubSessionStatus as SubSessionStatus,
     ToolOwnership as ToolOwnership,
     UsageTotals as UsageTotals,
+    WorkspaceFile as WorkspaceFile,
 )
 from .store import (
     EventStore as EventStore,
@@ -187,6 +202,8 @@ from .tools import (
     RESERVED_TOOL_PREFIXES as RESERVED_TOOL_PREFIXES,
     SUBAGENT_TOOL_PREFIX as SUBAGENT_TOOL_PREFIX,
     WORKSPACE_TOOL_PREFIX as WORKSPACE_TOOL_PREFIX,
+    ApprovalPredicate as ApprovalPredicate,
+    ApprovalRule as ApprovalRule,
     Tool as Tool,
     ToolContext as ToolContext,
     ToolExecute as ToolExecute,
@@ -200,6 +217,22 @@ from .transport import (
 from .usage import (
     UsageRollup as UsageRollup,
     get_usage_rollup as get_usage_rollup,
+)
+from .workspace_local import (
+    LocalWorkspaceProvider as LocalWorkspaceProvider,
+)
+from .workspace_memory import (
+    MemoryWorkspaceProvider as MemoryWorkspaceProvider,
+)
+from .workspace_tools import (
+    WORKSPACE_TOOL_NAMES as WORKSPACE_TOOL_NAMES,
+)
+from .workspaces import (
+    Workspace as Workspace,
+    WorkspaceEntry as WorkspaceEntry,
+    WorkspaceProvider as WorkspaceProvider,
+    WorkspaceRef as WorkspaceRef,
+    normalize_workspace_path as normalize_workspace_path,
 )
 
 __all__ = [
@@ -249,6 +282,9 @@ __all__ = [
     "Completed",
     "CompletionDelivered",
     "CustomChunk",
+    "InputRequired",
+    "PendingInput",
+    "PendingInputKind",
     "ErrorChunk",
     "Event",
     "EventBase",
@@ -299,6 +335,7 @@ __all__ = [
     "project_status",
     "project_stream",
     "status_of",
+    "pending_inputs",
     "stream_item",
     "EventStore",
     "LLMAdapter",
@@ -317,6 +354,8 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolExecute",
+    "ApprovalPredicate",
+    "ApprovalRule",
     "define_tool",
     "is_sub_agent_tool",
     "validate_tool_name",
@@ -338,6 +377,8 @@ __all__ = [
     "RemoteStartResponse",
     "RemoteStatusResponse",
     "SubmitToolResultRequest",
+    "SubmitApprovalRequest",
+    "SubmitResponse",
     "TransportEvent",
     "checked_from_sequence",
     "checked_session_id",
@@ -358,4 +399,21 @@ __all__ = [
     "AgentExecutor",
     "AgentHandle",
     "AgentResult",
+    "Workspace",
+    "WorkspaceEntry",
+    "WorkspaceProvider",
+    "WorkspaceRef",
+    "MemoryWorkspaceProvider",
+    "LocalWorkspaceProvider",
+    "WORKSPACE_TOOL_NAMES",
+    "normalize_workspace_path",
+    "WorkspaceWritten",
+    "WorkspaceDeleted",
+    "WorkspaceFile",
+    "WorkspaceError",
+    "WorkspaceFailedError",
+    "WorkspaceFileNotFoundError",
+    "WorkspaceInheritanceError",
+    "WorkspaceLimitError",
+    "WorkspacePathError",
 ]

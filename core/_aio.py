@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Generic, TypeVar
 
 import anyio
@@ -11,22 +11,55 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 T = TypeVar("T")
 
-__all__ = ["Prefetched", "closing_iter", "prefetch"]
+__all__ = ["Prefetched", "closing_iter", "collapsed_groups", "prefetch", "unwrap_group"]
 
 
 @asynccontextmanager
-async def closing_iter(iterator: AsyncIterator[T]) -> AsyncIterator[AsyncIterator[T]]:
+async def closing_iter(
+    iterator: AsyncIterator[T], *, shield: bool = False
+) -> AsyncIterator[AsyncIterator[T]]:
     """Use an async iterator and close it on exit, if it can be closed (generators can).
 
     Protocols return plain ``AsyncIterator``; their implementations are async
     generators, whose cleanup (closing a tail, a connection) must run promptly.
+    ``shield`` lets the cleanup finish in a task being cancelled.
     """
     try:
         yield iterator
     finally:
         aclose = getattr(iterator, "aclose", None)
-        if aclose is not None:
+        if aclose is not None and shield:
+            with anyio.CancelScope(shield=True):
+                await aclose()
+        elif aclose is not None:
             await aclose()
+
+
+def unwrap_group(error: BaseException, *, first_of_many: bool = False) -> BaseException:
+    """``error`` without the exception groups of one member around it (nested ones too).
+
+    A group of several stays a group, unless ``first_of_many``: then its first
+    member is taken (for a report that can show only one error).
+    """
+    while isinstance(error, BaseExceptionGroup) and (first_of_many or len(error.exceptions) == 1):
+        error = error.exceptions[0]
+    return error
+
+
+@contextmanager
+def collapsed_groups() -> Iterator[None]:
+    """Re-raise an exception group of one exception as that exception, its cause kept.
+
+    Task groups wrap what their tasks and their body raise; at an API the
+    caller gets the one error that happened (as Starlette's ``collapse_excgroups``).
+    """
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        error = unwrap_group(group)
+        if error is group:
+            raise
+        raise error from error.__cause__
 
 
 class Prefetched(Generic[T]):
@@ -67,19 +100,18 @@ async def prefetch(
     prefetched = Prefetched(receive)
 
     async def pump() -> None:
-        try:
-            async for item in iterator:
-                await send.send(item)
-        except Exception as exc:  # handed to the consumer, unwrapped, after the items
-            prefetched.error = exc
-        finally:
-            send.close()
-            aclose = getattr(iterator, "aclose", None)
-            if aclose is not None:
-                with anyio.CancelScope(shield=True):
-                    await aclose()
+        async with closing_iter(iterator, shield=True):
+            try:
+                async for item in iterator:
+                    await send.send(item)
+            except Exception as exc:  # handed to the consumer, unwrapped, after the items
+                prefetched.error = exc
+            finally:
+                send.close()
 
-    try:
+    # The caller's own exception (raised in the block) comes back wrapped by
+    # the task group: hand it back as it was raised.
+    with collapsed_groups():
         async with anyio.create_task_group() as tg:
             tg.start_soon(pump)
             try:
@@ -87,9 +119,3 @@ async def prefetch(
                     yield prefetched
             finally:
                 tg.cancel_scope.cancel()
-    except BaseExceptionGroup as group:
-        # The caller's own exception (raised in the block) comes back wrapped
-        # by the task group: hand it back as it was raised.
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from None
-        raise

@@ -8,10 +8,17 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from .errors import UsageError
+from .errors import UsageError, WorkspaceInheritanceError
 from .llm import LLMAdapter, ToolSpec
-from .tools import SUBAGENT_TOOL_PREFIX, Tool, validate_tool_name
+from .tools import (
+    SUBAGENT_TOOL_PREFIX,
+    ApprovalRule,
+    Tool,
+    check_approval_options,
+    validate_tool_name,
+)
 from .transport import RemoteAgentTransport
+from .workspaces import Workspace
 
 __all__ = [
     "RemoteSubAgentTool",
@@ -88,6 +95,7 @@ class AgentConfig:
     llm_config: LLMConfig = field(default_factory=LLMConfig)
     max_steps: int = 10
     hooks: AgentHooks = field(default_factory=AgentHooks)
+    workspaces: tuple[Workspace, ...] = ()
 
     def tool(self, name: str) -> Tool[Any] | SubAgentTool[Any] | RemoteSubAgentTool[Any] | None:
         """The tool called ``name``, or None."""
@@ -122,6 +130,7 @@ def define_agent(
     llm_config: LLMConfig | None = None,
     max_steps: int = 10,
     hooks: AgentHooks | None = None,
+    workspaces: Iterable[Workspace] = (),
 ) -> AgentConfig:
     """Define an agent.
 
@@ -136,10 +145,14 @@ def define_agent(
         state_schema: a pydantic model for custom state (its defaults seed it).
         llm: the model adapter; the executor's default is used when None.
         max_steps: LLM calls per run before the run fails.
+        workspaces: the agent's :class:`~helix_agents.Workspace` declarations;
+            each run opens them and the agent gets the ``workspace_*`` tools
+            (specs/workspaces.md). The executor needs a provider per kind.
 
     Raises:
         UsageError: for an invalid name, duplicate tool names, a reserved tool
-            name, a bad schema or ``max_steps < 1``.
+            name, a bad schema, ``max_steps < 1``, or workspaces that are not
+            :class:`Workspace` or share a name.
     """
     validate_tool_name(name)
     if len(name) > _MAX_AGENT_NAME:
@@ -165,6 +178,14 @@ def define_agent(
             raise UsageError(f"agent {name!r}: {label} must be a pydantic model class")
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
         raise UsageError(f"agent {name!r}: max_steps must be an int >= 1, not {max_steps!r}")
+    workspace_list = tuple(workspaces)
+    workspace_names: set[str] = set()
+    for workspace in workspace_list:
+        if not isinstance(workspace, Workspace):
+            raise UsageError(f"agent {name!r}: {workspace!r} is not a Workspace")
+        if workspace.name in workspace_names:
+            raise UsageError(f"agent {name!r}: two workspaces are named {workspace.name!r}")
+        workspace_names.add(workspace.name)
     config = AgentConfig(
         name=name,
         description=description,
@@ -176,6 +197,7 @@ def define_agent(
         llm_config=llm_config or LLMConfig(),
         max_steps=max_steps,
         hooks=hooks or AgentHooks(),
+        workspaces=workspace_list,
     )
     if state_schema is not None:
         config.initial_state()  # fails now if the schema's defaults are incomplete
@@ -190,6 +212,9 @@ class SubAgentTool(Generic[InputT]):
     input_schema: type[InputT]
     description: str
     timeout: float | None = None
+    inherit_workspace: bool = False
+    requires_approval: ApprovalRule = False
+    expires_in: float | None = None
 
     @property
     def name(self) -> str:
@@ -211,12 +236,26 @@ def create_sub_agent_tool(
     description: str | None = None,
     *,
     timeout: float | None = None,
+    requires_approval: ApprovalRule = False,
+    expires_in: float | None = None,
+    inherit_workspace: bool = False,
 ) -> SubAgentTool[InputT]:
     """A tool named ``subagent__<agent.name>`` that delegates to ``agent``.
+
+    ``requires_approval`` (True or a predicate ``(input, ctx) -> bool``) makes
+    each delegation wait for a person's approval first; ``expires_in`` bounds
+    that wait (see specs/hitl.md).
+
+    With ``inherit_workspace``, the child uses its parent's workspaces (the
+    parent's registry: what either writes, the other and every inheriting
+    sibling sees) instead of its own; it gets the ``workspace_*`` tools for
+    them. Without it, a child has only the workspaces it declares.
 
     Raises:
         UsageError: if ``agent`` has no ``output_schema`` (a sub-agent must
             return typed output), or for a bad input schema or timeout.
+        WorkspaceInheritanceError: ``inherit_workspace`` for an agent that
+            declares workspaces of its own.
     """
     if not isinstance(agent, AgentConfig):
         raise UsageError("create_sub_agent_tool needs an agent built with define_agent")
@@ -231,11 +270,21 @@ def create_sub_agent_tool(
         )
     if timeout is not None and not timeout > 0:
         raise UsageError(f"sub-agent tool for {agent.name!r}: timeout must be > 0 seconds")
+    check_approval_options(
+        f"sub-agent tool for {agent.name!r}", requires_approval, expires_in, waits=False
+    )
+    if not isinstance(inherit_workspace, bool):
+        raise UsageError(f"sub-agent tool for {agent.name!r}: inherit_workspace must be a bool")
+    if inherit_workspace and agent.workspaces:
+        raise WorkspaceInheritanceError(agent.name, [ws.name for ws in agent.workspaces])
     return SubAgentTool(
         agent=agent,
         input_schema=input_schema,
         description=description or agent.description or f"Delegate to the {agent.name} agent",
         timeout=timeout,
+        inherit_workspace=inherit_workspace,
+        requires_approval=requires_approval,
+        expires_in=None if expires_in is None else float(expires_in),
     )
 
 
@@ -255,6 +304,8 @@ class RemoteSubAgentTool(Generic[InputT]):
     timeout: float | None = None
     stream_retries: int = 3
     stream_retry_base: float = 0.1
+    requires_approval: ApprovalRule = False
+    expires_in: float | None = None
 
     def spec(self) -> ToolSpec:
         """The tool as the LLM sees it."""
@@ -276,6 +327,9 @@ def create_remote_sub_agent_tool(
     timeout: float | None = None,
     stream_retries: int = 3,
     stream_retry_base: float = 0.1,
+    requires_approval: ApprovalRule = False,
+    expires_in: float | None = None,
+    inherit_workspace: bool = False,
 ) -> RemoteSubAgentTool[InputT]:
     """A tool named ``subagent__<name>`` that delegates to ``remote_agent_type`` over ``transport``.
 
@@ -286,9 +340,17 @@ def create_remote_sub_agent_tool(
     ``stream_retry_base * 2**n``, up to ``stream_retries`` times (0 disables,
     at most 50). The remote output is validated against ``output_schema``.
     ``timeout`` interrupts the remote session and fails the call.
+    ``requires_approval`` / ``expires_in``: as for :func:`create_sub_agent_tool`.
+    A client tool or approval inside the remote agent reaches the parent's
+    root like a local one's (specs/hitl.md).
+
+    ``inherit_workspace=True`` is refused: the parent's workspaces are open in
+    the parent's process, which a remote agent cannot reach; declare a
+    workspace on the remote agent instead (specs/workspaces.md).
 
     Raises:
-        UsageError: for a bad name, schema, timeout or retry setting.
+        UsageError: for a bad name, schema, timeout or retry setting, or
+            ``inherit_workspace=True``.
     """
     validate_tool_name(name)
     if len(name) > _MAX_AGENT_NAME:
@@ -310,6 +372,13 @@ def create_remote_sub_agent_tool(
         )
     if stream_retry_base < 0:
         raise UsageError(f"remote sub-agent {name!r}: stream_retry_base must be >= 0")
+    check_approval_options(f"remote sub-agent {name!r}", requires_approval, expires_in, waits=False)
+    if inherit_workspace is not False:
+        raise UsageError(
+            f"remote sub-agent {name!r}: inherit_workspace is not supported: the parent's "
+            "workspaces live in the parent's process, which a remote agent cannot reach; "
+            "declare a workspace on the remote agent instead"
+        )
     return RemoteSubAgentTool(
         name=SUBAGENT_TOOL_PREFIX + name,
         description=description,
@@ -320,6 +389,8 @@ def create_remote_sub_agent_tool(
         timeout=timeout,
         stream_retries=stream_retries,
         stream_retry_base=stream_retry_base,
+        requires_approval=requires_approval,
+        expires_in=None if expires_in is None else float(expires_in),
     )
 
 

@@ -42,13 +42,17 @@ from .errors import (
 )
 from .events import (
     ChildChunkForwarded,
+    ClientToolOwnershipRecorded,
     Event,
+    InputRequired,
+    PendingInput,
     RemoteRef,
     SubAgentEnd,
     SubAgentStart,
     SubSessionFinished,
     SubSessionResumed,
     SubSessionStarted,
+    SubSessionSuspended,
     UsageRecorded,
 )
 from .messages import ToolCall
@@ -66,6 +70,7 @@ from .session_writer import SessionWriter, StopRequest
 from .state import SessionState
 from .tool_runner import ToolOutcome, result_events, tool_end, tool_start, validation_message
 from .transport import RemoteAgentTransport
+from .workspace_hub import inherited_workspace
 
 __all__ = [
     "ChildCall",
@@ -82,11 +87,16 @@ SubAgentToolLike = SubAgentTool[Any] | RemoteSubAgentTool[Any]
 
 
 class ChildOutcome(msgspec.Struct, frozen=True, kw_only=True):
-    """How a child's run ended, as seen through its stream."""
+    """How a child's run ended, as seen through its stream.
 
-    status: Literal["completed", "failed", "interrupted"]
+    ``suspended``: it paused waiting for people (``pending``); the call has no
+    result yet and the parent waits too.
+    """
+
+    status: Literal["completed", "failed", "interrupted", "suspended"]
     output: Any = None
     error: str | None = None
+    pending: list[PendingInput] = []
 
 
 def child_session_id(parent_session_id: str, tool_call_id: str) -> str:
@@ -189,14 +199,19 @@ class ChildCall:
         self.target = child_target(tool, writer.session_id, call.id, env.local_transport)
         self.opened = False
         """True once the call's segment is open on the parent's stream (until it ends)."""
+        self._routed: set[str] = set()
 
     @property
     def session_id(self) -> str:
         """The child's session id."""
         return self.target.session_id
 
-    async def run(self) -> None:
-        """Open the child, follow it to its end and record the call's result."""
+    async def run(self) -> bool:
+        """Open the child, follow it to its end and record the call's result.
+
+        Returns True when the child suspended waiting for people: the call then
+        keeps no result and its segment stays open until the parent re-opens it.
+        """
         try:
             value = self.tool.input_schema.model_validate(self.call.arguments)
         except ValidationError as exc:
@@ -211,18 +226,29 @@ class ChildCall:
                     usage=False,
                 ),
             )
-            return
+            return False
         payload = value.model_dump(mode="json")
         try:
             if self.session_id in self.writer.state.sub_sessions:
                 await self._reopen(payload)
-            else:
-                if not await self._start(payload):
-                    return
+            elif not await self._start(payload):
+                return False
             outcome = await self._await()
         except (TransportError, AgentServerError) as exc:
             outcome = ChildOutcome(status="failed", error=str(exc))
+        if outcome.status == "suspended":
+            await self.writer.append(
+                SubSessionSuspended(
+                    sub_session_id=self.session_id,
+                    reason="client_tool"
+                    if any(entry.kind == "client_tool" for entry in outcome.pending)
+                    else "approval",
+                    tool_call_ids=[entry.tool_call_id for entry in outcome.pending],
+                )
+            )
+            return True
         await self.finish(outcome)
+        return False
 
     # --- open ---------------------------------------------------------------------
 
@@ -246,6 +272,17 @@ class ChildCall:
             self._segment_start(state, payload),
         )
         self.opened = True
+        try:
+            await self._send_start(payload)
+        except (TransportError, AgentServerError) as exc:
+            await self.finish(ChildOutcome(status="failed", error=str(exc)))
+            return False
+        return True
+
+    async def _send_start(self, payload: Any) -> None:
+        """Ask the child's server to start it (idempotent: the child's id is fixed)."""
+        state = self.writer.state
+        target = self.target
         request = RemoteStartRequest(
             session_id=target.session_id,
             agent_type=target.agent_type,
@@ -257,13 +294,10 @@ class ChildCall:
             root_session_id=state.root_session_id,
             input=payload,
             parent_tool_call_id=self.call.id,
+            ancestors=[*state.ancestors, state.session_id],
+            workspace_session_id=inherited_workspace(self.tool, state, self.agent),
         )
-        try:
-            await target.retry(lambda: target.transport.start(request))
-        except (TransportError, AgentServerError) as exc:
-            await self.finish(ChildOutcome(status="failed", error=str(exc)))
-            return False
-        return True
+        await target.retry(lambda: target.transport.start(request))
 
     async def _reopen(self, payload: Any) -> None:
         """Re-open a child the parent's log already knows, resuming it if nothing runs it."""
@@ -276,10 +310,23 @@ class ChildCall:
                 self._segment_start(state, payload),
                 SubSessionResumed(sub_session_id=self.session_id),
             )
+        elif ref.status == "paused_awaiting_client":
+            # The segment is still open: the child paused for people.
+            await self.writer.append(SubSessionResumed(sub_session_id=self.session_id))
         self.opened = True
         target = self.target
-        status = await target.retry(lambda: target.transport.get_status(target.session_id))
-        if status.status == "interrupted" or (
+        try:
+            status = await target.retry(lambda: target.transport.get_status(target.session_id))
+        except AgentServerError as exc:
+            if exc.code != "NOT_FOUND":
+                raise
+            # The parent recorded the start, then stopped (a crash, an
+            # interrupt) before the start reached the child: start it now.
+            await self._send_start(payload)
+            return
+        # A paused child is resumed too: if its answers are all in it goes on,
+        # otherwise it suspends again at once and says so on its stream.
+        if status.status in ("interrupted", "paused") or (
             status.status == "running" and not status.is_executing
         ):
             try:
@@ -339,19 +386,31 @@ class ChildCall:
                 async with prefetch(target.transport.stream(child_id, held)) as events:
                     async for batch in events.batches():
                         forwarded: list[Event] = []
+                        paused: InputRequired | None = None
                         for event in batch:
                             if isinstance(event, ChunkEvent) and event.sequence > held:
                                 held = event.sequence
+                                chunk = event.chunk
                                 forwarded.append(
                                     ChildChunkForwarded(
                                         child_session_id=child_id,
                                         child_seq=event.sequence,
-                                        chunk=event.chunk,
+                                        chunk=chunk,
                                     )
                                 )
+                                paused = None
+                                if isinstance(chunk, InputRequired):
+                                    # The route to each entry, in the batch that
+                                    # makes the entry visible on this stream.
+                                    forwarded.extend(self._routes(chunk))
+                                    if chunk.agent_id == child_id:
+                                        paused = chunk
                         if forwarded:
                             writer.emit(*forwarded)
                         final = batch[-1]
+                        if paused is not None and isinstance(final, ChunkEvent):
+                            # Its last word so far: it waits (its stream stays open).
+                            return ChildOutcome(status="suspended", pending=paused.pending)
                         if isinstance(final, EndEvent):
                             return ChildOutcome(status="completed", output=final.output)
                         if isinstance(final, ErrorEvent):
@@ -373,6 +432,30 @@ class ChildCall:
             if drops > target.stream_retries:
                 raise StreamDropError(child_id, held)
             await anyio.sleep(target.stream_retry_base * 2 ** (drops - 1))
+
+    def _routes(self, chunk: InputRequired) -> list[Event]:
+        """Ownership records for the entries of ``chunk`` this session does not know yet."""
+        known = self.writer.state.client_tool_ownership
+        routes: list[Event] = []
+        for entry in chunk.pending:
+            if entry.tool_call_id in known or entry.tool_call_id in self._routed:
+                continue
+            self._routed.add(entry.tool_call_id)
+            routes.append(
+                ClientToolOwnershipRecorded(
+                    tool_call_id=entry.tool_call_id,
+                    owner_session_id=entry.owner_session_id,
+                    remote=self.target.remote,
+                    via_session_id=self.session_id,
+                    kind=entry.kind,
+                    tool_name=entry.tool_name,
+                    arguments=entry.arguments,
+                    path=entry.path,
+                    expires_in=entry.expires_in,
+                    expires_at=entry.expires_at,
+                )
+            )
+        return routes
 
     # --- finish -------------------------------------------------------------------
 
@@ -410,10 +493,12 @@ class ChildCall:
     def _segment_end(self, outcome: ChildOutcome) -> list[Event]:
         """The parent's record of a child's end: ``sub_session_finished`` and ``subagent_end``."""
         state = self.writer.state
+        # A suspended child has not ended: it never reaches here as such.
+        status = "interrupted" if outcome.status == "suspended" else outcome.status
         return [
             SubSessionFinished(
                 sub_session_id=self.session_id,
-                status=outcome.status,
+                status=status,
                 output=outcome.output,
                 error=outcome.error,
             ),
@@ -435,12 +520,17 @@ class ChildCall:
     async def halt(self, stop: StopRequest) -> None:
         """Stop an open child and record its acknowledgement (no tool result). Shield it.
 
-        A child that finished before the stop reached it keeps its result.
+        A child that ended on its own before the stop reached it keeps its
+        result (completed, or failed under an interrupt).
         """
         if not self.opened:
             return
         outcome = await self._stop_and_follow(stop)
-        if outcome.status == "completed":
+        # It ended on its own before the stop reached it (an interrupt leaves
+        # a child interrupted, never failed): keep its result.
+        if outcome.status == "completed" or (
+            outcome.status == "failed" and stop.kind == "interrupt"
+        ):
             await self.finish(outcome)
             return
         self.opened = False

@@ -18,8 +18,14 @@ Every error derives from :class:`HelixError`::
     │   ├── StreamDropError           a stream ended without its end event
     │   └── RemoteAgentFailedError    the remote agent definitively failed
     ├── AgentServerError              a server refused a request; carries the protocol ``code``
+    ├── WorkspaceError                a workspace tool could not do what was asked
+    │   ├── WorkspaceFailedError      a workspace is unusable: no provider, or the provider failed
+    │   ├── WorkspacePathError        a path refused: absolute, ``..``, a link out (also ValueError)
+    │   ├── WorkspaceLimitError       a file or a workspace over its size limit
+    │   └── WorkspaceFileNotFoundError  no such file (also LookupError)
     └── UsageError                    the developer called the API wrongly
-        └── InvalidSessionIdError     a session id outside the safe set (also ValueError)
+        ├── InvalidSessionIdError     a session id outside the safe set (also ValueError)
+        └── WorkspaceInheritanceError an inheriting sub-agent also declares its own workspaces
 
 Errors carry their data as attributes and print as one line.
 """
@@ -48,6 +54,12 @@ __all__ = [
     "TransportError",
     "TransportTimeoutError",
     "UsageError",
+    "WorkspaceError",
+    "WorkspaceFailedError",
+    "WorkspaceFileNotFoundError",
+    "WorkspaceInheritanceError",
+    "WorkspaceLimitError",
+    "WorkspacePathError",
 ]
 
 
@@ -187,14 +199,20 @@ AgentServerErrorCode = Literal[
     "NOT_FOUND",
     "ALREADY_RUNNING",
     "ALREADY_COMPLETED",
+    "ALREADY_ANSWERED",
     "INVALID_REQUEST",
     "INTERNAL_ERROR",
     "UNAUTHORIZED",
     "METHOD_NOT_ALLOWED",
     "PAYLOAD_TOO_LARGE",
+    "WORKSPACE_WIRING",
     "UNAVAILABLE",
 ]
-"""The protocol's error codes; the last four are HTTP-only (see specs/http.md)."""
+"""The protocol's error codes. ``UNAUTHORIZED``, ``METHOD_NOT_ALLOWED``,
+``PAYLOAD_TOO_LARGE`` and ``UNAVAILABLE`` (a server at one of its limits) are
+HTTP-only; ``ALREADY_ANSWERED`` is ours (a pending input answered before with a
+different value; see specs/hitl.md); ``WORKSPACE_WIRING`` is raised when a server or
+executor is built, never sent (specs/workspaces.md)."""
 
 HTTP_STATUS: dict[str, int] = {
     "INVALID_REQUEST": 400,
@@ -203,8 +221,10 @@ HTTP_STATUS: dict[str, int] = {
     "METHOD_NOT_ALLOWED": 405,
     "ALREADY_RUNNING": 409,
     "ALREADY_COMPLETED": 409,
+    "ALREADY_ANSWERED": 409,
     "PAYLOAD_TOO_LARGE": 413,
     "INTERNAL_ERROR": 500,
+    "WORKSPACE_WIRING": 500,
     "UNAVAILABLE": 503,
 }
 """The HTTP status of each error code."""
@@ -237,3 +257,87 @@ class InvalidSessionIdError(UsageError, ValueError):
     def __str__(self) -> str:
         shown = self.session_id if len(self.session_id) <= 40 else self.session_id[:37] + "..."
         return f"invalid session id {shown!r}: {self.reason}"
+
+
+class WorkspaceInheritanceError(UsageError):
+    """Raised when a sub-agent that inherits its parent's workspaces declares its own too.
+
+    An inheriting child runs against its parent's workspace registry; its own
+    declarations would be silently ignored, so the combination is refused:
+    at definition by ``create_sub_agent_tool``, and when such a child is
+    started (as ``INVALID_REQUEST`` carrying this message).
+    """
+
+    def __init__(self, agent_type: str, workspaces: list[str]) -> None:
+        self.agent_type = agent_type
+        self.workspaces = workspaces
+        super().__init__(agent_type, workspaces)
+
+    def __str__(self) -> str:
+        names = ", ".join(repr(name) for name in self.workspaces)
+        return (
+            f"agent {self.agent_type!r} inherits its parent's "
+            f"workspaces (inherit_workspace=True) and must not declare its own (it declares "
+            f"{names}); drop inherit_workspace or the child's workspaces"
+        )
+
+
+class WorkspaceError(HelixError):
+    """A workspace tool call could not be carried out; the tool's error result says why."""
+
+
+class WorkspaceFailedError(WorkspaceError):
+    """Raised at tool-call time when workspace ``workspace`` (of ``kind``) cannot be used.
+
+    No provider of its kind is configured on the executor (soft wiring mode),
+    the provider failed to open it, or the provider's storage failed.
+    """
+
+    def __init__(self, workspace: str, kind: str, reason: str) -> None:
+        self.workspace = workspace
+        self.kind = kind
+        self.reason = reason
+        super().__init__(workspace, kind, reason)
+
+    def __str__(self) -> str:
+        return f"workspace {self.workspace!r} (kind {self.kind!r}) failed: {self.reason}"
+
+
+class WorkspacePathError(WorkspaceError, ValueError):
+    """Raised when a workspace path is refused (absolute, ``..``, a link out of the root...)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(path, reason)
+
+    def __str__(self) -> str:
+        shown = self.path if len(self.path) <= 80 else self.path[:77] + "..."
+        return f"path {shown!r} refused: {self.reason}"
+
+
+class WorkspaceLimitError(WorkspaceError):
+    """Raised when a write would put a file or a workspace over its size ``limit`` (bytes)."""
+
+    def __init__(self, path: str, size: int, limit: int, *, what: str = "file") -> None:
+        """``what`` is ``"file"`` or ``"workspace"`` (all its files together)."""
+        self.path = path
+        self.size = size
+        self.limit = limit
+        self.what = what
+        super().__init__(path, size, limit, what)
+
+    def __str__(self) -> str:
+        return f"{self.path!r}: {self.what} size {self.size} bytes is over the {self.limit} limit"
+
+
+class WorkspaceFileNotFoundError(WorkspaceError, LookupError):
+    """Raised when workspace ``workspace`` has no file at ``path``."""
+
+    def __init__(self, workspace: str, path: str) -> None:
+        self.workspace = workspace
+        self.path = path
+        super().__init__(workspace, path)
+
+    def __str__(self) -> str:
+        return f"workspace {self.workspace!r} has no file {self.path!r}"

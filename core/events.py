@@ -40,9 +40,12 @@ __all__ = [
     "Failed",
     "HostClaimed",
     "Interrupted",
+    "InputRequired",
     "InterruptRequested",
     "MessageAppended",
     "OutputChunk",
+    "PendingInput",
+    "PendingInputKind",
     "RemoteRef",
     "RunMode",
     "RunStarted",
@@ -64,6 +67,8 @@ __all__ = [
     "ToolStart",
     "UsageKind",
     "UsageRecorded",
+    "WorkspaceDeleted",
+    "WorkspaceWritten",
 ]
 
 RunMode = Literal["start", "resume", "continue"]
@@ -103,6 +108,23 @@ class RemoteRef(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     transport: str
     remote_agent_type: str
     url: str | None = None
+
+
+PendingInputKind = Literal["client_tool", "approval"]
+"""What a pending input waits for: a client tool's result, or a person's decision."""
+
+
+class PendingInput(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """One call in a tree waiting for a person; the client answers it by ``tool_call_id``."""
+
+    kind: PendingInputKind
+    tool_call_id: str
+    tool_name: str
+    arguments: Any = None
+    owner_session_id: str
+    path: list[str] = []
+    expires_in: float | None = None
+    expires_at: float | None = None
 
 
 # --- stream chunks -----------------------------------------------------------
@@ -173,6 +195,17 @@ class ErrorChunk(ChunkBase, tag="error", frozen=True):
     recoverable: bool = False
 
 
+class InputRequired(ChunkBase, tag="input_required", frozen=True):
+    """The emitting session paused waiting for people: ``pending`` lists its subtree's open entries.
+
+    Emitted by a session as it suspends, in the batch with ``suspended``;
+    forwarded up the tree like any chunk. The one whose ``agent_id`` is the
+    session being streamed is that session's complete list.
+    """
+
+    pending: list[PendingInput] = []
+
+
 class CustomChunk(ChunkBase, tag="custom", frozen=True):
     """A chunk a tool emitted through ``ctx.emit``."""
 
@@ -189,6 +222,7 @@ Chunk = (
     | OutputChunk
     | ErrorChunk
     | CustomChunk
+    | InputRequired
 )
 """Any stream chunk."""
 
@@ -208,6 +242,10 @@ class SessionCreated(EventBase, tag="session_created", frozen=True):
     parent_session_id: str | None = None
     root_session_id: str | None = None
     parent_tool_call_id: str | None = None
+    ancestors: list[str] = []
+    """Session ids from the root to the parent (root first); empty for a root."""
+    workspace_session_id: str | None = None
+    """The session whose workspaces this one uses (a sub-agent with ``inherit_workspace``)."""
 
 
 class RunStarted(EventBase, tag="run_started", frozen=True):
@@ -369,22 +407,41 @@ class ClientToolPending(EventBase, tag="client_tool_pending", frozen=True):
     tool_call_id: str
     tool_name: str
     arguments: Any = None
+    expires_in: float | None = None
+    expires_at: float | None = None
 
 
 class ClientToolResultSubmitted(EventBase, tag="client_tool_result_submitted", frozen=True):
-    """The client's result for ``tool_call_id`` arrived (``error`` when the tool failed)."""
+    """The client's result for ``tool_call_id`` arrived (``error`` when the tool failed).
+
+    On the owner it answers its pending call; on an ancestor it records the
+    answer it forwarded toward the owner. ``expired``: the root's timer
+    answered it when the entry expired.
+    """
 
     tool_call_id: str
     result: Any = None
     error: str | None = None
+    expired: bool = False
 
 
 class ClientToolOwnershipRecorded(EventBase, tag="client_tool_ownership_recorded", frozen=True):
-    """On the root: tool call ``tool_call_id`` is owned by session ``owner_session_id``."""
+    """On an ancestor: entry ``tool_call_id`` belongs to ``owner_session_id``, via child ``via``.
+
+    Recorded in the batch that forwards the descendant's ``input_required``
+    chunk, so the route to every open entry is on every ancestor's log.
+    """
 
     tool_call_id: str
     owner_session_id: str
     remote: RemoteRef | None = None
+    via_session_id: str | None = None
+    kind: PendingInputKind = "client_tool"
+    tool_name: str = ""
+    arguments: Any = None
+    path: list[str] = []
+    expires_in: float | None = None
+    expires_at: float | None = None
 
 
 class ApprovalRequested(EventBase, tag="approval_requested", frozen=True):
@@ -393,14 +450,55 @@ class ApprovalRequested(EventBase, tag="approval_requested", frozen=True):
     tool_call_id: str
     tool_name: str
     arguments: Any = None
+    expires_in: float | None = None
+    expires_at: float | None = None
 
 
 class ApprovalGiven(EventBase, tag="approval_given", frozen=True):
-    """A human decided on tool call ``tool_call_id``."""
+    """A human decided on tool call ``tool_call_id`` (on an ancestor: the decision forwarded).
+
+    ``expired``: nobody answered in time and the root's timer denied it.
+    """
 
     tool_call_id: str
     approved: bool
     reason: str | None = None
+    expired: bool = False
+
+
+# --- workspaces --------------------------------------------------------------
+
+
+class WorkspaceWritten(EventBase, tag="workspace_written", frozen=True):
+    """A workspace tool of this session wrote file ``path`` of workspace ``workspace``.
+
+    Emitted by ``workspace_write`` once the provider has stored the file, before
+    the call's result. The log keeps a reference, not the bytes: ``size`` and
+    the ``sha256`` of what was written (the content a model wrote is also in
+    its tool call's arguments). ``owner_session_id`` is set when the workspace
+    belongs to another session (an inherited one).
+    """
+
+    workspace: str
+    kind: str
+    path: str
+    size: int
+    sha256: str
+    owner_session_id: str | None = None
+    tool_call_id: str | None = None
+
+
+class WorkspaceDeleted(EventBase, tag="workspace_deleted", frozen=True):
+    """A workspace tool of this session deleted file ``path`` of workspace ``workspace``.
+
+    Emitted by ``workspace_delete`` when a file was there and is gone.
+    """
+
+    workspace: str
+    kind: str
+    path: str
+    owner_session_id: str | None = None
+    tool_call_id: str | None = None
 
 
 Event = (
@@ -426,6 +524,7 @@ Event = (
     | OutputChunk
     | ErrorChunk
     | CustomChunk
+    | InputRequired
     | SubSessionStarted
     | SubSessionResumed
     | SubSessionSuspended
@@ -437,6 +536,8 @@ Event = (
     | ClientToolOwnershipRecorded
     | ApprovalRequested
     | ApprovalGiven
+    | WorkspaceWritten
+    | WorkspaceDeleted
 )
 """Any event of the catalog."""
 

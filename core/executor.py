@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any
@@ -27,12 +27,13 @@ from anyio.abc import TaskGroup
 
 from ._aio import closing_iter
 from .agents import AgentConfig, AgentRegistry
+from .answers import Answer, expiring, route_answer, watch_expiry
 from .errors import AgentServerError, ConcurrencyConflict, UsageError
 from .events import (
     AbortRequested,
-    ClientToolResultSubmitted,
     Event,
     InterruptRequested,
+    PendingInput,
     RunStarted,
     SessionCreated,
     Suspended,
@@ -41,12 +42,13 @@ from .ids import new_run_id, validate_session_id
 from .inprocess import InProcessTransport
 from .llm import LLMAdapter
 from .messages import UserMessage
-from .projections import project_state, status_of, stream_item
+from .projections import pending_inputs, project_state, status_of, stream_item
 from .protocol import (
     RemoteResumeRequest,
     RemoteStartRequest,
     RemoteStartResponse,
     RemoteStatusResponse,
+    SubmitResponse,
     TransportEvent,
     checked_from_sequence,
     checked_session_id,
@@ -58,6 +60,8 @@ from .state import SessionState, SessionStatus, StreamItem
 from .store import EventStore
 from .streaming import RUN_ENDING_EVENTS, stream_session
 from .transport import RemoteAgentTransport
+from .workspace_hub import WorkspaceHub
+from .workspaces import WorkspaceProvider
 
 __all__ = ["AgentExecutor", "AgentHandle", "AgentResult"]
 
@@ -144,6 +148,24 @@ class AgentHandle:
                 elif isinstance(event, (*RUN_ENDING_EVENTS, Suspended)):
                     return
 
+    async def pending_inputs(self) -> list[PendingInput]:
+        """The open entries (client tools, approvals) of this session's whole tree."""
+        return await self.executor.pending_inputs(self.session_id)
+
+    async def submit_tool_result(
+        self, tool_call_id: str, result: Any = None, error: str | None = None
+    ) -> SubmitResponse:
+        """Answer a client tool call anywhere in this session's tree."""
+        return await self.executor.submit_tool_result(self.session_id, tool_call_id, result, error)
+
+    async def approve(self, tool_call_id: str, reason: str | None = None) -> SubmitResponse:
+        """Approve a gated call anywhere in this session's tree."""
+        return await self.executor.submit_approval(self.session_id, tool_call_id, True, reason)
+
+    async def deny(self, tool_call_id: str, reason: str | None = None) -> SubmitResponse:
+        """Deny a gated call; the LLM gets an error result with ``reason``."""
+        return await self.executor.submit_approval(self.session_id, tool_call_id, False, reason)
+
     async def interrupt(self, reason: str | None = None) -> None:
         """Ask the run to stop softly; it can be resumed."""
         await self.executor.interrupt_agent(self.session_id, reason)
@@ -177,6 +199,12 @@ class AgentExecutor:
             :class:`InProcessTransport` over this executor.
         host_id: this process's identity in ``host_claimed`` events.
         stop_grace: seconds a stopping run waits for its children to acknowledge.
+        workspace_providers: the workspace provider of each kind the agents'
+            workspaces use (``{"local": LocalWorkspaceProvider(root)}``).
+        workspace_provider_kinds: the kinds you declare wired: given, every
+            registered agent's workspace kinds must be among them (else
+            ``AgentServerError`` ``WORKSPACE_WIRING``); unset, a warning is
+            logged when an agent declares workspaces (specs/workspaces.md).
     """
 
     def __init__(
@@ -189,9 +217,14 @@ class AgentExecutor:
         local_transport: RemoteAgentTransport | None = None,
         host_id: str | None = None,
         stop_grace: float = 10.0,
+        workspace_providers: Mapping[str, WorkspaceProvider] | None = None,
+        workspace_provider_kinds: Iterable[str] | None = None,
     ) -> None:
         self.store = store
         self.registry = agents if isinstance(agents, AgentRegistry) else AgentRegistry(agents)
+        # --- workspaces: the providers, the wiring check, the open registries
+        self.workspaces = WorkspaceHub(workspace_providers, self.registry, store)
+        self.workspaces.check_wiring(self.registry, workspace_provider_kinds)
         self.env = RunEnv(
             store=store,
             llm=llm,
@@ -205,6 +238,7 @@ class AgentExecutor:
         # a run is registered before anyone else can look for it.
         self._session_locks = _SessionLocks()
         self._tg: TaskGroup | None = None
+        self._expiry_timers: dict[tuple[str, str], anyio.CancelScope] = {}
 
     async def __aenter__(self) -> AgentExecutor:
         self._tg = anyio.create_task_group()
@@ -219,6 +253,8 @@ class AgentExecutor:
     ) -> bool | None:
         tg, self._tg = self._tg, None
         assert tg is not None
+        for timer in list(self._expiry_timers.values()):
+            timer.cancel()  # a waiting timer must not hold the executor open; recover() re-arms it
         try:
             return await tg.__aexit__(exc_type, exc, tb)
         except BaseExceptionGroup as group:
@@ -315,6 +351,7 @@ class AgentExecutor:
             if not log_ or session_id in self._runs:
                 continue
             state = project_state(log_)
+            self._watch_expiry(state)
             if state.status != "running" or self.registry.get(state.agent_type) is None:
                 continue
             try:
@@ -324,6 +361,25 @@ class AgentExecutor:
                 continue
             recovered.append(session_id)
         return recovered
+
+    def _watch_expiry(self, state: SessionState) -> None:
+        """Start a timer for each expiring open entry of a paused root (once per entry)."""
+        if self._tg is None:
+            return
+        for entry in expiring(state):
+            key = (state.session_id, entry.tool_call_id)
+            if key in self._expiry_timers:
+                continue
+            self._expiry_timers[key] = anyio.CancelScope()
+            self._tg.start_soon(self._expire, state.session_id, entry)
+
+    async def _expire(self, session_id: str, entry: PendingInput) -> None:
+        key = (session_id, entry.tool_call_id)
+        try:
+            with self._expiry_timers[key]:
+                await watch_expiry(self, session_id, entry, anyio.sleep)
+        finally:
+            self._expiry_timers.pop(key, None)
 
     def is_executing(self, session_id: str, state: SessionState | None = None) -> bool:
         """True while a run of the session is active in this executor.
@@ -346,12 +402,19 @@ class AgentExecutor:
         with a different agent type or message), ``ALREADY_COMPLETED``.
         """
         session_id = self._valid_id(request.session_id)
-        for related in (request.parent_session_id, request.root_session_id):
+        for related in (
+            request.parent_session_id,
+            request.root_session_id,
+            request.workspace_session_id,
+        ):
             if related is not None:
                 self._valid_id(related)
         agent = self.registry.get(request.agent_type)
         if agent is None:
             raise AgentServerError("NOT_FOUND", f"agent type not found: {request.agent_type}")
+        inheriting = self.workspaces.start_problem(agent, request)  # workspaces
+        if inheriting is not None:
+            raise AgentServerError("INVALID_REQUEST", inheriting)
         messages = _user_messages(request.message)
         try:
             initial = agent.initial_state(request.state)
@@ -371,6 +434,8 @@ class AgentExecutor:
             parent_session_id=request.parent_session_id,
             root_session_id=request.root_session_id or request.parent_session_id,
             parent_tool_call_id=request.parent_tool_call_id,
+            ancestors=_ancestors(request),
+            workspace_session_id=request.workspace_session_id,
         )
         started = RunStarted(session_id=session_id, seq=2, ts=created.ts, run_id=run_id)
         async with self._session_locks.hold(session_id):
@@ -419,6 +484,11 @@ class AgentExecutor:
                     "ALREADY_COMPLETED", f"session {session_id!r} is {state.status}"
                 )
             active = self._runs.get(session_id)
+            if active is not None and state.status != "running":
+                # Its run recorded its end (it paused as an answer arrived) and
+                # is winding down: let it go, then start the new run.
+                await active.done.wait()
+                continue
             if active is not None:
                 if messages:
                     raise AgentServerError(
@@ -479,6 +549,8 @@ class AgentExecutor:
             error=snapshot.error,
             suspension=snapshot.suspension,
             pending_client_tool_call_ids=snapshot.pending_client_tool_call_ids,
+            pending_inputs=snapshot.pending_inputs,
+            awaiting_input=snapshot.awaiting_input,
         )
 
     async def interrupt_agent(self, session_id: str, reason: str | None = None) -> None:
@@ -513,32 +585,29 @@ class AgentExecutor:
 
     async def submit_tool_result(
         self, session_id: str, tool_call_id: str, result: Any = None, error: str | None = None
-    ) -> None:
-        """Record a client tool's result on the session that waits for it.
+    ) -> SubmitResponse:
+        """Answer client tool call ``tool_call_id`` at ``session_id`` (the root; see hitl.md).
 
-        Raises ``NOT_FOUND`` when the session has no pending call with that id.
+        The answer is routed to the owning session, local or remote, and the
+        tree resumes once the owner has every answer. Raises
+        :class:`AgentServerError`: ``NOT_FOUND`` (no such entry on this
+        session's path), ``INVALID_REQUEST`` (an approval entry, or a result
+        failing the tool's ``output_schema``), ``ALREADY_ANSWERED``.
         """
-        session_id = self._valid_id(session_id)
-        while True:
-            state = await self.state(session_id)
-            pending = state.pending_client_tools.get(tool_call_id)
-            if pending is None or pending.submitted:
-                raise AgentServerError(
-                    "NOT_FOUND", f"session {session_id!r} has no pending tool call {tool_call_id!r}"
-                )
-            event = ClientToolResultSubmitted(
-                session_id=session_id,
-                seq=state.last_seq + 1,
-                ts=_now(),
-                tool_call_id=tool_call_id,
-                result=result,
-                error=error,
-            )
-            try:
-                await self.store.append(session_id, [event], state.last_seq)
-                return
-            except ConcurrencyConflict:
-                continue
+        answer = Answer(kind="client_tool", result=result, error=error)
+        return await route_answer(self, self._valid_id(session_id), tool_call_id, answer)
+
+    async def submit_approval(
+        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+    ) -> SubmitResponse:
+        """Approve or deny call ``tool_call_id`` at ``session_id`` (the root); see
+        :meth:`submit_tool_result` for the routing and the errors."""
+        answer = Answer(kind="approval", approved=bool(approved), reason=reason)
+        return await route_answer(self, self._valid_id(session_id), tool_call_id, answer)
+
+    async def pending_inputs(self, session_id: str) -> list[PendingInput]:
+        """The open entries of the session's subtree (client tools and approvals)."""
+        return pending_inputs(await self.state(session_id))
 
     # --- runs ---------------------------------------------------------------------------
 
@@ -563,13 +632,24 @@ class AgentExecutor:
                 host_id=self.env.host_id,
                 on_stop=lambda request: run.request_stop(request) if run else None,
             )
-            run = SessionRun(self.env, agent, writer, active.run_id)
-            active.run = run
-            await run.run()
+            # workspaces: open the session's registry for this run, close it at its end
+            async with self.workspaces.session(agent, writer) as with_workspaces:
+                run = SessionRun(self.env, with_workspaces, writer, active.run_id)
+                active.run = run
+                await run.run()
+            self._watch_expiry(writer.state)
         finally:
             if self._runs.get(session_id) is active:
                 del self._runs[session_id]
             active.done.set()
+
+
+def _ancestors(request: RemoteStartRequest) -> list[str]:
+    if request.ancestors is not None:
+        return list(request.ancestors)
+    chain = [request.root_session_id, request.parent_session_id]
+    ancestors = [sid for sid in chain if sid is not None]
+    return ancestors[-1:] if len(set(ancestors)) == 1 else ancestors
 
 
 def _finished(state: SessionState) -> AgentServerError:

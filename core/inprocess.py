@@ -20,6 +20,7 @@ from .protocol import (
     RemoteStartRequest,
     RemoteStartResponse,
     RemoteStatusResponse,
+    SubmitResponse,
     TransportEvent,
 )
 
@@ -59,8 +60,14 @@ class AgentService(Protocol):
 
     async def submit_tool_result(
         self, session_id: str, tool_call_id: str, result: Any = None, error: str | None = None
-    ) -> None:
-        """Deliver a client tool's result."""
+    ) -> SubmitResponse:
+        """Answer a client tool call."""
+        ...
+
+    async def submit_approval(
+        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+    ) -> SubmitResponse:
+        """Approve or deny a gated call."""
         ...
 
 
@@ -110,7 +117,13 @@ class InProcessTransport:
 
     async def submit_tool_result(
         self, session_id: str, tool_call_id: str, result: Any = None, error: str | None = None
-    ) -> None:
-        """Deliver a client tool's result."""
+    ) -> SubmitResponse:
+        """Answer a client tool call (routed to its owner)."""
         copied = msgspec.json.decode(msgspec.json.encode(result))
-        await self.service.submit_tool_result(session_id, tool_call_id, copied, error)
+        return await self.service.submit_tool_result(session_id, tool_call_id, copied, error)
+
+    async def submit_approval(
+        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+    ) -> SubmitResponse:
+        """Approve or deny a gated call (routed to its owner)."""
+        return await self.service.submit_approval(session_id, tool_call_id, approved, reason)

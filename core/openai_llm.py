@@ -16,7 +16,6 @@ from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from typing import Any, Self, assert_never
 
-import anyio
 import httpx
 import msgspec
 
@@ -30,6 +29,7 @@ from .messages import (
     ToolResultMessage,
     UserMessage,
 )
+from .retry import retrying_stream
 
 __all__ = ["OpenAIChatLLM"]
 
@@ -218,7 +218,7 @@ class OpenAIChatLLM:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    async def stream(self, request: LLMRequest) -> AsyncGenerator[LLMStreamEvent, None]:
+    def stream(self, request: LLMRequest) -> AsyncGenerator[LLMStreamEvent, None]:
         """Call the model: yield text deltas as they arrive, then one :class:`LLMResponse`.
 
         To leave the loop early, cancel, or iterate under ``contextlib.aclosing``
@@ -230,33 +230,32 @@ class OpenAIChatLLM:
                 and 5xx once retries are spent), could not be reached, broke off
                 mid-stream (``retryable``), or sent something unreadable.
         """
+        return retrying_stream(
+            lambda: self._call(request),
+            retries=self._max_retries,
+            base_delay=self._retry_base_delay,
+            retry_if=_worth_retrying,
+            wait=_server_wait,
+        )
+
+    async def _call(self, request: LLMRequest) -> AsyncGenerator[LLMStreamEvent, None]:
+        """One try: the events of one response; an httpx failure is the ``LLMError``'s cause."""
         body = self._body(request)
-        attempt = 0
-        while True:
-            yielded = False
-            delay: float | None = None
-            try:
-                async with self._client.stream(
-                    "POST", self._url, content=body, headers=self._headers, timeout=self._timeout
-                ) as response:
-                    if response.is_success:
-                        async with aclosing(_read(response)) as events:
-                            async for event in events:
-                                yielded = True
-                                yield event
-                        return
-                    error = await _status_error(response)
-                    delay = _retry_after(response.headers.get("retry-after"))
-            except httpx.TransportError as exc:
-                if yielded or attempt >= self._max_retries:
-                    raise LLMError(f"POST {self._url}: {exc!r}", retryable=True) from exc
-            except httpx.HTTPError as exc:
-                raise LLMError(f"POST {self._url}: {exc!r}") from exc
-            else:
-                if not error.retryable or attempt >= self._max_retries:
-                    raise error
-            await anyio.sleep(delay if delay is not None else self._retry_base_delay * 2**attempt)
-            attempt += 1
+        try:
+            async with self._client.stream(
+                "POST", self._url, content=body, headers=self._headers, timeout=self._timeout
+            ) as response:
+                try:
+                    response.raise_for_status()
+                except httpx.HTTPStatusError as exc:
+                    raise await _status_error(response) from exc
+                async with aclosing(_read(response)) as events:
+                    async for event in events:
+                        yield event
+        except httpx.TransportError as exc:
+            raise LLMError(f"POST {self._url}: {exc!r}", retryable=True) from exc
+        except httpx.HTTPError as exc:
+            raise LLMError(f"POST {self._url}: {exc!r}") from exc
 
     def _body(self, request: LLMRequest) -> bytes:
         messages: list[dict[str, Any]] = []
@@ -386,6 +385,22 @@ def _error_text(error: Any) -> str | None:
     """The message of OpenAI's ``{"message": ...}`` error object (or of a bare string)."""
     message = error.get("message") if isinstance(error, dict) else error
     return message if isinstance(message, str) and message else None
+
+
+def _worth_retrying(exc: Exception) -> bool:
+    """A network failure, or a refusal that says to try again (HTTP 429 or 5xx)."""
+    cause = exc.__cause__
+    if isinstance(cause, httpx.HTTPStatusError):
+        return isinstance(exc, LLMError) and exc.retryable
+    return isinstance(cause, httpx.TransportError)
+
+
+def _server_wait(exc: Exception) -> float | None:
+    """The seconds a refusal's ``Retry-After`` asks for; ``None`` for our own backoff."""
+    cause = exc.__cause__
+    if isinstance(cause, httpx.HTTPStatusError):
+        return _retry_after(cause.response.headers.get("retry-after"))
+    return None
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -34,10 +34,12 @@ from .events import (
     EventBase,
     Failed,
     HostClaimed,
+    InputRequired,
     Interrupted,
     InterruptRequested,
     MessageAppended,
     OutputChunk,
+    PendingInput,
     RunStarted,
     SessionCreated,
     StateUpdated,
@@ -53,6 +55,8 @@ from .events import (
     ToolEnd,
     ToolStart,
     UsageRecorded,
+    WorkspaceDeleted,
+    WorkspaceWritten,
 )
 from .messages import AssistantMessage, ToolResultMessage
 from .state import (
@@ -63,10 +67,12 @@ from .state import (
     StreamItem,
     SubSessionRef,
     ToolOwnership,
+    WorkspaceFile,
 )
 
 __all__ = [
     "SessionProjector",
+    "pending_inputs",
     "project_state",
     "project_status",
     "project_stream",
@@ -231,7 +237,9 @@ def _sub_resumed(state: SessionState, event: SubSessionResumed) -> None:
 
 
 def _sub_suspended(state: SessionState, event: SubSessionSuspended) -> None:
-    _ref(state, event.sub_session_id, event).status = "paused_awaiting_client"
+    ref = _ref(state, event.sub_session_id, event)
+    ref.status = "paused_awaiting_client"
+    ref.suspended_seq = event.seq
 
 
 def _forwarded(state: SessionState, event: ChildChunkForwarded) -> None:
@@ -258,7 +266,11 @@ def _delivered(state: SessionState, event: CompletionDelivered) -> None:
 
 def _client_pending(state: SessionState, event: ClientToolPending) -> None:
     state.pending_client_tools[event.tool_call_id] = PendingClientTool(
-        tool_call_id=event.tool_call_id, tool_name=event.tool_name, arguments=event.arguments
+        tool_call_id=event.tool_call_id,
+        tool_name=event.tool_name,
+        arguments=event.arguments,
+        expires_in=event.expires_in,
+        expires_at=event.expires_at,
     )
 
 
@@ -268,17 +280,38 @@ def _client_result(state: SessionState, event: ClientToolResultSubmitted) -> Non
         pending.submitted = True
         pending.result = event.result
         pending.error = event.error
+        pending.expired = event.expired
+        return
+    mirror = state.client_tool_ownership.get(event.tool_call_id)
+    if mirror is not None:
+        mirror.answered = True
+        mirror.answered_seq = event.seq
+        mirror.result = event.result
+        mirror.error = event.error
+        mirror.expired = event.expired
 
 
 def _ownership(state: SessionState, event: ClientToolOwnershipRecorded) -> None:
     state.client_tool_ownership[event.tool_call_id] = ToolOwnership(
-        owner_session_id=event.owner_session_id, remote=event.remote
+        owner_session_id=event.owner_session_id,
+        remote=event.remote,
+        via_session_id=event.via_session_id,
+        kind=event.kind,
+        tool_name=event.tool_name,
+        arguments=event.arguments,
+        path=list(event.path),
+        expires_in=event.expires_in,
+        expires_at=event.expires_at,
     )
 
 
 def _approval_requested(state: SessionState, event: ApprovalRequested) -> None:
     state.pending_approvals[event.tool_call_id] = PendingApproval(
-        tool_call_id=event.tool_call_id, tool_name=event.tool_name, arguments=event.arguments
+        tool_call_id=event.tool_call_id,
+        tool_name=event.tool_name,
+        arguments=event.arguments,
+        expires_in=event.expires_in,
+        expires_at=event.expires_at,
     )
 
 
@@ -287,6 +320,33 @@ def _approval_given(state: SessionState, event: ApprovalGiven) -> None:
     if pending is not None:
         pending.approved = event.approved
         pending.reason = event.reason
+        pending.expired = event.expired
+        return
+    mirror = state.client_tool_ownership.get(event.tool_call_id)
+    if mirror is not None:
+        mirror.answered = True
+        mirror.answered_seq = event.seq
+        mirror.approved = event.approved
+        mirror.reason = event.reason
+        mirror.expired = event.expired
+
+
+def _workspace_written(state: SessionState, event: WorkspaceWritten) -> None:
+    state.workspace_files.setdefault(event.workspace, {})[event.path] = WorkspaceFile(
+        workspace=event.workspace,
+        path=event.path,
+        size=event.size,
+        sha256=event.sha256,
+        seq=event.seq,
+    )
+
+
+def _workspace_deleted(state: SessionState, event: WorkspaceDeleted) -> None:
+    files = state.workspace_files.get(event.workspace)
+    if files is not None:
+        files.pop(event.path, None)
+        if not files:
+            del state.workspace_files[event.workspace]
 
 
 def _chunk(state: SessionState, event: Any) -> None:
@@ -325,6 +385,8 @@ _HANDLERS: dict[type[EventBase], _Handler] = {
     ClientToolOwnershipRecorded: _ownership,
     ApprovalRequested: _approval_requested,
     ApprovalGiven: _approval_given,
+    WorkspaceWritten: _workspace_written,
+    WorkspaceDeleted: _workspace_deleted,
     **dict.fromkeys(CHUNK_TYPES, _chunk),
 }
 
@@ -344,6 +406,8 @@ def _initial_state(event: Event) -> SessionState:
         parent_session_id=event.parent_session_id,
         root_session_id=event.root_session_id or event.session_id,
         parent_tool_call_id=event.parent_tool_call_id,
+        ancestors=list(event.ancestors),
+        workspace_session_id=event.workspace_session_id,
         metadata=dict(event.metadata),
         input=event.input,
         messages=list(event.messages),
@@ -434,6 +498,7 @@ def project_state(events: Iterable[Event]) -> SessionState:
 
 def status_of(state: SessionState) -> StatusSnapshot:
     """The protocol's status view of an already-folded state."""
+    pending = pending_inputs(state)
     return StatusSnapshot(
         session_id=state.session_id,
         run_id=state.run_id,
@@ -450,9 +515,65 @@ def status_of(state: SessionState) -> StatusSnapshot:
             for call_id, pending in state.pending_client_tools.items()
             if not pending.submitted
         ],
+        pending_inputs=pending,
+        awaiting_input=state.status == "paused" and bool(pending),
         interrupt_requested=state.interrupt_requested,
         abort_requested=state.abort_requested,
     )
+
+
+def pending_inputs(state: SessionState) -> list[PendingInput]:
+    """The open (unanswered) entries of the session's subtree: its own, then its descendants'."""
+    if state.is_terminal:
+        return []
+    path = [*state.ancestors, state.session_id]
+    entries: list[PendingInput] = [
+        PendingInput(
+            kind="client_tool",
+            tool_call_id=call_id,
+            tool_name=pending.tool_name,
+            arguments=pending.arguments,
+            owner_session_id=state.session_id,
+            path=path,
+            expires_in=pending.expires_in,
+            expires_at=pending.expires_at,
+        )
+        for call_id, pending in state.pending_client_tools.items()
+        if not pending.submitted
+    ]
+    entries.extend(
+        PendingInput(
+            kind="approval",
+            tool_call_id=call_id,
+            tool_name=pending.tool_name,
+            arguments=pending.arguments,
+            owner_session_id=state.session_id,
+            path=path,
+            expires_in=pending.expires_in,
+            expires_at=pending.expires_at,
+        )
+        for call_id, pending in state.pending_approvals.items()
+        if pending.approved is None
+    )
+    for call_id, mirror in state.client_tool_ownership.items():
+        if mirror.answered:
+            continue
+        via = state.sub_sessions.get(mirror.via_session_id or "")
+        if via is not None and via.status in ("completed", "failed", "terminated"):
+            continue  # the child ended: whatever it waited for is moot
+        entries.append(
+            PendingInput(
+                kind=mirror.kind,
+                tool_call_id=call_id,
+                tool_name=mirror.tool_name,
+                arguments=mirror.arguments,
+                owner_session_id=mirror.owner_session_id,
+                path=mirror.path,
+                expires_in=mirror.expires_in,
+                expires_at=mirror.expires_at,
+            )
+        )
+    return entries
 
 
 def project_status(events: Iterable[Event]) -> StatusSnapshot:
@@ -469,6 +590,7 @@ _CHUNKS = (
     OutputChunk,
     ErrorChunk,
     CustomChunk,
+    InputRequired,
 )
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from .errors import AgentServerError, UsageError
-from .events import Chunk, SuspensionReason
+from .events import Chunk, PendingInput, SuspensionReason
 from .ids import validate_session_id
 from .messages import UserMessage
 from .state import SessionStatus
@@ -25,6 +25,8 @@ __all__ = [
     "RemoteStartRequest",
     "RemoteStartResponse",
     "RemoteStatusResponse",
+    "SubmitApprovalRequest",
+    "SubmitResponse",
     "SubmitToolResultRequest",
     "TransportEvent",
     "checked_from_sequence",
@@ -49,6 +51,11 @@ class RemoteStartRequest(_Wire, frozen=True):
     root_session_id: str | None = None
     input: Any = None
     parent_tool_call_id: str | None = None
+    ancestors: list[str] | None = None
+    """Session ids from the root to the parent (root first): the path of pending inputs."""
+    workspace_session_id: str | None = None
+    """Use this session's workspaces (a sub-agent with ``inherit_workspace``); see
+    specs/workspaces.md for when a server accepts it."""
 
 
 class RemoteResumeRequest(_Wire, frozen=True):
@@ -81,15 +88,33 @@ class RemoteStatusResponse(_Wire, frozen=True):
     error: str | None = None
     suspension: SuspensionReason | None = None
     pending_client_tool_call_ids: list[str] = []
+    pending_inputs: list[PendingInput] = []
+    awaiting_input: bool = False
 
 
 class SubmitToolResultRequest(_Wire, frozen=True):
-    """A client tool's result (or error) for ``tool_call_id``, submitted at any session."""
+    """A client tool's result (or error) for ``tool_call_id``, submitted at the root."""
 
     session_id: str
     tool_call_id: str
     result: Any = None
     error: str | None = None
+
+
+class SubmitApprovalRequest(_Wire, frozen=True):
+    """A person's decision on the approval entry ``tool_call_id``, submitted at the root."""
+
+    session_id: str
+    tool_call_id: str
+    approved: bool
+    reason: str | None = None
+
+
+class SubmitResponse(_Wire, frozen=True):
+    """The answer to a submission; ``resumed``: the owner got every answer and runs again."""
+
+    ok: bool = True
+    resumed: bool = False
 
 
 class ChunkEvent(_Wire, frozen=True, tag="chunk", tag_field="type"):

@@ -1,17 +1,29 @@
-"""``retrying``: one backoff loop for idempotent calls across a transport."""
+"""One backoff policy for calls across a network: ``retrying`` and ``retrying_stream``.
+
+Retry ``n`` (from 0) waits ``base_delay * 2**n`` seconds, or what ``wait``
+says for that failure (a server's ``Retry-After``). ``retry_if`` decides which
+failures are worth another try; by default the ones :func:`transient` names.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import aclosing
 from typing import TypeVar
 
 import anyio
 
 from .errors import AgentServerError, StreamDropError, TransportError
 
-__all__ = ["retrying", "transient"]
+__all__ = ["retrying", "retrying_stream", "transient"]
 
 T = TypeVar("T")
+
+RetryIf = Callable[[Exception], bool]
+"""Whether a failure is worth another try."""
+
+Wait = Callable[[Exception], float | None]
+"""Seconds to wait before retrying after a failure; ``None`` for the exponential backoff."""
 
 
 def transient(exc: BaseException) -> bool:
@@ -21,17 +33,62 @@ def transient(exc: BaseException) -> bool:
     return isinstance(exc, TransportError) and not isinstance(exc, StreamDropError)
 
 
-async def retrying(call: Callable[[], Awaitable[T]], *, retries: int, base_delay: float) -> T:
-    """Await ``call()``, retrying transient failures with backoff ``base * 2**n``.
+def _delay(exc: Exception, attempt: int, base_delay: float, wait: Wait | None) -> float:
+    chosen = wait(exc) if wait is not None else None
+    return chosen if chosen is not None else base_delay * 2**attempt
+
+
+async def retrying(
+    call: Callable[[], Awaitable[T]],
+    *,
+    retries: int,
+    base_delay: float,
+    retry_if: RetryIf = transient,
+    wait: Wait | None = None,
+) -> T:
+    """Await ``call()``, trying again up to ``retries`` times after a failure ``retry_if`` accepts.
 
     Only for idempotent calls (start with a fixed session id, resume, status).
+    The last failure, or the first one not worth retrying, is raised as it is.
     """
     attempt = 0
     while True:
         try:
             return await call()
-        except (TransportError, AgentServerError) as exc:
-            if not transient(exc) or attempt >= retries:
+        except Exception as exc:
+            if attempt >= retries or not retry_if(exc):
                 raise
-            attempt += 1
-            await anyio.sleep(base_delay * 2 ** (attempt - 1))
+            delay = _delay(exc, attempt, base_delay, wait)
+        await anyio.sleep(delay)
+        attempt += 1
+
+
+async def retrying_stream(
+    open_stream: Callable[[], AsyncGenerator[T, None]],
+    *,
+    retries: int,
+    base_delay: float,
+    retry_if: RetryIf = transient,
+    wait: Wait | None = None,
+) -> AsyncGenerator[T, None]:
+    """Yield what ``open_stream()`` yields, opening it again after a failure, until the first item.
+
+    A failure before the first item is retried as in :func:`retrying`; once an
+    item was yielded, every failure is final (a new try would repeat what the
+    consumer already has). Each stream opened is closed before the next.
+    """
+    attempt = 0
+    while True:
+        started = False
+        try:
+            async with aclosing(open_stream()) as items:
+                async for item in items:
+                    started = True
+                    yield item
+            return
+        except Exception as exc:
+            if started or attempt >= retries or not retry_if(exc):
+                raise
+            delay = _delay(exc, attempt, base_delay, wait)
+        await anyio.sleep(delay)
+        attempt += 1

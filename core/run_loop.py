@@ -32,7 +32,6 @@ from .errors import HelixError, OwnershipLost
 from .events import (
     Aborted,
     AbortRequested,
-    ClientToolPending,
     Completed,
     ErrorChunk,
     Event,
@@ -42,9 +41,16 @@ from .events import (
     MessageAppended,
     OutputChunk,
     StepStarted,
-    Suspended,
     TextDelta,
     UsageRecorded,
+)
+from .hitl import (
+    Waiting,
+    approval_gate,
+    client_call,
+    suspension,
+    tree_unique_call_id,
+    waits_for_people,
 )
 from .llm import LLMError, LLMRequest, LLMResponse, LLMTextDelta, ToolSpec
 from .messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
@@ -179,13 +185,10 @@ class SessionRun:
                     await self._complete(finished.result)
                     return
                 if waiting:
-                    await self.writer.append(
-                        Suspended(
-                            reason="client_tool",
-                            tool_call_ids=waiting,
-                        )
-                    )
-                    return
+                    state = await self.writer.append_with(suspension(agent, waiting))
+                    if state.status == "paused":
+                        return
+                    # An answer came in while the round ran: take the round again.
                 continue
             if self.writer.state.run_step_count >= agent.max_steps:
                 await self._fail(f"max steps ({agent.max_steps}) reached")
@@ -297,7 +300,11 @@ class SessionRun:
         ]
 
     def _unique_calls(self, calls: Sequence[ToolCall]) -> list[ToolCall]:
-        """Give every call an id unique in the session and safe inside a session id."""
+        """Give every call an id unique in the session and safe inside a session id.
+
+        In a sub-agent, a call that can wait for a person gets an id unique in
+        the whole tree (the root answers entries by id).
+        """
         state = self.writer.state
         used = {
             call.id
@@ -310,30 +317,40 @@ class SessionRun:
             call_id = call.id
             if not _CALL_ID.fullmatch(call_id) or call_id in used:
                 call_id = f"call-{state.last_seq}-{index}"
+            if state.parent_session_id is not None and waits_for_people(self.agent.tool(call.name)):
+                call_id = tree_unique_call_id(state.session_id, call_id)
             used.add(call_id)
             fixed.append(call if call_id == call.id else msgspec.structs.replace(call, id=call_id))
         return fixed
 
-    async def _run_calls(self, calls: list[ToolCall]) -> tuple[ToolOutcome | None, list[str]]:
-        """Run the calls concurrently; return a valid finish (if any) and client calls waited on."""
+    async def _run_calls(self, calls: list[ToolCall]) -> tuple[ToolOutcome | None, Waiting]:
+        """Run the calls concurrently; return a valid finish (if any) and what waits for people."""
         finished: ToolOutcome | None = None
-        waiting: list[str] = []
+        waiting = Waiting()
+        agent, writer = self.agent, self.writer
         async with anyio.create_task_group() as tg:
             for call in calls:
-                tool = self.agent.tool(call.name)
-                if call.name == FINISH_TOOL_NAME and self.agent.output_schema is not None:
+                tool = agent.tool(call.name)
+                if call.name == FINISH_TOOL_NAME and agent.output_schema is not None:
                     outcome = await self._finish_call(call)
                     if outcome.error is None and finished is None:
                         finished = outcome
-                elif isinstance(tool, SubAgentTool | RemoteSubAgentTool):
-                    tg.start_soon(self._call_sub_agent, call, tool)
-                elif isinstance(tool, Tool) and tool.is_client_tool:
-                    if await self._client_call(call, tool):
-                        waiting.append(call.id)
-                elif isinstance(tool, Tool):
-                    tg.start_soon(self._call_tool, call, tool)
-                else:
+                    continue
+                if tool is None:
                     await self._record(call, ToolOutcome(error=f"unknown tool {call.name!r}"))
+                    continue
+                gate = await approval_gate(writer, agent, call, tool)
+                if gate == "wait":
+                    waiting.approval.append(call.id)
+                elif gate == "done":
+                    continue
+                elif isinstance(tool, SubAgentTool | RemoteSubAgentTool):
+                    tg.start_soon(self._call_sub_agent, call, tool, waiting)
+                elif tool.is_client_tool:
+                    if await client_call(writer, agent, call, tool):
+                        waiting.client.append(call.id)
+                else:
+                    tg.start_soon(self._call_tool, call, tool)
         return finished, waiting
 
     async def _record(self, call: ToolCall, outcome: ToolOutcome) -> None:
@@ -353,37 +370,20 @@ class SessionRun:
         )
         return outcome
 
-    async def _client_call(self, call: ToolCall, tool: Tool[Any]) -> bool:
-        """Record a client tool's pending call or its submitted result; True while waiting."""
-        pending = self.writer.state.pending_client_tools.get(call.id)
-        sid = self.writer.session_id
-        if pending is None:
-            await self.writer.append(
-                tool_start(self.agent, sid, call),
-                ClientToolPending(
-                    tool_call_id=call.id,
-                    tool_name=tool.name,
-                    arguments=call.arguments,
-                ),
-            )
-            return True
-        if not pending.submitted:
-            return True
-        outcome = ToolOutcome(result=pending.result, error=pending.error)
-        await self.writer.append(*result_events(self.agent, sid, call, outcome, usage=True))
-        return False
-
     async def _call_tool(self, call: ToolCall, tool: Tool[Any]) -> None:
         # Not forgotten on cancellation: the stop cleanup closes it with a tool_end.
         self._open_tools[call.id] = call
         await run_tool_call(self.agent, self.writer, call, tool, self.fire)
         self._open_tools.pop(call.id, None)
 
-    async def _call_sub_agent(self, call: ToolCall, tool: SubAgentToolLike) -> None:
+    async def _call_sub_agent(
+        self, call: ToolCall, tool: SubAgentToolLike, waiting: Waiting
+    ) -> None:
         child = ChildCall(self.writer, self.agent, call, tool, self.env, self.fire)
         # Registered before it opens: the stop cleanup halts it if it is open.
         self._children[child.session_id] = child
-        await child.run()
+        if await child.run():
+            waiting.children[child.session_id] = call.id
         self._children.pop(child.session_id, None)
 
     # --- endings --------------------------------------------------------------------

@@ -6,7 +6,14 @@ from typing import Any, Literal
 
 import msgspec
 
-from .events import Chunk, RemoteRef, SubSessionMode, SuspensionReason
+from .events import (
+    Chunk,
+    PendingInput,
+    PendingInputKind,
+    RemoteRef,
+    SubSessionMode,
+    SuspensionReason,
+)
 from .messages import Message
 
 __all__ = [
@@ -20,6 +27,7 @@ __all__ = [
     "SubSessionStatus",
     "ToolOwnership",
     "UsageTotals",
+    "WorkspaceFile",
 ]
 
 SessionStatus = Literal["running", "completed", "failed", "interrupted", "paused"]
@@ -47,6 +55,8 @@ class SubSessionRef(msgspec.Struct, kw_only=True, rename="camel"):
     completion_delivered: bool = False
     started_seq: int = 0
     finished_seq: int | None = None
+    suspended_seq: int | None = None
+    """The seq of the child's latest ``sub_session_suspended`` on this log."""
 
 
 class PendingClientTool(msgspec.Struct, kw_only=True, rename="camel"):
@@ -58,6 +68,9 @@ class PendingClientTool(msgspec.Struct, kw_only=True, rename="camel"):
     submitted: bool = False
     result: Any = None
     error: str | None = None
+    expires_in: float | None = None
+    expires_at: float | None = None
+    expired: bool = False
 
 
 class PendingApproval(msgspec.Struct, kw_only=True, rename="camel"):
@@ -68,13 +81,41 @@ class PendingApproval(msgspec.Struct, kw_only=True, rename="camel"):
     arguments: Any = None
     approved: bool | None = None
     reason: str | None = None
+    expires_in: float | None = None
+    expires_at: float | None = None
+    expired: bool = False
 
 
 class ToolOwnership(msgspec.Struct, kw_only=True, rename="camel"):
-    """Which session owns a client tool call (recorded on the root)."""
+    """A descendant's pending entry as an ancestor knows it: the route, and its answer."""
 
     owner_session_id: str
     remote: RemoteRef | None = None
+    via_session_id: str | None = None
+    kind: PendingInputKind = "client_tool"
+    tool_name: str = ""
+    arguments: Any = None
+    path: list[str] = []
+    expires_in: float | None = None
+    expires_at: float | None = None
+    answered: bool = False
+    answered_seq: int | None = None
+    result: Any = None
+    error: str | None = None
+    approved: bool | None = None
+    reason: str | None = None
+    expired: bool = False
+
+
+class WorkspaceFile(msgspec.Struct, kw_only=True, rename="camel"):
+    """A file this session's tools wrote to a workspace, as its log records it (a reference)."""
+
+    workspace: str
+    path: str
+    size: int
+    sha256: str
+    seq: int
+    """The seq of the ``workspace_written`` event."""
 
 
 class UsageTotals(msgspec.Struct, kw_only=True, rename="camel"):
@@ -99,6 +140,8 @@ class SessionState(msgspec.Struct, kw_only=True, rename="camel"):
     parent_session_id: str | None = None
     root_session_id: str
     parent_tool_call_id: str | None = None
+    ancestors: list[str] = []
+    """Session ids from the root to the parent (root first)."""
     metadata: dict[str, str] = {}
     input: Any = None
     messages: list[Message] = []
@@ -121,6 +164,10 @@ class SessionState(msgspec.Struct, kw_only=True, rename="camel"):
     pending_approvals: dict[str, PendingApproval] = {}
     usage: UsageTotals = msgspec.field(default_factory=UsageTotals)
     host_id: str | None = None
+    workspace_session_id: str | None = None
+    """The session whose workspaces this one uses (inherited); None: its own."""
+    workspace_files: dict[str, dict[str, WorkspaceFile]] = {}
+    """Files this session wrote and did not delete since, by workspace name, then path."""
     last_seq: int = 0
     created_ts: float = 0.0
     updated_ts: float = 0.0
@@ -145,6 +192,8 @@ class StatusSnapshot(msgspec.Struct, kw_only=True, rename="camel"):
     state: dict[str, Any] = {}
     suspension: SuspensionReason | None = None
     pending_client_tool_call_ids: list[str] = []
+    pending_inputs: list[PendingInput] = []
+    awaiting_input: bool = False
     interrupt_requested: bool = False
     abort_requested: bool = False
 

@@ -48,10 +48,6 @@ class EventStore(Protocol):
         """
         ...
 
-    async def last_seq(self, session_id: str) -> int:
-        """Return the seq of the session's last event, or 0 if it has none."""
-        ...
-
     async def list_sessions(self) -> list[str]:
         """Return the ids of every session with at least one event, sorted."""
         ...

@@ -25,9 +25,12 @@ __all__ = [
     "RESERVED_TOOL_PREFIXES",
     "SUBAGENT_TOOL_PREFIX",
     "WORKSPACE_TOOL_PREFIX",
+    "ApprovalPredicate",
+    "ApprovalRule",
     "Tool",
     "ToolContext",
     "ToolExecute",
+    "check_approval_options",
     "define_tool",
     "is_sub_agent_tool",
     "validate_tool_name",
@@ -101,6 +104,32 @@ class ToolContext(Protocol):
 ToolExecute = Callable[[Any, ToolContext], Any | Awaitable[Any]]
 """``execute(input, ctx)``: sync or async; its return value is the tool's result."""
 
+ApprovalPredicate = Callable[[Any, ToolContext], bool | Awaitable[bool]]
+"""``requires_approval(input, ctx)``: sync or async; True when a call needs a person's approval."""
+
+ApprovalRule = bool | ApprovalPredicate
+"""``requires_approval``: always, never, or decided per call by a predicate."""
+
+
+def check_approval_options(
+    owner: str, requires_approval: Any, expires_in: Any, *, waits: bool
+) -> None:
+    """Refuse a bad ``requires_approval`` / ``expires_in`` pair (``waits``: a client tool)."""
+    if not (isinstance(requires_approval, bool) or callable(requires_approval)):
+        raise UsageError(
+            f"{owner}: requires_approval must be a bool or a callable (input, ctx) -> bool"
+        )
+    if expires_in is None:
+        return
+    number = isinstance(expires_in, int | float) and not isinstance(expires_in, bool)
+    if not number or not expires_in > 0:
+        raise UsageError(f"{owner}: expires_in must be > 0 seconds, not {expires_in!r}")
+    if not waits and requires_approval is False:
+        raise UsageError(
+            f"{owner}: expires_in applies to client tools and approval gates; "
+            "this tool waits for nobody"
+        )
+
 
 @dataclass(frozen=True, kw_only=True)
 class Tool(Generic[InputT]):
@@ -111,7 +140,9 @@ class Tool(Generic[InputT]):
     input_schema: type[InputT]
     execute: ToolExecute | Literal["client"]
     timeout: float | None = None
-    requires_approval: bool = False
+    requires_approval: ApprovalRule = False
+    output_schema: type[BaseModel] | None = None
+    expires_in: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -149,7 +180,9 @@ def define_tool(
     execute: ToolExecute | Literal["client"],
     *,
     timeout: float | None = None,
-    requires_approval: bool = False,
+    requires_approval: ApprovalRule = False,
+    output_schema: type[BaseModel] | None = None,
+    expires_in: float | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> Tool[InputT]:
     """Define a tool.
@@ -163,28 +196,33 @@ def define_tool(
         execute: ``execute(input, ctx)``, sync or async, or ``"client"`` for a
             tool the client runs (the session pauses until its result arrives).
         timeout: seconds; a slower call ends with an error result.
-        requires_approval: the call waits for a human's approval first. Not
-            built yet: any true value raises :class:`UsageError`, so a tool
-            declared as needing approval can never run without one.
+        requires_approval: True, or a predicate ``(input, ctx) -> bool`` (sync
+            or async): the call waits for a person's approval before it runs;
+            a denial gives the LLM an error result with the reason.
+        output_schema: a pydantic model the result must match: a client's
+            submitted result is refused (400) otherwise, a server tool's
+            result becomes an error result.
+        expires_in: seconds a client tool or an approval waits for its answer;
+            then it resolves as an error ("no answer within N s").
 
     Raises:
-        UsageError: for a bad name, schema, timeout or execute, or a
-            ``requires_approval`` that is not false.
+        UsageError: for a bad name, schema, timeout, execute, approval rule
+            or expiry.
     """
     validate_tool_name(name)
-    if requires_approval:
-        # A gate that is accepted and then ignored would run a tool its author
-        # declared dangerous without a human: refuse until the gate exists.
-        raise UsageError(
-            f"tool {name!r}: requires_approval is not supported yet; "
-            "the tool would run without an approval"
-        )
     if not (isinstance(input_schema, type) and issubclass(input_schema, BaseModel)):
         raise UsageError(f"tool {name!r}: input_schema must be a pydantic model class")
+    if output_schema is not None and not (
+        isinstance(output_schema, type) and issubclass(output_schema, BaseModel)
+    ):
+        raise UsageError(f"tool {name!r}: output_schema must be a pydantic model class")
     if execute != "client" and not callable(execute):
         raise UsageError(f"tool {name!r}: execute must be callable or 'client'")
     if timeout is not None and not timeout > 0:
         raise UsageError(f"tool {name!r}: timeout must be > 0 seconds, not {timeout!r}")
+    check_approval_options(
+        f"tool {name!r}", requires_approval, expires_in, waits=execute == "client"
+    )
     return Tool(
         name=name,
         description=description,
@@ -192,6 +230,8 @@ def define_tool(
         execute=execute,
         timeout=timeout,
         requires_approval=requires_approval,
+        output_schema=output_schema,
+        expires_in=None if expires_in is None else float(expires_in),
         metadata=dict(metadata or {}),
     )
 

@@ -15,6 +15,7 @@ from .protocol import (
     RemoteStartRequest,
     RemoteStartResponse,
     RemoteStatusResponse,
+    SubmitResponse,
     TransportEvent,
 )
 
@@ -60,6 +61,16 @@ class RemoteAgentTransport(Protocol):
 
     async def submit_tool_result(
         self, session_id: str, tool_call_id: str, result: Any = None, error: str | None = None
-    ) -> None:
-        """Deliver a client tool's result to the session that waits for it."""
+    ) -> SubmitResponse:
+        """Answer client tool call ``tool_call_id`` at ``session_id`` (routed to its owner).
+
+        Idempotent: an identical repeat changes nothing. ``resumed`` in the
+        answer says the owner had every answer and runs again.
+        """
+        ...
+
+    async def submit_approval(
+        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+    ) -> SubmitResponse:
+        """Approve or deny gated call ``tool_call_id`` at ``session_id`` (routed to its owner)."""
         ...

@@ -25,10 +25,13 @@ from helix_agents import (
     RemoteStartRequest,
     RemoteStartResponse,
     RemoteStatusResponse,
+    SubmitResponse,
     TransportEvent,
     UsageError,
+    WorkspaceProvider,
     checked_session_id,
 )
+from helix_agents._aio import closing_iter
 
 __all__ = ["AgentServer"]
 
@@ -53,6 +56,15 @@ class AgentServer:
         recover: on entering, resume the sessions a previous process left
             running on this store (see ``AgentExecutor.recover``).
         owns_store: close ``store`` on leaving (for a server that opened it).
+        workspace_providers: the workspace provider of each kind, for the
+            executor the server makes (give them to your executor instead
+            when you pass one).
+        workspace_provider_kinds: the workspace kinds you declare wired. Given
+            (strict), construction raises ``AgentServerError`` code
+            ``WORKSPACE_WIRING`` naming every agent (sub-agents included) whose
+            workspace kinds it does not cover, or a listed kind the executor
+            has no provider for. Unset (soft), a warning is logged when an
+            agent declares workspaces (seed 000, "Workspace Wiring").
     """
 
     def __init__(
@@ -64,6 +76,8 @@ class AgentServer:
         llm: LLMAdapter | None = None,
         recover: bool = True,
         owns_store: bool = False,
+        workspace_providers: Mapping[str, WorkspaceProvider] | None = None,
+        workspace_provider_kinds: Iterable[str] | None = None,
     ) -> None:
         if isinstance(agents, Mapping):
             for key, agent in agents.items():
@@ -74,9 +88,23 @@ class AgentServer:
             agent_list = list(agents)
         self.store = store
         self._owns_executor = executor is None
-        self.executor = executor or AgentExecutor(store, agent_list, llm=llm)
-        for agent in agent_list:
-            self.executor.registry.register(agent)
+        if executor is None:
+            executor = AgentExecutor(
+                store,
+                agent_list,
+                llm=llm,
+                workspace_providers=workspace_providers,
+                workspace_provider_kinds=workspace_provider_kinds,
+            )
+        elif workspace_providers is not None:
+            raise UsageError(
+                "give workspace_providers to the executor you pass, not to the AgentServer"
+            )
+        else:
+            for agent in agent_list:
+                executor.registry.register(agent)
+            executor.workspaces.check_wiring(executor.registry, workspace_provider_kinds)
+        self.executor = executor
         self.agent_types = sorted(agent.name for agent in agent_list)
         """The agent types callers may start (sub-agents are reachable only through them)."""
         self._running = False
@@ -137,14 +165,10 @@ class AgentServer:
         self, session_id: str, from_sequence: int = 0
     ) -> AsyncIterator[TransportEvent]:
         """The session's stream from ``from_sequence``; ``NOT_FOUND`` for an unknown session."""
-        events = self.executor.stream_agent(session_id, from_sequence, must_exist=True)
-        try:
+        opened = self.executor.stream_agent(session_id, from_sequence, must_exist=True)
+        async with closing_iter(opened) as events:
             async for event in events:
                 yield event
-        finally:
-            aclose = getattr(events, "aclose", None)
-            if aclose is not None:
-                await aclose()
 
     async def get_status(self, session_id: str) -> RemoteStatusResponse:
         """The session's status, including ``latest_sequence``."""
@@ -160,6 +184,16 @@ class AgentServer:
 
     async def submit_tool_result(
         self, session_id: str, tool_call_id: str, result: Any = None, error: str | None = None
-    ) -> None:
-        """Record a client tool's result on the session waiting for it."""
-        await self._call(self.executor.submit_tool_result, session_id, tool_call_id, result, error)
+    ) -> SubmitResponse:
+        """Answer a client tool call at ``session_id`` (routed to its owner; specs/hitl.md)."""
+        return await self._call(
+            self.executor.submit_tool_result, session_id, tool_call_id, result, error
+        )
+
+    async def submit_approval(
+        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+    ) -> SubmitResponse:
+        """Approve or deny a gated call at ``session_id`` (routed to its owner)."""
+        return await self._call(
+            self.executor.submit_approval, session_id, tool_call_id, approved, reason
+        )

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 import anyio
 import msgspec
 
+from helix_agents._aio import unwrap_group
 from helix_agents.codec import decode_jsonl, encode_jsonl
 from helix_agents.errors import (
     CorruptLogError,
@@ -296,13 +297,6 @@ def _write_bytes(data: bytes) -> None:
         buffer.flush()
 
 
-def _leaf(error: BaseException) -> BaseException:
-    """The first non-group exception inside (nested) exception groups."""
-    while isinstance(error, BaseExceptionGroup) and error.exceptions:
-        error = error.exceptions[0]
-    return error
-
-
 def _fail(message: str, code: int) -> int:
     one_line = " ".join(message.split("\n"))
     print(f"{PROG}: error: {one_line}", file=sys.stderr)
@@ -361,7 +355,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return _run(_build_parser().parse_args(argv))
         except BaseExceptionGroup as group:
-            raise _leaf(group) from None
+            # One line can show one error: the first, if the run failed in several places.
+            raise unwrap_group(group, first_of_many=True) from None
     except CliError as exc:
         return _fail(exc.message, exc.code)
     except UsageError as exc:

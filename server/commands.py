@@ -22,9 +22,12 @@ import msgspec
 from helix_agents import (
     AgentConfig,
     AgentExecutor,
+    AgentRegistry,
+    MemoryWorkspaceProvider,
     RemoteStartRequest,
     ReplayLLM,
     SessionCreated,
+    WorkspaceProvider,
     project_state,
 )
 from helix_agents.stores import MemoryEventStore, open_store
@@ -270,8 +273,10 @@ async def rerun_lines(url: str, session_id: str, spec: str) -> list[str]:
 
     The model's answers come from the recording (:class:`ReplayLLM`), the
     tools are the ones ``spec`` defines now, the store is a scratch memory
-    store (the recording is not touched). Only the session's first run is
-    re-run.
+    store (the recording is not touched), and every workspace kind is a fresh
+    memory provider (the real workspaces are not touched either: a file the
+    session read without writing it first is missing in the re-run). Only
+    the session's first run is re-run.
     """
     target = load_target(spec)
     agents = target.executor.registry if isinstance(target, AgentServer) else _agents(target, spec)
@@ -286,7 +291,19 @@ async def rerun_lines(url: str, session_id: str, spec: str) -> list[str]:
     created = recorded[0]
     assert isinstance(created, SessionCreated)
     scratch = MemoryEventStore()
-    async with AgentExecutor(scratch, agents, llm_override=replay) as executor:
+    registry = agents if isinstance(agents, AgentRegistry) else AgentRegistry(agents)
+    sandbox: dict[str, WorkspaceProvider] = {}
+    for name in registry.names():
+        agent = registry.get(name)
+        for workspace in agent.workspaces if agent is not None else ():
+            sandbox[workspace.kind] = MemoryWorkspaceProvider()
+    async with AgentExecutor(
+        scratch,
+        registry,
+        llm_override=replay,
+        workspace_providers=sandbox,
+        workspace_provider_kinds=sandbox,
+    ) as executor:
         await executor.start_agent(
             RemoteStartRequest(
                 session_id=session_id,

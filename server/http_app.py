@@ -31,6 +31,7 @@ from helix_agents import (
     RemoteAgentTransport,
     RemoteResumeRequest,
     RemoteStartRequest,
+    SubmitApprovalRequest,
     SubmitToolResultRequest,
     TransportError,
     UsageError,
@@ -212,10 +213,19 @@ def create_http_app(
 
     async def submit_tool_result(request: Request) -> Response:
         req = await body(request, SubmitToolResultRequest)
-        await transport.submit_tool_result(
-            _session_id(req.session_id), req.tool_call_id, req.result, req.error
+        return _json(
+            await transport.submit_tool_result(
+                _session_id(req.session_id), req.tool_call_id, req.result, req.error
+            )
         )
-        return _json({"ok": True})
+
+    async def submit_approval(request: Request) -> Response:
+        req = await body(request, SubmitApprovalRequest)
+        return _json(
+            await transport.submit_approval(
+                _session_id(req.session_id), req.tool_call_id, req.approved, req.reason
+            )
+        )
 
     async def health(request: Request) -> Response:
         return _json({"status": "ok", "agents": server.agent_types if server else []})
@@ -248,6 +258,7 @@ def create_http_app(
         Route("/interrupt", endpoint(interrupt), methods=["POST"]),
         Route("/abort", endpoint(abort), methods=["POST"]),
         Route("/submit-tool-result", endpoint(submit_tool_result), methods=["POST"]),
+        Route("/submit-approval", endpoint(submit_approval), methods=["POST"]),
         Route("/health", endpoint(health, open_=True), methods=["GET"]),
     ]
     return Starlette(

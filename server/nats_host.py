@@ -43,6 +43,7 @@ from helix_agents import (
     LogError,
     RemoteResumeRequest,
     RemoteStartRequest,
+    SubmitApprovalRequest,
     SubmitToolResultRequest,
     UsageError,
     decode_session_token,
@@ -135,6 +136,7 @@ class NatsAgentHost:
             "interrupt": self._interrupt,
             "abort": self._abort,
             "submit": self._submit,
+            "approve": self._approve,
         }
         for agent_type in self.server.agent_types:
             await self._subscribe(f"{self.prefix}.start.{agent_type}", self._start)
@@ -309,10 +311,18 @@ class NatsAgentHost:
 
     async def _submit(self, msg: Msg) -> Any:
         request = _decode(msg.data, SubmitToolResultRequest)
-        await self.server.submit_tool_result(
+        return await self.server.submit_tool_result(
             self._session(msg, request.session_id),
             request.tool_call_id,
             request.result,
             request.error,
         )
-        return {"ok": True}
+
+    async def _approve(self, msg: Msg) -> Any:
+        request = _decode(msg.data, SubmitApprovalRequest)
+        return await self.server.submit_approval(
+            self._session(msg, request.session_id),
+            request.tool_call_id,
+            request.approved,
+            request.reason,
+        )

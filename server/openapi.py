@@ -15,6 +15,8 @@ from helix_agents import (
     RemoteStartRequest,
     RemoteStartResponse,
     RemoteStatusResponse,
+    SubmitApprovalRequest,
+    SubmitResponse,
     SubmitToolResultRequest,
 )
 
@@ -46,6 +48,8 @@ _MODELS: list[type[msgspec.Struct]] = [
     RemoteStatusResponse,
     SessionRequest,
     SubmitToolResultRequest,
+    SubmitApprovalRequest,
+    SubmitResponse,
     ErrorBody,
     _Ok,
     _Health,
@@ -114,7 +118,16 @@ def openapi_document() -> dict[str, Any]:
         "/resume": ("RemoteResumeRequest", "RemoteStartResponse", "Resume a session"),
         "/interrupt": ("SessionRequest", "_Ok", "Interrupt a session (soft stop)"),
         "/abort": ("SessionRequest", "_Ok", "Abort a session (hard stop)"),
-        "/submit-tool-result": ("SubmitToolResultRequest", "_Ok", "Deliver a client tool result"),
+        "/submit-tool-result": (
+            "SubmitToolResultRequest",
+            "SubmitResponse",
+            "Answer a client tool call anywhere in the tree (at the root)",
+        ),
+        "/submit-approval": (
+            "SubmitApprovalRequest",
+            "SubmitResponse",
+            "Approve or deny a gated call anywhere in the tree (at the root)",
+        ),
     }
     paths: dict[str, Any] = {}
     for path, (request, response, summary) in post.items():

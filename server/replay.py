@@ -66,6 +66,16 @@ def format_state(state: SessionState, *, total_seq: int | None = None) -> list[s
     for call_id, owner in owners.items():
         where = f" (remote {owner.remote.transport})" if owner.remote else ""
         lines.append(f"    {call_id} -> {owner.owner_session_id}{where}")
+    if state.workspace_session_id:
+        row("workspaces of", state.workspace_session_id)
+    files = [file for by_path in state.workspace_files.values() for file in by_path.values()]
+    if files:
+        row("workspace files", str(len(files)))
+    for file in files:
+        lines.append(
+            f"    {file.workspace}: {quoted(file.path, 80)}  {file.size} B  "
+            f"sha256={file.sha256[:12]}  (seq {file.seq})"
+        )
     usage = state.usage
     row(
         "usage",

@@ -29,6 +29,7 @@ from helix_agents.events import (
     EventBase,
     Failed,
     HostClaimed,
+    InputRequired,
     Interrupted,
     InterruptRequested,
     MessageAppended,
@@ -48,6 +49,8 @@ from helix_agents.events import (
     ToolEnd,
     ToolStart,
     UsageRecorded,
+    WorkspaceDeleted,
+    WorkspaceWritten,
 )
 from helix_agents.messages import (
     AssistantMessage,
@@ -136,6 +139,12 @@ def summarize_chunk(chunk: Chunk) -> str:
             return quoted(chunk.error) + (" (recoverable)" if chunk.recoverable else "")
         case CustomChunk():
             return f"{chunk.name} {json_text(chunk.data)}"
+        case InputRequired():
+            waits = ", ".join(
+                f"{entry.kind} {entry.tool_name} ({entry.tool_call_id}) at {entry.owner_session_id}"
+                for entry in chunk.pending
+            )
+            return f"waiting for: {waits or 'nothing'}"
         case _:
             assert_never(chunk)
 
@@ -166,6 +175,8 @@ def summarize_event(event: Event) -> str:
     match event:
         case SessionCreated():
             parent = f" parent={event.parent_session_id}" if event.parent_session_id else ""
+            if event.workspace_session_id:
+                parent += f" workspaces-of={event.workspace_session_id}"
             run = f"agent={event.agent_type} run={event.run_id}{parent}"
             return f"{run} input={json_text(event.input)}"
         case RunStarted():
@@ -199,6 +210,7 @@ def summarize_event(event: Event) -> str:
             | OutputChunk()
             | ErrorChunk()
             | CustomChunk()
+            | InputRequired()
         ):
             return summarize_chunk(event)
         case SubSessionStarted():
@@ -229,11 +241,22 @@ def summarize_event(event: Event) -> str:
             return f"({event.tool_call_id}) -> {outcome}"
         case ClientToolOwnershipRecorded():
             where = f" remote={event.remote.transport}" if event.remote else ""
-            return f"({event.tool_call_id}) owned by {event.owner_session_id}{where}"
+            via = f" via {event.via_session_id}" if event.via_session_id else ""
+            owner = event.owner_session_id
+            return f"{event.kind} ({event.tool_call_id}) owned by {owner}{via}{where}"
         case ApprovalGiven():
-            verdict = "approved" if event.approved else "denied"
+            verdict = "approved" if event.approved else "expired" if event.expired else "denied"
             reason = f" {_reason(event.reason)}" if event.reason else ""
             return f"({event.tool_call_id}) {verdict}{reason}"
+        case WorkspaceWritten():
+            owner = f" (workspace of {event.owner_session_id})" if event.owner_session_id else ""
+            return (
+                f"{event.workspace}: {quoted(event.path)} {event.size} B "
+                f"sha256={event.sha256[:12]}{owner}"
+            )
+        case WorkspaceDeleted():
+            owner = f" (workspace of {event.owner_session_id})" if event.owner_session_id else ""
+            return f"{event.workspace}: {quoted(event.path)}{owner}"
         case _:
             assert_never(event)
 

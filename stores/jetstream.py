@@ -645,13 +645,6 @@ class JetStreamEventStore:
         self._last_pending = (pending, delivered)
         return sessions if stuck else []
 
-    async def last_seq(self, session_id: str) -> int:
-        """Return the session's last seq (0 if it has no events)."""
-        self._ensure_open()
-        validate_session_id(session_id)
-        with self._translate():
-            return (await self._position(session_id))[1]
-
     async def list_sessions(self) -> list[str]:
         """Return every session id, sorted (from the stream's per-subject counts)."""
         self._ensure_open()

@@ -65,13 +65,6 @@ class MemoryEventStore:
             closed_error=StoreClosedError,
         )
 
-    async def last_seq(self, session_id: str) -> int:
-        """Return the session's last seq (0 if it has no events)."""
-        self._ensure_open()
-        validate_session_id(session_id)
-        log = self._logs.get(session_id)
-        return len(log) if log else 0
-
     async def list_sessions(self) -> list[str]:
         """Return every session id, sorted."""
         self._ensure_open()

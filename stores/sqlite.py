@@ -627,18 +627,6 @@ class SqliteEventStore:
             seen[session] = end
         return changed
 
-    async def last_seq(self, session_id: str) -> int:
-        """Return the session's last seq (0 if it has no events)."""
-        self._ensure_open()
-        validate_session_id(session_id)
-        rows = await self._in_thread(
-            self._scalar_sync,
-            "SELECT MAX(seq) FROM helix_events WHERE session_id = ?",
-            (session_id,),
-        )
-        value = rows[0][0] if rows else None
-        return value if isinstance(value, int) else 0
-
     async def list_sessions(self) -> list[str]:
         """Return every session id, sorted."""
         self._ensure_open()

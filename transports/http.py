@@ -15,7 +15,6 @@ import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any, Self
 
-import anyio
 import httpx
 
 from helix_agents.errors import TransportError, TransportTimeoutError, UsageError
@@ -25,9 +24,12 @@ from helix_agents.protocol import (
     RemoteStartRequest,
     RemoteStartResponse,
     RemoteStatusResponse,
+    SubmitApprovalRequest,
+    SubmitResponse,
     SubmitToolResultRequest,
     TransportEvent,
 )
+from helix_agents.retry import retrying, retrying_stream
 
 from ._http_wire import (
     decode,
@@ -37,6 +39,7 @@ from ._http_wire import (
     start_decoder,
     status_decoder,
     stop_body,
+    submit_decoder,
 )
 from .sse import SSEParser
 
@@ -145,17 +148,29 @@ class HttpRemoteAgentTransport:
 
     async def submit_tool_result(
         self, session_id: str, tool_call_id: str, result: Any = None, error: str | None = None
-    ) -> None:
-        """``POST /submit-tool-result``: deliver a client tool's result (errors as :meth:`start`).
+    ) -> SubmitResponse:
+        """``POST /submit-tool-result``: answer a client tool call (errors as :meth:`start`).
 
-        ``result`` must be JSON-encodable.
+        ``result`` must be JSON-encodable. Retried like every call: an
+        identical repeat is idempotent on the server.
         """
         request = SubmitToolResultRequest(
             session_id=session_id, tool_call_id=tool_call_id, result=result, error=error
         )
-        await self._send("POST", "/submit-tool-result", encode(request))
+        response = await self._send("POST", "/submit-tool-result", encode(request))
+        return decode(response, submit_decoder)
 
-    async def stream(
+    async def submit_approval(
+        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+    ) -> SubmitResponse:
+        """``POST /submit-approval``: approve or deny a gated call (errors as :meth:`start`)."""
+        request = SubmitApprovalRequest(
+            session_id=session_id, tool_call_id=tool_call_id, approved=approved, reason=reason
+        )
+        response = await self._send("POST", "/submit-approval", encode(request))
+        return decode(response, submit_decoder)
+
+    def stream(
         self, session_id: str, from_sequence: int = 0
     ) -> AsyncGenerator[TransportEvent, None]:
         """``GET /sse``: yield the chunks with sequence > ``from_sequence``, then ``end``/``error``.
@@ -171,46 +186,13 @@ class HttpRemoteAgentTransport:
             AgentServerError: The server refused the stream (``NOT_FOUND``...).
             TransportError: It could not be reached, or sent an unreadable event.
         """
-        url = self._url("/sse")
         params = {"sessionId": session_id, "fromSequence": str(from_sequence)}
-        attempt = 0
-        while True:
-            received = False
-            try:
-                async with self._client.stream(
-                    "GET",
-                    url,
-                    params=params,
-                    headers=await self._headers_for({"Accept": "text/event-stream"}),
-                    timeout=self._timeout,
-                ) as response:
-                    if response.is_success:
-                        parser = SSEParser()
-                        async for data in response.aiter_bytes():
-                            for message in parser.feed(data):
-                                event = event_of(message, url)
-                                if event is None:
-                                    continue
-                                received = True
-                                yield event
-                                if not isinstance(event, ChunkEvent):
-                                    return
-                        return
-                    await response.aread()
-                    error = server_error(response)
-            except httpx.TransportError as exc:
-                if received:
-                    logger.debug("stream %s of %s broke off: %r", url, session_id, exc)
-                    return
-                if attempt >= self._max_retries:
-                    raise self._network_error("GET", url, exc) from exc
-            except httpx.HTTPError as exc:
-                raise TransportError(f"GET {url}: {exc!r}") from exc
-            else:
-                if response.status_code < 500 or attempt >= self._max_retries:
-                    raise error
-            await anyio.sleep(self._retry_base_delay * 2**attempt)
-            attempt += 1
+        return retrying_stream(
+            lambda: self._stream_once(session_id, params),
+            retries=self._max_retries,
+            base_delay=self._retry_base_delay,
+            retry_if=_worth_retrying,
+        )
 
     # --- plumbing -----------------------------------------------------------------
 
@@ -244,8 +226,8 @@ class HttpRemoteAgentTransport:
         ours = {"Accept": "application/json"}
         if body is not None:
             ours["Content-Type"] = "application/json"
-        attempt = 0
-        while True:
+
+        async def attempt() -> httpx.Response:
             try:
                 response = await self._client.request(
                     method,
@@ -255,21 +237,70 @@ class HttpRemoteAgentTransport:
                     headers=await self._headers_for(ours),
                     timeout=self._timeout,
                 )
+                return await _succeeded(response)
             except httpx.TransportError as exc:
-                if attempt >= self._max_retries:
-                    raise self._network_error(method, url, exc) from exc
+                raise self._network_error(method, url, exc) from exc
             except httpx.HTTPError as exc:
                 raise TransportError(f"{method} {url}: {exc!r}") from exc
-            else:
-                if response.is_success:
-                    return response
-                error = server_error(response)
-                if response.status_code < 500 or attempt >= self._max_retries:
-                    raise error
-            await anyio.sleep(self._retry_base_delay * 2**attempt)
-            attempt += 1
+
+        return await retrying(
+            attempt,
+            retries=self._max_retries,
+            base_delay=self._retry_base_delay,
+            retry_if=_worth_retrying,
+        )
+
+    async def _stream_once(
+        self, session_id: str, params: Mapping[str, str]
+    ) -> AsyncGenerator[TransportEvent, None]:
+        """One try at ``GET /sse``; a network failure after the first event ends it quietly."""
+        url = self._url("/sse")
+        received = False
+        try:
+            async with self._client.stream(
+                "GET",
+                url,
+                params=params,
+                headers=await self._headers_for({"Accept": "text/event-stream"}),
+                timeout=self._timeout,
+            ) as response:
+                await _succeeded(response)
+                parser = SSEParser()
+                async for data in response.aiter_bytes():
+                    for message in parser.feed(data):
+                        event = event_of(message, url)
+                        if event is None:
+                            continue
+                        received = True
+                        yield event
+                        if not isinstance(event, ChunkEvent):
+                            return
+        except httpx.TransportError as exc:
+            if received:
+                logger.debug("stream %s of %s broke off: %r", url, session_id, exc)
+                return
+            raise self._network_error("GET", url, exc) from exc
+        except httpx.HTTPError as exc:
+            raise TransportError(f"GET {url}: {exc!r}") from exc
 
     def _network_error(self, method: str, url: str, exc: httpx.TransportError) -> TransportError:
         if isinstance(exc, httpx.TimeoutException):
             return TransportTimeoutError(f"{method} {url}", self._timeout_seconds)
         return TransportError(f"{method} {url}: agent server unreachable: {exc!r}")
+
+
+async def _succeeded(response: httpx.Response) -> httpx.Response:
+    """``response`` if it is a 2xx; else the server's refusal, caused by httpx's status error."""
+    try:
+        return response.raise_for_status()
+    except httpx.HTTPStatusError as exc:
+        await response.aread()
+        raise server_error(response) from exc
+
+
+def _worth_retrying(exc: Exception) -> bool:
+    """A network failure or a 5xx answer; never a 4xx, nor anything unreadable."""
+    cause = exc.__cause__
+    if isinstance(cause, httpx.HTTPStatusError):
+        return cause.response.status_code >= 500
+    return isinstance(cause, httpx.TransportError)

@@ -2,7 +2,7 @@
 
 Control calls are NATS requests to the hosts' queue group (``specs/nats.md``):
 ``<prefix>.start.<agent type>`` and ``<prefix>.<op>.<session token>`` for
-``resume``, ``status``, ``interrupt``, ``abort`` and ``submit``. The stream is
+``resume``, ``status``, ``interrupt``, ``abort``, ``submit`` and ``approve``. The stream is
 not relayed by a host: it is read straight from the session's log in
 JetStream (any ``EventStore`` on the fleet's stream), so it survives any host.
 
@@ -16,22 +16,23 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
-import anyio
 import msgspec
 import nats.errors
 from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
 
 from helix_agents import (
     HTTP_STATUS,
     AgentServerError,
     EventStore,
-    HelixError,
     RemoteResumeRequest,
     RemoteStartRequest,
     RemoteStartResponse,
     RemoteStatusResponse,
     StoreClosedError,
     StoreError,
+    SubmitApprovalRequest,
+    SubmitResponse,
     SubmitToolResultRequest,
     TransportError,
     TransportEvent,
@@ -41,6 +42,8 @@ from helix_agents import (
     encode_session_token,
     stream_session,
 )
+from helix_agents._aio import closing_iter
+from helix_agents.retry import retrying
 
 __all__ = [
     "DEFAULT_PREFIX",
@@ -87,6 +90,11 @@ _encoder = msgspec.json.Encoder()
 _reply_decoder = msgspec.json.Decoder(Reply)
 
 
+def _unanswered(exc: Exception) -> bool:
+    """No host answered (none subscribed, or none in time): worth another try."""
+    return isinstance(exc.__cause__, nats.errors.NoRespondersError | nats.errors.TimeoutError)
+
+
 class NatsRemoteAgentTransport:
     """A :class:`~helix_agents.RemoteAgentTransport` over NATS and a shared event store.
 
@@ -124,31 +132,29 @@ class NatsRemoteAgentTransport:
     async def _request(
         self, subject: str, body: bytes, *, missing: str, unknown_agent: str | None = None
     ) -> Any:
-        attempt = 0
-        while True:
+        async def attempt() -> Msg:
             try:
-                msg = await self.nc.request(subject, body, timeout=self.timeout)
+                return await self.nc.request(subject, body, timeout=self.timeout)
             except nats.errors.NoRespondersError as exc:
-                failure: HelixError = (
+                if unknown_agent is not None:
                     # No host subscribes to this agent type's start subject: after
                     # the retries (hosts may be restarting) that is the protocol's
                     # NOT_FOUND, as an unknown type is for one server.
-                    AgentServerError("NOT_FOUND", f"agent type not found: {unknown_agent}")
-                    if unknown_agent is not None
-                    else TransportError(f"{subject}: {missing}")
-                )
-                failure.__cause__ = exc
+                    raise AgentServerError(
+                        "NOT_FOUND", f"agent type not found: {unknown_agent}"
+                    ) from exc
+                raise TransportError(f"{subject}: {missing}") from exc
             except nats.errors.TimeoutError as exc:
-                failure = TransportTimeoutError(subject, self.timeout)
-                failure.__cause__ = exc
+                raise TransportTimeoutError(subject, self.timeout) from exc
             except nats.errors.Error as exc:
                 raise TransportError(f"{subject}: {exc}") from exc
-            else:
-                break
-            if attempt >= self.max_retries:
-                raise failure
-            attempt += 1
-            await anyio.sleep(self.retry_base_delay * 2 ** (attempt - 1))
+
+        msg = await retrying(
+            attempt,
+            retries=self.max_retries,
+            base_delay=self.retry_base_delay,
+            retry_if=_unanswered,
+        )
         try:
             reply = _reply_decoder.decode(msg.data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -183,19 +189,18 @@ class NatsRemoteAgentTransport:
         """The session's stream, read from its log in the shared store."""
         checked_session_id(session_id)
         checked_from_sequence(from_sequence)
-        events = stream_session(self.store, session_id, from_sequence, must_exist=True)
-        try:
-            async for event in events:
-                yield event
-        except StoreClosedError:
-            raise
-        except StoreError as exc:
-            # The store lost its server for now (a NATS node died, a stream leader
-            # is being elected): a dropped stream, which the caller re-opens from
-            # the last sequence it holds, as after a dropped HTTP connection.
-            raise TransportError(f"stream of {session_id!r} broke: {exc}") from exc
-        finally:
-            await events.aclose()  # type: ignore[attr-defined]
+        opened = stream_session(self.store, session_id, from_sequence, must_exist=True)
+        async with closing_iter(opened) as events:
+            try:
+                async for event in events:
+                    yield event
+            except StoreClosedError:
+                raise
+            except StoreError as exc:
+                # The store lost its server for now (a NATS node died, a stream leader
+                # is being elected): a dropped stream, which the caller re-opens from
+                # the last sequence it holds, as after a dropped HTTP connection.
+                raise TransportError(f"stream of {session_id!r} broke: {exc}") from exc
 
     async def get_status(self, session_id: str) -> RemoteStatusResponse:
         """The session's status, as a host reads it from the log."""
@@ -219,15 +224,29 @@ class NatsRemoteAgentTransport:
 
     async def submit_tool_result(
         self, session_id: str, tool_call_id: str, result: Any = None, error: str | None = None
-    ) -> None:
-        """Deliver a client tool's result."""
+    ) -> SubmitResponse:
+        """Answer a client tool call (routed to its owner by the host)."""
         subject = self._session_subject("submit", session_id)
         body = _encoder.encode(
             SubmitToolResultRequest(
                 session_id=session_id, tool_call_id=tool_call_id, result=result, error=error
             )
         )
-        await self._request(subject, body, missing=_NO_HOST)
+        reply = await self._request(subject, body, missing=_NO_HOST)
+        return msgspec.convert(reply, SubmitResponse)
+
+    async def submit_approval(
+        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+    ) -> SubmitResponse:
+        """Approve or deny a gated call (routed to its owner by the host)."""
+        subject = self._session_subject("approve", session_id)
+        body = _encoder.encode(
+            SubmitApprovalRequest(
+                session_id=session_id, tool_call_id=tool_call_id, approved=approved, reason=reason
+            )
+        )
+        reply = await self._request(subject, body, missing=_NO_HOST)
+        return msgspec.convert(reply, SubmitResponse)
 
 
 _NO_HOST = "no agent host is listening"

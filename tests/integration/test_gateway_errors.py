@@ -41,6 +41,7 @@ from helix_agents import (
     define_tool,
     project_stream,
 )
+from helix_agents._aio import closing_iter
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import SqliteEventStore
 
@@ -68,9 +69,6 @@ class WatchedStore:
     async def read(self, session_id: str, from_seq: int = 0) -> list[Event]:
         return await self.inner.read(session_id, from_seq)
 
-    async def last_seq(self, session_id: str) -> int:
-        return await self.inner.last_seq(session_id)
-
     async def list_sessions(self) -> list[str]:
         return await self.inner.list_sessions()
 
@@ -82,15 +80,12 @@ class WatchedStore:
 
     async def tail(self, session_id: str, from_seq: int = 0) -> AsyncIterator[Event]:
         self._count(session_id, +1)
-        events = self.inner.tail(session_id, from_seq)
         try:
-            async for event in events:
-                yield event
+            async with closing_iter(self.inner.tail(session_id, from_seq)) as events:
+                async for event in events:
+                    yield event
         finally:
             self._count(session_id, -1)
-            aclose = getattr(events, "aclose", None)
-            if aclose is not None:
-                await aclose()
 
     def _count(self, session_id: str, delta: int) -> None:
         self.open_tails[session_id] += delta

@@ -43,6 +43,7 @@ from helix_agents import (
     define_agent,
     project_stream,
 )
+from helix_agents._aio import closing_iter
 from helix_agents.scripted_llm import ScriptItem
 from helix_agents.stores import MemoryEventStore, SqliteEventStore
 from helix_agents.transports import HttpRemoteAgentTransport
@@ -68,17 +69,12 @@ def _script(request: LLMRequest) -> ScriptItem:
 async def _forwarded_at_least(store: EventStore, count: int) -> None:
     """Return once the parent's log holds ``count`` forwarded child chunks."""
     seen = 0
-    events = store.tail(PARENT, 0)
-    try:
+    async with closing_iter(store.tail(PARENT, 0)) as events:
         async for event in events:
             if isinstance(event, ChildChunkForwarded):
                 seen += 1
                 if seen >= count:
                     return
-    finally:
-        aclose = getattr(events, "aclose", None)
-        if aclose is not None:
-            await aclose()
 
 
 async def test_the_parent_gets_the_whole_child_stream_across_a_server_crash(

@@ -344,6 +344,8 @@ async def test_each_call_sends_the_spec_request_and_decodes_the_answer(
                 "rootSessionId": "p-1",
                 "input": {"message": "Write a haiku"},
                 "parentToolCallId": "call-9",
+                "ancestors": None,
+                "workspaceSessionId": None,  # only an in-process child ever sets it
             },
         ),
         (

@@ -7,11 +7,8 @@ Each test uses its own stream on the session's nats-server.
 
 from __future__ import annotations
 
-import importlib.util
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import anyio
@@ -20,33 +17,21 @@ import nats.errors
 import pytest
 from nats_server import NatsServer
 from servers import closed_port
+from store_conformance import (
+    SID,
+    TIMEOUT,
+    assert_gap_free,
+    collect_tail,
+    create,
+    delta,
+    make_events,
+    race_round,
+)
 
 from helix_agents import ConcurrencyConflict, Event, StoreError, UsageError
 from helix_agents.stores import JetStreamEventStore, open_store
 
 pytestmark = pytest.mark.nats
-
-
-def _load_conformance() -> ModuleType:
-    # Its helpers (event builders, tail collectors, racers) without collecting its tests twice.
-    path = Path(__file__).parents[1] / "unit" / "test_store_conformance.py"
-    spec = importlib.util.spec_from_file_location("_store_conformance_helpers", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_conformance = _load_conformance()
-SID: str = _conformance.SID
-TIMEOUT: float = _conformance.TIMEOUT
-_collect_tail = _conformance._collect_tail
-_race_round = _conformance._race_round
-assert_gap_free = _conformance.assert_gap_free
-create = _conformance.create
-delta = _conformance.delta
-make_events = _conformance.make_events
 
 
 @pytest.fixture
@@ -157,7 +142,7 @@ async def test_two_stores_on_one_stream_enforce_compare_and_append(
 
         # Both race for each next seq: exactly one wins each time (their
         # Nats-Msg-Ids differ, so the loser is refused, not "deduplicated").
-        winners = [await _race_round([(a, "a"), (b, "b")], expected) for expected in range(2, 12)]
+        winners = [await race_round([(a, "a"), (b, "b")], expected) for expected in range(2, 12)]
 
         log_a, log_b = await a.read(SID), await b.read(SID)
         assert log_a == log_b
@@ -195,7 +180,7 @@ async def test_a_tail_is_woken_by_another_stores_appends_without_polling(
         caught_up = anyio.Event()
         with anyio.fail_after(TIMEOUT):
             async with anyio.create_task_group() as tg:
-                tg.start_soon(_collect_tail, reader, SID, 0, 6, 2, caught_up, seen)
+                tg.start_soon(collect_tail, reader, SID, 0, 6, 2, caught_up, seen)
                 await caught_up.wait()
                 await writer.append(SID, make_events(SID, 3, 3), 2)
                 await writer.append(SID, make_events(SID, 6), 5)
@@ -215,7 +200,7 @@ async def test_a_tail_sees_appends_through_its_store_and_another_in_order(
         caught_up = anyio.Event()
         with anyio.fail_after(TIMEOUT):
             async with anyio.create_task_group() as tg:
-                tg.start_soon(_collect_tail, a, SID, 0, total, 1, caught_up, seen)
+                tg.start_soon(collect_tail, a, SID, 0, total, 1, caught_up, seen)
                 await caught_up.wait()
                 last = 1
                 for index in range(total - 1):

@@ -25,6 +25,7 @@ from __future__ import annotations
 import random
 import uuid
 from pathlib import Path
+from typing import Any
 
 import anyio
 import nats
@@ -108,6 +109,22 @@ async def _write(store: JetStreamEventStore, session_id: str, state: _Writers) -
         written.extend(batch)
 
 
+async def _connect_r3(url: str, **options: Any) -> JetStreamEventStore:
+    """Connect, creating the stream at three replicas once the cluster can place it.
+
+    A cluster whose meta leader is known may still report its peers offline
+    for a moment (longer on a loaded machine): creation then fails with "no
+    suitable peers for placement" and nothing exists yet, so it is tried
+    again, within a bound.
+    """
+    with anyio.fail_after(60):
+        while True:
+            try:
+                return await JetStreamEventStore.connect(url, replicas=3, **options)
+            except StoreError:
+                await anyio.sleep(0.25)
+
+
 async def _stream_leader(nc: NatsClient, stream: str) -> str:
     info = await nc.jetstream().stream_info(stream)
     assert info.cluster is not None
@@ -123,7 +140,7 @@ async def test_no_acknowledged_append_is_lost_when_the_stream_leader_node_is_kil
     with NatsCluster.start(tmp_path / "nats") as cluster, anyio.fail_after(LIMIT):
         # Creating an R3 stream on a fresh cluster can take more than the
         # writers' short timeout: create it first.
-        await (await JetStreamEventStore.connect(cluster.url, stream=stream, replicas=3)).close()
+        await (await _connect_r3(cluster.url, stream=stream)).close()
         store = await JetStreamEventStore.connect(
             cluster.url, stream=stream, request_timeout=1.0, publish_attempts=2
         )
@@ -168,7 +185,7 @@ async def test_a_fleet_session_finishes_when_the_stream_leader_node_is_killed(
     with NatsCluster.start(tmp_path / "nats") as cluster, anyio.fail_after(LIMIT):
         # The hosts create the stream and the lease bucket with one replica when
         # missing; make them here, at three replicas, before any host starts.
-        setup = await JetStreamEventStore.connect(cluster.url, replicas=3)
+        setup = await _connect_r3(cluster.url)
         nc = await nats.connect(servers=cluster.url.split(","), max_reconnect_attempts=-1)
         try:
             await nc.jetstream().create_key_value(bucket=LEASE_BUCKET, ttl=TTL, replicas=3)

@@ -12,7 +12,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -66,6 +65,7 @@ from helix_agents import (
     project_state,
     project_stream,
 )
+from helix_agents._aio import closing_iter
 from helix_agents.stores import MemoryEventStore, SqliteEventStore
 
 LIMIT = 10.0
@@ -142,17 +142,6 @@ class Blocker:
         return {"echo": value.query}
 
 
-@asynccontextmanager
-async def closing(iterator: AsyncIterator[T]) -> AsyncIterator[AsyncIterator[T]]:
-    """Iterate, then close the iterator (tails and streams are async generators)."""
-    try:
-        yield iterator
-    finally:
-        aclose = getattr(iterator, "aclose", None)
-        if aclose is not None:
-            await aclose()
-
-
 def tag(chunk: ChunkBase) -> str:
     value = type(chunk).__struct_config__.tag
     assert isinstance(value, str)
@@ -223,7 +212,7 @@ CHILD = f"{ROOT}-sub-c1"
 
 async def wait_for_event(store: EventStore, session_id: str, kind: type[Any]) -> float:
     """Tail ``session_id`` until a ``kind`` event is in the store; return ``perf_counter()``."""
-    async with closing(store.tail(session_id, 0)) as events:
+    async with closing_iter(store.tail(session_id, 0)) as events:
         async for event in events:
             if isinstance(event, kind):
                 return time.perf_counter()
@@ -1224,7 +1213,7 @@ async def test_hooks_fire_in_order_for_parent_and_child(store: EventStore) -> No
             await executor.get_status(ROOT)
             await executor.state(CHILD)
             [item async for item in handle.stream(0)]
-            async with closing(executor.stream_agent(CHILD)) as events:
+            async with closing_iter(executor.stream_agent(CHILD)) as events:
                 [event async for event in events]
             with pytest.raises(AgentServerError):
                 await executor.resume(ROOT)
@@ -1442,7 +1431,7 @@ class DuplicatingTransport:
     async def stream(
         self, session_id: str, from_sequence: int = 0
     ) -> AsyncIterator[TransportEvent]:
-        async with closing(self._service().stream(session_id, from_sequence)) as events:
+        async with closing_iter(self._service().stream(session_id, from_sequence)) as events:
             async for event in events:
                 yield event
                 if not isinstance(event, ChunkEvent):
@@ -1837,9 +1826,6 @@ class LateAckStore:
 
     def tail(self, session_id: str, from_seq: int = 0) -> AsyncIterator[Event]:
         return self.inner.tail(session_id, from_seq)
-
-    async def last_seq(self, session_id: str) -> int:
-        return await self.inner.last_seq(session_id)
 
     async def list_sessions(self) -> list[str]:
         return await self.inner.list_sessions()

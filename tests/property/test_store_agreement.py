@@ -140,10 +140,6 @@ class StoreAgreement(RuleBasedStateMachine):
         outcome = self.both("read", session_id, from_seq)
         assert outcome == ("ok", self.model.get(session_id, [])[from_seq:])
 
-    @rule(session_id=sessions)
-    def last_seq(self, session_id: str) -> None:
-        assert self.both("last_seq", session_id) == ("ok", len(self.model.get(session_id, [])))
-
     @rule()
     def list_sessions(self) -> None:
         expected = sorted(session_id for session_id, log in self.model.items() if log)
@@ -156,7 +152,7 @@ class StoreAgreement(RuleBasedStateMachine):
 
     @rule(
         bad_id=bad_session_ids,
-        method=st.sampled_from(["read", "last_seq", "delete", "append"]),
+        method=st.sampled_from(["read", "delete", "append"]),
     )
     def invalid_session_id(self, bad_id: str, method: str) -> None:
         args: tuple[Any, ...] = (bad_id,)

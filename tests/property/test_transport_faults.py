@@ -91,6 +91,7 @@ from helix_agents import (
     define_tool,
     project_stream,
 )
+from helix_agents._aio import closing_iter
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore
 from helix_agents.transports import Fault, FaultyTransport, HttpRemoteAgentTransport
@@ -369,8 +370,7 @@ def paused_forwarded(log: Sequence[Event]) -> int:
 
 async def forwarded_tool_start(store: MemoryEventStore, parent_id: str, tool_name: str) -> None:
     """Wait until the parent's log holds the child's ``tool_start`` of ``tool_name``."""
-    events = store.tail(parent_id, 0)
-    try:
+    async with closing_iter(store.tail(parent_id, 0)) as events:  # a tail: stop it now
         async for item in events:
             if (
                 isinstance(item, ChildChunkForwarded)
@@ -378,10 +378,6 @@ async def forwarded_tool_start(store: MemoryEventStore, parent_id: str, tool_nam
                 and item.chunk.tool_name == tool_name
             ):
                 return
-    finally:
-        aclose = getattr(events, "aclose", None)  # a tail is a generator: stop it now
-        if aclose is not None:
-            await aclose()
 
 
 # --- the budget predicate --------------------------------------------------------------------

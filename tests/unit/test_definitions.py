@@ -180,15 +180,38 @@ def test_define_tool_client_and_options() -> None:
     assert timed.metadata == {"k": "v"}
 
 
-@pytest.mark.parametrize("flag", [True, 1, "yes"])
-def test_define_tool_refuses_requires_approval_until_the_gate_exists(flag: Any) -> None:
-    # A tool declared as needing a human's approval must never run without one.
-    with pytest.raises(UsageError, match="requires_approval is not supported yet"):
-        define_tool("delete_all", "Dangerous.", Query, noop, requires_approval=flag)
+@pytest.mark.parametrize("rule", [1, "yes", None, 2.5])
+def test_define_tool_refuses_an_approval_rule_that_is_not_a_bool_or_callable(rule: Any) -> None:
+    with pytest.raises(UsageError, match="requires_approval must be a bool or a callable"):
+        define_tool("delete_all", "Dangerous.", Query, noop, requires_approval=rule)
 
 
-def test_define_tool_accepts_requires_approval_false() -> None:
-    assert not define_tool("read", "Safe.", Query, noop, requires_approval=False).requires_approval
+def test_define_tool_keeps_its_approval_rule() -> None:
+    def rule(value: Any, ctx: Any) -> bool:
+        return True
+
+    assert define_tool("a", "A.", Query, noop, requires_approval=True).requires_approval is True
+    assert define_tool("b", "B.", Query, noop, requires_approval=rule).requires_approval is rule
+    assert not define_tool("c", "C.", Query, noop).requires_approval
+
+
+@pytest.mark.parametrize("expires_in", [0, -1, True, "5"])
+def test_define_tool_refuses_a_bad_expiry(expires_in: Any) -> None:
+    with pytest.raises(UsageError, match="expires_in must be > 0"):
+        define_tool("pick", "P.", Query, "client", expires_in=expires_in)
+
+
+def test_define_tool_refuses_an_expiry_on_a_tool_that_waits_for_nobody() -> None:
+    with pytest.raises(UsageError, match="waits for nobody"):
+        define_tool("read", "R.", Query, noop, expires_in=5)
+    assert define_tool("pick", "P.", Query, "client", expires_in=5).expires_in == 5.0
+    gated = define_tool("rm", "R.", Query, noop, requires_approval=True, expires_in=2)
+    assert gated.expires_in == 2.0
+
+
+def test_define_tool_refuses_a_non_model_output_schema() -> None:
+    with pytest.raises(UsageError, match="output_schema must be a pydantic model class"):
+        define_tool("pick", "P.", Query, "client", output_schema=dict)  # type: ignore[arg-type]
 
 
 # --- agents ------------------------------------------------------------------------------

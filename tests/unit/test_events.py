@@ -30,11 +30,13 @@ from helix_agents import (
     Failed,
     HelixError,
     HostClaimed,
+    InputRequired,
     Interrupted,
     InterruptRequested,
     LogError,
     MessageAppended,
     OutputChunk,
+    PendingInput,
     RemoteRef,
     RunStarted,
     SessionCreated,
@@ -55,6 +57,8 @@ from helix_agents import (
     ToolStart,
     UsageRecorded,
     UserMessage,
+    WorkspaceDeleted,
+    WorkspaceWritten,
     decode_event,
     decode_events,
     decode_jsonl,
@@ -100,6 +104,8 @@ SAMPLES: dict[type[EventBase], Event] = {
         parent_session_id="root",
         root_session_id="root",
         parent_tool_call_id="call_0",
+        ancestors=["root"],
+        workspace_session_id="root",
     ),
     RunStarted: RunStarted(
         **env(), run_id="run-2", mode="continue", messages=[UserMessage(content="and Nice?")]
@@ -166,6 +172,22 @@ SAMPLES: dict[type[EventBase], Event] = {
     OutputChunk: OutputChunk(**env(), **agent(), output={"answer": 42}),
     ErrorChunk: ErrorChunk(**env(), **agent(), error="rate limited", recoverable=True),
     CustomChunk: CustomChunk(**env(), **agent(), name="progress", data={"pct": 50}),
+    InputRequired: InputRequired(
+        **env(),
+        **agent(),
+        pending=[
+            PendingInput(
+                kind="approval",
+                tool_call_id="call_4",
+                tool_name="pay",
+                arguments={"amount": 10},
+                owner_session_id=CHILD,
+                path=[SID, CHILD],
+                expires_in=30.0,
+                expires_at=1_700_000_030.0,
+            )
+        ],
+    ),
     SubSessionStarted: SubSessionStarted(
         **env(),
         sub_session_id=CHILD,
@@ -188,21 +210,58 @@ SAMPLES: dict[type[EventBase], Event] = {
     ),
     CompletionDelivered: CompletionDelivered(**env(), sub_session_id=CHILD, via="push"),
     ClientToolPending: ClientToolPending(
-        **env(), tool_call_id="call_3", tool_name="ask_user", arguments={"question": "ok?"}
+        **env(),
+        tool_call_id="call_3",
+        tool_name="ask_user",
+        arguments={"question": "ok?"},
+        expires_in=60.0,
+        expires_at=1_700_000_060.0,
     ),
     ClientToolResultSubmitted: ClientToolResultSubmitted(
-        **env(), tool_call_id="call_3", result={"answer": "yes"}, error="late"
+        **env(), tool_call_id="call_3", result={"answer": "yes"}, error="late", expired=True
     ),
     ClientToolOwnershipRecorded: ClientToolOwnershipRecorded(
         **env(),
         tool_call_id="call_3",
         owner_session_id=CHILD,
         remote=RemoteRef(transport="nats", remote_agent_type="researcher"),
+        via_session_id=CHILD,
+        kind="approval",
+        tool_name="ask_user",
+        arguments={"question": "ok?"},
+        path=[SID, CHILD],
+        expires_in=60.0,
+        expires_at=1_700_000_060.0,
     ),
     ApprovalRequested: ApprovalRequested(
-        **env(), tool_call_id="call_4", tool_name="pay", arguments={"amount": 10}
+        **env(),
+        tool_call_id="call_4",
+        tool_name="pay",
+        arguments={"amount": 10},
+        expires_in=30.0,
+        expires_at=1_700_000_030.0,
     ),
-    ApprovalGiven: ApprovalGiven(**env(), tool_call_id="call_4", approved=False, reason="too much"),
+    ApprovalGiven: ApprovalGiven(
+        **env(), tool_call_id="call_4", approved=False, reason="too much", expired=True
+    ),
+    WorkspaceWritten: WorkspaceWritten(
+        **env(),
+        workspace="notes",
+        kind="local",
+        path="lyon/history.md",
+        size=42,
+        sha256="ab" * 32,
+        owner_session_id="root",
+        tool_call_id="call_5",
+    ),
+    WorkspaceDeleted: WorkspaceDeleted(
+        **env(),
+        workspace="notes",
+        kind="memory",
+        path="lyon/draft.md",
+        owner_session_id="root",
+        tool_call_id="call_6",
+    ),
 }
 
 # The tags documented in specs/events.md: the wire names that must never change.
@@ -229,6 +288,7 @@ DOCUMENTED_TAGS: dict[type[EventBase], str] = {
     OutputChunk: "output",
     ErrorChunk: "error",
     CustomChunk: "custom",
+    InputRequired: "input_required",
     SubSessionStarted: "sub_session_started",
     SubSessionResumed: "sub_session_resumed",
     SubSessionSuspended: "sub_session_suspended",
@@ -240,6 +300,8 @@ DOCUMENTED_TAGS: dict[type[EventBase], str] = {
     ClientToolOwnershipRecorded: "client_tool_ownership_recorded",
     ApprovalRequested: "approval_requested",
     ApprovalGiven: "approval_given",
+    WorkspaceWritten: "workspace_written",
+    WorkspaceDeleted: "workspace_deleted",
 }
 
 BY_NAME = pytest.mark.parametrize("cls", EVENT_TYPES, ids=lambda cls: cls.__name__)
@@ -265,7 +327,7 @@ def test_samples_and_documented_tags_cover_every_event_type() -> None:
     assert all(type(sample) is cls for cls, sample in SAMPLES.items())
 
 
-def test_chunk_types_are_the_eight_stream_chunks() -> None:
+def test_chunk_types_are_the_nine_stream_chunks() -> None:
     expected = (
         TextDelta,
         ToolStart,
@@ -275,6 +337,7 @@ def test_chunk_types_are_the_eight_stream_chunks() -> None:
         OutputChunk,
         ErrorChunk,
         CustomChunk,
+        InputRequired,
     )
     assert tuple(CHUNK_TYPES) == expected
     assert set(CHUNK_TYPES) <= set(EVENT_TYPES)

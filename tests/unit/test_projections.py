@@ -27,6 +27,7 @@ from helix_agents import (
     Event,
     Failed,
     HostClaimed,
+    InputRequired,
     Interrupted,
     InterruptRequested,
     LogError,
@@ -34,6 +35,7 @@ from helix_agents import (
     OutputChunk,
     PendingApproval,
     PendingClientTool,
+    PendingInput,
     RemoteRef,
     RunStarted,
     SessionCreated,
@@ -138,6 +140,17 @@ CHUNK_FIELDS: dict[type[Any], dict[str, Any]] = {
     OutputChunk: {"output": {"a": 1}},
     ErrorChunk: {"error": "e", "recoverable": True},
     CustomChunk: {"name": "n", "data": [1]},
+    InputRequired: {
+        "pending": [
+            PendingInput(
+                kind="client_tool",
+                tool_call_id="c",
+                tool_name="t",
+                owner_session_id=SID,
+                path=[SID],
+            )
+        ]
+    },
 }
 """Fields of one chunk of each class, besides the envelope and the agent."""
 
@@ -527,8 +540,11 @@ def test_sub_session_lifecycle_as_the_parent_sees_it() -> None:
     ref.last_child_seq = 5
     assert log.state().sub_sessions[CHILD] == ref
 
-    log.add(SubSessionSuspended, sub_session_id=CHILD, reason="client_tool", tool_call_ids=["x"])
+    suspended = log.add(
+        SubSessionSuspended, sub_session_id=CHILD, reason="client_tool", tool_call_ids=["x"]
+    )
     ref.status = "paused_awaiting_client"
+    ref.suspended_seq = suspended.seq
     assert log.state().sub_sessions[CHILD] == ref
 
     log.add(SubSessionResumed, sub_session_id=CHILD)
@@ -633,6 +649,16 @@ def test_project_status_reports_the_protocol_view() -> None:
         state={"k": 1},
         suspension="client_tool",
         pending_client_tool_call_ids=["c2"],
+        pending_inputs=[
+            PendingInput(
+                kind="client_tool",
+                tool_call_id="c2",
+                tool_name="ask",
+                owner_session_id=SID,
+                path=[SID],
+            )
+        ],
+        awaiting_input=True,
         interrupt_requested=True,
     )
     assert project_status(log.events) == expected

@@ -29,7 +29,7 @@ def _spec_catalog() -> dict[str, set[str]]:
             continue
         # Only the names before any "(...)" annotation are field names.
         fields_cell = re.sub(r"\([^)]*\)", "", cells[1])
-        catalog[match.group(1)] = set(re.findall(r"`([A-Za-z]+)\??`", fields_cell))
+        catalog[match.group(1)] = set(re.findall(r"`([A-Za-z][A-Za-z0-9]*)\??`", fields_cell))
     return catalog
 
 
