@@ -2,8 +2,8 @@
 
 SQLite: a flipped byte in a row (the chained checksum), a missing row (a
 gap), an undecodable row, a truncated file, a zero-length file and dropped
-WAL frames (the high-water mark). JetStream: a batch whose chain does not
-follow, and a hole between batches. Each damaged session raises
+WAL frames (the high-water mark); JetStream's are in
+``integration/test_jetstream_integrity.py``. Each damaged session raises
 :class:`DamagedLogError` naming the session and the seq, never a path; the
 other sessions read as before.
 """
@@ -18,9 +18,7 @@ import textwrap
 from pathlib import Path
 
 import anyio
-import nats
 import pytest
-from nats_server import NatsServer
 
 from helix_agents import (
     DamagedLogError,
@@ -31,8 +29,7 @@ from helix_agents import (
     encode_event,
 )
 from helix_agents.server import cli
-from helix_agents.stores import JetStreamEventStore, SqliteEventStore, check_store
-from helix_agents.stores.jetstream import encode_session_token
+from helix_agents.stores import SqliteEventStore
 
 SESSIONS = 4
 EVENTS = 8  # per session
@@ -306,59 +303,6 @@ async def test_events_of_an_unlisted_session_are_reported(
     code, lines = await run_check(path, capsys)
     assert code == cli.DAMAGE_FOUND
     assert lines[0] == "session 's0' has events but is not in the list"
-
-
-# --- JetStream ------------------------------------------------------------------
-
-
-async def _publish_raw(
-    url: str, stream: str, session_id: str, events: list[Event], chain: str
-) -> None:
-    """Store a batch on the session's subject as helix would, but with the given chain header."""
-    nc = await nats.connect(url)
-    try:
-        await nc.jetstream().publish(
-            f"helix.{stream}.{encode_session_token(session_id)}",
-            b"[" + b",".join(encode_event(event) for event in events) + b"]",
-            stream=stream,
-            headers={
-                "Helix-First-Seq": str(events[0].seq),
-                "Helix-Last-Seq": str(events[-1].seq),
-                "Helix-Chain": chain,
-            },
-        )
-    finally:
-        await nc.close()
-
-
-@pytest.mark.nats
-async def test_jetstream_detects_a_broken_chain_and_a_hole(nats_server: NatsServer) -> None:
-    from conftest import fresh_stream_name
-
-    stream = fresh_stream_name()
-    with anyio.fail_after(TIMEOUT):
-        async with await JetStreamEventStore.connect(nats_server.url, stream=stream) as store:
-            for index in range(3):
-                events = log_of(session(index))
-                await store.append(session(index), events[:3], 0)
-                await store.append(session(index), events[3:5], 3)
-            # s1: a batch that follows by its seqs but not by its chain.
-            await _publish_raw(nats_server.url, stream, "s1", log_of("s1")[5:], "0badc0de")
-            # s2: a batch that skips seq 6.
-            await _publish_raw(nats_server.url, stream, "s2", log_of("s2")[6:], "00000000")
-            assert await store.read("s0") == log_of("s0", 5)
-            with pytest.raises(DamagedLogError) as broken:
-                await store.read("s1")
-            assert (broken.value.seq, broken.value.reason) == (6, "checksum mismatch")
-            with pytest.raises(DamagedLogError) as hole:
-                await store.read("s2", 2)
-            assert (hole.value.seq, hole.value.reason) == (6, "gap: the event is missing")
-            report = await check_store(store)
-    assert report.sessions == 3
-    assert report.damaged == {
-        "s1": "session 's1' is damaged at seq 6: checksum mismatch",
-        "s2": "session 's2' is damaged at seq 6: gap: the event is missing",
-    }
 
 
 def test_the_high_water_mark_sits_beside_the_file(tmp_path: Path) -> None:

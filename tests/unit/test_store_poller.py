@@ -3,8 +3,8 @@
 SQLite: the poller reads ``PRAGMA data_version`` and, only when it changed,
 each watched session's end; a tail re-reads only when its session changed.
 The poller is run by one waiting tail and handed on when that tail has
-events (or is cancelled). JetStream: one consumer per store, however many
-tails.
+events (or is cancelled). JetStream's one consumer per store is tested in
+``integration/test_jetstream_integrity.py``.
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ from typing import Any
 import anyio
 import pytest
 from anyio.abc import TaskGroup
-from nats_server import NatsServer
 
 from helix_agents import Event, EventStore, SessionCreated, TextDelta
-from helix_agents.stores import JetStreamEventStore, SqliteEventStore
+from helix_agents.stores import SqliteEventStore
 
 TIMEOUT = 30
 IDLE_TAILS = 300
@@ -194,29 +193,4 @@ async def test_a_poller_tail_woken_by_its_own_session_passes_the_poller_on(tmp_p
                         created(session_id),
                         *(delta(session_id, seq) for seq in range(2, 5)),
                     ]
-                tg.cancel_scope.cancel()
-
-
-@pytest.mark.nats
-async def test_a_jetstream_store_has_one_consumer_however_many_tails(
-    nats_server: NatsServer,
-) -> None:
-    from conftest import fresh_stream_name
-
-    stream = fresh_stream_name()
-    sessions = [f"js-{index}" for index in range(20)]
-    with anyio.fail_after(TIMEOUT):
-        async with (
-            await JetStreamEventStore.connect(nats_server.url, stream=stream) as store,
-            await JetStreamEventStore.connect(nats_server.url, stream=stream) as other,
-        ):
-            for session_id in sessions:
-                await store.append(session_id, [created(session_id)], 0)
-            async with anyio.create_task_group() as tg:
-                seen = await start_tails(tg, store, sessions)
-                info = await store._jsm.stream_info(stream)
-                assert info.state.consumer_count == 1
-                await other.append(sessions[3], [delta(sessions[3], 2)], 1)
-                await seen[sessions[3]].reach(2)
-                assert all(len(seen[session_id]) == 1 for session_id in sessions[4:])
                 tg.cancel_scope.cancel()
