@@ -6,8 +6,8 @@ closed), closes idle connections and lets requests and streams under way go
 on. Runs still going after ``grace`` seconds are interrupted: an
 ``interrupt_requested`` event with :data:`SHUTDOWN_REASON` in each log, so
 each run records ``interrupted`` and stops, and the next ``serve`` on the same
-store resumes them. Then the remaining connections are closed and the
-process exits. A second signal starts that at once; a third stops waiting
+store resumes them. Their streams get a few seconds to send their last event,
+then the remaining connections are closed and the process exits. A second signal starts that at once; a third stops waiting
 for connections (uvicorn's forced exit).
 """
 
@@ -35,6 +35,7 @@ SHUTDOWN_REASON = "server shutdown (resumed on restart)"
 
 _TICK = 0.1  # seconds between looks at the runs and signals (uvicorn's own tick)
 _STOP_WAIT = 15.0  # seconds interrupted runs get to record their end (children's acks included)
+_STREAMS_END = 5.0  # seconds the streams of interrupted runs get to send their end
 
 
 class GracefulServer(uvicorn.Server):
@@ -92,16 +93,20 @@ class GracefulServer(uvicorn.Server):
         # a flag, and runs ending or connections closing signal nothing.
         while self._busy() and anyio.current_time() < deadline and not self._hurry:  # noqa: ASYNC110
             await anyio.sleep(_TICK)
-        if self.agents is not None:
-            await self._interrupt_runs(self.agents)
+        if self.agents is not None and await self._interrupt_runs(self.agents):
+            # The streams of the interrupted runs send their last event and end.
+            ending = anyio.current_time() + _STREAMS_END
+            while self.server_state.connections and anyio.current_time() < ending:  # noqa: ASYNC110
+                await anyio.sleep(_TICK)
         for connection in list(self.server_state.connections):
             connection.transport.close()  # streams of paused sessions, slow clients
 
-    async def _interrupt_runs(self, agents: AgentServer) -> None:
+    async def _interrupt_runs(self, agents: AgentServer) -> bool:
+        """Interrupt the top-level runs still going and wait (bounded) for them; whether any."""
         executor = agents.executor
         active = executor.active_sessions()
         if not active:
-            return
+            return False
         roots: list[str] = []
         for session_id in active:
             try:
@@ -120,6 +125,7 @@ class GracefulServer(uvicorn.Server):
         with anyio.move_on_after(_STOP_WAIT):
             for session_id in executor.active_sessions():
                 await executor.wait_idle(session_id)
+        return True
 
 
 async def resume_interrupted_by_shutdown(agents: AgentServer) -> list[str]:

@@ -29,7 +29,7 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Mount, Route
 
 from helix_agents import UsageError
-from helix_agents.server import StreamLimit
+from helix_agents.server import StreamLimit, cli
 from helix_agents.server.limits import quiet_accept_errors
 
 pytestmark = pytest.mark.slow
@@ -136,6 +136,40 @@ async def test_a_stalled_request_is_closed_after_the_header_timeout(tmp_path: Pa
                 await kept.send(PARTIAL)
                 with pytest.raises(anyio.EndOfStream):
                     await kept.receive()
+
+
+async def test_an_idle_keep_alive_connection_is_closed_after_keep_alive(tmp_path: Path) -> None:
+    server = ServeProcess(tmp_path, SLOW, "--keep-alive", "1", "--header-timeout", "30")
+    with anyio.fail_after(TIMEOUT):
+        async with running(server), await anyio.connect_tcp("127.0.0.1", server.port) as kept:
+            await kept.send(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            answer = b""
+            while not answer.endswith(b"}"):
+                answer += await kept.receive()
+            answered = time.perf_counter()
+            with pytest.raises(anyio.EndOfStream):
+                await kept.receive()  # idle: closed after the keep-alive, not the header timeout
+            assert 0.8 <= time.perf_counter() - answered < 20
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [
+        "--max-connections 0",
+        "--max-streams -1",
+        "--header-timeout 0",
+        "--keep-alive x",
+        "--grace -1",
+        "--grace nan",
+    ],
+)
+def test_a_limit_out_of_range_is_a_usage_error(
+    flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["serve", SLOW, *flag.split()]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("helix-agents: error: ")
+    assert len(err.splitlines()) == 1
 
 
 async def _start_sleepers(client: httpx.AsyncClient, url: str, count: int) -> list[str]:
