@@ -108,6 +108,7 @@ from .executor import (
     AgentExecutor as AgentExecutor,
     AgentHandle as AgentHandle,
     AgentResult as AgentResult,
+    RunGuard as RunGuard,
 )
 from .ids import (
     MAX_SESSION_ID_LENGTH as MAX_SESSION_ID_LENGTH,
@@ -118,7 +119,6 @@ from .ids import (
     validate_session_id as validate_session_id,
 )
 from .inprocess import (
-    AgentService as AgentService,
     InProcessTransport as InProcessTransport,
 )
 from .llm import (
@@ -175,6 +175,7 @@ from .scripted_llm import (
     ScriptedLLM as ScriptedLLM,
     ScriptStep as ScriptStep,
 )
+from .service import ExecutorService as ExecutorService
 from .state import (
     PendingApproval as PendingApproval,
     PendingClientTool as PendingClientTool,
@@ -384,7 +385,7 @@ __all__ = [
     "checked_session_id",
     "message_from_input",
     "RemoteAgentTransport",
-    "AgentService",
+    "ExecutorService",
     "InProcessTransport",
     "RUN_ENDING_EVENTS",
     "final_event",
@@ -399,6 +400,7 @@ __all__ = [
     "AgentExecutor",
     "AgentHandle",
     "AgentResult",
+    "RunGuard",
     "Workspace",
     "WorkspaceEntry",
     "WorkspaceProvider",

@@ -154,9 +154,7 @@ def define_agent(
             name, a bad schema, ``max_steps < 1``, or workspaces that are not
             :class:`Workspace` or share a name.
     """
-    validate_tool_name(name)
-    if len(name) > _MAX_AGENT_NAME:
-        raise UsageError(f"agent name {name!r} is longer than {_MAX_AGENT_NAME} characters")
+    validate_tool_name(name, what="agent name", longest=_MAX_AGENT_NAME)
     tool_list = tuple(tools)
     seen: set[str] = set()
     for tool in tool_list:
@@ -352,9 +350,7 @@ def create_remote_sub_agent_tool(
         UsageError: for a bad name, schema, timeout or retry setting, or
             ``inherit_workspace=True``.
     """
-    validate_tool_name(name)
-    if len(name) > _MAX_AGENT_NAME:
-        raise UsageError(f"remote sub-agent name {name!r} is longer than {_MAX_AGENT_NAME}")
+    validate_tool_name(name, what="remote sub-agent name", longest=_MAX_AGENT_NAME)
     for label, schema in (("input_schema", input_schema), ("output_schema", output_schema)):
         if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
             raise UsageError(f"remote sub-agent {name!r}: {label} must be a pydantic model class")

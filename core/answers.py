@@ -20,7 +20,7 @@ import msgspec
 from pydantic import ValidationError
 
 from .agents import RemoteSubAgentTool, SubAgentTool
-from .child_calls import child_target
+from .child_target import child_target
 from .errors import AgentServerError, ConcurrencyConflict
 from .events import ApprovalGiven, ClientToolResultSubmitted, Event, PendingInput
 from .hitl import expiry_message
@@ -234,7 +234,7 @@ async def _resume_paused(executor: AgentExecutor, session_id: str) -> None:
     if state.status != "paused":
         return  # running (its run takes the answer in), or stopped by a person
     try:
-        await executor.resume_agent(RemoteResumeRequest(session_id=session_id))
+        await executor.service.resume(RemoteResumeRequest(session_id=session_id))
     except AgentServerError as exc:
         if exc.code not in ("ALREADY_COMPLETED", "ALREADY_RUNNING"):
             raise

@@ -24,15 +24,14 @@ in-process one). A call's life:
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import anyio
-import msgspec
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from ._aio import prefetch
-from .agents import AgentConfig, RemoteSubAgentTool, SubAgentTool
+from .agents import AgentConfig
+from .child_target import ChildOutcome, SubAgentToolLike, child_target, fits
 from .errors import (
     AgentServerError,
     HelixError,
@@ -42,11 +41,8 @@ from .errors import (
 )
 from .events import (
     ChildChunkForwarded,
-    ClientToolOwnershipRecorded,
     Event,
     InputRequired,
-    PendingInput,
-    RemoteRef,
     SubAgentEnd,
     SubAgentStart,
     SubSessionFinished,
@@ -55,6 +51,7 @@ from .events import (
     SubSessionSuspended,
     UsageRecorded,
 )
+from .hitl import route_records
 from .messages import ToolCall
 from .protocol import (
     ChunkEvent,
@@ -64,109 +61,16 @@ from .protocol import (
     RemoteStartRequest,
     message_from_input,
 )
-from .retry import retrying, transient
+from .retry import transient
 from .run_env import Fire, RunEnv
 from .session_writer import SessionWriter, StopRequest
 from .state import SessionState
 from .tool_runner import ToolOutcome, result_events, tool_end, tool_start, validation_message
-from .transport import RemoteAgentTransport
 from .workspace_hub import inherited_workspace
 
-__all__ = [
-    "ChildCall",
-    "ChildOutcome",
-    "ChildTarget",
-    "child_session_id",
-    "child_target",
-    "remote_session_id",
-]
+__all__ = ["ChildCall", "ChildOutcome", "SubAgentToolLike"]
 
 log = logging.getLogger("helix_agents")
-
-SubAgentToolLike = SubAgentTool[Any] | RemoteSubAgentTool[Any]
-
-
-class ChildOutcome(msgspec.Struct, frozen=True, kw_only=True):
-    """How a child's run ended, as seen through its stream.
-
-    ``suspended``: it paused waiting for people (``pending``); the call has no
-    result yet and the parent waits too.
-    """
-
-    status: Literal["completed", "failed", "interrupted", "suspended"]
-    output: Any = None
-    error: str | None = None
-    pending: list[PendingInput] = []
-
-
-def child_session_id(parent_session_id: str, tool_call_id: str) -> str:
-    """The deterministic id of a local sub-agent's session: ``{parent}-sub-{call id}``."""
-    return f"{parent_session_id}-sub-{tool_call_id}"
-
-
-def remote_session_id(parent_session_id: str, tool_call_id: str) -> str:
-    """The deterministic id of a remote sub-agent's session: ``{parent}-remote-{call id}``."""
-    return f"{parent_session_id}-remote-{tool_call_id}"
-
-
-@dataclass(frozen=True, kw_only=True)
-class ChildTarget:
-    """Where one sub-agent call's child session lives and how to reach it."""
-
-    session_id: str
-    agent_type: str
-    transport: RemoteAgentTransport
-    remote: RemoteRef | None = None
-    state_schema: type[BaseModel] | None = None
-    output_schema: type[BaseModel] | None = None
-    timeout: float | None = None
-    stream_retries: int = 3
-    stream_retry_base: float = 0.1
-
-    async def retry(self, call: Any) -> Any:
-        """Await an idempotent control call with this target's retry budget."""
-        return await retrying(call, retries=self.stream_retries, base_delay=self.stream_retry_base)
-
-
-def child_target(
-    tool: SubAgentToolLike,
-    parent_session_id: str,
-    tool_call_id: str,
-    local_transport: RemoteAgentTransport,
-) -> ChildTarget:
-    """Where the child of call ``tool_call_id`` (of ``tool``) lives: local or remote."""
-    if isinstance(tool, SubAgentTool):
-        return ChildTarget(
-            session_id=child_session_id(parent_session_id, tool_call_id),
-            agent_type=tool.agent.name,
-            transport=local_transport,
-            state_schema=tool.agent.state_schema,
-            timeout=tool.timeout,
-        )
-    return ChildTarget(
-        session_id=remote_session_id(parent_session_id, tool_call_id),
-        agent_type=tool.remote_agent_type,
-        transport=tool.transport,
-        remote=RemoteRef(
-            transport=type(tool.transport).__name__,
-            remote_agent_type=tool.remote_agent_type,
-            url=getattr(tool.transport, "url", None),
-        ),
-        output_schema=tool.output_schema,
-        timeout=tool.timeout,
-        stream_retries=tool.stream_retries,
-        stream_retry_base=tool.stream_retry_base,
-    )
-
-
-def _fits(schema: type[BaseModel] | None, value: Any) -> bool:
-    if schema is None:
-        return isinstance(value, dict)
-    try:
-        schema.model_validate(value)
-    except ValueError:
-        return False
-    return True
 
 
 class ChildCall:
@@ -287,9 +191,7 @@ class ChildCall:
             session_id=target.session_id,
             agent_type=target.agent_type,
             message=message_from_input(payload),
-            state=payload
-            if target.remote is None and _fits(target.state_schema, payload)
-            else None,
+            state=payload if target.remote is None and fits(target.state_schema, payload) else None,
             parent_session_id=state.session_id,
             root_session_id=state.root_session_id,
             input=payload,
@@ -402,7 +304,16 @@ class ChildCall:
                                 if isinstance(chunk, InputRequired):
                                     # The route to each entry, in the batch that
                                     # makes the entry visible on this stream.
-                                    forwarded.extend(self._routes(chunk))
+                                    forwarded.extend(
+                                        route_records(
+                                            chunk,
+                                            via=child_id,
+                                            remote=target.remote,
+                                            known=writer.state.client_tool_ownership.keys()
+                                            | self._routed,
+                                        )
+                                    )
+                                    self._routed.update(e.tool_call_id for e in chunk.pending)
                                     if chunk.agent_id == child_id:
                                         paused = chunk
                         if forwarded:
@@ -432,30 +343,6 @@ class ChildCall:
             if drops > target.stream_retries:
                 raise StreamDropError(child_id, held)
             await anyio.sleep(target.stream_retry_base * 2 ** (drops - 1))
-
-    def _routes(self, chunk: InputRequired) -> list[Event]:
-        """Ownership records for the entries of ``chunk`` this session does not know yet."""
-        known = self.writer.state.client_tool_ownership
-        routes: list[Event] = []
-        for entry in chunk.pending:
-            if entry.tool_call_id in known or entry.tool_call_id in self._routed:
-                continue
-            self._routed.add(entry.tool_call_id)
-            routes.append(
-                ClientToolOwnershipRecorded(
-                    tool_call_id=entry.tool_call_id,
-                    owner_session_id=entry.owner_session_id,
-                    remote=self.target.remote,
-                    via_session_id=self.session_id,
-                    kind=entry.kind,
-                    tool_name=entry.tool_name,
-                    arguments=entry.arguments,
-                    path=entry.path,
-                    expires_in=entry.expires_in,
-                    expires_at=entry.expires_at,
-                )
-            )
-        return routes
 
     # --- finish -------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ import hashlib
 import inspect
 import logging
 import time
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -22,9 +23,11 @@ from pydantic import ValidationError
 from .agents import AgentConfig, RemoteSubAgentTool, SubAgentTool
 from .events import (
     ApprovalRequested,
+    ClientToolOwnershipRecorded,
     ClientToolPending,
     Event,
     InputRequired,
+    RemoteRef,
     Suspended,
     SuspensionReason,
 )
@@ -40,6 +43,7 @@ __all__ = [
     "approval_gate",
     "client_call",
     "expiry_message",
+    "route_records",
     "suspension",
     "tree_unique_call_id",
     "waits_for_people",
@@ -189,6 +193,32 @@ async def client_call(
     outcome = ToolOutcome(result=pending.result, error=pending.error)
     await writer.append(*result_events(agent, sid, call, outcome, usage=True))
     return False
+
+
+def route_records(
+    chunk: InputRequired, *, via: str, remote: RemoteRef | None, known: AbstractSet[str]
+) -> list[Event]:
+    """An ancestor's route to each entry of a forwarded ``input_required`` it does not know.
+
+    Recorded in the batch that forwards the chunk, so on every ancestor the
+    route to an entry exists before the entry shows on its stream.
+    """
+    return [
+        ClientToolOwnershipRecorded(
+            tool_call_id=entry.tool_call_id,
+            owner_session_id=entry.owner_session_id,
+            remote=remote,
+            via_session_id=via,
+            kind=entry.kind,
+            tool_name=entry.tool_name,
+            arguments=entry.arguments,
+            path=entry.path,
+            expires_in=entry.expires_in,
+            expires_at=entry.expires_at,
+        )
+        for entry in chunk.pending
+        if entry.tool_call_id not in known
+    ]
 
 
 def _answered_since(state: SessionState, waiting: Waiting) -> bool:

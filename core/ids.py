@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import re
 import uuid
+from typing import NewType
 
 from .errors import InvalidSessionIdError
 
 __all__ = [
     "MAX_SESSION_ID_LENGTH",
     "SESSION_ID_ALPHABET",
+    "SessionId",
     "decode_session_token",
     "encode_session_token",
     "new_run_id",
@@ -28,8 +30,11 @@ SESSION_ID_ALPHABET = "A-Z a-z 0-9 _ - . :"
 
 _SAFE = re.compile(r"[A-Za-z0-9_.:\-]+")
 
+SessionId = NewType("SessionId", str)
+"""A session id that :func:`validate_session_id` has checked."""
 
-def validate_session_id(session_id: object) -> str:
+
+def validate_session_id(session_id: object) -> SessionId:
     """Return ``session_id`` if it is a valid id, else raise :class:`InvalidSessionIdError`."""
     if not isinstance(session_id, str):
         raise InvalidSessionIdError(repr(session_id), "must be a string")
@@ -43,7 +48,7 @@ def validate_session_id(session_id: object) -> str:
         raise InvalidSessionIdError(
             session_id, f"may only contain the characters {SESSION_ID_ALPHABET}"
         )
-    return session_id
+    return SessionId(session_id)
 
 
 def new_run_id() -> str:

@@ -40,6 +40,7 @@ from .events import (
     MessageAppended,
     OutputChunk,
     PendingInput,
+    PendingInputKind,
     RunStarted,
     SessionCreated,
     StateUpdated,
@@ -527,53 +528,48 @@ def pending_inputs(state: SessionState) -> list[PendingInput]:
     if state.is_terminal:
         return []
     path = [*state.ancestors, state.session_id]
-    entries: list[PendingInput] = [
-        PendingInput(
-            kind="client_tool",
-            tool_call_id=call_id,
-            tool_name=pending.tool_name,
-            arguments=pending.arguments,
-            owner_session_id=state.session_id,
-            path=path,
-            expires_in=pending.expires_in,
-            expires_at=pending.expires_at,
-        )
-        for call_id, pending in state.pending_client_tools.items()
-        if not pending.submitted
+    own: list[tuple[PendingInputKind, str, PendingClientTool | PendingApproval]] = [
+        *(
+            ("client_tool", call_id, pending)
+            for call_id, pending in state.pending_client_tools.items()
+            if not pending.submitted
+        ),
+        *(
+            ("approval", call_id, pending)
+            for call_id, pending in state.pending_approvals.items()
+            if pending.approved is None
+        ),
     ]
-    entries.extend(
-        PendingInput(
-            kind="approval",
-            tool_call_id=call_id,
-            tool_name=pending.tool_name,
-            arguments=pending.arguments,
-            owner_session_id=state.session_id,
-            path=path,
-            expires_in=pending.expires_in,
-            expires_at=pending.expires_at,
-        )
-        for call_id, pending in state.pending_approvals.items()
-        if pending.approved is None
-    )
+    entries = [
+        _entry(kind, call_id, pending, state.session_id, path) for kind, call_id, pending in own
+    ]
     for call_id, mirror in state.client_tool_ownership.items():
-        if mirror.answered:
-            continue
         via = state.sub_sessions.get(mirror.via_session_id or "")
-        if via is not None and via.status in ("completed", "failed", "terminated"):
-            continue  # the child ended: whatever it waited for is moot
-        entries.append(
-            PendingInput(
-                kind=mirror.kind,
-                tool_call_id=call_id,
-                tool_name=mirror.tool_name,
-                arguments=mirror.arguments,
-                owner_session_id=mirror.owner_session_id,
-                path=mirror.path,
-                expires_in=mirror.expires_in,
-                expires_at=mirror.expires_at,
-            )
-        )
+        if mirror.answered or (
+            via is not None and via.status in ("completed", "failed", "terminated")
+        ):
+            continue  # answered, or the child ended: whatever it waited for is moot
+        entries.append(_entry(mirror.kind, call_id, mirror, mirror.owner_session_id, mirror.path))
     return entries
+
+
+def _entry(
+    kind: PendingInputKind,
+    call_id: str,
+    known: PendingClientTool | PendingApproval | ToolOwnership,
+    owner: str,
+    path: list[str],
+) -> PendingInput:
+    return PendingInput(
+        kind=kind,
+        tool_call_id=call_id,
+        tool_name=known.tool_name,
+        arguments=known.arguments,
+        owner_session_id=owner,
+        path=path,
+        expires_in=known.expires_in,
+        expires_at=known.expires_at,
+    )
 
 
 def project_status(events: Iterable[Event]) -> StatusSnapshot:

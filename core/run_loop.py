@@ -25,7 +25,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from ._aio import closing_iter, prefetch
+from ._aio import closing_iter, prefetch, unwrap_group
 from .agents import AgentConfig, HookContext, RemoteSubAgentTool, SubAgentTool
 from .child_calls import ChildCall, SubAgentToolLike
 from .errors import HelixError, OwnershipLost
@@ -90,12 +90,6 @@ def unanswered_calls(state: SessionState) -> list[ToolCall]:
     return []
 
 
-def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    while isinstance(group, BaseExceptionGroup) and len(group.exceptions) == 1:
-        group = group.exceptions[0]  # type: ignore[assignment]
-    return group
-
-
 class SessionRun:
     """Runs one session until its current run ends. Use once."""
 
@@ -137,7 +131,7 @@ class SessionRun:
                     await self._loop()
                     tg.cancel_scope.cancel()
         except BaseExceptionGroup as group:
-            error = _unwrap(group)
+            error = unwrap_group(group)
             if not isinstance(error, Exception):
                 raise
             await self._crashed(error)

@@ -17,7 +17,7 @@ from .projections import project_state, stream_item
 from .protocol import ChunkEvent, EndEvent, ErrorEvent, TransportEvent
 from .store import EventStore
 
-__all__ = ["RUN_ENDING_EVENTS", "final_event", "stream_session"]
+__all__ = ["RUN_ENDING_EVENTS", "final_event", "open_session_stream", "stream_session"]
 
 RUN_ENDING_EVENTS = (Completed, Failed, Aborted, Interrupted)
 """Events after which a run is over and its stream ends (unless a new run starts)."""
@@ -55,7 +55,35 @@ async def stream_session(
     """
     known = await store.read(session_id)
     if not known and must_exist:
-        raise AgentServerError("NOT_FOUND", f"session {session_id!r} not found")
+        raise _not_found(session_id)
+    async with closing_iter(_stream_from(store, session_id, from_sequence, known)) as events:
+        async for event in events:
+            yield event
+
+
+async def open_session_stream(
+    store: EventStore, session_id: str, from_sequence: int = 0
+) -> AsyncIterator[TransportEvent]:
+    """The session's stream (as :func:`stream_session`), opened: its one read of the log is done.
+
+    Raises ``NOT_FOUND`` now, before any event, for a session that does not
+    exist: an edge can refuse the request before it answers (``/sse``'s 404)
+    without reading the log a second time.
+    """
+    known = await store.read(session_id)
+    if not known:
+        raise _not_found(session_id)
+    return _stream_from(store, session_id, from_sequence, known)
+
+
+def _not_found(session_id: str) -> AgentServerError:
+    return AgentServerError("NOT_FOUND", f"session {session_id!r} not found")
+
+
+async def _stream_from(
+    store: EventStore, session_id: str, from_sequence: int, known: list[Event]
+) -> AsyncIterator[TransportEvent]:
+    """The stream, given the log as one read found it (``known``)."""
     final = final_event(known)
     for event in known:
         if event.seq <= from_sequence:

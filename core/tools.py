@@ -159,15 +159,21 @@ class Tool(Generic[InputT]):
         )
 
 
-def validate_tool_name(name: str, *, allow_reserved: bool = False) -> str:
-    """Return ``name`` if it is a valid tool name, else raise :class:`UsageError`."""
-    if not isinstance(name, str) or _TOOL_NAME.fullmatch(name) is None:
-        raise UsageError(f"invalid tool name {name!r}: use 1-64 letters, digits, '_' or '-'")
+def validate_tool_name(
+    name: str, *, allow_reserved: bool = False, what: str = "tool name", longest: int = 64
+) -> str:
+    """Return ``name`` if it is a valid tool name, else raise :class:`UsageError`.
+
+    ``what`` names the thing in the message ("agent name" for an agent, whose
+    tool is ``subagent__<name>``), ``longest`` its length limit.
+    """
+    if not isinstance(name, str) or _TOOL_NAME.fullmatch(name) is None or len(name) > longest:
+        raise UsageError(f"invalid {what} {name!r}: use 1-{longest} letters, digits, '_' or '-'")
     if not allow_reserved:
         for prefix in RESERVED_TOOL_PREFIXES:
             if name.startswith(prefix):
                 raise UsageError(
-                    f"tool name {name!r} uses the reserved prefix {prefix!r} "
+                    f"{what} {name!r} uses the reserved prefix {prefix!r} "
                     f"(reserved: {', '.join(RESERVED_TOOL_PREFIXES)})"
                 )
     return name

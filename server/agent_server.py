@@ -5,6 +5,11 @@ semantics (idempotent start by compare-and-append, interrupts as log events):
 it builds the executor from an ``{agent type: agent}`` map, owns its lifetime,
 and turns unexpected failures into ``INTERNAL_ERROR``. Front it with
 ``create_http_app`` (HTTP+SSE) or the NATS host.
+
+Every start and resume of a session here (a request's, an answer's that
+resumes it, a local child's, an expiry timer's, ``recover()``'s) runs inside
+the executor's ``run_guard`` when one is set: the NATS host takes the
+session's lease there, before the run can begin (``specs/nats.md``).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from helix_agents import (
     RemoteStartRequest,
     RemoteStartResponse,
     RemoteStatusResponse,
+    RunGuard,
     SubmitResponse,
     TransportEvent,
     UsageError,
@@ -32,8 +38,10 @@ from helix_agents import (
     checked_session_id,
 )
 from helix_agents._aio import closing_iter
+from helix_agents.ids import SessionId
+from helix_agents.streaming import open_session_stream
 
-__all__ = ["AgentServer"]
+__all__ = ["AgentServer", "RunGuard"]
 
 log = logging.getLogger("helix_agents.server")
 
@@ -65,6 +73,7 @@ class AgentServer:
             workspace kinds it does not cover, or a listed kind the executor
             has no provider for. Unset (soft), a warning is logged when an
             agent declares workspaces (seed 000, "Workspace Wiring").
+
     """
 
     def __init__(
@@ -104,6 +113,7 @@ class AgentServer:
             for agent in agent_list:
                 executor.registry.register(agent)
             executor.workspaces.check_wiring(executor.registry, workspace_provider_kinds)
+            executor.require_models()
         self.executor = executor
         self.agent_types = sorted(agent.name for agent in agent_list)
         """The agent types callers may start (sub-agents are reachable only through them)."""
@@ -150,44 +160,69 @@ class AgentServer:
             log.exception("agent server failed in %s", getattr(fn, "__name__", fn))
             raise AgentServerError("INTERNAL_ERROR", f"{type(exc).__name__}: {exc}") from exc
 
-    async def start_agent(self, request: RemoteStartRequest) -> RemoteStartResponse:
-        """Start a session (idempotent); see ``AgentExecutor.start_agent`` for the codes."""
+    @property
+    def run_guard(self) -> RunGuard | None:
+        """The executor's guard around every start and resume (see ``AgentExecutor.run_guard``)."""
+        return self.executor.run_guard
+
+    @run_guard.setter
+    def run_guard(self, guard: RunGuard | None) -> None:
+        self.executor.run_guard = guard
+
+    # The protocol, as a ``RemoteAgentTransport`` (the gateway and the NATS host
+    # talk to this), over the executor's one implementation of it.
+
+    async def start(self, request: RemoteStartRequest) -> RemoteStartResponse:
+        """Start a session (idempotent); only the server's agent types may be started.
+
+        Codes as ``ExecutorService.start``; an unexpected failure is ``INTERNAL_ERROR``.
+        """
         checked_session_id(request.session_id)
         if request.agent_type not in self.agent_types:
             raise AgentServerError("NOT_FOUND", f"agent type not found: {request.agent_type}")
-        return await self._call(self.executor.start_agent, request)
+        return await self._call(self.executor.service.start, request)
 
-    async def resume_agent(self, request: RemoteResumeRequest) -> RemoteStartResponse:
+    async def resume(self, request: RemoteResumeRequest) -> RemoteStartResponse:
         """Resume an interrupted or paused session."""
-        return await self._call(self.executor.resume_agent, request)
+        return await self._call(self.executor.service.resume, request)
 
-    async def stream_agent(
+    async def stream(
         self, session_id: str, from_sequence: int = 0
     ) -> AsyncIterator[TransportEvent]:
         """The session's stream from ``from_sequence``; ``NOT_FOUND`` for an unknown session."""
-        opened = self.executor.stream_agent(session_id, from_sequence, must_exist=True)
-        async with closing_iter(opened) as events:
+        async with closing_iter(self.executor.service.stream(session_id, from_sequence)) as events:
             async for event in events:
                 yield event
 
+    async def open_stream(
+        self, session_id: SessionId, from_sequence: int = 0
+    ) -> AsyncIterator[TransportEvent]:
+        """The session's stream, opened with one read of its log; ``NOT_FOUND`` now if unknown.
+
+        For an edge that has checked the id (and ``from_sequence >= 0``): the
+        store's own check is the only one after that.
+        """
+        store = self.executor.store
+        return await self._call(open_session_stream, store, session_id, from_sequence)
+
     async def get_status(self, session_id: str) -> RemoteStatusResponse:
         """The session's status, including ``latest_sequence``."""
-        return await self._call(self.executor.get_status, session_id)
+        return await self._call(self.executor.service.get_status, session_id)
 
-    async def interrupt_agent(self, session_id: str, reason: str | None = None) -> None:
+    async def interrupt(self, session_id: str, reason: str | None = None) -> None:
         """Interrupt a session, wherever it runs (the request is an event in its log)."""
-        await self._call(self.executor.interrupt_agent, session_id, reason)
+        await self._call(self.executor.service.interrupt, session_id, reason)
 
-    async def abort_agent(self, session_id: str, reason: str | None = None) -> None:
+    async def abort(self, session_id: str, reason: str | None = None) -> None:
         """Abort a session, wherever it runs."""
-        await self._call(self.executor.abort_agent, session_id, reason)
+        await self._call(self.executor.service.abort, session_id, reason)
 
     async def submit_tool_result(
         self, session_id: str, tool_call_id: str, result: Any = None, error: str | None = None
     ) -> SubmitResponse:
         """Answer a client tool call at ``session_id`` (routed to its owner; specs/hitl.md)."""
         return await self._call(
-            self.executor.submit_tool_result, session_id, tool_call_id, result, error
+            self.executor.service.submit_tool_result, session_id, tool_call_id, result, error
         )
 
     async def submit_approval(
@@ -195,5 +230,12 @@ class AgentServer:
     ) -> SubmitResponse:
         """Approve or deny a gated call at ``session_id`` (routed to its owner)."""
         return await self._call(
-            self.executor.submit_approval, session_id, tool_call_id, approved, reason
+            self.executor.service.submit_approval, session_id, tool_call_id, approved, reason
         )
+
+    # The seeds' AgentServer names for the same operations.
+    start_agent = start
+    resume_agent = resume
+    stream_agent = stream
+    interrupt_agent = interrupt
+    abort_agent = abort

@@ -13,6 +13,7 @@ import argparse
 import io
 import os
 import sys
+from functools import partial
 from itertools import takewhile
 from pathlib import Path
 from typing import NoReturn
@@ -46,6 +47,7 @@ from .commands import (
     serve_limits,
 )
 from .demo import run_demo
+from .demo_hitl import run_hitl_demo
 from .replay import replay_lines
 
 __all__ = ["DAMAGE_FOUND", "CliError", "main", "store_url"]
@@ -156,7 +158,20 @@ def _build_parser() -> argparse.ArgumentParser:
         "print its stream live, then replay it. The LLM is scripted: no model is called. "
         "Without --store, a fresh SQLite file in a temporary directory is used.",
     )
+    demo.add_argument(
+        "scenario",
+        nargs="?",
+        choices=["tree", "hitl"],
+        default="tree",
+        help="tree: a parent and a sub-agent (default); hitl: a grandchild's tool waits for "
+        "your approval, typed at the terminal",
+    )
     demo.add_argument("--store", metavar="URL", help="event store URL (default: a fresh file)")
+    demo.add_argument(
+        "--answer",
+        choices=["approve", "deny"],
+        help="hitl: answer without asking (default: ask on standard input)",
+    )
     add_commands(commands, store_help)
     return parser
 
@@ -283,8 +298,24 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    if args.scenario == "hitl":
+        anyio.run(partial(run_hitl_demo, args.store, ask=_ask, answer=args.answer))
+        return 0
+    if args.answer is not None:
+        raise CliError("--answer is for 'demo hitl'")
     anyio.run(run_demo, args.store)
     return 0
+
+
+async def _ask(prompt: str) -> str | None:
+    """Ask at the terminal (a worker thread reads standard input); None at its end."""
+
+    def read() -> str | None:
+        print(prompt, end="", flush=True)
+        line = sys.stdin.readline()
+        return line if line else None
+
+    return await anyio.to_thread.run_sync(read, abandon_on_cancel=True)
 
 
 def _write_bytes(data: bytes) -> None:

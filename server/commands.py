@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import logging
 import math
 import os
 import sys
@@ -238,6 +239,11 @@ async def run_host(spec: str, *, nats_url: str, lease_ttl: float = 10.0) -> None
 
     from .nats_host import NatsAgentHost
 
+    # A host's log on stderr: which sessions it runs, takes over, or fails to lease.
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.getLogger("helix_agents").addHandler(handler)
+    logging.getLogger("helix_agents").setLevel(logging.INFO)
     target = load_target(spec)
     agents = (
         [target.executor.registry.get(name) for name in target.agent_types]
@@ -304,7 +310,7 @@ async def rerun_lines(url: str, session_id: str, spec: str) -> list[str]:
         workspace_providers=sandbox,
         workspace_provider_kinds=sandbox,
     ) as executor:
-        await executor.start_agent(
+        await executor.service.start(
             RemoteStartRequest(
                 session_id=session_id,
                 agent_type=created.agent_type,

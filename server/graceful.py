@@ -7,8 +7,9 @@ on. Runs still going after ``grace`` seconds are interrupted: an
 ``interrupt_requested`` event with :data:`SHUTDOWN_REASON` in each log, so
 each run records ``interrupted`` and stops, and the next ``serve`` on the same
 store resumes them. Their streams get a few seconds to send their last event,
-then the remaining connections are closed and the process exits. A second signal starts that at once; a third stops waiting
-for connections (uvicorn's forced exit).
+then the remaining connections are closed and the process exits. A second
+signal starts that at once; a third stops waiting for connections (uvicorn's
+forced exit).
 """
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ class GracefulServer(uvicorn.Server):
         log.warning("interrupting %d run(s) still going: %s", len(roots), roots)
         for session_id in roots:
             try:
-                await executor.interrupt_agent(session_id, SHUTDOWN_REASON)
+                await agents.interrupt(session_id, SHUTDOWN_REASON)
             except HelixError as exc:  # it ended meanwhile, or the store failed
                 log.warning("could not interrupt session %s: %s", session_id, exc)
         with anyio.move_on_after(_STOP_WAIT):
@@ -149,7 +150,7 @@ async def resume_interrupted_by_shutdown(agents: AgentServer) -> list[str]:
                 or executor.registry.get(state.agent_type) is None
             ):
                 continue
-            await executor.resume_agent(RemoteResumeRequest(session_id=session_id))
+            await agents.resume(RemoteResumeRequest(session_id=session_id))
         except HelixError as exc:
             log.warning("could not resume session %s after the shutdown: %s", session_id, exc)
             continue

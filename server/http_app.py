@@ -2,15 +2,15 @@
 
 It fronts an :class:`AgentServer` in this process or any
 :class:`~helix_agents.RemoteAgentTransport` (a fleet behind NATS, another
-HTTP server); one code path serves both, because an ``AgentServer`` is
-reached through an :class:`~helix_agents.InProcessTransport`. The protocol is
+HTTP server); one code path serves both, because an ``AgentServer`` is itself
+a ``RemoteAgentTransport`` (over its executor's one implementation of the
+protocol). The protocol is
 in ``specs/http.md``.
 """
 
 from __future__ import annotations
 
 import hmac
-import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -25,25 +25,21 @@ from starlette.routing import Route
 from helix_agents import (
     HTTP_STATUS,
     AgentServerError,
-    HelixError,
-    InProcessTransport,
-    LogError,
     RemoteAgentTransport,
     RemoteResumeRequest,
     RemoteStartRequest,
     SubmitApprovalRequest,
     SubmitToolResultRequest,
-    TransportError,
-    UsageError,
-    validate_session_id,
+    TransportEvent,
 )
+from helix_agents.ids import SessionId
+from helix_agents.transports.bodies import SessionRequest
 
 from .agent_server import AgentServer
+from .edge import StreamOpener, checked_id, checked_start, decode, protocol_error
 from .sse import SSEResponse
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "Auth", "SessionRequest", "create_http_app"]
-
-log = logging.getLogger("helix_agents.server")
 
 T = TypeVar("T")
 
@@ -58,35 +54,12 @@ _encoder = msgspec.json.Encoder()
 _MAX_SEQ = 2**63 - 1  # the largest sequence a store can hold
 
 
-class SessionRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """The body of ``/interrupt`` and ``/abort``."""
-
-    session_id: str
-    reason: str | None = None
-
-
-class _Refused(Exception):
-    """A request refused before it reached the target; carries the protocol error."""
-
-    def __init__(self, code: str, message: str) -> None:
-        self.code = code
-        self.message = message
-        super().__init__(message)
-
-
 def _json(payload: Any, status: int = 200) -> Response:
     return Response(_encoder.encode(payload), status, media_type="application/json")
 
 
-def _error(code: str, message: str) -> Response:
-    return _json({"error": message, "code": code}, HTTP_STATUS.get(code, 500))
-
-
-def _session_id(value: object, field: str = "sessionId") -> str:
-    try:
-        return validate_session_id(value)
-    except UsageError as exc:
-        raise _Refused("INVALID_REQUEST", f"{field}: {exc}") from exc
+def _error(error: AgentServerError) -> Response:
+    return _json({"error": error.message, "code": error.code}, HTTP_STATUS.get(error.code, 500))
 
 
 def create_http_app(
@@ -107,9 +80,7 @@ def create_http_app(
         max_body_bytes: larger request bodies are refused with 413.
     """
     server = target if isinstance(target, AgentServer) else None
-    transport: RemoteAgentTransport = (
-        InProcessTransport(target) if isinstance(target, AgentServer) else target
-    )
+    transport: RemoteAgentTransport = target
 
     async def authorized(request: Request) -> bool:
         if auth is None:
@@ -122,25 +93,21 @@ def create_http_app(
             return bool(await auth(token))
         return any(hmac.compare_digest(token, allowed) for allowed in auth)
 
+    def too_large() -> AgentServerError:
+        return AgentServerError("PAYLOAD_TOO_LARGE", f"request body over {max_body_bytes} bytes")
+
     async def body(request: Request, kind: type[T]) -> T:
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > max_body_bytes:
-            raise _Refused("PAYLOAD_TOO_LARGE", f"request body over {max_body_bytes} bytes")
+            raise too_large()
         chunks: list[bytes] = []
         size = 0
         async for chunk in request.stream():
             size += len(chunk)
             if size > max_body_bytes:
-                raise _Refused("PAYLOAD_TOO_LARGE", f"request body over {max_body_bytes} bytes")
+                raise too_large()
             chunks.append(chunk)
-        raw = b"".join(chunks)
-        try:
-            decoded: T = msgspec.json.decode(raw, type=kind)
-        except msgspec.ValidationError as exc:
-            raise _Refused("INVALID_REQUEST", f"invalid request: {exc}") from exc
-        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-            raise _Refused("INVALID_REQUEST", f"malformed JSON: {exc}") from exc
-        return decoded
+        return decode(b"".join(chunks), kind)
 
     def endpoint(
         handler: Callable[[Request], Awaitable[Response | SSEResponse]], *, open_: bool = False
@@ -148,74 +115,64 @@ def create_http_app(
         async def wrapped(request: Request) -> Any:
             try:
                 if not open_ and not await authorized(request):
-                    raise _Refused("UNAUTHORIZED", "missing or invalid bearer token")
+                    raise AgentServerError("UNAUTHORIZED", "missing or invalid bearer token")
                 return await handler(request)
-            except _Refused as exc:
-                return _error(exc.code, exc.message)
-            except AgentServerError as exc:
-                return _error(exc.code, exc.message)
-            except TransportError as exc:
-                log.warning("gateway target unreachable: %s", exc)
-                return _error("INTERNAL_ERROR", f"agent host unreachable: {exc}")
-            except (UsageError, LogError) as exc:
-                return _error("INVALID_REQUEST", str(exc))
-            except HelixError as exc:  # a store or other server-side failure
-                log.error("gateway request failed: %s", exc)
-                return _error("INTERNAL_ERROR", str(exc))
+            except Exception as exc:
+                return _error(protocol_error(exc, f"gateway {request.url.path}"))
 
         wrapped.__name__ = handler.__name__
         return wrapped
 
+    async def open_stream(
+        session_id: SessionId, from_sequence: int
+    ) -> AsyncIterator[TransportEvent]:
+        """The stream, its session known to exist: a 404 comes before any byte of it."""
+        if isinstance(target, StreamOpener):  # an AgentServer, a NATS fleet: one read of the log
+            return await target.open_stream(session_id, from_sequence)
+        await transport.get_status(session_id)  # another gateway: ask it first
+        return transport.stream(session_id, from_sequence)
+
     async def start(request: Request) -> Response:
-        req = await body(request, RemoteStartRequest)
-        _session_id(req.session_id)
-        for field, value in (
-            ("parentSessionId", req.parent_session_id),
-            ("rootSessionId", req.root_session_id),
-        ):
-            if value is not None:
-                _session_id(value, field)
+        req = checked_start(await body(request, RemoteStartRequest))
         return _json(await transport.start(req))
 
     async def resume(request: Request) -> Response:
         req = await body(request, RemoteResumeRequest)
-        _session_id(req.session_id)
+        checked_id(req.session_id)
         return _json(await transport.resume(req))
 
     async def status(request: Request) -> Response:
-        session_id = _session_id(request.query_params.get("sessionId", ""))
+        session_id = checked_id(request.query_params.get("sessionId", ""))
         return _json(await transport.get_status(session_id))
 
     async def sse(request: Request) -> SSEResponse:
-        session_id = _session_id(request.query_params.get("sessionId", ""))
+        session_id = checked_id(request.query_params.get("sessionId", ""))
         raw = request.query_params.get("fromSequence")
         field = "fromSequence"
         if raw is None:
             raw, field = request.headers.get("last-event-id", "0"), "Last-Event-ID"
         if not (raw.isascii() and raw.isdigit()) or int(raw) > _MAX_SEQ:
-            raise _Refused(
+            raise AgentServerError(
                 "INVALID_REQUEST", f"{field} must be an integer from 0 to {_MAX_SEQ}, not {raw!r}"
             )
-        await transport.get_status(session_id)  # 404 before any byte of the stream
-        return SSEResponse(
-            transport.stream(session_id, int(raw)), heartbeat_interval=heartbeat_interval
-        )
+        events = await open_stream(session_id, int(raw))
+        return SSEResponse(events, heartbeat_interval=heartbeat_interval)
 
     async def interrupt(request: Request) -> Response:
         req = await body(request, SessionRequest)
-        await transport.interrupt(_session_id(req.session_id), req.reason)
+        await transport.interrupt(checked_id(req.session_id), req.reason)
         return _json({"ok": True})
 
     async def abort(request: Request) -> Response:
         req = await body(request, SessionRequest)
-        await transport.abort(_session_id(req.session_id), req.reason)
+        await transport.abort(checked_id(req.session_id), req.reason)
         return _json({"ok": True})
 
     async def submit_tool_result(request: Request) -> Response:
         req = await body(request, SubmitToolResultRequest)
         return _json(
             await transport.submit_tool_result(
-                _session_id(req.session_id), req.tool_call_id, req.result, req.error
+                checked_id(req.session_id), req.tool_call_id, req.result, req.error
             )
         )
 
@@ -223,7 +180,7 @@ def create_http_app(
         req = await body(request, SubmitApprovalRequest)
         return _json(
             await transport.submit_approval(
-                _session_id(req.session_id), req.tool_call_id, req.approved, req.reason
+                checked_id(req.session_id), req.tool_call_id, req.approved, req.reason
             )
         )
 
@@ -233,14 +190,15 @@ def create_http_app(
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         if exc.status_code == 405:
-            return _error("METHOD_NOT_ALLOWED", f"{request.method} is not allowed here")
+            return _error(
+                AgentServerError("METHOD_NOT_ALLOWED", f"{request.method} is not allowed here")
+            )
         if exc.status_code == 404:
-            return _error("NOT_FOUND", f"no route {request.url.path}")
-        return _error("INVALID_REQUEST", str(exc.detail))
+            return _error(AgentServerError("NOT_FOUND", f"no route {request.url.path}"))
+        return _error(AgentServerError("INVALID_REQUEST", str(exc.detail)))
 
     async def internal_error(request: Request, exc: Exception) -> Response:
-        log.exception("gateway error", exc_info=exc)
-        return _error("INTERNAL_ERROR", f"{type(exc).__name__}: {exc}")
+        return _error(protocol_error(exc, f"gateway {request.url.path}"))
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

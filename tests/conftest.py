@@ -28,7 +28,9 @@ from helix_agents.stores import JetStreamEventStore, MemoryEventStore, SqliteEve
 
 # --- Hypothesis ----------------------------------------------------------------
 
-settings.register_profile("dev", settings())
+# No per-example deadline in either profile: a deadline is a wall-clock
+# assertion, and on a shared 2-core machine it fails tests that are correct.
+settings.register_profile("dev", settings(deadline=None))
 settings.register_profile(
     "ci",
     derandomize=False,

@@ -31,7 +31,6 @@ __all__ = [
     "server_error",
     "start_decoder",
     "status_decoder",
-    "stop_body",
 ]
 
 T = TypeVar("T")
@@ -62,14 +61,6 @@ _event_decoder: msgspec.json.Decoder[TransportEvent] = msgspec.json.Decoder(Tran
 start_decoder = msgspec.json.Decoder(RemoteStartResponse)
 status_decoder = msgspec.json.Decoder(RemoteStatusResponse)
 submit_decoder = msgspec.json.Decoder(SubmitResponse)
-
-
-def stop_body(session_id: str, reason: str | None) -> bytes:
-    """The body of ``/interrupt`` and ``/abort``; no ``reason`` key when there is none."""
-    body = {"sessionId": session_id}
-    if reason is not None:
-        body["reason"] = reason
-    return encode(body)
 
 
 def decode(response: httpx.Response, decoder: msgspec.json.Decoder[T]) -> T:

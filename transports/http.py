@@ -38,9 +38,9 @@ from ._http_wire import (
     server_error,
     start_decoder,
     status_decoder,
-    stop_body,
     submit_decoder,
 )
+from .bodies import SessionRequest
 from .sse import SSEParser
 
 __all__ = ["HeadersSource", "HttpRemoteAgentTransport"]
@@ -140,11 +140,15 @@ class HttpRemoteAgentTransport:
 
     async def interrupt(self, session_id: str, reason: str | None = None) -> None:
         """``POST /interrupt``: stop the session softly (errors as :meth:`start`)."""
-        await self._send("POST", "/interrupt", stop_body(session_id, reason))
+        await self._send(
+            "POST", "/interrupt", encode(SessionRequest(session_id=session_id, reason=reason))
+        )
 
     async def abort(self, session_id: str, reason: str | None = None) -> None:
         """``POST /abort``: stop the session for good (errors as :meth:`start`)."""
-        await self._send("POST", "/abort", stop_body(session_id, reason))
+        await self._send(
+            "POST", "/abort", encode(SessionRequest(session_id=session_id, reason=reason))
+        )
 
     async def submit_tool_result(
         self, session_id: str, tool_call_id: str, result: Any = None, error: str | None = None

@@ -44,13 +44,15 @@ from helix_agents import (
 )
 from helix_agents._aio import closing_iter
 from helix_agents.retry import retrying
+from helix_agents.streaming import open_session_stream
+
+from .bodies import SessionRequest
 
 __all__ = [
     "DEFAULT_PREFIX",
     "DEFAULT_QUEUE",
     "NatsRemoteAgentTransport",
     "Reply",
-    "SessionOp",
     "StatusRequest",
 ]
 
@@ -71,13 +73,6 @@ class Reply(msgspec.Struct, frozen=True, kw_only=True):
     result: Any = None
     error: str | None = None
     code: str | None = None
-
-
-class SessionOp(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """The body of ``interrupt`` and ``abort``."""
-
-    session_id: str
-    reason: str | None = None
 
 
 class StatusRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -190,6 +185,28 @@ class NatsRemoteAgentTransport:
         checked_session_id(session_id)
         checked_from_sequence(from_sequence)
         opened = stream_session(self.store, session_id, from_sequence, must_exist=True)
+        async with closing_iter(self._relayed(session_id, opened)) as events:
+            async for event in events:
+                yield event
+
+    async def open_stream(
+        self, session_id: str, from_sequence: int = 0
+    ) -> AsyncIterator[TransportEvent]:
+        """The session's stream, opened: its log read once, ``NOT_FOUND`` now if it has none."""
+        checked_session_id(session_id)
+        checked_from_sequence(from_sequence)
+        try:
+            events = await open_session_stream(self.store, session_id, from_sequence)
+        except StoreClosedError:
+            raise
+        except StoreError as exc:
+            raise TransportError(f"stream of {session_id!r} broke: {exc}") from exc
+        return self._relayed(session_id, events)
+
+    async def _relayed(
+        self, session_id: str, opened: AsyncIterator[TransportEvent]
+    ) -> AsyncIterator[TransportEvent]:
+        """``opened``, a store failure under it told as a dropped stream; closes it."""
         async with closing_iter(opened) as events:
             try:
                 async for event in events:
@@ -213,13 +230,13 @@ class NatsRemoteAgentTransport:
     async def interrupt(self, session_id: str, reason: str | None = None) -> None:
         """Interrupt the session, wherever it runs."""
         subject = self._session_subject("interrupt", session_id)
-        body = _encoder.encode(SessionOp(session_id=session_id, reason=reason))
+        body = _encoder.encode(SessionRequest(session_id=session_id, reason=reason))
         await self._request(subject, body, missing=_NO_HOST)
 
     async def abort(self, session_id: str, reason: str | None = None) -> None:
         """Abort the session, wherever it runs."""
         subject = self._session_subject("abort", session_id)
-        body = _encoder.encode(SessionOp(session_id=session_id, reason=reason))
+        body = _encoder.encode(SessionRequest(session_id=session_id, reason=reason))
         await self._request(subject, body, missing=_NO_HOST)
 
     async def submit_tool_result(

@@ -89,11 +89,11 @@ async def _until(executor: AgentExecutor, session_id: str, status: str) -> None:
     """Wait, on the log itself, until the session's status is ``status``."""
     store = executor.store
     with anyio.fail_after(10):
-        if (await executor.get_status(session_id)).status == status:
+        if (await executor.service.get_status(session_id)).status == status:
             return
         async with aclosing(store.tail(session_id, 0)) as events:  # type: ignore[type-var]
             async for _event in events:
-                if (await executor.get_status(session_id)).status == status:
+                if (await executor.service.get_status(session_id)).status == status:
                     return
 
 
@@ -116,7 +116,7 @@ async def test_a_client_tool_and_an_approval_three_deep_resume_the_tree_from_the
     async with AgentExecutor(store, [root]) as executor:
         handle = await executor.execute(root, "hi", session_id="r1")
         assert (await handle.result()).status == "paused"
-        status = await executor.get_status("r1")
+        status = await executor.service.get_status("r1")
         assert status.awaiting_input
         entries = {entry.kind: entry for entry in status.pending_inputs}
         owner = "r1-sub-call_0_0-sub-call_0_0"
@@ -130,7 +130,7 @@ async def test_a_client_tool_and_an_approval_three_deep_resume_the_tree_from_the
         client = entries["client_tool"].tool_call_id
         first = await handle.submit_tool_result(client, {"color": "red"})
         assert not first.resumed
-        assert (await executor.get_status("r1")).status == "paused"
+        assert (await executor.service.get_status("r1")).status == "paused"
         assert [e.kind for e in await handle.pending_inputs()] == ["approval"]
 
         done = await handle.approve(entries["approval"].tool_call_id)

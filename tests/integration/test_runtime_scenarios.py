@@ -1104,7 +1104,7 @@ async def test_start_is_idempotent(store: EventStore) -> None:
             await entered.wait()
             again = await executor.execute(worker, "go", session_id="s1")
             assert {h.run_id for h in handles} == {again.run_id}
-            response = await executor.start_agent(
+            response = await executor.service.start(
                 RemoteStartRequest(session_id="s1", agent_type="worker", message="go")
             )
             assert response.run_id == again.run_id
@@ -1210,10 +1210,10 @@ async def test_hooks_fire_in_order_for_parent_and_child(store: EventStore) -> No
             assert calls == EXPECTED_HOOKS
 
             # Reading, projecting, streaming and refusing a finished session fire nothing.
-            await executor.get_status(ROOT)
+            await executor.service.get_status(ROOT)
             await executor.state(CHILD)
             [item async for item in handle.stream(0)]
-            async with closing_iter(executor.stream_agent(CHILD)) as events:
+            async with closing_iter(executor.service.stream(CHILD)) as events:
                 [event async for event in events]
             with pytest.raises(AgentServerError):
                 await executor.resume(ROOT)
@@ -1224,7 +1224,7 @@ async def test_hooks_fire_in_order_for_parent_and_child(store: EventStore) -> No
         project_state(log)
         project_stream(log)
     async with AgentExecutor(store, [parent]) as fresh:
-        await fresh.get_status(ROOT)
+        await fresh.service.get_status(ROOT)
     assert calls == EXPECTED_HOOKS
 
 
@@ -1459,7 +1459,7 @@ async def test_duplicate_child_chunks_are_dropped(store: EventStore) -> None:
     parent = three_deep()
     with anyio.fail_after(LIMIT):
         async with AgentExecutor(store, [parent], local_transport=transport) as executor:
-            transport.inner = InProcessTransport(executor)
+            transport.inner = InProcessTransport(executor.service)
             result = await (await executor.execute(parent, "go", session_id=ROOT)).result()
     assert result.status == "completed"
     grand = f"{CHILD}-sub-c2"
@@ -1865,7 +1865,7 @@ async def test_concurrent_resumes_of_one_session_start_one_run() -> None:
 
             async def resume() -> None:
                 request = RemoteResumeRequest(session_id=ROOT)
-                run_ids.append((await executor.resume_agent(request)).run_id)
+                run_ids.append((await executor.service.resume(request)).run_id)
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(resume)

@@ -480,7 +480,10 @@ async def test_a_start_request_inherits_only_from_a_parent_running_here() -> Non
     bare = define_agent("bare", output_schema=Answer)
     with anyio.fail_after(LIMIT):
         async with AgentExecutor(
-            store, [own, bare], workspace_providers={"memory": MemoryWorkspaceProvider()}
+            store,
+            [own, bare],
+            llm=ScriptedLLM([]),  # refused before any model would be asked
+            workspace_providers={"memory": MemoryWorkspaceProvider()},
         ) as executor:
             request = RemoteStartRequest(
                 session_id="spoof",
@@ -490,14 +493,14 @@ async def test_a_start_request_inherits_only_from_a_parent_running_here() -> Non
                 workspace_session_id="victim",
             )
             with pytest.raises(AgentServerError) as caught:
-                await executor.start_agent(request)
+                await executor.service.start(request)
             assert caught.value.code == "INVALID_REQUEST"
             assert "may only be set by a parent session running in this process" in str(
                 caught.value
             )
             declares = msgspec.structs.replace(request, agent_type="owner")
             with pytest.raises(AgentServerError) as named:
-                await executor.start_agent(declares)
+                await executor.service.start(declares)
             assert named.value.code == "INVALID_REQUEST"
             assert named.value.message.startswith(
                 "WorkspaceInheritanceError: agent 'owner' inherits its parent's workspaces"
@@ -732,7 +735,7 @@ async def test_an_inheriting_child_resumed_alone_reopens_its_owners_workspace(
         async with AgentExecutor(
             store, [parent], workspace_providers={"local": LocalWorkspaceProvider(root)}
         ) as executor:
-            await executor.resume_agent(RemoteResumeRequest(session_id="orphan"))
+            await executor.service.resume(RemoteResumeRequest(session_id="orphan"))
             await executor.wait_idle("orphan")
     assert project_state(await store.read("orphan")).output == {"answer": "written before"}
 
@@ -810,7 +813,7 @@ async def test_an_inherited_registry_that_cannot_be_found_fails_the_calls(
     await store.append("orphan", orphan, 0)
     with anyio.fail_after(LIMIT):
         async with AgentExecutor(store, [child]) as executor:
-            await executor.resume_agent(RemoteResumeRequest(session_id="orphan"))
+            await executor.service.resume(RemoteResumeRequest(session_id="orphan"))
             await executor.wait_idle("orphan")
     assert project_state(await store.read("orphan")).status == "completed"
     assert all_results(play)[0] == [

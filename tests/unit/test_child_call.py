@@ -33,6 +33,7 @@ from helix_agents import (
     Failed,
     InProcessTransport,
     MessageAppended,
+    RemoteAgentTransport,
     RemoteResumeRequest,
     RemoteStartRequest,
     RemoteStartResponse,
@@ -160,8 +161,8 @@ class RecordingTransport(InProcessTransport):
     child's stream from the start (a server that redelivers what was held).
     """
 
-    def __init__(self, executor: AgentExecutor, *, replay_from_zero: bool = False) -> None:
-        super().__init__(executor)
+    def __init__(self, target: RemoteAgentTransport, *, replay_from_zero: bool = False) -> None:
+        super().__init__(target)
         self.replay_from_zero = replay_from_zero
         self.starts: list[str] = []
         self.resumes: list[str] = []
@@ -304,7 +305,7 @@ async def child_side(
     store = BatchStore()
     with anyio.CancelScope() as scope:
         async with AgentExecutor(store, agents) as executor:
-            inner = RecordingTransport(executor, replay_from_zero=replay_from_zero)
+            inner = RecordingTransport(executor.service, replay_from_zero=replay_from_zero)
             faulty = FaultyTransport(inner, plan)
             env = RunEnv(
                 store=store, llm=None, llm_override=None, local_transport=faulty, stop_grace=5.0
@@ -759,7 +760,7 @@ async def test_reopen_after_a_crash_follows_the_child_from_the_logs_seq(child_st
                 await wait_for(side.store, PARENT, forwards("nap"))
                 tg.cancel_scope.cancel()  # the crash: nothing more is written
             if child_state == "interrupted":
-                await side.executor.interrupt_agent(LOCAL_CHILD, "host lost")
+                await side.executor.service.interrupt(LOCAL_CHILD, "host lost")
                 await side.executor.wait_idle(LOCAL_CHILD)
                 assert project_state(await side.store.read(LOCAL_CHILD)).status == "interrupted"
 

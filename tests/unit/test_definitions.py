@@ -219,7 +219,8 @@ def test_define_tool_refuses_a_non_model_output_schema() -> None:
 
 @pytest.mark.parametrize("name", ["", "has space", "a.b", "é", "a" * 55])
 def test_define_agent_refuses_invalid_names(name: str) -> None:
-    with pytest.raises(UsageError):
+    # The message names the agent, not a tool (its tool is subagent__<name>).
+    with pytest.raises(UsageError, match=r"invalid agent name .*: use 1-54 letters"):
         define_agent(name)
 
 
@@ -410,3 +411,22 @@ def test_registry_refuses_a_clash_inside_one_tree() -> None:
     other = define_agent("other", tools=[create_sub_agent_tool(second, Query)])
     with pytest.raises(UsageError, match="'twin'"):
         AgentRegistry([parent, other])
+
+
+def test_an_agent_without_a_model_is_refused_when_an_executor_without_one_registers_it() -> None:
+    from helix_agents import AgentExecutor, ScriptedLLM
+    from helix_agents.stores import MemoryEventStore
+
+    lonely = define_agent("lonely")
+    with pytest.raises(UsageError, match="agent 'lonely' has no model"):
+        AgentExecutor(MemoryEventStore(), [lonely])
+    # A sub-agent without a model is found through its parent.
+    parent = define_agent(
+        "parent",
+        tools=[create_sub_agent_tool(define_agent("quiet", output_schema=Answer), Query)],
+        llm=ScriptedLLM(["hi"]),
+    )
+    with pytest.raises(UsageError, match="agent 'quiet' has no model"):
+        AgentExecutor(MemoryEventStore(), [parent])
+    # A default model on the executor serves them all.
+    AgentExecutor(MemoryEventStore(), [lonely, parent], llm=ScriptedLLM(["hi"]))

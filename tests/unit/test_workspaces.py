@@ -23,6 +23,7 @@ from helix_agents import (
     InProcessTransport,
     LocalWorkspaceProvider,
     MemoryWorkspaceProvider,
+    ScriptedLLM,
     Tool,
     UsageError,
     Workspace,
@@ -167,7 +168,7 @@ def test_an_inheriting_sub_agent_may_not_declare_its_own_workspaces() -> None:
 
 
 def test_a_remote_sub_agent_cannot_inherit_workspaces() -> None:
-    transport = InProcessTransport(AgentExecutor(MemoryEventStore()))
+    transport = InProcessTransport(AgentExecutor(MemoryEventStore()).service)
     options: dict[str, Any] = {
         "description": "Remote reader.",
         "input_schema": Query,
@@ -450,12 +451,17 @@ def test_strict_wiring_refuses_a_listed_kind_without_a_provider() -> None:
     assert "lists 'cloud' but the executor has no provider of that kind" in caught.value.message
 
 
+NO_MODEL = ScriptedLLM([])
+"""A default model for executors built only to check their wiring (no agent runs)."""
+
+
 def test_strict_wiring_that_covers_every_kind_is_silent(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="helix_agents")
     providers = {"memory": MemoryWorkspaceProvider(), "cloud": MemoryWorkspaceProvider()}
     executor = AgentExecutor(
         MemoryEventStore(),
         wired_agents(),
+        llm=NO_MODEL,
         workspace_providers=providers,
         workspace_provider_kinds=("memory", "cloud"),
     )
@@ -473,6 +479,7 @@ def test_soft_wiring_warns_when_an_agent_declares_workspaces(
     AgentExecutor(
         MemoryEventStore(),
         wired_agents(),
+        llm=NO_MODEL,
         workspace_providers={"memory": MemoryWorkspaceProvider()},
     )
     [record] = caplog.records
@@ -483,7 +490,7 @@ def test_soft_wiring_warns_when_an_agent_declares_workspaces(
     assert "no provider of kind 'cloud'" in message
     assert "WorkspaceFailedError" in message
     caplog.clear()
-    AgentExecutor(MemoryEventStore(), [define_agent("plain")])
+    AgentExecutor(MemoryEventStore(), [define_agent("plain")], llm=NO_MODEL)
     assert caplog.records == []
 
 
@@ -510,7 +517,7 @@ def test_the_agent_server_checks_the_wiring_too(caplog: pytest.LogCaptureFixture
             workspace_providers={"memory": MemoryWorkspaceProvider()},
         )
     caplog.set_level(logging.WARNING, logger="helix_agents")
-    server = AgentServer(wired_agents(), store, workspace_providers={})
+    server = AgentServer(wired_agents(), store, llm=NO_MODEL, workspace_providers={})
     assert server.agent_types == ["researcher"]
     assert any("workspace_provider_kinds is unset" in r.getMessage() for r in caplog.records)
 

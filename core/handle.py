@@ -1,0 +1,96 @@
+"""``AgentHandle`` and ``AgentResult``: a run as its caller holds it, and how it ended."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from ._aio import closing_iter
+from .events import PendingInput, Suspended
+from .projections import stream_item
+from .protocol import SubmitResponse
+from .state import SessionStatus, StreamItem
+from .streaming import RUN_ENDING_EVENTS
+
+if TYPE_CHECKING:
+    from .executor import AgentExecutor
+
+__all__ = ["AgentHandle", "AgentResult"]
+
+
+class AgentResult(msgspec.Struct, frozen=True, kw_only=True):
+    """How a run ended: status, output or error, custom state."""
+
+    session_id: str
+    status: SessionStatus
+    output: Any = None
+    error: str | None = None
+    state: dict[str, Any] = {}
+    step_count: int = 0
+
+
+class AgentHandle:
+    """A started or resumed run: wait for it, stream it, stop it."""
+
+    def __init__(self, executor: AgentExecutor, session_id: str, run_id: str, start_seq: int):
+        self.executor = executor
+        self.session_id = session_id
+        self.run_id = run_id
+        self.start_seq = start_seq
+        """The seq of this run's ``run_started`` event."""
+
+    async def result(self) -> AgentResult:
+        """Wait until this run ends (completed, failed, interrupted or paused) and report it."""
+        await self.executor.wait_idle(self.session_id)
+        state = await self.executor.state(self.session_id)
+        return AgentResult(
+            session_id=self.session_id,
+            status=state.status,
+            output=state.output,
+            error=state.error,
+            state=state.custom_state,
+            step_count=state.step_count,
+        )
+
+    async def stream(self, from_sequence: int | None = None) -> AsyncIterator[StreamItem]:
+        """Yield this run's stream items (nested children flattened) until the run ends.
+
+        ``from_sequence`` defaults to where this run started.
+        """
+        cursor = self.start_seq if from_sequence is None else from_sequence
+        store = self.executor.store
+        async with closing_iter(store.tail(self.session_id, cursor)) as events:
+            async for event in events:
+                item = stream_item(event)
+                if item is not None:
+                    yield item
+                elif isinstance(event, (*RUN_ENDING_EVENTS, Suspended)):
+                    return
+
+    async def pending_inputs(self) -> list[PendingInput]:
+        """The open entries (client tools, approvals) of this session's whole tree."""
+        return await self.executor.pending_inputs(self.session_id)
+
+    async def submit_tool_result(
+        self, tool_call_id: str, result: Any = None, error: str | None = None
+    ) -> SubmitResponse:
+        """Answer a client tool call anywhere in this session's tree."""
+        return await self.executor.submit_tool_result(self.session_id, tool_call_id, result, error)
+
+    async def approve(self, tool_call_id: str, reason: str | None = None) -> SubmitResponse:
+        """Approve a gated call anywhere in this session's tree."""
+        return await self.executor.submit_approval(self.session_id, tool_call_id, True, reason)
+
+    async def deny(self, tool_call_id: str, reason: str | None = None) -> SubmitResponse:
+        """Deny a gated call; the LLM gets an error result with ``reason``."""
+        return await self.executor.submit_approval(self.session_id, tool_call_id, False, reason)
+
+    async def interrupt(self, reason: str | None = None) -> None:
+        """Ask the run to stop softly; it can be resumed."""
+        await self.executor.service.interrupt(self.session_id, reason)
+
+    async def abort(self, reason: str | None = None) -> None:
+        """Ask the run to stop for good."""
+        await self.executor.service.abort(self.session_id, reason)

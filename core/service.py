@@ -1,0 +1,323 @@
+"""``ExecutorService``: the remote-agent protocol, implemented once, over an executor.
+
+It is the one :class:`~helix_agents.RemoteAgentTransport` every edge talks to:
+local sub-agents through :class:`~helix_agents.InProcessTransport`, the HTTP
+gateway and the NATS host through :class:`~helix_agents.server.AgentServer`.
+Start is idempotent by compare-and-append of ``session_created`` at seq 0;
+interrupts and aborts are events in the log, so they reach a run in any
+process that shares the store.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from .agents import AgentConfig
+from .answers import Answer, route_answer
+from .errors import AgentServerError, ConcurrencyConflict, UsageError
+from .events import AbortRequested, Event, InterruptRequested, RunStarted, SessionCreated
+from .ids import new_run_id
+from .messages import UserMessage
+from .projections import project_state, status_of
+from .protocol import (
+    RemoteResumeRequest,
+    RemoteStartRequest,
+    RemoteStartResponse,
+    RemoteStatusResponse,
+    SubmitResponse,
+    TransportEvent,
+    checked_from_sequence,
+    checked_session_id,
+)
+from .state import SessionState
+from .store import EventStore
+from .streaming import stream_session
+
+if TYPE_CHECKING:
+    from .executor import AgentExecutor
+
+__all__ = ["ExecutorService", "append_decided", "user_messages"]
+
+
+def user_messages(message: str | Sequence[UserMessage] | None) -> list[UserMessage]:
+    """A request's message as user messages (none, one string, or a list)."""
+    if message is None:
+        return []
+    if isinstance(message, str):
+        return [UserMessage(content=message)]
+    return list(message)
+
+
+async def append_decided(
+    store: EventStore, session_id: str, decide: Callable[[SessionState], Sequence[Event]]
+) -> SessionState:
+    """Append what ``decide(state)`` returns at the log's end, deciding again on a conflict.
+
+    ``decide`` gets the state folded from the whole log and returns events
+    with any envelope (stamped here), or raises to refuse; an empty result
+    appends nothing. ``NOT_FOUND`` for a session with no log.
+    """
+    while True:
+        log_ = await store.read(session_id)
+        if not log_:
+            raise AgentServerError("NOT_FOUND", f"session {session_id!r} not found")
+        state = project_state(log_)
+        events = list(decide(state))
+        if not events:
+            return state
+        now = time.time()
+        stamped = [
+            msgspec.structs.replace(event, session_id=session_id, seq=state.last_seq + n, ts=now)
+            for n, event in enumerate(events, start=1)
+        ]
+        try:
+            await store.append(session_id, stamped, state.last_seq)
+        except ConcurrencyConflict:
+            continue
+        return project_state([*log_, *stamped])
+
+
+class ExecutorService:
+    """The protocol's eight operations on ``executor``'s sessions (a ``RemoteAgentTransport``)."""
+
+    def __init__(self, executor: AgentExecutor) -> None:
+        self._executor = executor
+
+    async def start(self, request: RemoteStartRequest) -> RemoteStartResponse:
+        """Create and run a session; idempotent for the same id and request.
+
+        Raises :class:`AgentServerError`: ``NOT_FOUND`` (unknown agent type),
+        ``INVALID_REQUEST`` (bad id or state), ``ALREADY_RUNNING`` (the id exists
+        with a different agent type or message), ``ALREADY_COMPLETED``.
+        """
+        session_id = checked_session_id(request.session_id)
+        for related in (
+            request.parent_session_id,
+            request.root_session_id,
+            request.workspace_session_id,
+        ):
+            if related is not None:
+                checked_session_id(related)
+        agent = self._executor.registry.get(request.agent_type)
+        if agent is None:
+            raise AgentServerError("NOT_FOUND", f"agent type not found: {request.agent_type}")
+        inheriting = self._executor.workspaces.start_problem(agent, request)  # workspaces
+        if inheriting is not None:
+            raise AgentServerError("INVALID_REQUEST", inheriting)
+        messages = user_messages(request.message)
+        try:
+            initial = agent.initial_state(request.state)
+        except UsageError as exc:
+            raise AgentServerError("INVALID_REQUEST", str(exc)) from exc
+        run_id = new_run_id()
+        created = SessionCreated(
+            session_id=session_id,
+            seq=1,
+            ts=_now(),
+            agent_type=agent.name,
+            run_id=run_id,
+            messages=messages,
+            input=request.input,
+            initial_state=initial,
+            metadata=dict(request.metadata or {}),
+            parent_session_id=request.parent_session_id,
+            root_session_id=request.root_session_id or request.parent_session_id,
+            parent_tool_call_id=request.parent_tool_call_id,
+            ancestors=_ancestors(request),
+            workspace_session_id=request.workspace_session_id,
+        )
+        started = RunStarted(session_id=session_id, seq=2, ts=created.ts, run_id=run_id)
+        async with (
+            self._executor._session_locks.hold(session_id),
+            self._executor.guarded(session_id),
+        ):
+            try:
+                await self._executor.store.append(session_id, [created, started], 0)
+            except ConcurrencyConflict:
+                return await self._existing(session_id, agent, messages)
+            self._executor._launch(agent, [created, started], run_id)
+        return RemoteStartResponse(session_id=session_id, stream_id=session_id, run_id=run_id)
+
+    async def _existing(
+        self, session_id: str, agent: AgentConfig, messages: list[UserMessage]
+    ) -> RemoteStartResponse:
+        state = project_state(await self._executor.store.read(session_id))
+        first = state.messages[: len(messages)]
+        if state.agent_type != agent.name or first != messages:
+            raise AgentServerError(
+                "ALREADY_RUNNING",
+                f"session {session_id!r} exists with a different request "
+                f"(agent type {state.agent_type!r}); use a new session id",
+            )
+        if state.is_terminal:
+            raise _finished(state)
+        return RemoteStartResponse(session_id=session_id, stream_id=session_id, run_id=state.run_id)
+
+    async def resume(self, request: RemoteResumeRequest) -> RemoteStartResponse:
+        """Resume an interrupted or paused session, or take over one no process runs.
+
+        Raises :class:`AgentServerError`: ``NOT_FOUND``, ``ALREADY_COMPLETED``,
+        ``ALREADY_RUNNING`` (a message was sent to a run that is active here).
+        """
+        session_id = checked_session_id(request.session_id)
+        async with (
+            self._executor._session_locks.hold(session_id),
+            self._executor.guarded(session_id),
+        ):
+            return await self._resume_locked(session_id, user_messages(request.message))
+
+    async def _resume_locked(
+        self, session_id: str, messages: list[UserMessage]
+    ) -> RemoteStartResponse:
+        while True:
+            log_ = await self._executor.store.read(session_id)
+            if not log_:
+                raise AgentServerError("NOT_FOUND", f"session {session_id!r} not found")
+            state = project_state(log_)
+            if state.is_terminal:
+                raise AgentServerError(
+                    "ALREADY_COMPLETED", f"session {session_id!r} is {state.status}"
+                )
+            active = self._executor._runs.get(session_id)
+            if active is not None and state.status != "running":
+                # Its run recorded its end (it paused as an answer arrived) and
+                # is winding down: let it go, then start the new run.
+                await active.done.wait()
+                continue
+            if active is not None:
+                if messages:
+                    raise AgentServerError(
+                        "ALREADY_RUNNING",
+                        f"session {session_id!r} is running; wait or interrupt it",
+                    )
+                return RemoteStartResponse(
+                    session_id=session_id, stream_id=session_id, run_id=active.run_id
+                )
+            agent = self._executor.registry.get(state.agent_type)
+            if agent is None:
+                raise AgentServerError(
+                    "NOT_FOUND",
+                    f"agent type not found: {state.agent_type} (session {session_id!r})",
+                )
+            run_id = new_run_id()
+            event = RunStarted(
+                session_id=session_id,
+                seq=state.last_seq + 1,
+                ts=_now(),
+                run_id=run_id,
+                mode="resume",
+                messages=messages,
+            )
+            try:
+                await self._executor.store.append(session_id, [event], state.last_seq)
+            except ConcurrencyConflict:
+                continue  # someone else moved the log: decide again on the new state
+            self._executor._launch(agent, [*log_, event], run_id)
+            return RemoteStartResponse(session_id=session_id, stream_id=session_id, run_id=run_id)
+
+    def stream(
+        self, session_id: str, from_sequence: int = 0, *, must_exist: bool = True
+    ) -> AsyncIterator[TransportEvent]:
+        """The session's protocol stream from ``from_sequence`` (see ``stream_session``).
+
+        An unknown session raises ``NOT_FOUND`` at the first iteration; with
+        ``must_exist=False`` the stream waits for the session to be created.
+        """
+        checked_session_id(session_id)
+        checked_from_sequence(from_sequence)
+        return stream_session(
+            self._executor.store, session_id, from_sequence, must_exist=must_exist
+        )
+
+    async def get_status(self, session_id: str) -> RemoteStatusResponse:
+        """The session's status; ``NOT_FOUND`` if it does not exist."""
+        state = await self._executor.state(checked_session_id(session_id))
+        snapshot = status_of(state)
+        return RemoteStatusResponse(
+            session_id=session_id,
+            run_id=snapshot.run_id,
+            status=snapshot.status,
+            step_count=snapshot.step_count,
+            is_executing=self._executor.is_executing(session_id, state),
+            stream_id=session_id,
+            latest_sequence=snapshot.latest_sequence,
+            output=snapshot.output,
+            state=snapshot.state,
+            error=snapshot.error,
+            suspension=snapshot.suspension,
+            pending_client_tool_call_ids=snapshot.pending_client_tool_call_ids,
+            pending_inputs=snapshot.pending_inputs,
+            awaiting_input=snapshot.awaiting_input,
+        )
+
+    async def interrupt(self, session_id: str, reason: str | None = None) -> None:
+        """Record an interrupt request; the run (in any process) stops and can be resumed."""
+        await self._request(
+            session_id,
+            lambda seq: InterruptRequested(
+                session_id=session_id, seq=seq, ts=_now(), reason=reason
+            ),
+        )
+
+    async def abort(self, session_id: str, reason: str | None = None) -> None:
+        """Record an abort request; the run (in any process) stops for good."""
+        await self._request(
+            session_id,
+            lambda seq: AbortRequested(session_id=session_id, seq=seq, ts=_now(), reason=reason),
+        )
+
+    async def _request(self, session_id: str, build: Any) -> None:
+        session_id = checked_session_id(session_id)
+
+        def decide(state: SessionState) -> list[Event]:
+            if state.is_terminal:
+                raise _finished(state)
+            return [build(state.last_seq + 1)]
+
+        await append_decided(self._executor.store, session_id, decide)
+
+    async def submit_tool_result(
+        self, session_id: str, tool_call_id: str, result: Any = None, error: str | None = None
+    ) -> SubmitResponse:
+        """Answer client tool call ``tool_call_id`` at ``session_id`` (the root; see hitl.md).
+
+        The answer is routed to the owning session, local or remote, and the
+        tree resumes once the owner has every answer. Raises
+        :class:`AgentServerError`: ``NOT_FOUND`` (no such entry on this
+        session's path), ``INVALID_REQUEST`` (an approval entry, or a result
+        failing the tool's ``output_schema``), ``ALREADY_ANSWERED``.
+        """
+        answer = Answer(kind="client_tool", result=result, error=error)
+        return await route_answer(
+            self._executor, checked_session_id(session_id), tool_call_id, answer
+        )
+
+    async def submit_approval(
+        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+    ) -> SubmitResponse:
+        """Approve or deny call ``tool_call_id`` at ``session_id`` (the root); see
+        :meth:`submit_tool_result` for the routing and the errors."""
+        answer = Answer(kind="approval", approved=bool(approved), reason=reason)
+        return await route_answer(
+            self._executor, checked_session_id(session_id), tool_call_id, answer
+        )
+
+
+def _ancestors(request: RemoteStartRequest) -> list[str]:
+    if request.ancestors is not None:
+        return list(request.ancestors)
+    chain = [request.root_session_id, request.parent_session_id]
+    ancestors = [sid for sid in chain if sid is not None]
+    return ancestors[-1:] if len(set(ancestors)) == 1 else ancestors
+
+
+def _finished(state: SessionState) -> AgentServerError:
+    return AgentServerError("ALREADY_COMPLETED", f"session {state.session_id!r} is {state.status}")
+
+
+def _now() -> float:
+    return time.time()

@@ -1,0 +1,44 @@
+"""``WrappedStore``: an ``EventStore`` that hands every call to another, for tests to watch.
+
+A test subclasses it and overrides the calls it counts or holds up; the rest
+go to ``inner`` unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+from helix_agents import Event, EventStore
+
+__all__ = ["WrappedStore"]
+
+
+class WrappedStore:
+    """Delegates every ``EventStore`` call to ``inner``."""
+
+    def __init__(self, inner: EventStore) -> None:
+        self.inner = inner
+
+    async def append(self, session_id: str, events: Sequence[Event], expected_seq: int) -> int:
+        """``inner.append``."""
+        return await self.inner.append(session_id, events, expected_seq)
+
+    async def read(self, session_id: str, from_seq: int = 0) -> list[Event]:
+        """``inner.read``."""
+        return await self.inner.read(session_id, from_seq)
+
+    def tail(self, session_id: str, from_seq: int = 0) -> AsyncIterator[Event]:
+        """``inner.tail``."""
+        return self.inner.tail(session_id, from_seq)
+
+    async def list_sessions(self) -> list[str]:
+        """``inner.list_sessions``."""
+        return await self.inner.list_sessions()
+
+    async def delete(self, session_id: str) -> bool:
+        """``inner.delete``."""
+        return await self.inner.delete(session_id)
+
+    async def close(self) -> None:
+        """``inner.close``."""
+        await self.inner.close()
