@@ -1,4 +1,4 @@
-"""Benchmarks: ``python bench/run.py store|runtime|http|nats``.
+"""Benchmarks: ``python bench/run.py store|runtime|http|nats|idle``.
 
 Each benchmark measures our code and a raw baseline in the same run and prints
 ratios; its last line is one JSON object. Benchmarks never assert on time and
@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-BENCHMARKS = ("store", "runtime", "http", "nats")
+BENCHMARKS = ("store", "runtime", "http", "nats", "idle")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,10 +32,14 @@ def main(argv: list[str] | None = None) -> int:
         from bench_http import run_http
 
         summary = run_http(quick=args.quick)
-    else:
+    elif args.name == "nats":
         from bench_nats import run_nats
 
         summary = run_nats(quick=args.quick)
+    else:
+        from bench_idle import run_idle
+
+        summary = run_idle(quick=args.quick)
     print(json.dumps(summary))
     return 0
 

@@ -5,7 +5,9 @@ Every error derives from :class:`HelixError`::
     HelixError
     ├── StoreError                    an event store could not do what was asked
     │   ├── ConcurrencyConflict       compare-and-append lost: the log moved on
-    │   └── StoreClosedError          the store was used after close()
+    │   ├── StoreClosedError          the store was used after close()
+    │   ├── DamagedLogError           a stored log failed its integrity check (checksum, gap...)
+    │   └── DamagedStoreError         a store's storage is damaged as a whole (cannot be opened)
     ├── OwnershipLost                 another host claimed the session a run was writing
     ├── LLMError                      a model call failed (defined in helix_agents.llm)
     ├── LogError                      a log is not a valid session log
@@ -37,6 +39,8 @@ __all__ = [
     "AgentServerErrorCode",
     "ConcurrencyConflict",
     "CorruptLogError",
+    "DamagedLogError",
+    "DamagedStoreError",
     "EventDecodeError",
     "HTTP_STATUS",
     "HelixError",
@@ -92,6 +96,35 @@ class StoreClosedError(StoreError):
 
     def __str__(self) -> str:
         return "the event store is closed"
+
+
+class DamagedLogError(StoreError):
+    """Raised when a stored log fails its integrity check: the stored bytes were damaged.
+
+    ``seq`` is the first seq found damaged (for a gap: the first missing one);
+    ``reason`` says what was found (``"checksum mismatch"``, ``"gap"``,
+    ``"undecodable event: ..."``). The message names the session and the seq,
+    never where the store keeps its data. Nothing was changed; the session
+    cannot be used until it is repaired or deleted (``helix-agents check``
+    lists every damaged session).
+    """
+
+    def __init__(self, session_id: str, seq: int, reason: str) -> None:
+        self.session_id = session_id
+        self.seq = seq
+        self.reason = reason
+        super().__init__(session_id, seq, reason)
+
+    def __str__(self) -> str:
+        return f"session {self.session_id!r} is damaged at seq {self.seq}: {self.reason}"
+
+
+class DamagedStoreError(StoreError):
+    """Raised when a store's storage is damaged as a whole (a file SQLite cannot read at all).
+
+    Unlike :class:`DamagedLogError` no single session is to blame: the store
+    cannot be opened or used until its files are restored.
+    """
 
 
 class OwnershipLost(HelixError):
@@ -173,11 +206,13 @@ AgentServerErrorCode = Literal[
     "METHOD_NOT_ALLOWED",
     "PAYLOAD_TOO_LARGE",
     "WORKSPACE_WIRING",
+    "UNAVAILABLE",
 ]
-"""The protocol's error codes. ``UNAUTHORIZED``, ``METHOD_NOT_ALLOWED`` and
-``PAYLOAD_TOO_LARGE`` are HTTP-only; ``ALREADY_ANSWERED`` is ours (a pending input
-answered before with a different value; see specs/hitl.md); ``WORKSPACE_WIRING`` is
-raised when a server or executor is built, never sent (specs/workspaces.md)."""
+"""The protocol's error codes. ``UNAUTHORIZED``, ``METHOD_NOT_ALLOWED``,
+``PAYLOAD_TOO_LARGE`` and ``UNAVAILABLE`` (a server at one of its limits) are
+HTTP-only; ``ALREADY_ANSWERED`` is ours (a pending input answered before with a
+different value; see specs/hitl.md); ``WORKSPACE_WIRING`` is raised when a server or
+executor is built, never sent (specs/workspaces.md)."""
 
 HTTP_STATUS: dict[str, int] = {
     "INVALID_REQUEST": 400,
@@ -190,6 +225,7 @@ HTTP_STATUS: dict[str, int] = {
     "PAYLOAD_TOO_LARGE": 413,
     "INTERNAL_ERROR": 500,
     "WORKSPACE_WIRING": 500,
+    "UNAVAILABLE": 503,
 }
 """The HTTP status of each error code."""
 

@@ -1,4 +1,4 @@
-"""The ``helix-agents`` command line: ``replay``, ``export``, ``demo``, ``serve``, ``openapi``.
+"""The ``helix-agents`` command line: ``replay``, ``export``, ``check``, ``demo``, ``serve``...
 
 Every bad input ends in one line on stderr, ``helix-agents: error: <message>``,
 and a non-zero exit: 2 when the command line itself is wrong (unknown option,
@@ -24,12 +24,18 @@ import msgspec
 
 from helix_agents._aio import unwrap_group
 from helix_agents.codec import decode_jsonl, encode_jsonl
-from helix_agents.errors import CorruptLogError, EventDecodeError, HelixError, UsageError
+from helix_agents.errors import (
+    CorruptLogError,
+    DamagedStoreError,
+    EventDecodeError,
+    HelixError,
+    UsageError,
+)
 from helix_agents.events import Event
 from helix_agents.ids import validate_session_id
 from helix_agents.projections import project_state
 from helix_agents.store import EventStore
-from helix_agents.stores import DEFAULT_STORE_URL, open_store
+from helix_agents.stores import DEFAULT_STORE_URL, StoreCheck, check_store, open_store
 
 from .commands import (
     TargetError,
@@ -38,15 +44,18 @@ from .commands import (
     run_host,
     run_openapi,
     run_serve,
+    serve_limits,
 )
 from .demo import run_demo
 from .demo_hitl import run_hitl_demo
 from .replay import replay_lines
 
-__all__ = ["CliError", "main", "store_url"]
+__all__ = ["DAMAGE_FOUND", "CliError", "main", "store_url"]
 
 PROG = "helix-agents"
 STORE_URL_ENV = "HELIX_STORE_URL"
+DAMAGE_FOUND = 3
+"""``check``'s exit status when some session (or the store itself) is damaged."""
 
 
 class CliError(Exception):
@@ -129,6 +138,18 @@ def _build_parser() -> argparse.ArgumentParser:
     export.add_argument("session_id", metavar="SESSION_ID")
     export.add_argument("--store", metavar="URL", help=store_help)
     export.add_argument("-o", "--output", metavar="FILE", help="write to FILE, not stdout")
+
+    check = commands.add_parser(
+        "check",
+        help="check every session of a store for damage (an fsck)",
+        description="Read every session's log whole: gaps, checksum chain breaks, "
+        "undecodable events, logs that do not fold, and damage to the store itself "
+        "(SQLite: commits lost since the high-water mark, the file's quick_check). "
+        "Prints one line per damaged session, then a summary. Changes nothing.",
+        epilog=f"exit status: 0 nothing damaged, {DAMAGE_FOUND} damage found, "
+        "1 the store could not be checked, 2 a bad command line",
+    )
+    check.add_argument("--store", metavar="URL", help=store_help)
 
     demo = commands.add_parser(
         "demo",
@@ -248,6 +269,34 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _check_url(url: str) -> StoreCheck:
+    store: EventStore = await open_store(url)
+    try:
+        return await check_store(store)
+    finally:
+        await store.close()
+
+
+def _check(args: argparse.Namespace) -> int:
+    url = store_url(args.store)
+    _check_store_exists(url)
+    try:
+        result = anyio.run(_check_url, url)
+    except DamagedStoreError as exc:
+        print(f"store: {exc}")
+        print(f"could not check the sessions in {url}: the store itself is damaged")
+        return DAMAGE_FOUND
+    for problem in result.problems:
+        print(f"store: {problem}")
+    for _, line in sorted(result.damaged.items()):
+        print(line)
+    summary = f"checked {result.sessions} session(s) in {url}: {len(result.damaged)} damaged"
+    if result.problems:
+        summary += f", and the store itself ({len(result.problems)} problem(s))"
+    print(summary)
+    return 0 if result.ok else DAMAGE_FOUND
+
+
 def _demo(args: argparse.Namespace) -> int:
     if args.scenario == "hitl":
         anyio.run(partial(run_hitl_demo, args.store, ask=_ask, answer=args.answer))
@@ -295,6 +344,7 @@ def _serve(args: argparse.Namespace) -> int:
             url=url,
             heartbeat=args.heartbeat,
             nats_url=args.nats,
+            limits=serve_limits(args),
         )
     )
     return 0
@@ -315,6 +365,7 @@ def _run(args: argparse.Namespace) -> int:
     handlers = {
         "replay": _replay,
         "export": _export,
+        "check": _check,
         "demo": _demo,
         "serve": _serve,
         "host": _host,

@@ -6,12 +6,15 @@ Kept apart from ``cli.py`` (which reads logs) because these load user code
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 import logging
+import math
 import os
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -32,12 +35,27 @@ from helix_agents.stores import MemoryEventStore, open_store
 
 from .agent_server import AgentServer
 from .http_app import create_http_app
+from .limits import (
+    DEFAULT_GRACE,
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_KEEP_ALIVE,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_STREAMS,
+    LISTEN_BACKLOG,
+    StreamLimit,
+    bounded_http_protocol,
+    fit_descriptor_limit,
+    quiet_accept_errors,
+)
 from .openapi import openapi_document
 
 if TYPE_CHECKING:
     from nats.aio.client import Client as NatsClient
 
+    from .graceful import GracefulServer
+
 __all__ = [
+    "ServeLimits",
     "TargetError",
     "add_commands",
     "load_target",
@@ -45,7 +63,20 @@ __all__ = [
     "run_host",
     "run_openapi",
     "run_serve",
+    "serve_limits",
+    "uvicorn_config",
 ]
+
+
+@dataclass(frozen=True)
+class ServeLimits:
+    """The bounds ``serve`` runs under (``specs/cli.md``); the defaults are the flags' defaults."""
+
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    keep_alive: int = DEFAULT_KEEP_ALIVE
+    max_streams: int = DEFAULT_MAX_STREAMS
+    grace: float = DEFAULT_GRACE
 
 
 class TargetError(Exception):
@@ -88,19 +119,27 @@ def _agents(target: Any, spec: str) -> list[AgentConfig]:
 
 
 async def run_serve(
-    spec: str | None, *, host: str, port: int, url: str, heartbeat: float, nats_url: str | None
+    spec: str | None,
+    *,
+    host: str,
+    port: int,
+    url: str,
+    heartbeat: float,
+    nats_url: str | None,
+    limits: ServeLimits | None = None,
 ) -> None:
     """Serve ``spec`` (an AgentServer, or agents run on the store at ``url``) under uvicorn.
 
     With ``nats_url`` and no ``spec``, the gateway has no agents of its own: it
     fronts the fleet of ``helix-agents host`` processes on that NATS server.
+    ``limits`` bounds connections, header and keep-alive times, open streams
+    and the shutdown (:class:`ServeLimits`).
     """
-    import uvicorn
-
+    limits = limits or ServeLimits()
     if nats_url is not None:
         if spec is not None:
             raise TargetError("serve takes MODULE:ATTR or --nats, not both")
-        await _serve_fleet(nats_url, host=host, port=port, heartbeat=heartbeat)
+        await _serve_fleet(nats_url, host=host, port=port, heartbeat=heartbeat, limits=limits)
         return
     if spec is None:
         raise TargetError("serve needs MODULE:ATTR, or --nats URL to front a fleet")
@@ -114,14 +153,56 @@ async def run_serve(
         # would never run.
         server = AgentServer(agents, await open_store(url), owns_store=True)
     app = create_http_app(server, heartbeat_interval=heartbeat)
-    config = uvicorn.Config(app, host=host, port=port, log_level="info", lifespan="on")
     print(f"helix-agents: serving {', '.join(server.agent_types)} on http://{host}:{port}")
-    await uvicorn.Server(config).serve()
+    await _bounded(app, host=host, port=port, limits=limits, agents=server).serve()
 
 
-async def _serve_fleet(nats_url: str, *, host: str, port: int, heartbeat: float) -> None:
+def _bounded(
+    app: Any, *, host: str, port: int, limits: ServeLimits, agents: AgentServer | None
+) -> GracefulServer:
+    """uvicorn for ``app``, under ``limits``."""
+    from .graceful import GracefulServer
+
+    quiet_accept_errors()
+    config = uvicorn_config(
+        StreamLimit(app, max_streams=limits.max_streams),
+        host=host,
+        port=port,
+        http=bounded_http_protocol(
+            fit_descriptor_limit(limits.max_connections), limits.header_timeout
+        ),
+        timeout_keep_alive=limits.keep_alive,
+        backlog=LISTEN_BACKLOG,
+        timeout_graceful_shutdown=None,  # the grace bounds the drain
+    )
+    return GracefulServer(config, grace=limits.grace, agents=agents)
+
+
+def uvicorn_config(app: Any, **options: Any) -> Any:
+    """``uvicorn.Config`` as ``serve`` uses it (imported late: uvicorn is only for serving).
+
+    helix-agents' own log records (``helix_agents.*``: recoveries, damaged
+    stores, shutdowns) go where uvicorn's go, at INFO.
+    """
+    import copy
+
     import uvicorn
+    from uvicorn.config import LOGGING_CONFIG
 
+    log_config = copy.deepcopy(LOGGING_CONFIG)
+    log_config["loggers"]["helix_agents"] = {
+        "handlers": ["default"],
+        "level": "INFO",
+        "propagate": False,
+    }
+    return uvicorn.Config(
+        app, log_level="info", log_config=log_config, lifespan="on", ws="none", **options
+    )
+
+
+async def _serve_fleet(
+    nats_url: str, *, host: str, port: int, heartbeat: float, limits: ServeLimits
+) -> None:
     from helix_agents.stores.jetstream import JetStreamEventStore
     from helix_agents.transports.nats import NatsRemoteAgentTransport
 
@@ -129,9 +210,8 @@ async def _serve_fleet(nats_url: str, *, host: str, port: int, heartbeat: float)
     nc = await _connect_nats(nats_url)
     try:
         app = create_http_app(NatsRemoteAgentTransport(nc, store), heartbeat_interval=heartbeat)
-        config = uvicorn.Config(app, host=host, port=port, log_level="info", lifespan="on")
         print(f"helix-agents: serving the fleet on {nats_url} at http://{host}:{port}")
-        await uvicorn.Server(config).serve()
+        await _bounded(app, host=host, port=port, limits=limits, agents=None).serve()
     finally:
         await nc.close()
         await store.close()
@@ -267,6 +347,32 @@ async def rerun_lines(url: str, session_id: str, spec: str) -> list[str]:
     return lines
 
 
+def _bounded_number(kind: Callable[[str], float], least: float) -> Callable[[str], Any]:
+    """An argparse type: a finite ``kind`` (int or float) of at least ``least``."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, not {text!r}") from None
+        if not math.isfinite(value) or value < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least:g}, not {text}")
+        return value
+
+    return parse
+
+
+def serve_limits(args: argparse.Namespace) -> ServeLimits:
+    """The :class:`ServeLimits` of a parsed ``serve`` command line."""
+    return ServeLimits(
+        max_connections=args.max_connections,
+        header_timeout=args.header_timeout,
+        keep_alive=args.keep_alive,
+        max_streams=args.max_streams,
+        grace=args.grace,
+    )
+
+
 def add_commands(commands: Any, store_help: str) -> None:
     """Add ``serve`` and ``openapi`` to the CLI's subcommands."""
     serve = commands.add_parser(
@@ -279,12 +385,57 @@ def add_commands(commands: Any, store_help: str) -> None:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=4000)
     serve.add_argument("--store", metavar="URL", help=store_help)
-    serve.add_argument("--heartbeat", type=float, default=15.0, metavar="SECONDS")
+    serve.add_argument(
+        "--heartbeat",
+        type=float,
+        default=15.0,
+        metavar="SECONDS",
+        help="seconds between :heartbeat comments on /sse (default: %(default)s)",
+    )
     serve.add_argument(
         "--nats",
         metavar="URL",
         help="front the fleet of hosts on this NATS server instead "
         "(several servers of one cluster: comma-separated)",
+    )
+    serve.add_argument(
+        "--max-connections",
+        type=_bounded_number(int, 1),
+        default=DEFAULT_MAX_CONNECTIONS,
+        metavar="N",
+        help="open connections at most; beyond, the one waiting longest for its request's "
+        "headers is closed, or the newcomer is answered 503 (default: %(default)s, lowered "
+        "to fit the open-file limit)",
+    )
+    serve.add_argument(
+        "--header-timeout",
+        type=_bounded_number(float, 0.001),
+        default=DEFAULT_HEADER_TIMEOUT,
+        metavar="SECONDS",
+        help="time a connection has to send a request's headers (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--keep-alive",
+        type=_bounded_number(int, 1),
+        default=DEFAULT_KEEP_ALIVE,
+        metavar="SECONDS",
+        help="how long an idle keep-alive connection stays open (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--max-streams",
+        type=_bounded_number(int, 1),
+        default=DEFAULT_MAX_STREAMS,
+        metavar="N",
+        help="open /sse streams at most; beyond, 503 with Retry-After (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--grace",
+        type=_bounded_number(float, 0),
+        default=DEFAULT_GRACE,
+        metavar="SECONDS",
+        help="on SIGTERM/SIGINT, how long runs and connections may go on before the runs are "
+        "interrupted (resumed on restart); a second signal interrupts at once "
+        "(default: %(default)s)",
     )
     host = commands.add_parser(
         "host",

@@ -17,6 +17,7 @@ import anyio
 from helix_agents.errors import UsageError
 from helix_agents.store import EventStore
 
+from .check import StoreCheck as StoreCheck, check_store as check_store
 from .jetstream import DEFAULT_STREAM, JetStreamEventStore as JetStreamEventStore, nats_servers
 from .memory import MemoryEventStore as MemoryEventStore
 from .sqlite import SqliteEventStore as SqliteEventStore
@@ -26,6 +27,8 @@ __all__ = [
     "JetStreamEventStore",
     "MemoryEventStore",
     "SqliteEventStore",
+    "StoreCheck",
+    "check_store",
     "open_store",
 ]
 

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+import logging
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 
 import anyio
 
 from helix_agents.codec import decode_event, encode_event
-from helix_agents.errors import EventDecodeError, UsageError
+from helix_agents.errors import EventDecodeError, StoreError, UsageError
 from helix_agents.events import Event
 from helix_agents.ids import validate_session_id
 
-__all__ = ["AppendNotifier", "Subscription", "check_batch", "tail_events"]
+__all__ = ["AppendNotifier", "Probe", "Subscription", "check_batch", "tail_events"]
+
+log = logging.getLogger("helix_agents.stores")
 
 _MAX_BUFFERED = 1024  # past this a slow tail drops its buffer and re-reads the store
 
@@ -59,12 +62,18 @@ def check_batch(
 class Subscription:
     """One tail's inbox: the events appended through this store since it subscribed."""
 
-    __slots__ = ("buffer", "overflowed", "wake")
+    __slots__ = ("buffer", "overflowed", "promoted", "wake")
 
     def __init__(self) -> None:
         self.buffer: list[Event] = []
         self.overflowed = False
+        self.promoted = False  # asked to take over the store's poller
         self.wake = anyio.Event()
+
+    @property
+    def ready(self) -> bool:
+        """Whether there is something to take (events, or a note to re-read the store)."""
+        return bool(self.buffer) or self.overflowed
 
     def deliver(self, events: Sequence[Event]) -> None:
         if self.overflowed:
@@ -84,19 +93,35 @@ class Subscription:
         return events, overflowed
 
 
+Probe = Callable[[list[str]], Awaitable[Iterable[str]]]
+"""A store's check for appends made elsewhere: given the watched sessions, those that changed."""
+
+
 class AppendNotifier:
     """Hands each append made through a store to the tails of that session.
 
     A tail subscribes *before* its catch-up read, so nothing appended in
     between is missed; afterwards it is fed from memory and reads the store
     only to fill a gap (appends by another process, or a dropped buffer).
+
+    Appends made elsewhere (another process) are found by **one poller per
+    store**: every ``interval`` seconds ``probe`` is given the watched
+    sessions and answers those that changed, and only their tails are woken
+    to re-read. The poller is not a background task: one waiting tail runs
+    it while it waits, and hands it to another waiting tail when it has
+    events of its own to yield (or is cancelled), as the SQLite group commit
+    hands over its leader.
     """
 
-    __slots__ = ("_closed", "_subscriptions")
+    __slots__ = ("_closed", "_idle", "_interval", "_polling", "_probe", "_subscriptions")
 
-    def __init__(self) -> None:
+    def __init__(self, probe: Probe | None = None, interval: float | None = None) -> None:
         self._subscriptions: dict[str, set[Subscription]] = {}
         self._closed = False
+        self._probe = probe if interval is not None else None
+        self._interval = interval
+        self._polling = False
+        self._idle: dict[Subscription, None] = {}  # waiting tails, in arrival order
 
     def subscribe(self, session_id: str) -> Subscription:
         """Start collecting the session's appends."""
@@ -114,6 +139,14 @@ class AppendNotifier:
             if not subscribers:
                 del self._subscriptions[session_id]
 
+    def watched(self) -> list[str]:
+        """The sessions some tail is following."""
+        return list(self._subscriptions)
+
+    def is_watched(self, session_id: str) -> bool:
+        """Whether some tail is following ``session_id``."""
+        return session_id in self._subscriptions
+
     def publish(self, session_id: str, events: Sequence[Event]) -> None:
         """Deliver freshly appended events (empty: the log changed some other way)."""
         for subscription in self._subscriptions.get(session_id, ()):
@@ -122,6 +155,77 @@ class AppendNotifier:
             else:
                 subscription.overflowed = True
                 subscription.wake.set()
+
+    def ring_all(self) -> None:
+        """Make every tail re-read the store (something may have been missed)."""
+        for session_id in list(self._subscriptions):
+            self.publish(session_id, [])
+
+    async def wait(self, subscription: Subscription) -> None:
+        """Wait until ``subscription`` holds something or the store closes.
+
+        Meanwhile run the store's poller if no other tail does.
+        """
+        while not self._done_waiting(subscription):
+            if subscription.promoted:
+                subscription.promoted = False
+            if self._probe is not None and not self._polling:
+                await self._poll(subscription)
+                continue
+            self._idle[subscription] = None
+            try:
+                await subscription.wake.wait()
+            except BaseException:
+                self._idle.pop(subscription, None)
+                if subscription.promoted:  # cancelled while being handed the poller
+                    subscription.promoted = False
+                    self._promote()
+                raise
+            self._idle.pop(subscription, None)
+            if not subscription.ready:
+                subscription.wake = anyio.Event()  # woken only to take over the poller
+        if subscription.promoted:  # it has events to yield: pass the poller on
+            subscription.promoted = False
+            self._promote()
+
+    def _done_waiting(self, subscription: Subscription) -> bool:
+        return subscription.ready or self._closed
+
+    async def _poll(self, subscription: Subscription) -> None:
+        probe, interval = self._probe, self._interval
+        assert probe is not None
+        assert interval is not None
+        self._polling = True
+        try:
+            while not self._done_waiting(subscription):
+                with anyio.move_on_after(interval):
+                    await subscription.wake.wait()
+                if self._done_waiting(subscription):
+                    break
+                subscription.wake = anyio.Event()
+                try:
+                    changed = await probe(self.watched())
+                except StoreError as exc:
+                    if self._done_waiting(subscription):
+                        break
+                    log.warning("store poll failed (tails re-read): %s", exc)
+                    self.ring_all()
+                    continue
+                for session_id in changed:
+                    self.publish(session_id, [])
+        finally:
+            self._polling = False
+            self._promote()
+
+    def _promote(self) -> None:
+        """Hand the poller to a waiting tail (the next one to wait takes it otherwise)."""
+        if self._polling or self._probe is None:
+            return
+        for candidate in self._idle:
+            if not candidate.ready:
+                candidate.promoted = True
+                candidate.wake.set()
+                return
 
     def close(self) -> None:
         """Wake every tail (the store is closing)."""
@@ -137,14 +241,14 @@ async def tail_events(
     session_id: str,
     from_seq: int,
     *,
-    poll_interval: float | None,
     is_closed: Callable[[], bool],
     closed_error: Callable[[], Exception],
 ) -> AsyncGenerator[Event, None]:
     """Yield a session's events after ``from_seq``, then each new one, exactly once, in order.
 
-    ``poll_interval`` bounds each wait, after which the store is re-read, for
-    stores that other processes may write to.
+    Appends through the same store arrive from memory; the store's poller
+    (see :class:`AppendNotifier`) rings the tail when it finds appends made
+    elsewhere, and the tail then re-reads from its cursor.
     """
     validate_session_id(session_id)
     cursor = from_seq
@@ -158,17 +262,9 @@ async def tail_events(
                 need_read = False
                 batch = await read(session_id, cursor)
             else:
-                if not subscription.buffer and not subscription.overflowed:
-                    if poll_interval is None:
-                        await subscription.wake.wait()
-                    else:
-                        with anyio.move_on_after(poll_interval) as waited:
-                            await subscription.wake.wait()
-                        if waited.cancelled_caught:
-                            need_read = True  # maybe another process appended
-                            continue
-                    if is_closed():
-                        raise closed_error()
+                await notifier.wait(subscription)
+                if is_closed():
+                    raise closed_error()
                 batch, overflowed = subscription.take()
                 batch = [event for event in batch if event.seq > cursor]
                 if overflowed or (batch and batch[0].seq != cursor + 1):

@@ -40,12 +40,12 @@ import nats.errors
 import nats.js.errors
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription as NatsSubscription
 from nats.js import api as js_api
+from nats.js.client import JetStreamContext
 
 from helix_agents.errors import (
     ConcurrencyConflict,
-    EventDecodeError,
+    DamagedLogError,
     StoreClosedError,
     StoreError,
     UsageError,
@@ -53,6 +53,7 @@ from helix_agents.errors import (
 from helix_agents.events import Event
 from helix_agents.ids import decode_session_token, encode_session_token, validate_session_id
 
+from ._chain import chain_of
 from ._common import AppendNotifier, check_batch, tail_events
 
 __all__ = [
@@ -68,6 +69,7 @@ DEFAULT_STREAM = "HELIX_EVENTS"
 
 HEADER_FIRST_SEQ = "Helix-First-Seq"
 HEADER_LAST_SEQ = "Helix-Last-Seq"
+HEADER_CHAIN = "Helix-Chain"
 _EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
 _MSG_ID = "Nats-Msg-Id"
 _WRONG_LAST_SEQUENCE = 10071  # JetStream's err_code for a refused expected sequence
@@ -98,14 +100,8 @@ def validate_stream_name(stream: str) -> str:
     return stream
 
 
-class _Watch:
-    """The consumer that rings a session's tails when another process appends."""
-
-    __slots__ = ("refs", "subscription")
-
-    def __init__(self, subscription: NatsSubscription) -> None:
-        self.subscription = subscription
-        self.refs = 0
+_Position = tuple[int, int, int | None]  # stream seq, helix seq, chain of a session's last message
+_Suspect = tuple[int, str, int]  # helix seq, what looked wrong, the log's last stream seq
 
 
 class JetStreamEventStore:
@@ -134,14 +130,16 @@ class JetStreamEventStore:
         self.subject_prefix = f"helix.{stream}"
         self._timeout = timeout
         self._publish_attempts = publish_attempts
-        self._poll_interval = poll_interval
-        # session -> (stream seq, helix seq) of its last message, as last seen.
-        self._positions: dict[str, tuple[int, int]] = {}
+        # session -> (stream seq, helix seq, chain) of its last message, as last seen.
+        self._positions: dict[str, _Position] = {}
         # session -> highest stream seq this store appended (its tails already know).
         self._own: dict[str, int] = {}
-        self._notifier = AppendNotifier()
-        self._watches: dict[str, _Watch] = {}
+        self._notifier = AppendNotifier(self._probe, poll_interval)
+        # One consumer for the whole store rings the tails of whichever session changed.
+        self._watch: JetStreamContext.PushSubscription | None = None
+        self._watch_refs = 0
         self._watch_lock = anyio.Lock()
+        self._last_pending: tuple[int, int] = (0, 0)  # the consumer's (pending, delivered)
         self._closed = False
         self._active = 0
         self._idle: anyio.Event | None = None
@@ -168,8 +166,9 @@ class JetStreamEventStore:
             request_timeout: seconds each request to the server may take.
             publish_attempts: how often an unacknowledged append is re-sent (same
                 ``Nats-Msg-Id``) before it fails with an unknown outcome.
-            poll_interval: an idle ``tail`` re-reads this often, as a safety net
-                beside the consumer that wakes it (``None``: never).
+            poll_interval: how often the store's poller checks that its one
+                consumer still delivers (one request, however many tails);
+                when it does not, every tail re-reads (``None``: never).
 
         Raises:
             UsageError: a bad stream name or replica count.
@@ -277,32 +276,50 @@ class JetStreamEventStore:
         except nats.js.errors.NotFoundError:
             return None
 
-    def _helix_seqs(self, msg: js_api.RawStreamMsg) -> tuple[int, int]:
-        """The (first, last) helix seqs a stored batch holds."""
+    def _helix_seqs(self, session_id: str, msg: js_api.RawStreamMsg, near: int) -> tuple[int, int]:
+        """The (first, last) helix seqs a stored batch holds; ``near``: the seq to blame if none."""
         headers = msg.headers or {}
         try:
-            return int(headers[HEADER_FIRST_SEQ]), int(headers[HEADER_LAST_SEQ])
-        except (KeyError, ValueError) as exc:
-            raise EventDecodeError(
-                f"stream {self.stream!r} seq {msg.seq} on {msg.subject!r} is not a helix batch"
-            ) from exc
+            first, last = int(headers[HEADER_FIRST_SEQ]), int(headers[HEADER_LAST_SEQ])
+        except (KeyError, ValueError):
+            raise DamagedLogError(
+                session_id, near, f"stream message {msg.seq} is not a helix batch"
+            ) from None
+        if not 1 <= first <= last:
+            raise DamagedLogError(session_id, near, f"stream message {msg.seq}: bad helix seqs")
+        return first, last
 
-    def _decode(self, msg: js_api.RawStreamMsg) -> list[Event]:
+    @staticmethod
+    def _chain(session_id: str, msg: js_api.RawStreamMsg, first: int) -> int | None:
+        """The message's chain header (None: written before chains existed)."""
+        text = (msg.headers or {}).get(HEADER_CHAIN)
+        if text is None:
+            return None
+        try:
+            return int(text, 16)
+        except ValueError:
+            raise DamagedLogError(session_id, first, "checksum mismatch") from None
+
+    @staticmethod
+    def _decode(session_id: str, msg: js_api.RawStreamMsg, first: int, last: int) -> list[Event]:
         try:
             events: list[Event] = _batch_decoder.decode(msg.data or b"")
         except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
-            raise EventDecodeError(
-                f"stream {self.stream!r} seq {msg.seq} on {msg.subject!r}: {exc}"
-            ) from exc
+            raise DamagedLogError(session_id, first, f"undecodable batch: {exc}") from exc
+        if [event.seq for event in events] != list(range(first, last + 1)) or any(
+            event.session_id != session_id for event in events
+        ):
+            raise DamagedLogError(session_id, first, "the batch does not hold its headers' events")
         return events
 
-    async def _position(self, session_id: str) -> tuple[int, int]:
-        """The session's (stream seq, helix seq) of its last message, from the server."""
+    async def _position(self, session_id: str) -> _Position:
+        """The session's (stream seq, helix seq, chain) of its last message, from the server."""
         msg = await self._last_msg(self._subject(session_id))
         if msg is None or msg.seq is None:
             self._positions.pop(session_id, None)
-            return 0, 0
-        position = msg.seq, self._helix_seqs(msg)[1]
+            return 0, 0, None
+        first, last = self._helix_seqs(session_id, msg, 0)
+        position = msg.seq, last, self._chain(session_id, msg, first)
         self._positions[session_id] = position
         return position
 
@@ -350,15 +367,17 @@ class JetStreamEventStore:
         for _ in range(_CONFLICT_ROUNDS):
             if position[1] != expected_seq:
                 raise ConcurrencyConflict(session_id, expected_seq, position[1])
+            chain = chain_of(position[2], payload)
             headers = {
                 _EXPECTED_LAST_SUBJECT_SEQ: str(position[0]),
                 _MSG_ID: msg_id,
                 HEADER_FIRST_SEQ: str(expected_seq + 1),
                 HEADER_LAST_SEQ: str(last),
+                HEADER_CHAIN: f"{chain:08x}",
             }
             stream_seq = await self._publish(session_id, subject, payload, headers, position[0])
             if stream_seq is not None:
-                self._positions[session_id] = (stream_seq, last)
+                self._positions[session_id] = (stream_seq, last, chain)
                 self._own[session_id] = max(self._own.get(session_id, 0), stream_seq)
                 return last
             # Refused: the subject moved on. Re-derive where the log ends; if it
@@ -439,43 +458,70 @@ class JetStreamEventStore:
     # --- reads ------------------------------------------------------------------------
 
     async def read(self, session_id: str, from_seq: int = 0) -> list[Event]:
-        """Return the events with seq > ``from_seq``."""
+        """Return the events with seq > ``from_seq``.
+
+        Checks what it reads: every batch's seqs follow the previous one's and
+        every batch's chain its predecessor's (from the first batch of the
+        log, or the second batch read). A hole or a chain break seen twice in a
+        row over an unchanged log is damage (:class:`DamagedLogError`); once,
+        it may be a delete and rebuild under the read, which is read again.
+        """
         self._ensure_open()
         validate_session_id(session_id)
+        suspect: _Suspect | None = None
         with self._translate():
             for _ in range(_READ_ROUNDS):
-                events = await self._read(session_id, from_seq)
-                if events is not None:
-                    return events
+                result = await self._read(session_id, from_seq)
+                if isinstance(result, list):
+                    return result
+                if result == suspect:
+                    raise DamagedLogError(session_id, result[0], result[1])
+                suspect = result
         raise StoreError(f"session {session_id!r} kept changing under a read")
 
-    async def _read(self, session_id: str, from_seq: int) -> list[Event] | None:
-        """One attempt; None if the log was deleted and rebuilt under it."""
+    async def _read(self, session_id: str, from_seq: int) -> list[Event] | _Suspect:
+        """One attempt: the events, or where and how the log looked damaged."""
         from_seq = max(from_seq, 0)
         subject = self._subject(session_id)
         last = await self._last_msg(subject)
         if last is None or last.seq is None:
             return []
         end = last.seq
-        first_seq, last_seq = self._helix_seqs(last)
+        first_seq, last_seq = self._helix_seqs(session_id, last, from_seq + 1)
         if last_seq <= from_seq:
             return []
         msg: js_api.RawStreamMsg | None = last
         if first_seq > from_seq + 1:
-            msg = await self._find(subject, from_seq, last)
+            msg = await self._find(session_id, subject, from_seq, last)
         events: list[Event] = []
+        expected = from_seq + 1  # the next helix seq the log must hold
+        previous: int | None = None
+        chained = False  # whether previous is the chain of the batch before msg
         while msg is not None and msg.seq is not None and msg.seq <= end:
-            events.extend(event for event in self._decode(msg) if event.seq > from_seq)
+            first, last_in = self._helix_seqs(session_id, msg, expected)
+            if first > expected or (events and first != expected):
+                return expected, "gap: the event is missing", end
+            chain = self._chain(session_id, msg, first)
+            payload = msg.data or b""
+            if (
+                chain is not None
+                and (chained or first == 1)
+                and chain != chain_of(previous, payload)
+            ):
+                return first, "checksum mismatch", end
+            previous, chained = chain, True
+            batch = self._decode(session_id, msg, first, last_in)
+            events.extend(event for event in batch if event.seq > from_seq)
+            expected = last_in + 1
             if msg.seq == end:
                 break
             msg = await self._next_msg(subject, msg.seq + 1)
-        expected = list(range(from_seq + 1, last_seq + 1))
-        if [event.seq for event in events] != expected:
-            return None
+        if expected != last_seq + 1:
+            return expected, "gap: the event is missing", end
         return events
 
     async def _find(
-        self, subject: str, from_seq: int, last: js_api.RawStreamMsg
+        self, session_id: str, subject: str, from_seq: int, last: js_api.RawStreamMsg
     ) -> js_api.RawStreamMsg:
         """The subject's first message holding a helix seq above ``from_seq``.
 
@@ -491,7 +537,7 @@ class JetStreamEventStore:
             msg = await self._next_msg(subject, mid)
             if msg is None or msg.seq is None or msg.seq > high:
                 high = mid - 1  # no message of the subject in [mid, high]
-            elif self._helix_seqs(msg)[1] > from_seq:
+            elif self._helix_seqs(session_id, msg, from_seq + 1)[1] > from_seq:
                 found, high = msg, mid - 1
             else:
                 low = msg.seq + 1
@@ -506,14 +552,13 @@ class JetStreamEventStore:
         self._ensure_open()
         # The consumer exists before the catch-up read: whatever another process
         # stores after that read rings the tail.
-        await self._watch(session_id)
+        await self._watch_store()
         try:
             events = tail_events(
                 self.read,
                 self._notifier,
                 session_id,
                 from_seq,
-                poll_interval=self._poll_interval,
                 is_closed=lambda: self._closed,
                 closed_error=StoreClosedError,
             )
@@ -522,20 +567,21 @@ class JetStreamEventStore:
                     yield event
         finally:
             with anyio.move_on_after(self._timeout, shield=True):
-                await self._unwatch(session_id)
+                await self._unwatch_store()
 
-    async def _watch(self, session_id: str) -> None:
+    async def _watch_store(self) -> None:
+        """Start (or share) the store's consumer: headers only, every session's subject."""
         async with self._watch_lock:
-            watch = self._watches.get(session_id)
-            if watch is None:
+            if self._watch is None:
                 self._ensure_open()
+                prefix = f"{self.subject_prefix}."
 
                 async def ring(msg: Msg) -> None:
-                    self._on_stored(session_id, msg)
+                    self._on_stored(msg, prefix)
 
                 with self._translate():
-                    subscription = await self._js.subscribe(
-                        self._subject(session_id),
+                    self._watch = await self._js.subscribe(
+                        f"{prefix}*",
                         stream=self.stream,
                         cb=ring,
                         ordered_consumer=True,
@@ -546,23 +592,28 @@ class JetStreamEventStore:
                         # abandoned ones must go quickly.
                         inactive_threshold=5.0,
                     )
-                watch = self._watches[session_id] = _Watch(subscription)
-            watch.refs += 1
+                self._last_pending = (0, 0)
+            self._watch_refs += 1
 
-    async def _unwatch(self, session_id: str) -> None:
+    async def _unwatch_store(self) -> None:
         async with self._watch_lock:
-            watch = self._watches.get(session_id)
-            if watch is None:
+            self._watch_refs -= 1
+            if self._watch_refs > 0 or self._watch is None:
                 return
-            watch.refs -= 1
-            if watch.refs > 0:
-                return
-            del self._watches[session_id]
+            watch, self._watch = self._watch, None
             with contextlib.suppress(nats.errors.Error, OSError):
-                await watch.subscription.unsubscribe()
+                await watch.unsubscribe()
 
-    def _on_stored(self, session_id: str, msg: Msg) -> None:
-        """A message was stored on a watched subject: wake the tails unless it is ours."""
+    def _on_stored(self, msg: Msg, prefix: str) -> None:
+        """A message was stored: wake the session's tails unless the message is ours."""
+        if not msg.subject.startswith(prefix):
+            return
+        try:
+            session_id = decode_session_token(msg.subject[len(prefix) :])
+        except ValueError:
+            return  # not a subject we wrote
+        if not self._notifier.is_watched(session_id):
+            return
         try:
             stream_seq = msg.metadata.sequence.stream
         except Exception:  # not a JetStream delivery we can parse: just ring
@@ -572,6 +623,27 @@ class JetStreamEventStore:
         # one sees a gap in our batch and re-reads).
         if stream_seq is None or stream_seq > self._own.get(session_id, 0):
             self._notifier.publish(session_id, [])
+
+    async def _probe(self, sessions: list[str]) -> list[str]:
+        """The poller's safety net: every watched session if the consumer seems stuck or gone.
+
+        One request per poll, however many sessions are watched: the
+        consumer's info. Stuck means messages were pending at the last probe
+        and nothing was delivered since.
+        """
+        watch = self._watch
+        if watch is None or not sessions or self._closed:
+            return []
+        try:
+            info = await watch.consumer_info()
+        except (nats.errors.Error, OSError):
+            self._last_pending = (0, 0)
+            return sessions  # gone (nats-py recreates it) or unreachable: re-read
+        pending = int(info.num_pending or 0)
+        delivered = int(info.delivered.stream_seq or 0) if info.delivered else 0
+        stuck = self._last_pending[0] > 0 and delivered == self._last_pending[1]
+        self._last_pending = (pending, delivered)
+        return sessions if stuck else []
 
     async def list_sessions(self) -> list[str]:
         """Return every session id, sorted (from the stream's per-subject counts)."""

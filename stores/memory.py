@@ -61,7 +61,6 @@ class MemoryEventStore:
             self._notifier,
             session_id,
             from_seq,
-            poll_interval=None,
             is_closed=lambda: self._closed,
             closed_error=StoreClosedError,
         )

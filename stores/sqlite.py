@@ -14,6 +14,7 @@ been taken.
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
@@ -23,10 +24,10 @@ from typing import Literal, TypeVar
 import anyio
 import anyio.lowlevel
 
-from helix_agents.codec import decode_event, decode_events
 from helix_agents.errors import (
     ConcurrencyConflict,
-    EventDecodeError,
+    DamagedLogError,
+    DamagedStoreError,
     StoreClosedError,
     StoreError,
     UsageError,
@@ -34,11 +35,14 @@ from helix_agents.errors import (
 from helix_agents.events import EVENT_TYPES, Event
 from helix_agents.ids import validate_session_id
 
+from ._chain import chain_of, verified_events
 from ._common import AppendNotifier, check_batch, tail_events
 
 __all__ = ["SqliteEventStore"]
 
 T = TypeVar("T")
+
+log = logging.getLogger("helix_agents.stores")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS helix_events (
@@ -47,16 +51,22 @@ CREATE TABLE IF NOT EXISTS helix_events (
     type TEXT NOT NULL,
     ts REAL NOT NULL,
     data BLOB NOT NULL,
+    chain INTEGER,
     PRIMARY KEY (session_id, seq)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS helix_sessions (
     session_id TEXT PRIMARY KEY
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS helix_meta (
+    key TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
 ) WITHOUT ROWID;
 """
 
 _TAGS: dict[type, str] = {cls: str(cls.__struct_config__.tag) for cls in EVENT_TYPES}
 
 _Row = tuple[str, int, str, float, bytes]
+_StoredRow = tuple[str, int, str, float, bytes, int]  # with its chain
 
 
 class _Op:
@@ -92,62 +102,71 @@ class _Delete(_Op):
 _SQLITE_MAX_INT = 2**63 - 1
 _MAX_BATCH = 1000  # bounds one transaction; the rest waits for the next leader
 _MAX_CACHED_SESSIONS = 100_000
+_PROBE_CHUNK = 500  # session ids per poller query (SQLite's bound on parameters is 32,766)
 
 
 class _LastSeqCache:
-    """Each session's last seq, as of our last commit; used only on the writer thread.
+    """Each session's last seq and chain, as of our last commit; used only on the writer thread.
 
     ``PRAGMA data_version`` changes exactly when *another* connection commits
     to the file, so one cheap read per transaction tells whether the cache
     still holds; if not, it is dropped and rebuilt from the primary key.
     """
 
-    __slots__ = ("seqs", "version")
+    __slots__ = ("ends", "version")
 
     def __init__(self) -> None:
-        self.seqs: dict[str, int] = {}
+        self.ends: dict[str, tuple[int, int | None]] = {}
         self.version: int | None = None
 
     def validate(self, conn: sqlite3.Connection) -> None:
         version = conn.execute("PRAGMA data_version").fetchone()[0]
-        if version != self.version or len(self.seqs) > _MAX_CACHED_SESSIONS:
-            self.seqs.clear()
+        if version != self.version or len(self.ends) > _MAX_CACHED_SESSIONS:
+            self.ends.clear()
             self.version = version
 
-    def get(self, conn: sqlite3.Connection, session_id: str) -> int:
-        seq = self.seqs.get(session_id)
-        if seq is None:
+    def get(self, conn: sqlite3.Connection, session_id: str) -> tuple[int, int | None]:
+        """The session's last seq (0 for none) and that event's chain."""
+        end = self.ends.get(session_id)
+        if end is None:
             found = conn.execute(
-                "SELECT MAX(seq) FROM helix_events WHERE session_id = ?", (session_id,)
-            ).fetchone()[0]
-            seq = self.seqs[session_id] = found or 0
-        return seq
+                "SELECT seq, chain FROM helix_events WHERE session_id = ? "
+                "ORDER BY seq DESC LIMIT 1",
+                (session_id,),
+            ).fetchone()
+            end = self.ends[session_id] = (found[0], found[1]) if found else (0, None)
+        return end
 
 
-def _apply_batch(conn: sqlite3.Connection, cache: _LastSeqCache, batch: list[_Op]) -> None:
-    """Apply a batch inside an open write transaction.
+def _apply_batch(conn: sqlite3.Connection, cache: _LastSeqCache, batch: list[_Op]) -> bool:
+    """Apply a batch inside an open write transaction; whether it changed anything.
 
     Compare-and-append is decided in order against the last-seq cache (so two
-    appends to one session in one batch see each other), and the accepted rows
-    go in with one ``executemany``. ``helix_sessions`` only lists sessions, so
-    it is written when a session is created, not per append. A delete first
-    flushes the rows accepted before it. The caller drops the cache if the
-    transaction does not commit.
+    appends to one session in one batch see each other), each accepted row is
+    chained to its predecessor, and the rows go in with one ``executemany``.
+    ``helix_sessions`` only lists sessions, so it is written when a session is
+    created, not per append. A delete first flushes the rows accepted before
+    it. The caller drops the cache if the transaction does not commit.
     """
     cache.validate(conn)
-    seqs = cache.seqs
-    rows: list[_Row] = []
+    ends = cache.ends
+    rows: list[_StoredRow] = []
     created: list[tuple[str]] = []
+    changed = False
     for op in batch:
         if isinstance(op, _Append):
-            actual = cache.get(conn, op.session_id)
+            actual, chain = cache.get(conn, op.session_id)
             if actual != op.expected_seq:
                 op.error = ConcurrencyConflict(op.session_id, op.expected_seq, actual)
                 continue
-            rows.extend(op.rows)
+            for session_id, seq, tag, ts, data in op.rows:
+                chain = chain_of(chain, data)
+                rows.append((session_id, seq, tag, ts, data, chain))
             if actual == 0:
                 created.append((op.session_id,))
-            op.result = seqs[op.session_id] = op.expected_seq + len(op.rows)
+            op.result = op.expected_seq + len(op.rows)
+            ends[op.session_id] = (op.result, chain)
+            changed = True
         else:
             _flush(conn, rows, created)
             rows, created = [], []
@@ -155,25 +174,106 @@ def _apply_batch(conn: sqlite3.Connection, cache: _LastSeqCache, batch: list[_Op
                 "DELETE FROM helix_sessions WHERE session_id = ?", (op.session_id,)
             ).rowcount
             conn.execute("DELETE FROM helix_events WHERE session_id = ?", (op.session_id,))
-            seqs[op.session_id] = 0
+            ends[op.session_id] = (0, None)
+            changed = changed or op.result > 0
     _flush(conn, rows, created)
+    return changed
 
 
-def _flush(conn: sqlite3.Connection, rows: list[_Row], created: list[tuple[str]]) -> None:
+def _flush(conn: sqlite3.Connection, rows: list[_StoredRow], created: list[tuple[str]]) -> None:
     if rows:
-        conn.executemany("INSERT INTO helix_events VALUES (?, ?, ?, ?, ?)", rows)
+        conn.executemany(
+            "INSERT INTO helix_events (session_id, seq, type, ts, data, chain) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            rows,
+        )
     if created:
         conn.executemany("INSERT OR IGNORE INTO helix_sessions VALUES (?)", created)
 
 
-def _bad_seq(rows: list[tuple[int, bytes]]) -> int | None:
-    """The seq of the first row that does not decode to one event."""
-    for seq, data in rows:
+def _is_corruption(exc: sqlite3.Error) -> bool:
+    """Whether SQLite found the file itself damaged (not busy, not a misuse)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
+
+def _count_commit(conn: sqlite3.Connection) -> int:
+    """Add one to the file's commit counter (inside the transaction); the new count."""
+    conn.execute("INSERT OR IGNORE INTO helix_meta VALUES ('commits', 0)")
+    conn.execute("UPDATE helix_meta SET value = value + 1 WHERE key = 'commits'")
+    count: int = conn.execute("SELECT value FROM helix_meta WHERE key = 'commits'").fetchone()[0]
+    return count
+
+
+def _held_commits(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT value FROM helix_meta WHERE key = 'commits'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _add_chain_column(conn: sqlite3.Connection) -> None:
+    """Files written before chains existed get the column (their rows stay unchained)."""
+
+    def has_chain() -> bool:
+        return any(row[1] == "chain" for row in conn.execute("PRAGMA table_info(helix_events)"))
+
+    if has_chain():
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if not has_chain():  # another process may have added it meanwhile
+            conn.execute("ALTER TABLE helix_events ADD COLUMN chain INTEGER")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+class _HighWaterMark:
+    """The file's commit count as last seen by a writer, kept beside it in ``<file>-hwm``.
+
+    Written after each commit (not fsynced: it may lag, never lead, unless the
+    database itself lost commits). A database holding fewer commits than its
+    high-water mark lost some: a truncated, emptied or replaced file, or WAL
+    frames dropped as damaged.
+    """
+
+    __slots__ = ("_failed", "_fd", "path")
+
+    def __init__(self, database: str) -> None:
+        self.path = f"{database}-hwm"
+        self._fd: int | None = None
+        self._failed = False
+
+    def read(self) -> int | None:
+        """The recorded count; None when there is none (a new or older store) or it is garbled."""
         try:
-            decode_event(data)
-        except EventDecodeError:
-            return seq
-    return None
+            with open(self.path, "rb") as file:
+                text = file.read(64).strip()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            log.warning("cannot read the high-water mark %s: %s", self.path, exc)
+            return None
+        return int(text) if text.isdigit() else None
+
+    def record(self, commits: int) -> None:
+        """Write the count (fixed width, in place); a failure is logged once, never raised."""
+        if self._failed:
+            return
+        try:
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+            os.pwrite(self._fd, b"%020d\n" % commits, 0)
+        except OSError as exc:
+            self._failed = True
+            log.warning("cannot keep the high-water mark %s: %s", self.path, exc)
+
+    def close(self) -> None:
+        """Close the file if it was opened."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 class SqliteEventStore:
@@ -184,10 +284,16 @@ class SqliteEventStore:
             supported: use ``MemoryEventStore``.
         synchronous: ``"FULL"`` (default) fsyncs every commit, so an acknowledged
             append survives power loss; ``"NORMAL"`` survives a process crash only.
-        poll_interval: how often an idle ``tail`` re-reads, to see appends made
-            by other processes (appends in this process wake it at once);
-            ``None`` disables polling.
+        poll_interval: how often the store's one poller checks whether
+            another process committed (``PRAGMA data_version``), waking only
+            the tails of sessions that changed; appends in this process wake
+            them at once. ``None`` disables it.
         busy_timeout: seconds to wait for another process's write lock.
+
+    Attributes:
+        lost_commits: found when the store was opened: how many commits the
+            file holds fewer than its high-water mark (``<path>-hwm``); 0 when
+            it holds them all. Anything else is logged as an error at once.
     """
 
     def __init__(
@@ -205,24 +311,50 @@ class SqliteEventStore:
             raise UsageError(f"synchronous must be 'FULL' or 'NORMAL', not {synchronous!r}")
         self._synchronous = synchronous
         self._busy_ms = int(busy_timeout * 1000)
-        self._poll_interval = poll_interval
+        self._high_water = _HighWaterMark(self.path)
+        writer: sqlite3.Connection | None = None
         try:
-            self._writer = self._connect()
-            self._writer.executescript(_SCHEMA)
+            writer = self._connect()
+            writer.executescript(_SCHEMA)
+            _add_chain_column(writer)
+            held = _held_commits(writer)
         except sqlite3.Error as exc:
+            if writer is not None:
+                writer.close()
+            if _is_corruption(exc):
+                raise DamagedStoreError(f"sqlite store {self.path!r} is damaged: {exc}") from exc
             raise StoreError(f"cannot open sqlite store {self.path!r}: {exc}") from exc
+        self._writer = writer
+        recorded = self._high_water.read()
+        self.lost_commits = max((recorded or 0) - held, 0)
+        self._lost_note = (
+            f"the file holds {held} commit(s) but its high-water mark says {recorded}: "
+            f"{self.lost_commits} lost (the file was truncated, emptied or replaced, "
+            "or WAL frames were dropped as damaged)"
+        )
+        if self.lost_commits:
+            log.error(
+                "sqlite store %r: %s; run 'helix-agents check' to see the damaged sessions",
+                self.path,
+                self._lost_note,
+            )
         self._queue: list[_Op] = []
         self._cache = _LastSeqCache()
         self._leading = False
         self._leading_task_active = False
         self._idle: anyio.Event | None = None
         self._closed = False
-        self._notifier = AppendNotifier()
+        self._notifier = AppendNotifier(self._probe, poll_interval)
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._active_reads = 0
         self._reads_idle: anyio.Event | None = None
+        # The poller's own connection: data_version is per connection.
+        self._poll_conn: sqlite3.Connection | None = None
+        self._poll_version: int | None = None
+        self._poll_seen: dict[str, int] = {}  # watched session -> last seq the poller saw
+        self._own_ends: dict[str, int] = {}  # watched session -> last seq we appended
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -305,8 +437,13 @@ class SqliteEventStore:
                     op.done = True
                     op.wake.set()
                     if op.error is None:
-                        published = op.events if isinstance(op, _Append) else []
-                        self._notifier.publish(op.session_id, published)
+                        if isinstance(op, _Append):
+                            if self._notifier.is_watched(op.session_id):
+                                self._own_ends[op.session_id] = op.result
+                            self._notifier.publish(op.session_id, op.events)
+                        else:
+                            self._own_ends.pop(op.session_id, None)
+                            self._notifier.publish(op.session_id, [])
         finally:
             self._leading_task_active = False
             self._hand_over()
@@ -327,13 +464,15 @@ class SqliteEventStore:
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                _apply_batch(conn, self._cache, batch)
+                commits = _count_commit(conn) if _apply_batch(conn, self._cache, batch) else 0
                 conn.execute("COMMIT")
             except BaseException:
                 self._cache = _LastSeqCache()
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+            if commits:
+                self._high_water.record(commits)
         except sqlite3.Error as exc:
             for op in batch:
                 error = StoreError(f"sqlite store {self.path!r}: {exc}")
@@ -362,25 +501,35 @@ class SqliteEventStore:
             raise StoreClosedError()
         if from_seq >= _SQLITE_MAX_INT:
             return []  # nothing can come after the largest seq SQLite holds
+        from_seq = max(from_seq, 0)
         try:
-            rows = (
+            # From from_seq itself, so the first event's chain can be checked
+            # against its predecessor's.
+            records: list[tuple[int, bytes, int | None]] = (
                 self._reader()
                 .execute(
-                    "SELECT seq, data FROM helix_events WHERE session_id = ? AND seq > ? "
+                    "SELECT seq, data, chain FROM helix_events WHERE session_id = ? AND seq >= ? "
                     "ORDER BY seq",
                     (session_id, from_seq),
                 )
                 .fetchall()
             )
+        except sqlite3.DatabaseError as exc:
+            if _is_corruption(exc):
+                raise DamagedLogError(
+                    session_id, from_seq + 1, "the database file is damaged (SQLITE_CORRUPT)"
+                ) from exc
+            raise StoreError(f"sqlite store {self.path!r}: {exc}") from exc
         except sqlite3.Error as exc:
             raise StoreError(f"sqlite store {self.path!r}: {exc}") from exc
-        try:
-            return decode_events([row[1] for row in rows])
-        except EventDecodeError as exc:
-            seq = _bad_seq(rows)
-            raise EventDecodeError(
-                f"session {session_id!r} seq {seq} in {self.path!r}: {exc.message}"
-            ) from exc
+        previous: int | None = None
+        if from_seq > 0 and records:
+            if records[0][0] != from_seq:
+                # Events follow from_seq but from_seq itself is gone.
+                raise DamagedLogError(session_id, from_seq, "gap: the event is missing")
+            previous = records[0][2]
+            records = records[1:]
+        return verified_events(session_id, from_seq + 1, previous, records)
 
     def _scalar_sync(self, sql: str, params: tuple[object, ...]) -> list[tuple[object, ...]]:
         if self._closed:
@@ -415,10 +564,68 @@ class SqliteEventStore:
             self._notifier,
             session_id,
             from_seq,
-            poll_interval=self._poll_interval,
             is_closed=lambda: self._closed,
             closed_error=StoreClosedError,
         )
+
+    async def _probe(self, sessions: list[str]) -> list[str]:
+        """The store's poller: which watched sessions did another connection change?"""
+        if self._closed:
+            return []
+        watched = set(sessions)
+        for gone in [session for session in self._own_ends if session not in watched]:
+            del self._own_ends[gone]
+        # The worker thread gets a copy: appends go on meanwhile on this thread.
+        return await self._in_thread(self._probe_sync, sessions, dict(self._own_ends))
+
+    def _probe_sync(self, sessions: list[str], own_ends: dict[str, int]) -> list[str]:
+        """One ``PRAGMA data_version`` when nothing changed; else each watched session's end.
+
+        Runs on a worker thread, one probe at a time (there is one poller).
+        A session seen for the first time is always reported (its tail
+        re-reads once): its baseline is taken after its tail's catch-up read,
+        and an append in between must not be missed. A session that ends
+        where this store's own last append left it is not reported: its tails
+        have those events from memory.
+        """
+        if self._closed:
+            return []
+        try:
+            if self._poll_conn is None:
+                self._poll_conn = self._connect()
+            conn = self._poll_conn
+            # Read the version before the ends: a commit after this read shows
+            # up as a new version at the next probe.
+            version = conn.execute("PRAGMA data_version").fetchone()[0]
+            seen = self._poll_seen
+            watched = set(sessions)
+            for gone in [session for session in seen if session not in watched]:
+                del seen[gone]
+            if version == self._poll_version:
+                asked = [session for session in sessions if session not in seen]
+            else:
+                asked = sessions
+            self._poll_version = version
+            ends: dict[str, int] = {}
+            for start in range(0, len(asked), _PROBE_CHUNK):
+                chunk = asked[start : start + _PROBE_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                ends.update(
+                    conn.execute(
+                        "SELECT session_id, MAX(seq) FROM helix_events "
+                        f"WHERE session_id IN ({marks}) GROUP BY session_id",
+                        chunk,
+                    ).fetchall()
+                )
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite store {self.path!r}: {exc}") from exc
+        changed: list[str] = []
+        for session in asked:
+            end = ends.get(session, 0)
+            if session not in seen or (seen[session] != end and own_ends.get(session) != end):
+                changed.append(session)
+            seen[session] = end
+        return changed
 
     async def list_sessions(self) -> list[str]:
         """Return every session id, sorted."""
@@ -427,6 +634,39 @@ class SqliteEventStore:
             self._scalar_sync, "SELECT session_id FROM helix_sessions ORDER BY session_id", ()
         )
         return [str(row[0]) for row in rows]
+
+    async def check_storage(self) -> list[tuple[str | None, str]]:
+        """Damage beyond single logs, as (session or None, one line): for ``check_store``.
+
+        Lost commits (found at open), SQLite's ``PRAGMA quick_check`` of the
+        file, and sessions that have events but are missing from the list.
+        """
+        self._ensure_open()
+        return await self._in_thread(self._check_storage_sync)
+
+    def _check_storage_sync(self) -> list[tuple[str | None, str]]:
+        if self._closed:
+            raise StoreClosedError()
+        found: list[tuple[str | None, str]] = []
+        if self.lost_commits:
+            found.append((None, self._lost_note))
+        conn = self._reader()
+        try:
+            for (line,) in conn.execute("PRAGMA quick_check(10)").fetchall():
+                if line != "ok":
+                    found.append((None, f"the database file is damaged: {line}"))
+            unlisted = conn.execute(
+                "SELECT DISTINCT session_id FROM helix_events WHERE session_id NOT IN "
+                "(SELECT session_id FROM helix_sessions) ORDER BY session_id"
+            ).fetchall()
+        except sqlite3.DatabaseError as exc:
+            found.append((None, f"the database file is damaged: {exc}"))
+            return found
+        for (session_id,) in unlisted:
+            found.append(
+                (str(session_id), f"session {session_id!r} has events but is not in the list")
+            )
+        return found
 
     # --- lifecycle ------------------------------------------------------------
 
@@ -447,6 +687,9 @@ class SqliteEventStore:
             self._reads_idle = anyio.Event()
             await self._reads_idle.wait()
         self._writer.close()
+        self._high_water.close()
+        if self._poll_conn is not None:
+            self._poll_conn.close()
         with self._readers_lock:
             readers, self._readers = self._readers, []
         for conn in readers:

@@ -314,7 +314,8 @@ def _corrupt_stores(directory: Path) -> None:
     write_store(directory / "bad.db", {"headless": headless})
     with sqlite3.connect(directory / "bad.db") as conn:
         conn.execute(
-            "INSERT INTO helix_events VALUES ('garbled', 1, 'session_created', 0, ?)",
+            "INSERT INTO helix_events (session_id, seq, type, ts, data) "
+            "VALUES ('garbled', 1, 'session_created', 0, ?)",
             (b'{"type": "session_created", "seq": "one"}',),
         )
     conn.close()

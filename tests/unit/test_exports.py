@@ -45,6 +45,8 @@ HELIX_AGENTS_ALL = {
     "CompletionDelivered",
     "ConcurrencyConflict",
     "CorruptLogError",
+    "DamagedLogError",
+    "DamagedStoreError",
     "CustomChunk",
     "InputRequired",
     "PendingInput",
@@ -203,6 +205,8 @@ STORES_ALL = {
     "JetStreamEventStore",
     "MemoryEventStore",
     "SqliteEventStore",
+    "StoreCheck",
+    "check_store",
     "open_store",
 }
 

@@ -1,0 +1,160 @@
+"""A bounded shutdown for ``helix-agents serve``: drain for ``grace`` seconds, then interrupt.
+
+On the first SIGTERM or SIGINT the server stops listening (new connections
+are refused at once, ``/health`` included: a load balancer sees the port
+closed), closes idle connections and lets requests and streams under way go
+on. Runs still going after ``grace`` seconds are interrupted: an
+``interrupt_requested`` event with :data:`SHUTDOWN_REASON` in each log, so
+each run records ``interrupted`` and stops, and the next ``serve`` on the same
+store resumes them. Their streams get a few seconds to send their last event,
+then the remaining connections are closed and the process exits. A second
+signal starts that at once; a third stops waiting for connections (uvicorn's
+forced exit).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+from types import FrameType
+
+import anyio
+import uvicorn
+
+from helix_agents import HelixError, RemoteResumeRequest
+
+from .agent_server import AgentServer
+from .limits import DEFAULT_GRACE
+
+__all__ = ["DEFAULT_GRACE", "SHUTDOWN_REASON", "GracefulServer", "resume_interrupted_by_shutdown"]
+
+log = logging.getLogger("helix_agents.server")
+
+SHUTDOWN_REASON = "server shutdown (resumed on restart)"
+"""The reason of the interrupts a shutdown records; ``serve`` resumes those sessions."""
+
+_TICK = 0.1  # seconds between looks at the runs and signals (uvicorn's own tick)
+_STOP_WAIT = 15.0  # seconds interrupted runs get to record their end (children's acks included)
+_STREAMS_END = 5.0  # seconds the streams of interrupted runs get to send their end
+
+
+class GracefulServer(uvicorn.Server):
+    """uvicorn with a bounded drain (see the module) and resumption of what it interrupted.
+
+    Args:
+        config: uvicorn's configuration; its ``timeout_graceful_shutdown``
+            should be None (the grace here bounds the drain).
+        grace: seconds to let runs and connections finish after the first signal.
+        agents: the served ``AgentServer`` (None for a gateway with no runs of
+            its own, such as ``serve --nats``).
+    """
+
+    def __init__(
+        self, config: uvicorn.Config, *, grace: float, agents: AgentServer | None = None
+    ) -> None:
+        super().__init__(config)
+        self.grace = grace
+        self.agents = agents
+        self._signals = 0
+        self._hurry = False
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """First signal: drain; second: interrupt the runs now; third: stop waiting."""
+        self._signals += 1
+        if self._signals == 1:
+            super().handle_exit(sig, frame)
+            log.info("shutting down: %g s for runs and connections to finish", self.grace)
+        elif self._signals == 2:
+            self._hurry = True
+            log.info("second %s: interrupting the runs now", signal.Signals(sig).name)
+        else:
+            self.force_exit = True
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """Start as uvicorn does, then resume the sessions the last shutdown interrupted."""
+        await super().startup(sockets)
+        if self.started and self.agents is not None and not self.should_exit:
+            await resume_interrupted_by_shutdown(self.agents)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's shutdown, bounded by the drain running beside it."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._drain)
+            await super().shutdown(sockets)
+            tg.cancel_scope.cancel()
+
+    def _busy(self) -> bool:
+        runs = self.agents.executor.active_sessions() if self.agents is not None else []
+        return bool(runs or self.server_state.connections)
+
+    async def _drain(self) -> None:
+        deadline = anyio.current_time() + self.grace
+        # Polled, as uvicorn polls its own flags: a signal handler can only set
+        # a flag, and runs ending or connections closing signal nothing.
+        while self._busy() and anyio.current_time() < deadline and not self._hurry:  # noqa: ASYNC110
+            await anyio.sleep(_TICK)
+        if self.agents is not None and await self._interrupt_runs(self.agents):
+            # The streams of the interrupted runs send their last event and end.
+            ending = anyio.current_time() + _STREAMS_END
+            while self.server_state.connections and anyio.current_time() < ending:  # noqa: ASYNC110
+                await anyio.sleep(_TICK)
+        for connection in list(self.server_state.connections):
+            connection.transport.close()  # streams of paused sessions, slow clients
+
+    async def _interrupt_runs(self, agents: AgentServer) -> bool:
+        """Interrupt the top-level runs still going and wait (bounded) for them; whether any."""
+        executor = agents.executor
+        active = executor.active_sessions()
+        if not active:
+            return False
+        roots: list[str] = []
+        for session_id in active:
+            try:
+                state = await executor.state(session_id)
+            except HelixError as exc:
+                log.warning("cannot read session %s to interrupt it: %s", session_id, exc)
+                continue
+            if state.parent_session_id not in active:  # its parent stops its children
+                roots.append(session_id)
+        log.warning("interrupting %d run(s) still going: %s", len(roots), roots)
+        for session_id in roots:
+            try:
+                await agents.interrupt(session_id, SHUTDOWN_REASON)
+            except HelixError as exc:  # it ended meanwhile, or the store failed
+                log.warning("could not interrupt session %s: %s", session_id, exc)
+        with anyio.move_on_after(_STOP_WAIT):
+            for session_id in executor.active_sessions():
+                await executor.wait_idle(session_id)
+        return True
+
+
+async def resume_interrupted_by_shutdown(agents: AgentServer) -> list[str]:
+    """Resume the top-level sessions a shutdown interrupted (:data:`SHUTDOWN_REASON`).
+
+    A session with a parent is left to its parent, which re-opens its
+    children when it resumes. Returns the ids resumed; a session that cannot
+    be read or resumed is logged and skipped.
+    """
+    executor = agents.executor
+    resumed: list[str] = []
+    for session_id in await agents.store.list_sessions():
+        if session_id in executor.active_sessions():
+            continue
+        try:
+            state = await executor.state(session_id)
+            if (
+                state.status != "interrupted"
+                or state.stop_reason != SHUTDOWN_REASON
+                or state.parent_session_id is not None
+                or executor.registry.get(state.agent_type) is None
+            ):
+                continue
+            await agents.resume(RemoteResumeRequest(session_id=session_id))
+        except HelixError as exc:
+            log.warning("could not resume session %s after the shutdown: %s", session_id, exc)
+            continue
+        resumed.append(session_id)
+    if resumed:
+        log.info("resumed %d session(s) the last shutdown interrupted: %s", len(resumed), resumed)
+    return resumed

@@ -1,0 +1,293 @@
+"""Bounds that keep a served process answering under hostile or broken clients.
+
+- :class:`StreamLimit`: ASGI middleware capping the open ``/sse`` streams;
+  beyond the cap it answers ``503 UNAVAILABLE`` with ``Retry-After``. Wrap
+  any ``create_http_app`` app with it (``serve`` does).
+- :func:`bounded_http_protocol`: uvicorn's HTTP/1.1 protocol with a cap on
+  open connections (the connection that has waited longest for its request's
+  headers is closed to make room; if none waits, the newcomer gets a 503) and
+  a time limit on receiving a request's headers (slowloris).
+- :func:`quiet_accept_errors`: asyncio logs "socket.accept() out of system
+  resource" once per failed accept, with a traceback; this lets one through
+  per 10 seconds.
+- :func:`fit_descriptor_limit`: makes room in ``RLIMIT_NOFILE`` for the
+  connections, or lowers the cap to what fits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import resource
+import time
+from typing import Any
+
+import msgspec
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from helix_agents import UsageError
+
+__all__ = [
+    "DEFAULT_GRACE",
+    "DEFAULT_HEADER_TIMEOUT",
+    "DEFAULT_KEEP_ALIVE",
+    "DEFAULT_MAX_CONNECTIONS",
+    "DEFAULT_MAX_STREAMS",
+    "LISTEN_BACKLOG",
+    "StreamLimit",
+    "bounded_http_protocol",
+    "fit_descriptor_limit",
+    "quiet_accept_errors",
+]
+
+log = logging.getLogger("helix_agents.server")
+
+DEFAULT_GRACE = 30.0
+"""Seconds ``serve`` lets runs go on after SIGTERM before interrupting them."""
+DEFAULT_MAX_CONNECTIONS = 1000
+"""Open connections ``serve`` keeps at most (lowered to fit the descriptor limit)."""
+DEFAULT_HEADER_TIMEOUT = 10.0
+"""Seconds a connection may take to send a request's headers before it is closed."""
+DEFAULT_KEEP_ALIVE = 5
+"""Seconds an idle keep-alive connection stays open between requests (uvicorn's default)."""
+DEFAULT_MAX_STREAMS = 500
+"""Open ``/sse`` streams at most; beyond, ``503`` with ``Retry-After``."""
+LISTEN_BACKLOG = 256
+"""The listen backlog ``serve`` asks for; also how many connections one accept burst opens."""
+RESERVED_DESCRIPTORS = 64
+"""Descriptors kept free of connections: the store, logs, the loop's own."""
+STREAM_RETRY_AFTER = 5
+"""Seconds a client refused a stream is told to wait (``Retry-After``)."""
+
+_encode = msgspec.json.Encoder().encode
+
+
+def _error_body(message: str) -> bytes:
+    return _encode({"error": message, "code": "UNAVAILABLE"})
+
+
+class StreamLimit:
+    """ASGI middleware: at most ``max_streams`` requests to ``/sse`` at once.
+
+    Beyond the cap a request is answered ``503`` with the protocol's error
+    shape (``{"error", "code": "UNAVAILABLE"}``) and ``Retry-After``, before
+    it reaches the app. ``path`` is matched below the app's mount point.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_streams: int = DEFAULT_MAX_STREAMS,
+        retry_after: int = STREAM_RETRY_AFTER,
+        path: str = "/sse",
+    ) -> None:
+        if isinstance(max_streams, bool) or not isinstance(max_streams, int) or max_streams < 1:
+            raise UsageError(f"max_streams must be an int >= 1, not {max_streams!r}")
+        if isinstance(retry_after, bool) or not isinstance(retry_after, int) or retry_after < 0:
+            raise UsageError(f"retry_after must be an int >= 0, not {retry_after!r}")
+        self.app = app
+        self.max_streams = max_streams
+        self.retry_after = retry_after
+        self.path = path
+        self.open = 0
+        """Streams open now."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on, or refuse it when the streams are all taken."""
+        if scope["type"] != "http" or _route_path(scope) != self.path:
+            await self.app(scope, receive, send)
+            return
+        if self.open >= self.max_streams:
+            body = _error_body(f"too many open streams ({self.max_streams}); retry later")
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 503,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode()),
+                        (b"retry-after", str(self.retry_after).encode()),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+            return
+        self.open += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.open -= 1
+
+
+def _route_path(scope: Scope) -> str:
+    path: str = scope.get("path", "")
+    root: str = scope.get("root_path", "")
+    return path[len(root) :] if root and path.startswith(root) else path
+
+
+class _Waiting:
+    """A server's connections still waiting for a request's headers, oldest first."""
+
+    __slots__ = ("connections",)
+
+    def __init__(self) -> None:
+        self.connections: dict[Any, None] = {}
+
+
+def bounded_http_protocol(max_connections: int, header_timeout: float) -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol, bounded: pass it as ``uvicorn.Config(http=...)``.
+
+    - At most ``max_connections`` open connections: a new one beyond closes
+      the connection that has waited longest for its request's headers (a
+      slowloris before a client mid-request), or, when every connection is
+      busy with a request, is answered ``503 UNAVAILABLE`` and closed.
+    - A request's headers must arrive within ``header_timeout`` seconds of
+      the connection opening (or of the previous response on a keep-alive
+      connection), else the connection is closed.
+    """
+    if isinstance(max_connections, bool) or not isinstance(max_connections, int):
+        raise UsageError(f"max_connections must be an int, not {max_connections!r}")
+    if max_connections < 1:
+        raise UsageError(f"max_connections must be at least 1, not {max_connections}")
+    if not (isinstance(header_timeout, int | float) and 0 < header_timeout < math.inf):
+        raise UsageError(f"header_timeout must be a positive number, not {header_timeout!r}")
+    import h11  # uvicorn's, imported only to serve
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    waiting = _Waiting()
+
+    class BoundedH11Protocol(H11Protocol):
+        """uvicorn's h11 protocol with a connection cap and a header timeout."""
+
+        _header_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)  # type: ignore[arg-type]
+            if len(self.connections) > max_connections:
+                oldest = next(iter(waiting.connections), None)
+                if oldest is None:
+                    self._refuse()
+                    return
+                oldest._give_up()
+            self._await_headers()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self in waiting.connections and self.conn.their_state is not h11.IDLE:
+                self._headers_received()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+                self._await_headers()  # keep-alive: the next request's headers are timed too
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._headers_received()
+            super().connection_lost(exc)
+
+        def _await_headers(self) -> None:
+            waiting.connections[self] = None
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+            self._header_timer = self.loop.call_later(header_timeout, self._give_up)
+
+        def _headers_received(self) -> None:
+            waiting.connections.pop(self, None)
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _give_up(self) -> None:
+            """No request came in time (or room was needed): close without answering."""
+            self._headers_received()
+            if not self.transport.is_closing():
+                self.transport.close()
+
+        def _refuse(self) -> None:
+            body = _error_body(f"too many open connections ({max_connections}); retry later")
+            head = (
+                "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+                f"content-length: {len(body)}\r\nretry-after: 1\r\nconnection: close\r\n\r\n"
+            )
+            self.transport.write(head.encode() + body)
+            self.transport.close()
+
+    return BoundedH11Protocol
+
+
+_ACCEPT_ERROR = "socket.accept() out of system resource"
+
+
+class _OneAcceptErrorPer(logging.Filter):
+    """Lets one accept-error record through per ``interval`` seconds, with a count of the rest."""
+
+    def __init__(self, interval: float) -> None:
+        super().__init__()
+        self.interval = interval
+        self.last = -math.inf
+        self.dropped = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if not message.startswith(_ACCEPT_ERROR):
+            return True
+        now = time.monotonic()
+        if now - self.last < self.interval:
+            self.dropped += 1
+            return False
+        self.last = now
+        first_line = message.split("\n", 1)[0]
+        if self.dropped:
+            first_line += f" ({self.dropped} more since the last report)"
+        self.dropped = 0
+        record.msg, record.args = first_line, ()
+        record.exc_info, record.exc_text = None, None  # one line, not a traceback each time
+        return True
+
+
+_accept_filter: _OneAcceptErrorPer | None = None
+
+
+def quiet_accept_errors(interval: float = 10.0) -> logging.Filter:
+    """Rate-limit asyncio's "socket.accept() out of system resource" records (idempotent).
+
+    Each failed accept is logged with a traceback; with the descriptors
+    exhausted that is hundreds of thousands of records a minute. This lets
+    one through per ``interval`` seconds, as one line counting the others.
+    """
+    global _accept_filter
+    if _accept_filter is None:
+        _accept_filter = _OneAcceptErrorPer(interval)
+        logging.getLogger("asyncio").addFilter(_accept_filter)
+    return _accept_filter
+
+
+def fit_descriptor_limit(max_connections: int) -> int:
+    """Make room for ``max_connections`` in ``RLIMIT_NOFILE``; the number that fits.
+
+    Raises the soft limit as far as the hard limit allows. What must fit:
+    the connections, one accept burst (:data:`LISTEN_BACKLOG` sockets taken
+    before any is closed) and :data:`RESERVED_DESCRIPTORS`.
+    """
+    needed = max_connections + LISTEN_BACKLOG + RESERVED_DESCRIPTORS
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        raised = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+        except (ValueError, OSError) as exc:
+            log.warning("cannot raise the open-file limit to %d: %s", raised, exc)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return max_connections
+    fitting = max(soft - LISTEN_BACKLOG - RESERVED_DESCRIPTORS, 1)
+    log.warning(
+        "the open-file limit (%d) leaves room for %d connections, not %d: serving %d",
+        soft,
+        fitting,
+        max_connections,
+        fitting,
+    )
+    return fitting

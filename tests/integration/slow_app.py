@@ -1,0 +1,60 @@
+"""An agent that stays running: ``helix-agents serve tests.integration.slow_app:agents``.
+
+``sleeper`` calls its ``wait`` tool, which waits (an hour) unless the
+server was started with ``SLOW_APP_QUICK=1``, then answers with the text
+it was given. Used by the tests of ``serve``'s limits and its bounded
+shutdown (``test_serve_limits.py``, ``test_serve_shutdown.py``): a session
+that is running, with an open stream, for as long as the test needs.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import anyio
+from pydantic import BaseModel
+
+from helix_agents import (
+    AssistantMessage,
+    LLMRequest,
+    ScriptedLLM,
+    ScriptStep,
+    ToolContext,
+    UserMessage,
+    define_agent,
+    define_tool,
+)
+
+__all__ = ["agents", "sleeper"]
+
+
+class Nap(BaseModel):
+    """The ``wait`` tool's input."""
+
+    label: str
+
+
+async def _wait(args: Nap, ctx: ToolContext) -> dict[str, Any]:
+    if os.environ.get("SLOW_APP_QUICK") != "1":
+        await anyio.sleep(3600)
+    return {"woke": args.label}
+
+
+def _script(request: LLMRequest) -> ScriptStep:
+    text = next(m.content for m in request.messages if isinstance(m, UserMessage))
+    if not any(isinstance(message, AssistantMessage) for message in request.messages):
+        return ScriptStep(
+            text="waiting", tool_calls=[ScriptedLLM.call("wait", {"label": text}, id="wait_1")]
+        )
+    return ScriptStep(text=f"woke {text}")
+
+
+sleeper = define_agent(
+    "sleeper",
+    description="Waits in a tool, then repeats its message.",
+    tools=[define_tool("wait", "Waits.", Nap, _wait)],
+    llm=ScriptedLLM(_script),
+)
+
+agents = {"sleeper": sleeper}
