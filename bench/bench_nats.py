@@ -17,7 +17,11 @@ loopback), started and stopped by this run.
   sessions in flight, against one ``helix-agents host`` subprocess, then two
   (``--lease-ttl 60``, so no orphan scan falls inside the run). The report
   shows how many cores each process kept busy: the client, the hosts and
-  nats-server share the machine.
+  nats-server share the machine. ``consumers_left``: the consumers on the
+  stream once the one-host run is over (its client gone, the hosts still up,
+  ``WATCH_LINGER`` past).
+- **New tails/s**: streams of finished sessions opened and read to ``end``
+  one after another through the transport (each a new tail of the store).
 """
 
 from __future__ import annotations
@@ -41,9 +45,12 @@ from pydantic import BaseModel
 
 from helix_agents import (
     AgentExecutor,
+    Completed,
     EndEvent,
     RemoteStartRequest,
+    RunStarted,
     ScriptedLLM,
+    SessionCreated,
     ToolEnd,
     ToolStart,
     create_remote_sub_agent_tool,
@@ -51,7 +58,7 @@ from helix_agents import (
 )
 from helix_agents.server import AgentServer
 from helix_agents.server.nats_host import LEASE_BUCKET, NatsAgentHost
-from helix_agents.stores.jetstream import JetStreamEventStore
+from helix_agents.stores.jetstream import WATCH_LINGER, JetStreamEventStore
 from helix_agents.transports.nats import NatsRemoteAgentTransport
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -253,11 +260,45 @@ async def _sessions_per_s(
         cpu = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
         cpu["client"] = time.process_time() - client_before
     finally:
-        await nc.close()
         await store.close()
+    try:
+        await anyio.sleep(WATCH_LINGER + 1.0)  # let the hosts' last consumers go
+        cpu["consumers_left"] = (await nc.jsm().stream_info("HELIX_EVENTS")).state.consumer_count
+    finally:
+        await nc.close()
     if failures:
         raise RuntimeError(f"{len(failures)} sessions did not end: {failures[:3]}")
-    return sessions / elapsed, {name: used / elapsed for name, used in cpu.items()}
+    left = cpu.pop("consumers_left")
+    rates = {name: used / elapsed for name, used in cpu.items()}
+    rates["consumers_left"] = left
+    return sessions / elapsed, rates
+
+
+async def _new_tails_per_s(url: str, tails: int) -> float:
+    """Streams of finished sessions opened and read to ``end`` one after another."""
+    store = await JetStreamEventStore.connect(url, stream="BENCH_TAILS")
+    nc = await nats.connect(url)
+    transport = NatsRemoteAgentTransport(nc, store)
+    sessions = [f"t{n}" for n in range(50)]
+    try:
+        for sid in sessions:
+            events = [
+                SessionCreated(session_id=sid, seq=1, ts=1.0, agent_type="researcher", run_id="r"),
+                RunStarted(session_id=sid, seq=2, ts=1.0, run_id="r"),
+                Completed(session_id=sid, seq=3, ts=1.0, output={"findings": "f"}),
+            ]
+            await store.append(sid, events, 0)
+        start = time.perf_counter()
+        for n in range(tails):
+            last = None
+            async for event in transport.stream(sessions[n % len(sessions)]):
+                last = event
+            assert isinstance(last, EndEvent), last
+        elapsed = time.perf_counter() - start
+    finally:
+        await nc.close()
+        await store.close()
+    return tails / elapsed
 
 
 def _with_hosts(
@@ -265,10 +306,8 @@ def _with_hosts(
 ) -> tuple[float, dict[str, float]]:
     """Sessions/s against ``count`` host subprocesses; each process's CPU use (cores busy).
 
-    Each configuration gets a fresh server: nats-server 2.15 caps a stream at
-    1,000 consumers by default, and every tail of a session (the host run's
-    interrupt watch, the client's stream) leaves its ordered consumer behind
-    for its 30 s inactivity threshold.
+    Each configuration gets a fresh server, so one's consumers (or their
+    absence) never count in the next's ``consumers_left``.
     """
     hosts: list[subprocess.Popen[bytes]] = []
     with nats_server() as (url, server_pid):
@@ -286,8 +325,6 @@ def _with_hosts(
 def run_nats(*, quick: bool = False) -> dict[str, Any]:
     """Run the nats benchmark, print a report, return the summary."""
     calls = 10 if quick else 50
-    # Each session leaves up to two consumers on the stream for 30 s (the host's
-    # interrupt watch, the client's stream tail); nats-server allows 1,000.
     sessions = 100 if quick else 400
     rounds = 1 if quick else 3
     concurrency = 32
@@ -297,13 +334,17 @@ def run_nats(*, quick: bool = False) -> dict[str, Any]:
                 call_times, appends, size, kv_puts = anyio.run(_remote_calls, url, calls)
             payload_size = max(1, size // max(appends, 1))
             raw_times = anyio.run(_raw_floor, url, appends, payload_size, calls)
+            new_tails = anyio.run(_new_tails_per_s, url, 500 if quick else 2000)
         # Best of alternating rounds: the runs are short and the machine is shared.
         one_host, one_cpu = two_hosts, two_cpu = 0.0, {}
+        consumers_left = 0
         for _ in range(rounds):
             rate, cpu = _with_hosts(Path(tmp), 1, sessions, concurrency)
+            consumers_left = max(consumers_left, int(cpu.pop("consumers_left")))
             if rate > one_host:
                 one_host, one_cpu = rate, cpu
             rate, cpu = _with_hosts(Path(tmp), 2, sessions, concurrency)
+            cpu.pop("consumers_left")
             if rate > two_hosts:
                 two_hosts, two_cpu = rate, cpu
     raw_p50 = statistics.median(raw_times)
@@ -323,6 +364,8 @@ def run_nats(*, quick: bool = False) -> dict[str, Any]:
         ),
         ("sessions/s, two host processes", f"{two_hosts:,.0f}"),
         ("two-host speedup", f"{two_hosts / one_host:.2f} (on {os.cpu_count()} cores)"),
+        (f"consumers left on the stream after {sessions} sessions, one host", f"{consumers_left}"),
+        ("new tails/s (finished sessions streamed one after another)", f"{new_tails:,.0f}"),
     ]
     for label, value in rows:
         print(f"{label + ':':<64} {value}")
@@ -338,4 +381,6 @@ def run_nats(*, quick: bool = False) -> dict[str, Any]:
         "appends_per_call": appends,
         "sessions_per_s_one_host": round(one_host, 1),
         "sessions_per_s_two_hosts": round(two_hosts, 1),
+        "consumers_left": consumers_left,
+        "new_tails_per_s": round(new_tails, 1),
     }

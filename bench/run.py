@@ -1,4 +1,4 @@
-"""Benchmarks: ``python bench/run.py store|runtime|http|nats|idle``.
+"""Benchmarks: ``python bench/run.py store|runtime|http|nats|idle|peer|load``.
 
 Each benchmark measures our code and a raw baseline in the same run and prints
 ratios; its last line is one JSON object. Benchmarks never assert on time and
@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-BENCHMARKS = ("store", "runtime", "http", "nats", "idle")
+BENCHMARKS = ("store", "runtime", "http", "nats", "idle", "peer", "load")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,6 +19,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench/run.py", description=__doc__)
     parser.add_argument("name", choices=BENCHMARKS)
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    parser.add_argument(
+        "--loop",
+        action="append",
+        choices=("asyncio", "uvloop"),
+        help="peer: the server's event loop (repeat to compare; default: the serve default)",
+    )
+    parser.add_argument("--big", action="store_true", help="load: also N=3000")
     args = parser.parse_args(argv)
     if args.name == "store":
         from bench_store import run_store
@@ -36,6 +43,14 @@ def main(argv: list[str] | None = None) -> int:
         from bench_nats import run_nats
 
         summary = run_nats(quick=args.quick)
+    elif args.name == "peer":
+        from bench_peer import run_peer
+
+        summary = run_peer(quick=args.quick, loops=tuple(args.loop or ("default",)))
+    elif args.name == "load":
+        from bench_load import run_load
+
+        summary = run_load(quick=args.quick, big=args.big)
     else:
         from bench_idle import run_idle
 

@@ -103,7 +103,12 @@ async def prefetch(
         async with closing_iter(iterator, shield=True):
             try:
                 async for item in iterator:
-                    await send.send(item)
+                    try:
+                        # No checkpoint while there is room: items the source
+                        # has at hand queue up and reach the consumer as one batch.
+                        send.send_nowait(item)
+                    except anyio.WouldBlock:
+                        await send.send(item)
             except Exception as exc:  # handed to the consumer, unwrapped, after the items
                 prefetched.error = exc
             finally:

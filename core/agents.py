@@ -1,26 +1,41 @@
-"""Agents: ``define_agent``, lifecycle hooks, sub-agent tools and the registry."""
+"""Agents: ``define_agent``, lifecycle hooks, sub-agent tools and the registry.
+
+``define_agent`` checks a definition and the registry holds them; the types
+are in ``agent_config.py`` and the sub-agent tools in ``sub_agent_tools.py``
+(re-exported here).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from pydantic import BaseModel
 
-from .errors import UsageError, WorkspaceInheritanceError
-from .llm import LLMAdapter, ToolSpec
-from .tools import (
-    SUBAGENT_TOOL_PREFIX,
-    ApprovalRule,
-    Tool,
-    check_approval_options,
-    validate_tool_name,
+from .agent_config import (
+    _MAX_AGENT_NAME,
+    AgentConfig,
+    AgentHooks,
+    CompanionMode,
+    HookContext,
+    LLMConfig,
+    OutputT,
+    PersistentAgent,
 )
-from .transport import RemoteAgentTransport
+from .errors import UsageError, WorkspaceInheritanceError
+from .llm import LLMAdapter
+from .sub_agent_tools import (
+    RemoteSubAgentTool,
+    SubAgentTool,
+    create_remote_sub_agent_tool,
+    create_sub_agent_tool,
+)
+from .tools import SUBAGENT_TOOL_PREFIX, Tool, validate_tool_name
 from .workspaces import Workspace
 
 __all__ = [
+    "CompanionMode",
+    "PersistentAgent",
     "RemoteSubAgentTool",
     "create_remote_sub_agent_tool",
     "AgentConfig",
@@ -33,90 +48,6 @@ __all__ = [
     "define_agent",
 ]
 
-InputT = TypeVar("InputT", bound=BaseModel)
-
-_MAX_AGENT_NAME = 64 - len(SUBAGENT_TOOL_PREFIX)
-
-
-@dataclass(frozen=True, kw_only=True)
-class HookContext:
-    """Who a hook fires for: the session, its agent, its parent and root."""
-
-    session_id: str
-    agent_type: str
-    run_id: str
-    parent_session_id: str | None
-    root_session_id: str
-
-
-Hook = Callable[..., Awaitable[None] | None]
-
-
-@dataclass(frozen=True, kw_only=True)
-class AgentHooks:
-    """Lifecycle callbacks, fired live (never while replaying a log). Sync or async.
-
-    ``on_agent_start(ctx)``, ``on_agent_complete(ctx, output)``,
-    ``on_agent_fail(ctx, error)``, ``before_sub_agent(ctx, call)``,
-    ``after_sub_agent(ctx, call, outcome)``, ``before_tool(ctx, call)``,
-    ``after_tool(ctx, call, outcome)``. A hook that raises is logged and
-    ignored: observability must not change the run.
-    """
-
-    on_agent_start: Hook | None = None
-    on_agent_complete: Hook | None = None
-    on_agent_fail: Hook | None = None
-    before_sub_agent: Hook | None = None
-    after_sub_agent: Hook | None = None
-    before_tool: Hook | None = None
-    after_tool: Hook | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class LLMConfig:
-    """Model settings passed with every LLM call of an agent."""
-
-    model: str | None = None
-    temperature: float | None = None
-    max_tokens: int | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class AgentConfig:
-    """An agent: its prompt, tools, schemas and model. Build it with :func:`define_agent`."""
-
-    name: str
-    description: str = ""
-    system_prompt: str | Callable[[dict[str, Any]], str] | None = None
-    tools: tuple[Tool[Any] | SubAgentTool[Any] | RemoteSubAgentTool[Any], ...] = ()
-    output_schema: type[BaseModel] | None = None
-    state_schema: type[BaseModel] | None = None
-    llm: LLMAdapter | None = None
-    llm_config: LLMConfig = field(default_factory=LLMConfig)
-    max_steps: int = 10
-    hooks: AgentHooks = field(default_factory=AgentHooks)
-    workspaces: tuple[Workspace, ...] = ()
-
-    def tool(self, name: str) -> Tool[Any] | SubAgentTool[Any] | RemoteSubAgentTool[Any] | None:
-        """The tool called ``name``, or None."""
-        for candidate in self.tools:
-            if candidate.name == name:
-                return candidate
-        return None
-
-    def initial_state(self, seed: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The custom state a new session starts with: schema defaults, then ``seed``.
-
-        Raises :class:`UsageError` when the result does not fit ``state_schema``.
-        """
-        if self.state_schema is None:
-            return dict(seed or {})
-        try:
-            model = self.state_schema.model_validate(seed or {})
-        except ValueError as exc:
-            raise UsageError(f"agent {self.name!r}: initial state is invalid: {exc}") from exc
-        return model.model_dump(mode="json")
-
 
 def define_agent(
     name: str,
@@ -124,14 +55,15 @@ def define_agent(
     description: str = "",
     system_prompt: str | Callable[[dict[str, Any]], str] | None = None,
     tools: Iterable[Tool[Any] | SubAgentTool[Any] | RemoteSubAgentTool[Any]] = (),
-    output_schema: type[BaseModel] | None = None,
+    output_schema: type[OutputT] | None = None,
     state_schema: type[BaseModel] | None = None,
     llm: LLMAdapter | None = None,
     llm_config: LLMConfig | None = None,
     max_steps: int = 10,
     hooks: AgentHooks | None = None,
     workspaces: Iterable[Workspace] = (),
-) -> AgentConfig:
+    persistent_agents: Iterable[PersistentAgent] = (),
+) -> AgentConfig[OutputT]:
     """Define an agent.
 
     Args:
@@ -140,21 +72,38 @@ def define_agent(
         system_prompt: a string, or a function of the custom state.
         tools: its tools, including sub-agent tools.
         output_schema: a pydantic model; the agent finishes by calling
-            ``__finish__`` with output that validates against it. Required for
-            an agent used as a sub-agent.
+            ``__finish__`` with output that validates against it, and its
+            results are instances of it (the log holds their JSON). Required
+            for an agent used as a sub-agent.
         state_schema: a pydantic model for custom state (its defaults seed it).
         llm: the model adapter; the executor's default is used when None.
         max_steps: LLM calls per run before the run fails.
         workspaces: the agent's :class:`~helix_agents.Workspace` declarations;
             each run opens them and the agent gets the ``workspace_*`` tools
             (specs/workspaces.md). The executor needs a provider per kind.
+        persistent_agents: :class:`PersistentAgent` entries, each a child type
+            the agent manages with the auto-injected ``companion__*`` tools
+            (specs/companions.md); an agent type appears at most once.
 
     Raises:
-        UsageError: for an invalid name, duplicate tool names, a reserved tool
-            name, a bad schema, ``max_steps < 1``, or workspaces that are not
-            :class:`Workspace` or share a name.
+        UsageError: for an invalid name, ``tools`` that is not a list of tools,
+            duplicate tool names, a reserved tool name (``companion__*`` and the
+            other prefixes, always), a bad schema, ``max_steps < 1``, workspaces
+            that are not :class:`Workspace` or share a name, or a bad
+            ``persistent_agents`` entry (not a :class:`PersistentAgent`, a
+            repeated agent type, an unknown mode, a transport that is not a
+            ``RemoteAgentTransport``, ``inherit_workspace`` with a transport).
+        WorkspaceInheritanceError: ``inherit_workspace`` for a child that
+            declares workspaces of its own.
     """
     validate_tool_name(name, what="agent name", longest=_MAX_AGENT_NAME)
+    if isinstance(tools, str | bytes | Tool | SubAgentTool | RemoteSubAgentTool) or not isinstance(
+        tools, Iterable
+    ):
+        raise UsageError(
+            f"agent {name!r}: tools must be a list of tools (define_tool, "
+            f"create_sub_agent_tool...), not {type(tools).__name__}"
+        )
     tool_list = tuple(tools)
     seen: set[str] = set()
     for tool in tool_list:
@@ -184,6 +133,7 @@ def define_agent(
         if workspace.name in workspace_names:
             raise UsageError(f"agent {name!r}: two workspaces are named {workspace.name!r}")
         workspace_names.add(workspace.name)
+    companions = _checked_persistent_agents(name, persistent_agents)
     config = AgentConfig(
         name=name,
         description=description,
@@ -196,198 +146,63 @@ def define_agent(
         max_steps=max_steps,
         hooks=hooks or AgentHooks(),
         workspaces=workspace_list,
+        persistent_agents=companions,
     )
     if state_schema is not None:
         config.initial_state()  # fails now if the schema's defaults are incomplete
     return config
 
 
-@dataclass(frozen=True, kw_only=True)
-class SubAgentTool(Generic[InputT]):
-    """A tool that runs ``agent`` as a child session; see :func:`create_sub_agent_tool`."""
-
-    agent: AgentConfig
-    input_schema: type[InputT]
-    description: str
-    timeout: float | None = None
-    inherit_workspace: bool = False
-    requires_approval: ApprovalRule = False
-    expires_in: float | None = None
-
-    @property
-    def name(self) -> str:
-        """``subagent__<agent name>``."""
-        return SUBAGENT_TOOL_PREFIX + self.agent.name
-
-    def spec(self) -> ToolSpec:
-        """The tool as the LLM sees it."""
-        return ToolSpec(
-            name=self.name,
-            description=self.description,
-            parameters=self.input_schema.model_json_schema(),
-        )
+_TRANSPORT_METHODS = ("start", "send_message", "stream", "get_status", "abort")
 
 
-def create_sub_agent_tool(
-    agent: AgentConfig,
-    input_schema: type[InputT],
-    description: str | None = None,
-    *,
-    timeout: float | None = None,
-    requires_approval: ApprovalRule = False,
-    expires_in: float | None = None,
-    inherit_workspace: bool = False,
-) -> SubAgentTool[InputT]:
-    """A tool named ``subagent__<agent.name>`` that delegates to ``agent``.
-
-    ``requires_approval`` (True or a predicate ``(input, ctx) -> bool``) makes
-    each delegation wait for a person's approval first; ``expires_in`` bounds
-    that wait (see specs/hitl.md).
-
-    With ``inherit_workspace``, the child uses its parent's workspaces (the
-    parent's registry: what either writes, the other and every inheriting
-    sibling sees) instead of its own; it gets the ``workspace_*`` tools for
-    them. Without it, a child has only the workspaces it declares.
-
-    Raises:
-        UsageError: if ``agent`` has no ``output_schema`` (a sub-agent must
-            return typed output), or for a bad input schema or timeout.
-        WorkspaceInheritanceError: ``inherit_workspace`` for an agent that
-            declares workspaces of its own.
-    """
-    if not isinstance(agent, AgentConfig):
-        raise UsageError("create_sub_agent_tool needs an agent built with define_agent")
-    if agent.output_schema is None:
-        raise UsageError(
-            f"agent {agent.name!r} has no output_schema; a sub-agent must declare one "
-            "so its parent gets typed output"
-        )
-    if not (isinstance(input_schema, type) and issubclass(input_schema, BaseModel)):
-        raise UsageError(
-            f"sub-agent tool for {agent.name!r}: input_schema must be a pydantic model"
-        )
-    if timeout is not None and not timeout > 0:
-        raise UsageError(f"sub-agent tool for {agent.name!r}: timeout must be > 0 seconds")
-    check_approval_options(
-        f"sub-agent tool for {agent.name!r}", requires_approval, expires_in, waits=False
-    )
-    if not isinstance(inherit_workspace, bool):
-        raise UsageError(f"sub-agent tool for {agent.name!r}: inherit_workspace must be a bool")
-    if inherit_workspace and agent.workspaces:
-        raise WorkspaceInheritanceError(agent.name, [ws.name for ws in agent.workspaces])
-    return SubAgentTool(
-        agent=agent,
-        input_schema=input_schema,
-        description=description or agent.description or f"Delegate to the {agent.name} agent",
-        timeout=timeout,
-        inherit_workspace=inherit_workspace,
-        requires_approval=requires_approval,
-        expires_in=None if expires_in is None else float(expires_in),
-    )
-
-
-MAX_STREAM_RETRIES = 50
-
-
-@dataclass(frozen=True, kw_only=True)
-class RemoteSubAgentTool(Generic[InputT]):
-    """A tool that runs an agent hosted elsewhere; see :func:`create_remote_sub_agent_tool`."""
-
-    name: str
-    description: str
-    input_schema: type[InputT]
-    output_schema: type[BaseModel]
-    transport: RemoteAgentTransport
-    remote_agent_type: str
-    timeout: float | None = None
-    stream_retries: int = 3
-    stream_retry_base: float = 0.1
-    requires_approval: ApprovalRule = False
-    expires_in: float | None = None
-
-    def spec(self) -> ToolSpec:
-        """The tool as the LLM sees it."""
-        return ToolSpec(
-            name=self.name,
-            description=self.description,
-            parameters=self.input_schema.model_json_schema(),
-        )
-
-
-def create_remote_sub_agent_tool(
-    name: str,
-    *,
-    description: str,
-    input_schema: type[InputT],
-    output_schema: type[BaseModel],
-    transport: RemoteAgentTransport,
-    remote_agent_type: str,
-    timeout: float | None = None,
-    stream_retries: int = 3,
-    stream_retry_base: float = 0.1,
-    requires_approval: ApprovalRule = False,
-    expires_in: float | None = None,
-    inherit_workspace: bool = False,
-) -> RemoteSubAgentTool[InputT]:
-    """A tool named ``subagent__<name>`` that delegates to ``remote_agent_type`` over ``transport``.
-
-    The remote session id is ``{parent session}-remote-{tool call id}``, so a
-    retried or resumed call reaches the same remote session. Its chunks are
-    forwarded into the parent's log (deduplicated by remote seq); a stream
-    that drops is reconnected from the last seq held, with backoff
-    ``stream_retry_base * 2**n``, up to ``stream_retries`` times (0 disables,
-    at most 50). The remote output is validated against ``output_schema``.
-    ``timeout`` interrupts the remote session and fails the call.
-    ``requires_approval`` / ``expires_in``: as for :func:`create_sub_agent_tool`.
-    A client tool or approval inside the remote agent reaches the parent's
-    root like a local one's (specs/hitl.md).
-
-    ``inherit_workspace=True`` is refused: the parent's workspaces are open in
-    the parent's process, which a remote agent cannot reach; declare a
-    workspace on the remote agent instead (specs/workspaces.md).
-
-    Raises:
-        UsageError: for a bad name, schema, timeout or retry setting, or
-            ``inherit_workspace=True``.
-    """
-    validate_tool_name(name, what="remote sub-agent name", longest=_MAX_AGENT_NAME)
-    for label, schema in (("input_schema", input_schema), ("output_schema", output_schema)):
-        if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
-            raise UsageError(f"remote sub-agent {name!r}: {label} must be a pydantic model class")
-    if not remote_agent_type:
-        raise UsageError(f"remote sub-agent {name!r}: remote_agent_type is required")
-    if timeout is not None and not timeout > 0:
-        raise UsageError(f"remote sub-agent {name!r}: timeout must be > 0 seconds")
-    if (
-        isinstance(stream_retries, bool)
-        or not isinstance(stream_retries, int)
-        or not 0 <= stream_retries <= MAX_STREAM_RETRIES
-    ):
-        raise UsageError(
-            f"remote sub-agent {name!r}: stream_retries must be 0..{MAX_STREAM_RETRIES}"
-        )
-    if stream_retry_base < 0:
-        raise UsageError(f"remote sub-agent {name!r}: stream_retry_base must be >= 0")
-    check_approval_options(f"remote sub-agent {name!r}", requires_approval, expires_in, waits=False)
-    if inherit_workspace is not False:
-        raise UsageError(
-            f"remote sub-agent {name!r}: inherit_workspace is not supported: the parent's "
-            "workspaces live in the parent's process, which a remote agent cannot reach; "
-            "declare a workspace on the remote agent instead"
-        )
-    return RemoteSubAgentTool(
-        name=SUBAGENT_TOOL_PREFIX + name,
-        description=description,
-        input_schema=input_schema,
-        output_schema=output_schema,
-        transport=transport,
-        remote_agent_type=remote_agent_type,
-        timeout=timeout,
-        stream_retries=stream_retries,
-        stream_retry_base=stream_retry_base,
-        requires_approval=requires_approval,
-        expires_in=None if expires_in is None else float(expires_in),
-    )
+def _checked_persistent_agents(
+    name: str, entries: Iterable[PersistentAgent]
+) -> tuple[PersistentAgent, ...]:
+    if isinstance(entries, PersistentAgent) or not isinstance(entries, Iterable):
+        raise UsageError(f"agent {name!r}: persistent_agents must be a list of PersistentAgent")
+    checked = tuple(entries)
+    seen: set[str] = set()
+    for entry in checked:
+        if not isinstance(entry, PersistentAgent):
+            raise UsageError(
+                f"agent {name!r}: persistent_agents holds {entry!r}, not a PersistentAgent"
+            )
+        owner = f"agent {name!r}: persistent agent"
+        if not isinstance(entry.agent, AgentConfig):
+            raise UsageError(f"{owner} {entry.agent!r} is not an agent (use define_agent)")
+        child = entry.agent.name
+        if child in seen:
+            raise UsageError(
+                f"{owner} type {child!r} appears twice; each type once (define a second agent "
+                "with another name to use it in both modes)"
+            )
+        seen.add(child)
+        if entry.mode not in ("blocking", "non-blocking"):
+            raise UsageError(
+                f"{owner} {child!r}: mode must be 'blocking' or 'non-blocking', not {entry.mode!r}"
+            )
+        if not isinstance(entry.description, str):
+            raise UsageError(f"{owner} {child!r}: description must be a string")
+        if entry.transport is not None:
+            missing = [
+                m for m in _TRANSPORT_METHODS if not callable(getattr(entry.transport, m, None))
+            ]
+            if missing:
+                raise UsageError(
+                    f"{owner} {child!r}: transport is not a RemoteAgentTransport "
+                    f"(it lacks {', '.join(missing)})"
+                )
+        if not isinstance(entry.inherit_workspace, bool):
+            raise UsageError(f"{owner} {child!r}: inherit_workspace must be a bool")
+        if entry.inherit_workspace and entry.transport is not None:
+            raise UsageError(
+                f"{owner} {child!r}: inherit_workspace is not supported with a transport: the "
+                "parent's workspaces live in the parent's process"
+            )
+        if entry.inherit_workspace and entry.agent.workspaces:
+            raise WorkspaceInheritanceError(child, [ws.name for ws in entry.agent.workspaces])
+    return checked
 
 
 class AgentRegistry:
@@ -399,7 +214,7 @@ class AgentRegistry:
             self.register(agent)
 
     def register(self, agent: AgentConfig) -> AgentConfig:
-        """Add ``agent`` and, recursively, the agents its sub-agent tools call.
+        """Add ``agent`` and, recursively, the agents its sub-agent tools and local companions call.
 
         Raises :class:`UsageError` if a different agent already has that name.
         """
@@ -412,6 +227,9 @@ class AgentRegistry:
         for tool in agent.tools:
             if isinstance(tool, SubAgentTool):
                 self.register(tool.agent)
+        for entry in agent.persistent_agents:
+            if entry.transport is None:  # a remote child runs at the other end
+                self.register(entry.agent)
         return agent
 
     def get(self, agent_type: str) -> AgentConfig | None:

@@ -20,7 +20,7 @@ import msgspec
 from pydantic import ValidationError
 
 from .agents import RemoteSubAgentTool, SubAgentTool
-from .child_target import child_target
+from .child_target import child_target, companion_target
 from .errors import AgentServerError, ConcurrencyConflict
 from .events import ApprovalGiven, ClientToolResultSubmitted, Event, PendingInput, Suspended
 from .hitl import expiry_message
@@ -100,6 +100,15 @@ def _conflict(tool_call_id: str) -> AgentServerError:
     )
 
 
+def _ended(state: SessionState, tool_call_id: str) -> AgentServerError:
+    """A new answer into a tree whose session ended (aborted, failed): nothing would run."""
+    return AgentServerError(
+        "ALREADY_COMPLETED",
+        f"session {state.session_id!r} is {state.status}: input {tool_call_id!r} "
+        "can no longer be answered",
+    )
+
+
 def _consumed_answer(log_: list[Event], tool_call_id: str) -> Answer | None:
     """The answer this session recorded for an entry it no longer lists (its run took it in)."""
     for event in reversed(log_):
@@ -172,6 +181,8 @@ async def route_answer(
                 if _taken_in(log_, tool_call_id):
                     return SubmitResponse(resumed=False)
                 return SubmitResponse(resumed=await _resume_if_due(executor, session_id))
+            if state.is_terminal:
+                raise _ended(state, tool_call_id)
             if kind == "client_tool":
                 _check_result(executor, state, entry.tool_name, answer)
             if not await _record(executor, state, answer.event(tool_call_id)):
@@ -192,6 +203,8 @@ async def route_answer(
             raise _wrong_kind(tool_call_id, mirror.kind)
         if mirror.answered and not answer.same_as(mirror):
             raise _conflict(tool_call_id)
+        if not mirror.answered and state.is_terminal:
+            raise _ended(state, tool_call_id)
         transport = child_transport(executor, state, mirror.via_session_id)
         response = await answer.send(transport, mirror.via_session_id, tool_call_id)
         if not mirror.answered:
@@ -269,6 +282,13 @@ def child_transport(
         raise AgentServerError(
             "INTERNAL_ERROR", f"no route to child {child_session_id!r} of {state.session_id!r}"
         )
+    if ref.mode == "persistent":
+        entry = agent.persistent(ref.agent_type)
+        if entry is None:
+            raise AgentServerError(
+                "INTERNAL_ERROR", f"no persistent agent reaches child {child_session_id!r}"
+            )
+        return companion_target(entry, child_session_id, executor.env.local_transport).transport
     tool_name = next(
         (
             call.name

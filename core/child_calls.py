@@ -1,5 +1,10 @@
 """``ChildCall``: one sub-agent call, from its tool call to its tool result.
 
+``ChildLink`` holds what every call that follows a child shares (follow,
+finish, halt); ``ChildCall`` adds how a sub-agent tool opens its child, and a
+blocking companion call (``companion_spawn.py``) how a spawn opens a persistent one.
+``ChildLink`` lives in ``child_link.py`` (re-exported here).
+
 Every child, local or remote, is its own session reached through a
 :class:`~helix_agents.RemoteAgentTransport` (local children through the
 in-process one). A call's life:
@@ -23,57 +28,26 @@ in-process one). A call's life:
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-import anyio
 from pydantic import ValidationError
 
-from ._aio import prefetch
 from .agents import AgentConfig
+from .child_link import ChildLink
 from .child_target import ChildOutcome, SubAgentToolLike, child_target, fits
-from .errors import (
-    AgentServerError,
-    HelixError,
-    RemoteAgentFailedError,
-    StreamDropError,
-    TransportError,
-)
-from .events import (
-    ChildChunkForwarded,
-    Event,
-    InputRequired,
-    SubAgentEnd,
-    SubAgentStart,
-    SubSessionFinished,
-    SubSessionResumed,
-    SubSessionStarted,
-    SubSessionSuspended,
-    UsageRecorded,
-)
-from .hitl import route_records
+from .errors import AgentServerError, TransportError
+from .events import SubSessionResumed, SubSessionStarted
 from .messages import ToolCall
-from .protocol import (
-    ChunkEvent,
-    EndEvent,
-    ErrorEvent,
-    RemoteResumeRequest,
-    RemoteStartRequest,
-    message_from_input,
-)
-from .retry import transient
+from .protocol import RemoteResumeRequest, RemoteStartRequest, message_from_input
 from .run_env import Fire, RunEnv
-from .session_writer import SessionWriter, StopRequest
-from .state import SessionState
-from .tool_runner import ToolOutcome, result_events, tool_end, tool_start, validation_message
+from .session_writer import SessionWriter
+from .tool_runner import ToolOutcome, result_events, tool_start, validation_message
 from .workspace_hub import inherited_workspace
 
-__all__ = ["ChildCall", "ChildOutcome", "SubAgentToolLike"]
-
-log = logging.getLogger("helix_agents")
+__all__ = ["ChildCall", "ChildLink", "ChildOutcome", "SubAgentToolLike"]
 
 
-class ChildCall:
+class ChildCall(ChildLink):
     """One sub-agent call of a running parent: open, follow, finish, or halt.
 
     Args:
@@ -94,21 +68,9 @@ class ChildCall:
         env: RunEnv,
         fire: Fire,
     ) -> None:
-        self.writer = writer
-        self.agent = agent
-        self.call = call
+        target = child_target(tool, writer.session_id, call.id, env.local_transport)
+        super().__init__(writer, agent, call, target, env, fire)
         self.tool = tool
-        self.env = env
-        self.fire = fire
-        self.target = child_target(tool, writer.session_id, call.id, env.local_transport)
-        self.opened = False
-        """True once the call's segment is open on the parent's stream (until it ends)."""
-        self._routed: set[str] = set()
-
-    @property
-    def session_id(self) -> str:
-        """The child's session id."""
-        return self.target.session_id
 
     async def run(self) -> bool:
         """Open the child, follow it to its end and record the call's result.
@@ -141,15 +103,7 @@ class ChildCall:
         except (TransportError, AgentServerError) as exc:
             outcome = ChildOutcome(status="failed", error=str(exc))
         if outcome.status == "suspended":
-            await self.writer.append(
-                SubSessionSuspended(
-                    sub_session_id=self.session_id,
-                    reason="client_tool"
-                    if any(entry.kind == "client_tool" for entry in outcome.pending)
-                    else "approval",
-                    tool_call_ids=[entry.tool_call_id for entry in outcome.pending],
-                )
-            )
+            await self.suspended(outcome)
             return True
         await self.finish(outcome)
         return False
@@ -198,6 +152,7 @@ class ChildCall:
             parent_tool_call_id=self.call.id,
             ancestors=[*state.ancestors, state.session_id],
             workspace_session_id=inherited_workspace(self.tool, state, self.agent),
+            trace_context=self.env.tracer.trace_context() or None,
         )
         await target.retry(lambda: target.transport.start(request))
 
@@ -240,230 +195,3 @@ class ChildCall:
             except AgentServerError as exc:
                 if exc.code != "ALREADY_COMPLETED":
                     raise
-
-    def _segment_start(self, state: SessionState, payload: Any) -> SubAgentStart:
-        return SubAgentStart(
-            agent_id=state.session_id,
-            agent_type=state.agent_type,
-            sub_agent_id=self.session_id,
-            sub_agent_type=self.target.agent_type,
-            tool_call_id=self.call.id,
-            parent_session_id=state.session_id,
-            input=payload,
-        )
-
-    # --- follow -------------------------------------------------------------------
-
-    async def _await(self) -> ChildOutcome:
-        """Follow the child to its end, within the tool's timeout (then halt it)."""
-        target = self.target
-        if target.timeout is None:
-            return await self.follow()
-        with anyio.move_on_after(target.timeout):
-            return await self.follow()
-        message = f"sub-agent {target.agent_type!r} timed out after {target.timeout:g}s"
-        outcome = await self._stop_and_follow(StopRequest("interrupt", message))
-        if outcome.status == "completed":
-            return outcome  # it finished while being stopped: keep the result
-        return ChildOutcome(status="interrupted", error=message)
-
-    async def follow(self) -> ChildOutcome:
-        """Forward the child's chunks into the parent's log until the child's run ends.
-
-        A stream that stops without ``end``/``error`` is reconnected from the
-        last seq held, with backoff; ``stream_retries`` bounds the drops in a
-        row (a connection that delivered new chunks resets the count), then
-        :class:`StreamDropError`.
-        """
-        target = self.target
-        writer = self.writer
-        child_id = target.session_id
-        drops = 0
-        # The last child seq held: the log's, plus what this call has emitted
-        # and not yet seen committed. Only this call forwards this child.
-        held = writer.held_child_seq(child_id)
-        while True:
-            before = held
-            try:
-                async with prefetch(target.transport.stream(child_id, held)) as events:
-                    async for batch in events.batches():
-                        forwarded: list[Event] = []
-                        paused: InputRequired | None = None
-                        for event in batch:
-                            if isinstance(event, ChunkEvent) and event.sequence > held:
-                                held = event.sequence
-                                chunk = event.chunk
-                                forwarded.append(
-                                    ChildChunkForwarded(
-                                        child_session_id=child_id,
-                                        child_seq=event.sequence,
-                                        chunk=chunk,
-                                    )
-                                )
-                                paused = None
-                                if isinstance(chunk, InputRequired):
-                                    # The route to each entry, in the batch that
-                                    # makes the entry visible on this stream.
-                                    forwarded.extend(
-                                        route_records(
-                                            chunk,
-                                            via=child_id,
-                                            remote=target.remote,
-                                            known=writer.state.client_tool_ownership.keys()
-                                            | self._routed,
-                                        )
-                                    )
-                                    self._routed.update(e.tool_call_id for e in chunk.pending)
-                                    if chunk.agent_id == child_id:
-                                        paused = chunk
-                        if forwarded:
-                            writer.emit(*forwarded)
-                        final = batch[-1]
-                        if (
-                            paused is not None
-                            and isinstance(final, ChunkEvent)
-                            and await self._still_waiting(paused)
-                        ):
-                            # Its last word so far: it waits (its stream stays open).
-                            return ChildOutcome(status="suspended", pending=paused.pending)
-                        if isinstance(final, EndEvent):
-                            return ChildOutcome(status="completed", output=final.output)
-                        if isinstance(final, ErrorEvent):
-                            status = await target.retry(
-                                lambda: target.transport.get_status(child_id)
-                            )
-                            return ChildOutcome(
-                                status="interrupted"
-                                if status.status == "interrupted"
-                                else "failed",
-                                error=final.error,
-                            )
-            except (TransportError, AgentServerError) as exc:
-                if not transient(exc):
-                    raise
-                log.info("stream of %s failed (%s); reconnecting", child_id, exc)
-            # Only drops in a row count: a connection that made progress resets it.
-            drops = 1 if held > before else drops + 1
-            if drops > target.stream_retries:
-                raise StreamDropError(child_id, held)
-            await anyio.sleep(target.stream_retry_base * 2 ** (drops - 1))
-
-    async def _still_waiting(self, notice: InputRequired) -> bool:
-        """True if the child is paused on exactly the entries of ``notice``.
-
-        A parent catching up on its child's stream (re-opened after the child
-        was resumed and paused again, or answered) can read an old notice
-        that the child has moved past: it then goes on following.
-        """
-        target = self.target
-        status = await target.retry(lambda: target.transport.get_status(target.session_id))
-        waiting = {entry.tool_call_id for entry in status.pending_inputs}
-        return status.status == "paused" and waiting == {e.tool_call_id for e in notice.pending}
-
-    # --- finish -------------------------------------------------------------------
-
-    async def finish(self, outcome: ChildOutcome) -> None:
-        """Record the child's end and the call's result in one batch; fire ``after_sub_agent``."""
-        target = self.target
-        self.opened = False
-        if outcome.status == "completed" and target.output_schema is not None:
-            try:
-                output = target.output_schema.model_validate(outcome.output)
-            except ValueError as exc:
-                outcome = ChildOutcome(
-                    status="failed", error=f"remote output does not match the schema: {exc}"
-                )
-            else:
-                outcome = ChildOutcome(status="completed", output=output.model_dump(mode="json"))
-        if outcome.status != "completed" and target.remote is not None:
-            failure = RemoteAgentFailedError(target.session_id, outcome.error or outcome.status)
-            outcome = ChildOutcome(status=outcome.status, error=str(failure))
-        result = (
-            ToolOutcome(result=outcome.output)
-            if outcome.status == "completed"
-            else ToolOutcome(error=outcome.error or f"sub-agent {target.agent_type!r} failed")
-        )
-        sid = self.writer.session_id
-        await self.writer.append(
-            *self._segment_end(outcome),
-            *result_events(self.agent, sid, self.call, result, usage=False),
-            UsageRecorded(
-                kind="subagent", name=target.agent_type, sub_session_id=target.session_id
-            ),
-        )
-        await self.fire("after_sub_agent", self.call, outcome)
-
-    def _segment_end(self, outcome: ChildOutcome) -> list[Event]:
-        """The parent's record of a child's end: ``sub_session_finished`` and ``subagent_end``."""
-        state = self.writer.state
-        # A suspended child has not ended: it never reaches here as such.
-        status = "interrupted" if outcome.status == "suspended" else outcome.status
-        return [
-            SubSessionFinished(
-                sub_session_id=self.session_id,
-                status=status,
-                output=outcome.output,
-                error=outcome.error,
-            ),
-            SubAgentEnd(
-                agent_id=state.session_id,
-                agent_type=state.agent_type,
-                sub_agent_id=self.session_id,
-                sub_agent_type=self.target.agent_type,
-                tool_call_id=self.call.id,
-                parent_session_id=state.session_id,
-                success=outcome.status == "completed",
-                result=outcome.output,
-                error=outcome.error,
-            ),
-        ]
-
-    # --- halt ---------------------------------------------------------------------
-
-    async def halt(self, stop: StopRequest) -> None:
-        """Stop an open child and record its acknowledgement (no tool result). Shield it.
-
-        A child that ended on its own before the stop reached it keeps its
-        result (completed, or failed under an interrupt).
-        """
-        if not self.opened:
-            return
-        outcome = await self._stop_and_follow(stop)
-        # It ended on its own before the stop reached it (an interrupt leaves
-        # a child interrupted, never failed): keep its result.
-        if outcome.status == "completed" or (
-            outcome.status == "failed" and stop.kind == "interrupt"
-        ):
-            await self.finish(outcome)
-            return
-        self.opened = False
-        await self.writer.append(
-            *self._segment_end(outcome),
-            tool_end(
-                self.agent, self.writer.session_id, self.call, ToolOutcome(error=outcome.error)
-            ),
-        )
-
-    async def _stop_and_follow(self, stop: StopRequest) -> ChildOutcome:
-        """Send the stop to the child and follow it until it acknowledges (bounded)."""
-        target = self.target
-        child_id = target.session_id
-        outcome = ChildOutcome(status="interrupted", error="no acknowledgement from the child")
-        started = True
-        try:
-            if stop.kind == "abort":
-                await target.transport.abort(child_id, stop.reason)
-            else:
-                await target.transport.interrupt(child_id, stop.reason)
-        except AgentServerError as exc:
-            started = exc.code != "NOT_FOUND"  # cut short before the child was created
-            if started:
-                log.warning("could not stop child %s: %s", child_id, exc)
-        except (HelixError, OSError) as exc:  # best effort: the parent stops regardless
-            log.warning("could not stop child %s: %s", child_id, exc)
-        with anyio.move_on_after(self.env.stop_grace if started else 0):
-            try:
-                outcome = await self.follow()
-            except (HelixError, OSError) as exc:
-                outcome = ChildOutcome(status="interrupted", error=str(exc))
-        return outcome

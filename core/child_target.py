@@ -2,8 +2,11 @@
 
 Local children are ``{parent}-sub-{call id}`` reached through the executor's
 in-process transport; remote ones are ``{parent}-remote-{call id}`` reached
-through their tool's transport. The same lookup routes a person's answer to
-a child (``answers.py``) and opens a call (``child_calls.py``).
+through their tool's transport; persistent companions are
+``{parent}-agent-{name}`` (``.2``, ``.3``... for a fresh re-spawn), reached
+through their :class:`~helix_agents.PersistentAgent`'s transport or the
+in-process one. The same lookup routes a person's answer to a child
+(``answers.py``) and opens a call (``child_calls.py``, ``companions.py``).
 """
 
 from __future__ import annotations
@@ -14,9 +17,9 @@ from typing import Any, Literal
 import msgspec
 from pydantic import BaseModel
 
-from .agents import RemoteSubAgentTool, SubAgentTool
+from .agents import PersistentAgent, RemoteSubAgentTool, SubAgentTool
 from .events import PendingInput, RemoteRef
-from .retry import retrying
+from .retry import retrying, transient_unspent
 from .transport import RemoteAgentTransport
 
 __all__ = [
@@ -25,6 +28,8 @@ __all__ = [
     "SubAgentToolLike",
     "child_session_id",
     "child_target",
+    "companion_session_id",
+    "companion_target",
     "fits",
     "remote_session_id",
 ]
@@ -71,8 +76,17 @@ class ChildTarget:
     stream_retry_base: float = 0.1
 
     async def retry(self, call: Any) -> Any:
-        """Await an idempotent control call with this target's retry budget."""
-        return await retrying(call, retries=self.stream_retries, base_delay=self.stream_retry_base)
+        """Await an idempotent control call with this target's retry budget.
+
+        A failure the transport already retried to the end of its own budget
+        is not retried again here (one budget per call, not one per layer).
+        """
+        return await retrying(
+            call,
+            retries=self.stream_retries,
+            base_delay=self.stream_retry_base,
+            retry_if=transient_unspent,
+        )
 
 
 def child_target(
@@ -103,6 +117,39 @@ def child_target(
         timeout=tool.timeout,
         stream_retries=tool.stream_retries,
         stream_retry_base=tool.stream_retry_base,
+    )
+
+
+def companion_session_id(parent_session_id: str, name: str, generation: int = 1) -> str:
+    """A companion's session id: ``{parent}-agent-{name}``, then ``.2``, ``.3``... per fresh spawn.
+
+    A log is append-only, so a fresh child after a failed or terminated one
+    is a new session; the first keeps the seeds' plain id.
+    """
+    base = f"{parent_session_id}-agent-{name}"
+    return base if generation <= 1 else f"{base}.{generation}"
+
+
+def companion_target(
+    entry: PersistentAgent, session_id: str, local_transport: RemoteAgentTransport
+) -> ChildTarget:
+    """Where companion session ``session_id`` (of type ``entry``) lives and how to reach it."""
+    if entry.transport is None:
+        return ChildTarget(
+            session_id=session_id,
+            agent_type=entry.agent.name,
+            transport=local_transport,
+        )
+    return ChildTarget(
+        session_id=session_id,
+        agent_type=entry.agent.name,
+        transport=entry.transport,
+        remote=RemoteRef(
+            transport=type(entry.transport).__name__,
+            remote_agent_type=entry.agent.name,
+            url=getattr(entry.transport, "url", None),
+        ),
+        output_schema=entry.agent.output_schema,
     )
 
 

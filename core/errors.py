@@ -23,6 +23,7 @@ Every error derives from :class:`HelixError`::
     │   ├── WorkspacePathError        a path refused: absolute, ``..``, a link out (also ValueError)
     │   ├── WorkspaceLimitError       a file or a workspace over its size limit
     │   └── WorkspaceFileNotFoundError  no such file (also LookupError)
+    ├── AgentRunError                 a run did not complete (``executor.run``, ``run_sync``)
     └── UsageError                    the developer called the API wrongly
         ├── InvalidSessionIdError     a session id outside the safe set (also ValueError)
         └── WorkspaceInheritanceError an inheriting sub-agent also declares its own workspaces
@@ -35,6 +36,7 @@ from __future__ import annotations
 from typing import Literal
 
 __all__ = [
+    "AgentRunError",
     "AgentServerError",
     "AgentServerErrorCode",
     "ConcurrencyConflict",
@@ -200,6 +202,7 @@ AgentServerErrorCode = Literal[
     "ALREADY_RUNNING",
     "ALREADY_COMPLETED",
     "ALREADY_ANSWERED",
+    "SESSION_FAILED",
     "INVALID_REQUEST",
     "INTERNAL_ERROR",
     "UNAUTHORIZED",
@@ -211,7 +214,9 @@ AgentServerErrorCode = Literal[
 """The protocol's error codes. ``UNAUTHORIZED``, ``METHOD_NOT_ALLOWED``,
 ``PAYLOAD_TOO_LARGE`` and ``UNAVAILABLE`` (a server at one of its limits) are
 HTTP-only; ``ALREADY_ANSWERED`` is ours (a pending input answered before with a
-different value; see specs/hitl.md); ``WORKSPACE_WIRING`` is raised when a server or
+different value; see specs/hitl.md); ``SESSION_FAILED`` is ours too (a follow-up
+message to a failed or aborted session, which can take no more turns; see
+specs/http.md, ``/message``); ``WORKSPACE_WIRING`` is raised when a server or
 executor is built, never sent (specs/workspaces.md)."""
 
 HTTP_STATUS: dict[str, int] = {
@@ -222,6 +227,7 @@ HTTP_STATUS: dict[str, int] = {
     "ALREADY_RUNNING": 409,
     "ALREADY_COMPLETED": 409,
     "ALREADY_ANSWERED": 409,
+    "SESSION_FAILED": 409,
     "PAYLOAD_TOO_LARGE": 413,
     "INTERNAL_ERROR": 500,
     "WORKSPACE_WIRING": 500,
@@ -240,6 +246,30 @@ class AgentServerError(HelixError):
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"
+
+
+class AgentRunError(HelixError):
+    """Raised by ``executor.run`` and ``run_sync`` when the run ended without output.
+
+    ``status`` is how it ended (``failed`` (aborted runs too), ``interrupted``, or
+    ``paused``: waiting for a person's answer, which these one-liners cannot
+    give); ``error`` is the run's error message, if any. The session's log is
+    kept: ``executor.state(session_id)`` shows it, ``executor.resume`` goes on.
+    ``handle.result()`` never raises this: it returns the status.
+    """
+
+    def __init__(self, session_id: str, status: str, error: str | None = None) -> None:
+        self.session_id = session_id
+        self.status = status
+        self.error = error
+        super().__init__(session_id, status, error)
+
+    def __str__(self) -> str:
+        how = f"session {self.session_id!r} ended {self.status}"
+        if self.status == "paused":
+            how = f"session {self.session_id!r} is paused waiting for input (answer it through "
+            how += "executor.execute(...) and the handle's pending_inputs())"
+        return f"{how}: {self.error}" if self.error else how
 
 
 class UsageError(HelixError):

@@ -43,6 +43,7 @@ __all__ = [
     "InputRequired",
     "InterruptRequested",
     "MessageAppended",
+    "MessageQueued",
     "OutputChunk",
     "PendingInput",
     "PendingInputKind",
@@ -51,6 +52,7 @@ __all__ = [
     "RunStarted",
     "SessionCreated",
     "StateUpdated",
+    "StepRestarted",
     "StepStarted",
     "SubAgentEnd",
     "SubAgentStart",
@@ -206,6 +208,23 @@ class InputRequired(ChunkBase, tag="input_required", frozen=True):
     pending: list[PendingInput] = []
 
 
+class StepRestarted(ChunkBase, tag="step_restarted", frozen=True):
+    """A run began again inside a step whose model output was cut off (a crash, a stop).
+
+    The step runs again from its start, so the text the emitting agent
+    streamed in the cut step is void: a reader drops this agent's
+    ``text_delta`` chunks with a sequence greater than ``discard_from`` on the
+    emitter's own stream, or, on an ancestor's stream (forwarded: sequences
+    differ there), the last ``discard_deltas`` text deltas of this agent,
+    ``discard_chars`` characters in all. Emitted before the step's new text.
+    """
+
+    step: int = 1
+    discard_from: int = 0
+    discard_deltas: int = 0
+    discard_chars: int = 0
+
+
 class CustomChunk(ChunkBase, tag="custom", frozen=True):
     """A chunk a tool emitted through ``ctx.emit``."""
 
@@ -223,6 +242,7 @@ Chunk = (
     | ErrorChunk
     | CustomChunk
     | InputRequired
+    | StepRestarted
 )
 """Any stream chunk."""
 
@@ -246,20 +266,34 @@ class SessionCreated(EventBase, tag="session_created", frozen=True):
     """Session ids from the root to the parent (root first); empty for a root."""
     workspace_session_id: str | None = None
     """The session whose workspaces this one uses (a sub-agent with ``inherit_workspace``)."""
+    trace_context: dict[str, str] = {}
+    """The W3C trace context (``traceparent``, ``tracestate``) every run of the session
+    is traced under; empty: a new trace (specs/otel.md)."""
 
 
 class RunStarted(EventBase, tag="run_started", frozen=True):
-    """A run of the loop began; ``messages`` are new user input for a resume or continue."""
+    """A run of the loop began; ``messages`` are new user input for a resume or continue.
+
+    ``message_id``: the client's id of that input (``send_message``), so a
+    repeat of the same message id starts nothing new. Messages queued while
+    the previous run went on join the conversation first.
+    """
 
     run_id: str
     mode: RunMode = "start"
     messages: list[UserMessage] = []
+    message_id: str | None = None
 
 
 class StepStarted(EventBase, tag="step_started", frozen=True):
-    """The loop began step ``step`` (1-based within the current run)."""
+    """The loop began step ``step`` (1-based within the current run).
+
+    ``taken``: how many queued messages (``message_queued``) join the
+    conversation at this step, before its model call.
+    """
 
     step: int
+    taken: int = 0
 
 
 class InterruptRequested(EventBase, tag="interrupt_requested", frozen=True):
@@ -322,6 +356,19 @@ class MessageAppended(EventBase, tag="message_appended", frozen=True):
     message: Message
 
 
+class MessageQueued(EventBase, tag="message_queued", frozen=True):
+    """A follow-up message arrived while a run was going on (``send_message``).
+
+    It waits in the session's queue; the run takes it into the conversation
+    at its next step (``step_started.taken``), or the next run does (every
+    ``run_started`` takes the whole queue first). ``message_id``: as on
+    ``run_started``.
+    """
+
+    messages: list[UserMessage]
+    message_id: str | None = None
+
+
 class StateUpdated(EventBase, tag="state_updated", frozen=True):
     """The agent's custom state is now ``state`` (a whole replacement, not a patch)."""
 
@@ -344,7 +391,12 @@ class UsageRecorded(EventBase, tag="usage_recorded", frozen=True):
 
 
 class SubSessionStarted(EventBase, tag="sub_session_started", frozen=True):
-    """The parent started (or is about to start) child session ``sub_session_id``."""
+    """The parent started (or is about to start) child session ``sub_session_id``.
+
+    For a persistent child already known (``mode`` persistent, a completed
+    companion spawned again by ``name``) it re-opens the child for a new turn
+    owned by ``tool_call_id``.
+    """
 
     sub_session_id: str
     agent_type: str
@@ -356,9 +408,15 @@ class SubSessionStarted(EventBase, tag="sub_session_started", frozen=True):
 
 
 class SubSessionResumed(EventBase, tag="sub_session_resumed", frozen=True):
-    """The parent resumed or re-consulted child ``sub_session_id``; it runs again."""
+    """The parent resumed or re-consulted child ``sub_session_id``; it runs again.
+
+    ``tool_call_id``: the parent's call that re-consulted a persistent child
+    (``companion__sendMessage``, or a spawn re-opening it); it now owns the
+    child's turn.
+    """
 
     sub_session_id: str
+    tool_call_id: str | None = None
 
 
 class SubSessionSuspended(EventBase, tag="sub_session_suspended", frozen=True):
@@ -514,6 +572,7 @@ Event = (
     | Failed
     | HostClaimed
     | MessageAppended
+    | MessageQueued
     | StateUpdated
     | UsageRecorded
     | TextDelta
@@ -525,6 +584,7 @@ Event = (
     | ErrorChunk
     | CustomChunk
     | InputRequired
+    | StepRestarted
     | SubSessionStarted
     | SubSessionResumed
     | SubSessionSuspended

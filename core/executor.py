@@ -16,41 +16,43 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from types import TracebackType
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
+from .active_runs import ActiveRun, SessionLocks
+from .agent_config import OutputT
 from .agents import AgentConfig, AgentRegistry
-from .answers import expiring, watch_expiry
-from .errors import AgentServerError, UsageError
-from .events import (
-    Event,
-    PendingInput,
-    RunStarted,
-)
+from .answers import child_transport
+from .errors import AgentServerError, HelixError, UsageError
+from .events import Event, PendingInput, RunStarted
 from .handle import AgentHandle, AgentResult
 from .ids import new_run_id, validate_session_id
 from .inprocess import InProcessTransport
 from .llm import LLMAdapter
 from .messages import UserMessage
-from .projections import pending_inputs, project_state
+from .projections import interrupted_step, pending_inputs, project_state
 from .protocol import (
+    RemoteMessageRequest,
     RemoteResumeRequest,
     RemoteStartRequest,
     RemoteStartResponse,
     SubmitResponse,
     message_from_input,
 )
+from .recovery import ExpiryTimers, recover_sessions
 from .run_loop import RunEnv, SessionRun
 from .service import ExecutorService
 from .session_writer import SessionWriter
-from .state import SessionState
+from .state import SessionState, SubSessionRef, UsageTotals
 from .store import EventStore
+from .tracing import NO_TRACER, Tracer, end_run_span, tokens_used
 from .transport import RemoteAgentTransport
+from .usage import UsageRollup, get_usage_rollup
 from .workspace_hub import WorkspaceHub
 from .workspaces import WorkspaceProvider
 
@@ -62,37 +64,6 @@ RunGuard = Callable[[str], AbstractAsyncContextManager[object]]
 A fleet host takes the session's lease there, before the run can begin."""
 
 log = logging.getLogger("helix_agents")
-
-
-class _SessionLocks:
-    """One lock per session id, held only while someone uses it."""
-
-    def __init__(self) -> None:
-        self._locks: dict[str, tuple[anyio.Lock, int]] = {}
-
-    @asynccontextmanager
-    async def hold(self, session_id: str) -> AsyncIterator[None]:
-        lock, users = self._locks.get(session_id, (anyio.Lock(), 0))
-        self._locks[session_id] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[session_id]
-            if users == 1:
-                del self._locks[session_id]
-            else:
-                self._locks[session_id] = (lock, users - 1)
-
-
-class _ActiveRun:
-    __slots__ = ("done", "run", "run_id", "start_seq")
-
-    def __init__(self, run_id: str, start_seq: int) -> None:
-        self.run_id = run_id
-        self.start_seq = start_seq
-        self.done = anyio.Event()
-        self.run: SessionRun | None = None
 
 
 class AgentExecutor:
@@ -117,6 +88,9 @@ class AgentExecutor:
             registered agent's workspace kinds must be among them (else
             ``AgentServerError`` ``WORKSPACE_WIRING``); unset, a warning is
             logged when an agent declares workspaces (specs/workspaces.md).
+        tracer: makes a span per run, model call, tool call and sub-agent call
+            (``helix_agents.otel.OtelTracer()``, the ``otel`` extra; specs/otel.md).
+            Unset: no tracing, and OpenTelemetry is never imported.
     """
 
     def __init__(
@@ -131,6 +105,7 @@ class AgentExecutor:
         stop_grace: float = 10.0,
         workspace_providers: Mapping[str, WorkspaceProvider] | None = None,
         workspace_provider_kinds: Iterable[str] | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self.store = store
         self.registry = agents if isinstance(agents, AgentRegistry) else AgentRegistry(agents)
@@ -146,17 +121,27 @@ class AgentExecutor:
             local_transport=local_transport or InProcessTransport(self.service),
             host_id=host_id,
             stop_grace=stop_grace,
+            tracer=tracer if tracer is not None else NO_TRACER,
         )
-        self._runs: dict[str, _ActiveRun] = {}
+        self._runs: dict[str, ActiveRun] = {}
         # Starts and resumes of one session are serialised in this process, so
         # a run is registered before anyone else can look for it.
-        self._session_locks = _SessionLocks()
+        self._session_locks = SessionLocks()
         self._tg: TaskGroup | None = None
-        self._expiry_timers: dict[tuple[str, str], anyio.CancelScope] = {}
+        self._expiry = ExpiryTimers(self)  # of the paused sessions' expiring open entries
+        self.damaged_sessions: dict[str, str] = {}
+        """Sessions :meth:`recover` found damaged (id -> what), quarantined."""
         self.run_guard: RunGuard | None = None
         """Entered around every start and resume here: requests', local children's,
         expiry timers', ``recover()``'s (a NATS host sets it to take leases)."""
         self.require_models()
+
+    def __repr__(self) -> str:
+        state = "open" if self._tg is not None else "not entered"
+        return (
+            f"<AgentExecutor agents={list(self.registry.names())} store={self.store!r} "
+            f"{state}, {len(self._runs)} runs active>"
+        )
 
     def guarded(self, session_id: str) -> AbstractAsyncContextManager[object]:
         """The :attr:`run_guard` around something that can begin a run of ``session_id``."""
@@ -196,8 +181,7 @@ class AgentExecutor:
     ) -> bool | None:
         tg, self._tg = self._tg, None
         assert tg is not None
-        for timer in list(self._expiry_timers.values()):
-            timer.cancel()  # a waiting timer must not hold the executor open; recover() re-arms it
+        self._expiry.cancel()  # a waiting timer must not hold the executor open
         try:
             return await tg.__aexit__(exc_type, exc, tb)
         except BaseExceptionGroup as group:
@@ -209,19 +193,45 @@ class AgentExecutor:
 
     # --- the Python API -----------------------------------------------------------
 
-    async def execute(
+    async def run(
         self,
-        agent: AgentConfig,
+        agent: AgentConfig[OutputT],
         message_or_input: Any,
         *,
         session_id: str | None = None,
         state: dict[str, Any] | None = None,
         metadata: dict[str, str] | None = None,
-    ) -> AgentHandle:
+    ) -> OutputT:
+        """Run ``agent`` to its end and return its output: ``await executor.run(agent, "...")``.
+
+        The output is an instance of the agent's ``output_schema`` (else the
+        final text). Arguments as for :meth:`execute`.
+
+        Raises:
+            AgentRunError: the run failed, was interrupted or aborted, or paused
+                waiting for a person (use :meth:`execute` and the handle to
+                answer); its ``session_id`` names the log, kept in the store.
+            AgentServerError: the start was refused, as for :meth:`execute`.
+        """
+        handle = await self.execute(
+            agent, message_or_input, session_id=session_id, state=state, metadata=metadata
+        )
+        return (await handle.result()).unwrap()
+
+    async def execute(
+        self,
+        agent: AgentConfig[OutputT],
+        message_or_input: Any,
+        *,
+        session_id: str | None = None,
+        state: dict[str, Any] | None = None,
+        metadata: dict[str, str] | None = None,
+    ) -> AgentHandle[OutputT]:
         """Start ``agent`` on a message (a string) or an input (a dict, mapped to a message).
 
         Idempotent for a given ``session_id``; raises :class:`AgentServerError`
         (``ALREADY_COMPLETED``, ``ALREADY_RUNNING``) like ``service.start``.
+        The handle's result carries the output as an ``output_schema`` instance.
         """
         self.registry.register(agent)
         self.require_models()
@@ -251,6 +261,39 @@ class AgentExecutor:
             RemoteResumeRequest(session_id=session_id, message=msg)
         )
         return await self._handle(response)
+
+    async def send_message(
+        self,
+        session_id: str,
+        message: str | Sequence[UserMessage],
+        *,
+        message_id: str | None = None,
+    ) -> AgentHandle:
+        """Send a follow-up message: a new turn of a completed session, with its memory.
+
+        The session's conversation and state are kept and ``max_steps``
+        counts per turn; an interrupted session resumes with the message; a
+        running or paused one takes it in at its run's next step (the handle
+        is then that run's). ``message_id`` makes it idempotent: a repeat with
+        the same id changes nothing and returns the same run. Raises
+        :class:`AgentServerError`: ``NOT_FOUND``, ``INVALID_REQUEST`` (an
+        empty message, a bad id, an id used for another message),
+        ``SESSION_FAILED`` (a failed or aborted session).
+        """
+        response = await self.service.send_message(
+            RemoteMessageRequest(
+                session_id=session_id,
+                message=message if isinstance(message, str) else list(message),
+                message_id=message_id,
+            )
+        )
+        return await self._handle(
+            RemoteStartResponse(
+                session_id=response.session_id,
+                stream_id=response.stream_id,
+                run_id=response.run_id,
+            )
+        )
 
     async def _handle(self, response: RemoteStartResponse) -> AgentHandle:
         session_id = response.session_id
@@ -290,42 +333,13 @@ class AgentExecutor:
         Call it when a process starts on a store another process left behind
         (a crash): those sessions were running when it died. Reads every
         session's log once. Returns the ids resumed.
+
+        A session whose log is damaged (it fails the store's integrity check,
+        or does not fold into a valid log) is quarantined, not fatal: it is
+        skipped, listed in :attr:`damaged_sessions`, and named once in the
+        log; every other session is recovered.
         """
-        recovered: list[str] = []
-        for session_id in await self.store.list_sessions():
-            log_ = await self.store.read(session_id)
-            if not log_ or session_id in self._runs:
-                continue
-            state = project_state(log_)
-            self._watch_expiry(state)
-            if state.status != "running" or self.registry.get(state.agent_type) is None:
-                continue
-            try:
-                await self.service.resume(RemoteResumeRequest(session_id=session_id))
-            except AgentServerError as exc:
-                log.warning("could not recover session %s: %s", session_id, exc)
-                continue
-            recovered.append(session_id)
-        return recovered
-
-    def _watch_expiry(self, state: SessionState) -> None:
-        """Start a timer for each expiring open entry of a paused root (once per entry)."""
-        if self._tg is None:
-            return
-        for entry in expiring(state):
-            key = (state.session_id, entry.tool_call_id)
-            if key in self._expiry_timers:
-                continue
-            self._expiry_timers[key] = anyio.CancelScope()
-            self._tg.start_soon(self._expire, state.session_id, entry)
-
-    async def _expire(self, session_id: str, entry: PendingInput) -> None:
-        key = (session_id, entry.tool_call_id)
-        try:
-            with self._expiry_timers[key]:
-                await watch_expiry(self, session_id, entry, anyio.sleep)
-        finally:
-            self._expiry_timers.pop(key, None)
+        return await recover_sessions(self)
 
     def is_executing(self, session_id: str, state: SessionState | None = None) -> bool:
         """True while a run of the session is active in this executor.
@@ -355,6 +369,28 @@ class AgentExecutor:
         """Approve or deny gated call ``tool_call_id`` at ``session_id`` (the root)."""
         return await self.service.submit_approval(session_id, tool_call_id, approved, reason)
 
+    async def usage_rollup(
+        self, session_id: str, *, include_sub_agents: bool = True
+    ) -> UsageRollup:
+        """The session's usage and its descendants', each session once, remote children too.
+
+        A remote child (a remote sub-agent or companion) is asked for its own
+        usage through its transport's status; one that cannot be reached is
+        left out (logged).
+        """
+
+        async def remote(state: SessionState, ref: SubSessionRef) -> UsageTotals | None:
+            try:
+                transport = child_transport(self, state, ref.sub_session_id)
+                return (await transport.get_status(ref.sub_session_id)).usage
+            except (HelixError, OSError) as exc:
+                log.warning("usage of remote child %s left out: %s", ref.sub_session_id, exc)
+                return None
+
+        return await get_usage_rollup(
+            self.store, session_id, include_sub_agents=include_sub_agents, remote=remote
+        )
+
     async def pending_inputs(self, session_id: str) -> list[PendingInput]:
         """The open entries of the session's subtree (client tools and approvals)."""
         return pending_inputs(await self.state(session_id))
@@ -365,11 +401,11 @@ class AgentExecutor:
         if self._tg is None:
             raise UsageError("use the executor as 'async with AgentExecutor(...) as executor:'")
         session_id = log_[0].session_id
-        active = _ActiveRun(run_id, log_[-1].seq)  # the last event is the run's run_started
+        active = ActiveRun(run_id, log_[-1].seq)  # the last event is the run's run_started
         self._runs[session_id] = active
         self._tg.start_soon(self._run, agent, list(log_), active, name=f"run {session_id}")
 
-    async def _run(self, agent: AgentConfig, log_: list[Event], active: _ActiveRun) -> None:
+    async def _run(self, agent: AgentConfig, log_: list[Event], active: ActiveRun) -> None:
         session_id = log_[0].session_id
         try:
             run: SessionRun | None = None
@@ -381,10 +417,19 @@ class AgentExecutor:
             )
             # workspaces: open the session's registry for this run, close it at its end
             async with self.workspaces.session(agent, writer) as with_workspaces:
-                run = SessionRun(self.env, with_workspaces, writer, active.run_id)
+                run = SessionRun(
+                    self.env,
+                    with_workspaces,
+                    writer,
+                    active.run_id,
+                    restart=interrupted_step(log_),
+                )
                 active.run = run
-                await run.run()
-            self._watch_expiry(writer.state)
+                with active.span(self.env.tracer, agent, log_) as span:
+                    tokens_before = tokens_used(writer.state)
+                    await run.run()
+                    end_run_span(span, writer.state, tokens_before)
+            self._expiry.watch(writer.state)
         finally:
             if self._runs.get(session_id) is active:
                 del self._runs[session_id]

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic
 
 import msgspec
 
 from ._aio import closing_iter
+from .agent_config import OutputT
+from .errors import AgentRunError, AgentServerError
 from .events import PendingInput, Suspended
 from .projections import stream_item
 from .protocol import SubmitResponse
@@ -20,18 +22,29 @@ if TYPE_CHECKING:
 __all__ = ["AgentHandle", "AgentResult"]
 
 
-class AgentResult(msgspec.Struct, frozen=True, kw_only=True):
-    """How a run ended: status, output or error, custom state."""
+class AgentResult(msgspec.Struct, Generic[OutputT], frozen=True, kw_only=True):
+    """How a run ended: status, output or error, custom state.
+
+    ``output`` is an instance of the agent's ``output_schema`` when it has one
+    (the log holds its JSON, validated back into the class here), else the
+    final text; None unless ``status`` is ``completed``.
+    """
 
     session_id: str
     status: SessionStatus
-    output: Any = None
+    output: OutputT | None = None
     error: str | None = None
     state: dict[str, Any] = {}
     step_count: int = 0
 
+    def unwrap(self) -> OutputT:
+        """The output of a completed run; :class:`AgentRunError` for any other ending."""
+        if self.status != "completed":
+            raise AgentRunError(self.session_id, self.status, self.error)
+        return self.output  # type: ignore[return-value]  # None only for an agent typed so
 
-class AgentHandle:
+
+class AgentHandle(Generic[OutputT]):
     """A started or resumed run: wait for it, stream it, stop it."""
 
     def __init__(self, executor: AgentExecutor, session_id: str, run_id: str, start_seq: int):
@@ -41,14 +54,38 @@ class AgentHandle:
         self.start_seq = start_seq
         """The seq of this run's ``run_started`` event."""
 
-    async def result(self) -> AgentResult:
-        """Wait until this run ends (completed, failed, interrupted or paused) and report it."""
+    def __repr__(self) -> str:
+        return (
+            f"<AgentHandle session={self.session_id!r} run={self.run_id!r} "
+            f"from seq {self.start_seq}>"
+        )
+
+    async def result(self) -> AgentResult[OutputT]:
+        """Wait until this run ends (completed, failed, interrupted or paused) and report it.
+
+        Never raises for how the run ended: look at ``status``. A completed
+        agent's output is validated into its ``output_schema`` class (an
+        ``AgentServerError`` ``INTERNAL_ERROR`` if the recorded JSON no longer
+        fits it, as after a schema change).
+        """
         await self.executor.wait_idle(self.session_id)
         state = await self.executor.state(self.session_id)
+        output = state.output
+        agent = self.executor.registry.get(state.agent_type)
+        schema = agent.output_schema if agent is not None else None
+        if state.status == "completed" and schema is not None and output is not None:
+            try:
+                output = schema.model_validate(output)
+            except ValueError as exc:
+                raise AgentServerError(
+                    "INTERNAL_ERROR",
+                    f"session {self.session_id!r}: its recorded output does not fit "
+                    f"{schema.__name__}: {exc}",
+                ) from exc
         return AgentResult(
             session_id=self.session_id,
             status=state.status,
-            output=state.output,
+            output=output,
             error=state.error,
             state=state.custom_state,
             step_count=state.step_count,

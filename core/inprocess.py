@@ -17,6 +17,8 @@ import msgspec
 
 from ._aio import closing_iter
 from .protocol import (
+    RemoteMessageRequest,
+    RemoteMessageResponse,
     RemoteResumeRequest,
     RemoteStartRequest,
     RemoteStartResponse,
@@ -54,6 +56,10 @@ class InProcessTransport:
     async def resume(self, request: RemoteResumeRequest) -> RemoteStartResponse:
         """Resume a session."""
         return await self.target.resume(_copy(request, RemoteResumeRequest))
+
+    async def send_message(self, request: RemoteMessageRequest) -> RemoteMessageResponse:
+        """Send a follow-up message to a session."""
+        return await self.target.send_message(_copy(request, RemoteMessageRequest))
 
     async def stream(
         self, session_id: str, from_sequence: int = 0

@@ -207,6 +207,11 @@ class OpenAIChatLLM:
         self._owns_client = client is None
         self._client = client if client is not None else httpx.AsyncClient(timeout=self._timeout)
 
+    def __repr__(self) -> str:
+        # never the API key: the headers are left out on purpose
+        url = str(self._url).removesuffix("/chat/completions")
+        return f"<OpenAIChatLLM model={self.model!r} base_url={url!r}>"
+
     async def aclose(self) -> None:
         """Close the HTTP client if this adapter created it; idempotent."""
         if self._owns_client:

@@ -12,7 +12,7 @@ that every event class has a handler.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .errors import CorruptLogError
@@ -38,12 +38,14 @@ from .events import (
     Interrupted,
     InterruptRequested,
     MessageAppended,
+    MessageQueued,
     OutputChunk,
     PendingInput,
     PendingInputKind,
     RunStarted,
     SessionCreated,
     StateUpdated,
+    StepRestarted,
     StepStarted,
     SubAgentEnd,
     SubAgentStart,
@@ -61,6 +63,7 @@ from .events import (
 )
 from .messages import AssistantMessage, ToolResultMessage
 from .state import (
+    MessageReceipt,
     PendingApproval,
     PendingClientTool,
     SessionState,
@@ -73,6 +76,7 @@ from .state import (
 
 __all__ = [
     "SessionProjector",
+    "interrupted_step",
     "pending_inputs",
     "project_state",
     "project_status",
@@ -93,17 +97,41 @@ def _start_run(state: SessionState, event: RunStarted) -> None:
     state.recoverable = False
     if event.mode == "continue":
         state.output = None
+    if event.message_id is not None:
+        state.message_ids[event.message_id] = MessageReceipt(
+            run_id=event.run_id, messages=list(event.messages)
+        )
+    # Messages queued while the previous run went on come first.
+    incoming = [*state.queued_messages, *event.messages]
+    state.queued_messages = []
     # A tool call and its result must stay adjacent (chat APIs refuse anything
     # between them): input given while results are missing waits for them.
     if state.awaiting_results:
-        state.deferred_messages.extend(event.messages)
+        state.deferred_messages.extend(incoming)
     else:
-        state.messages.extend(event.messages)
+        state.messages.extend(incoming)
 
 
 def _step(state: SessionState, event: StepStarted) -> None:
     state.step_count += 1
     state.run_step_count = event.step
+    if event.taken:
+        if event.taken > len(state.queued_messages):
+            raise CorruptLogError(
+                f"step_started at seq {event.seq} takes {event.taken} queued messages; "
+                f"{len(state.queued_messages)} are queued"
+            )
+        taken = state.queued_messages[: event.taken]
+        del state.queued_messages[: event.taken]
+        (state.deferred_messages if state.awaiting_results else state.messages).extend(taken)
+
+
+def _queued(state: SessionState, event: MessageQueued) -> None:
+    state.queued_messages.extend(event.messages)
+    if event.message_id is not None:
+        state.message_ids[event.message_id] = MessageReceipt(
+            run_id=state.run_id, messages=list(event.messages), queued=True
+        )
 
 
 def _interrupt_requested(state: SessionState, event: InterruptRequested) -> None:
@@ -218,6 +246,7 @@ def _sub_started(state: SessionState, event: SubSessionStarted) -> None:
         ref.output = None
         ref.error = None
         ref.finished_seq = None
+        ref.tool_call_id = event.tool_call_id
         return
     state.sub_sessions[event.sub_session_id] = SubSessionRef(
         sub_session_id=event.sub_session_id,
@@ -227,6 +256,7 @@ def _sub_started(state: SessionState, event: SubSessionStarted) -> None:
         name=event.name,
         remote=event.remote,
         started_seq=event.seq,
+        spawn_call_id=event.tool_call_id,
     )
 
 
@@ -235,6 +265,8 @@ def _sub_resumed(state: SessionState, event: SubSessionResumed) -> None:
     ref.status = "running"
     ref.completion_delivered = False
     ref.finished_seq = None
+    if event.tool_call_id is not None:
+        ref.tool_call_id = event.tool_call_id
 
 
 def _sub_suspended(state: SessionState, event: SubSessionSuspended) -> None:
@@ -373,6 +405,7 @@ _HANDLERS: dict[type[EventBase], _Handler] = {
     Failed: _failed,
     HostClaimed: _host_claimed,
     MessageAppended: _message,
+    MessageQueued: _queued,
     StateUpdated: _state_updated,
     UsageRecorded: _usage,
     SubSessionStarted: _sub_started,
@@ -572,6 +605,39 @@ def _entry(
     )
 
 
+def interrupted_step(events: Sequence[Event]) -> StepRestarted | None:
+    """The ``step_restarted`` a new run of this log owes its readers, if its last step was cut.
+
+    A step whose ``step_started`` has no assistant message after it was cut
+    off mid-stream (by a crash, an interrupt, a failure): the next run does
+    it again, and its partial text must be declared void.
+    """
+    deltas = chars = 0
+    session_id = events[0].session_id if events else ""
+    for event in reversed(events):
+        match event:
+            case MessageAppended(message=AssistantMessage()):
+                return None  # the last step finished
+            case TextDelta() if event.agent_id == session_id:
+                deltas += 1
+                chars += len(event.delta)
+            case StepStarted():
+                if not deltas:
+                    return None  # cut before any text: nothing to take back
+                first = events[0]
+                return StepRestarted(
+                    agent_id=session_id,
+                    agent_type=first.agent_type if isinstance(first, SessionCreated) else "",
+                    step=event.step,
+                    discard_from=event.seq,
+                    discard_deltas=deltas,
+                    discard_chars=chars,
+                )
+            case _:
+                pass
+    return None
+
+
 def project_status(events: Iterable[Event]) -> StatusSnapshot:
     """Fold a session log into its protocol status (``latest_sequence`` = last seq)."""
     return status_of(project_state(events))
@@ -587,6 +653,7 @@ _CHUNKS = (
     ErrorChunk,
     CustomChunk,
     InputRequired,
+    StepRestarted,
 )
 
 

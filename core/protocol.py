@@ -15,12 +15,14 @@ from .errors import AgentServerError, UsageError
 from .events import Chunk, PendingInput, SuspensionReason
 from .ids import validate_session_id
 from .messages import UserMessage
-from .state import SessionStatus
+from .state import SessionStatus, UsageTotals
 
 __all__ = [
     "ChunkEvent",
     "EndEvent",
     "ErrorEvent",
+    "RemoteMessageRequest",
+    "RemoteMessageResponse",
     "RemoteResumeRequest",
     "RemoteStartRequest",
     "RemoteStartResponse",
@@ -30,6 +32,8 @@ __all__ = [
     "SubmitToolResultRequest",
     "TransportEvent",
     "checked_from_sequence",
+    "checked_message_id",
+    "checked_messages",
     "checked_session_id",
     "message_from_input",
 ]
@@ -56,6 +60,9 @@ class RemoteStartRequest(_Wire, frozen=True):
     workspace_session_id: str | None = None
     """Use this session's workspaces (a sub-agent with ``inherit_workspace``); see
     specs/workspaces.md for when a server accepts it."""
+    trace_context: dict[str, str] | None = None
+    """The caller's W3C trace context (``traceparent``, ``tracestate``): the session's
+    runs are traced as its children (specs/otel.md)."""
 
 
 class RemoteResumeRequest(_Wire, frozen=True):
@@ -63,6 +70,29 @@ class RemoteResumeRequest(_Wire, frozen=True):
 
     session_id: str
     message: str | list[UserMessage] | None = None
+
+
+class RemoteMessageRequest(_Wire, frozen=True):
+    """A follow-up message for session ``session_id`` (``send_message``).
+
+    A completed session takes it as a new turn (its conversation and state
+    kept); an interrupted one resumes with it; a running or paused one queues
+    it for its run's next step. ``message_id`` makes it idempotent: a repeat
+    with the same id changes nothing and answers the same run.
+    """
+
+    session_id: str
+    message: str | list[UserMessage]
+    message_id: str | None = None
+
+
+class RemoteMessageResponse(_Wire, frozen=True):
+    """Where a follow-up message went: the run it started or, with ``queued``, joined."""
+
+    session_id: str
+    stream_id: str
+    run_id: str
+    queued: bool = False
 
 
 class RemoteStartResponse(_Wire, frozen=True):
@@ -90,6 +120,9 @@ class RemoteStatusResponse(_Wire, frozen=True):
     pending_client_tool_call_ids: list[str] = []
     pending_inputs: list[PendingInput] = []
     awaiting_input: bool = False
+    usage: UsageTotals | None = None
+    """The session's own usage (not its children's): a parent's usage rollup reads a
+    remote child's here."""
 
 
 class SubmitToolResultRequest(_Wire, frozen=True):
@@ -166,6 +199,31 @@ def checked_session_id(session_id: object) -> str:
         return validate_session_id(session_id)
     except UsageError as exc:
         raise AgentServerError("INVALID_REQUEST", str(exc)) from exc
+
+
+def checked_message_id(message_id: object) -> str:
+    """``message_id`` if it is a valid id (as a session id), else ``INVALID_REQUEST``."""
+    try:
+        return validate_session_id(message_id)
+    except UsageError as exc:
+        raise AgentServerError(
+            "INVALID_REQUEST", str(exc).replace("session id", "message id", 1)
+        ) from exc
+
+
+def checked_messages(message: object) -> list[UserMessage]:
+    """A follow-up's message as user messages, else ``INVALID_REQUEST`` (empty text included)."""
+    if isinstance(message, str):
+        messages = [UserMessage(content=message)]
+    elif isinstance(message, list) and all(isinstance(m, UserMessage) for m in message):
+        messages = list(message)
+    else:
+        raise AgentServerError(
+            "INVALID_REQUEST", "message must be a string or a list of user messages"
+        )
+    if not messages or any(not m.content.strip() for m in messages):
+        raise AgentServerError("INVALID_REQUEST", "message must be non-empty")
+    return messages
 
 
 def checked_from_sequence(from_sequence: object) -> int:

@@ -82,6 +82,10 @@ class ReplayLLM:
         self.divergences: list[Divergence] = []
         """Where re-run conversations left their recordings, in the order noticed."""
 
+    def __repr__(self) -> str:
+        sessions = len(self._recordings)
+        return f"<ReplayLLM {sessions} recorded sessions, {len(self.divergences)} divergences>"
+
     @classmethod
     async def from_store(cls, store: EventStore, session_id: str) -> ReplayLLM:
         """Load the recordings of ``session_id`` and, recursively, of its local children."""

@@ -15,7 +15,7 @@ import anyio
 
 from .errors import AgentServerError, StreamDropError, TransportError
 
-__all__ = ["retrying", "retrying_stream", "transient"]
+__all__ = ["retries_spent", "retrying", "retrying_stream", "transient", "transient_unspent"]
 
 T = TypeVar("T")
 
@@ -26,11 +26,32 @@ Wait = Callable[[Exception], float | None]
 """Seconds to wait before retrying after a failure; ``None`` for the exponential backoff."""
 
 
+_SPENT = "_helix_retries_spent"
+
+
+def _spend(exc: Exception) -> None:
+    """Mark ``exc`` as the failure a retry loop gave up on: no outer loop retries it again."""
+    setattr(exc, _SPENT, True)
+
+
+def retries_spent(exc: BaseException) -> bool:
+    """True when ``exc`` already ended a retry loop whose budget was spent."""
+    return getattr(exc, _SPENT, False) is True
+
+
 def transient(exc: BaseException) -> bool:
     """A failure worth retrying: the network, or the server's INTERNAL_ERROR (a 5xx)."""
     if isinstance(exc, AgentServerError):
         return exc.code == "INTERNAL_ERROR"
     return isinstance(exc, TransportError) and not isinstance(exc, StreamDropError)
+
+
+def transient_unspent(exc: BaseException) -> bool:
+    """:func:`transient`, unless a retry loop inside the call already spent its budget on it.
+
+    The ``retry_if`` of a loop around a transport that retries its own calls.
+    """
+    return transient(exc) and not retries_spent(exc)
 
 
 def _delay(exc: Exception, attempt: int, base_delay: float, wait: Wait | None) -> float:
@@ -56,7 +77,10 @@ async def retrying(
         try:
             return await call()
         except Exception as exc:
-            if attempt >= retries or not retry_if(exc):
+            if not retry_if(exc):
+                raise
+            if attempt >= retries:
+                _spend(exc)
                 raise
             delay = _delay(exc, attempt, base_delay, wait)
         await anyio.sleep(delay)
@@ -87,7 +111,10 @@ async def retrying_stream(
                     yield item
             return
         except Exception as exc:
-            if started or attempt >= retries or not retry_if(exc):
+            if started or not retry_if(exc):
+                raise
+            if attempt >= retries:
+                _spend(exc)
                 raise
             delay = _delay(exc, attempt, base_delay, wait)
         await anyio.sleep(delay)

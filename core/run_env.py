@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from .llm import LLMAdapter
 from .store import EventStore
+from .tracing import NO_TRACER, Tracer
 from .transport import RemoteAgentTransport
 
 __all__ = ["Fire", "RunEnv"]
@@ -25,3 +26,4 @@ class RunEnv:
     local_transport: RemoteAgentTransport
     host_id: str | None = None
     stop_grace: float = 10.0
+    tracer: Tracer = NO_TRACER

@@ -27,7 +27,9 @@ import msgspec
 
 from ._aio import closing_iter, prefetch, unwrap_group
 from .agents import AgentConfig, HookContext, RemoteSubAgentTool, SubAgentTool
-from .child_calls import ChildCall, SubAgentToolLike
+from .child_calls import ChildCall, ChildLink, SubAgentToolLike
+from .companion_tools import companion_specs
+from .companions import Companions
 from .errors import HelixError, OwnershipLost
 from .events import (
     Aborted,
@@ -40,6 +42,7 @@ from .events import (
     InterruptRequested,
     MessageAppended,
     OutputChunk,
+    StepRestarted,
     StepStarted,
     TextDelta,
     UsageRecorded,
@@ -65,7 +68,8 @@ from .tool_runner import (
     tool_start,
     validate_finish,
 )
-from .tools import FINISH_TOOL_NAME, Tool
+from .tools import COMPANION_TOOL_PREFIX, FINISH_TOOL_NAME, Tool
+from .tracing import call_error, end_tool_span, tool_span, traced_stream
 
 __all__ = ["FINISH_REMINDER", "RunEnv", "SessionRun", "unanswered_calls"]
 
@@ -93,7 +97,15 @@ def unanswered_calls(state: SessionState) -> list[ToolCall]:
 class SessionRun:
     """Runs one session until its current run ends. Use once."""
 
-    def __init__(self, env: RunEnv, agent: AgentConfig, writer: SessionWriter, run_id: str) -> None:
+    def __init__(
+        self,
+        env: RunEnv,
+        agent: AgentConfig,
+        writer: SessionWriter,
+        run_id: str,
+        *,
+        restart: StepRestarted | None = None,
+    ) -> None:
         self.env = env
         self.agent = agent
         self.writer = writer
@@ -101,7 +113,13 @@ class SessionRun:
         self.stop: StopRequest | None = None
         self._scope: anyio.CancelScope | None = None
         self._open_tools: dict[str, ToolCall] = {}
-        self._children: dict[str, ChildCall] = {}
+        self._children: dict[str, ChildLink] = {}
+        self._companions = (
+            Companions(writer, agent, env, self.fire, self._children, self._open_tools)
+            if agent.persistent_agents
+            else None
+        )
+        self._restart = restart
 
     # --- control ----------------------------------------------------------------
 
@@ -114,6 +132,9 @@ class SessionRun:
 
     async def run(self) -> None:
         """Run until the run ends; never raises except for cancellation of the executor."""
+        if self._restart is not None:
+            # The cut step runs again: first tell readers its partial text is void.
+            self.writer.emit(self._restart)
         await self.fire("on_agent_start")
         state = self.writer.state
         if state.abort_requested:
@@ -176,8 +197,9 @@ class SessionRun:
             if pending:
                 finished, waiting = await self._run_calls(pending)
                 if finished is not None:
-                    await self._complete(finished.result)
-                    return
+                    if await self._complete(finished.result):
+                        return
+                    continue  # follow-ups were queued meanwhile: they come first
                 if waiting:
                     state = await self.writer.append_with(suspension(agent, waiting))
                     if state.status == "paused":
@@ -187,6 +209,9 @@ class SessionRun:
             if self.writer.state.run_step_count >= agent.max_steps:
                 await self._fail(f"max steps ({agent.max_steps}) reached")
                 return
+            if self._companions is not None:
+                # Children's outcomes not yet seen reach the model first (push).
+                await self._companions.deliver()
             try:
                 response = await self._step()
             except LLMError as error:
@@ -196,14 +221,16 @@ class SessionRun:
                 return  # a final answer: recorded and completed in one batch
             if not response.tool_calls:
                 if agent.output_schema is None:
-                    await self._complete(response.content)
-                    return
+                    # Its answer was not the end: follow-ups were queued meanwhile.
+                    continue
+                # The output schema wants a __finish__ call.
                 await self.writer.append(
                     MessageAppended(message=UserMessage(content=FINISH_REMINDER))
                 )
 
     def _tool_specs(self) -> list[ToolSpec]:
         specs = [tool.spec() for tool in self.agent.tools]
+        specs.extend(companion_specs(self.agent))
         if self.agent.output_schema is not None:
             specs.append(
                 ToolSpec(
@@ -220,7 +247,13 @@ class SessionRun:
         if llm is None:
             raise LLMError(f"agent {agent.name!r} has no LLM and the executor has no default")
         state = self.writer.state
-        self.writer.emit(StepStarted(step=state.run_step_count + 1))
+        step = StepStarted(step=state.run_step_count + 1, taken=len(state.queued_messages))
+        if step.taken:
+            # Follow-up messages queued meanwhile join the conversation at this
+            # step: committed first, so the model sees exactly what the log says.
+            state = await self.writer.append(step)
+        else:
+            self.writer.emit(step)
         prompt = agent.system_prompt
         request = LLMRequest(
             messages=list(state.messages),
@@ -233,7 +266,7 @@ class SessionRun:
             session_id=state.session_id,
         )
         response: LLMResponse | None = None
-        async with prefetch(llm.stream(request)) as parts:
+        async with prefetch(traced_stream(self.env.tracer, llm, request)) as parts:
             async for batch in parts.batches():
                 # Deltas that arrived together share one append.
                 deltas = [
@@ -254,8 +287,8 @@ class SessionRun:
             raise LLMError("the model's stream ended without a response")
         calls = self._unique_calls(response.tool_calls)
         usage = response.usage
-        final = self._final_answer(calls)
-        await self.writer.append(
+        final = self._final_answer(calls, response.content)
+        turn: list[Event] = [
             MessageAppended(
                 message=AssistantMessage(content=response.content, tool_calls=calls),
             ),
@@ -265,19 +298,27 @@ class SessionRun:
                 input_tokens=usage.input_tokens if usage else 0,
                 output_tokens=usage.output_tokens if usage else 0,
             ),
-            *final,
+        ]
+        # Decided on the latest log: a follow-up queued meanwhile keeps the run
+        # going (the finish is recorded, the completion is not).
+        state = await self.writer.append_with(
+            lambda latest: [*turn, *(final[:-2] if latest.queued_messages else final)]
         )
-        if final:
-            await self.fire("on_agent_complete", self.writer.state.output)
+        if final and state.status == "completed":
+            await self.fire("on_agent_complete", state.output)
             return None
         return msgspec.structs.replace(response, tool_calls=calls)
 
-    def _final_answer(self, calls: list[ToolCall]) -> list[Event]:
-        """For a turn whose only call is a valid ``__finish__``: its whole ending.
+    def _final_answer(self, calls: list[ToolCall], content: str) -> list[Event]:
+        """For a turn that ends the run: its whole ending.
 
-        Validation is pure, so the answer, the finish call's record and the
-        completion can be one batch (one commit) instead of three.
+        That is a turn whose only call is a valid ``__finish__`` (validation
+        is pure, so the answer, the finish call's record and the completion
+        can be one batch, one commit, instead of three), or a turn with no
+        call from an agent without an output schema (its text is the output).
         """
+        if not calls and self.agent.output_schema is None:
+            return self._completion(content)
         if len(calls) != 1 or calls[0].name != FINISH_TOOL_NAME or self.agent.output_schema is None:
             return []
         call = calls[0]
@@ -330,6 +371,9 @@ class SessionRun:
                     if outcome.error is None and finished is None:
                         finished = outcome
                     continue
+                if self._companions is not None and call.name.startswith(COMPANION_TOOL_PREFIX):
+                    tg.start_soon(self._call_companion, call, waiting)
+                    continue
                 if tool is None:
                     await self._record(call, ToolOutcome(error=f"unknown tool {call.name!r}"))
                     continue
@@ -349,6 +393,8 @@ class SessionRun:
 
     async def _record(self, call: ToolCall, outcome: ToolOutcome) -> None:
         sid = self.writer.session_id
+        with tool_span(self.env.tracer, self.agent.name, sid, call) as span:
+            end_tool_span(span, outcome.error)
         await self.writer.append(
             tool_start(self.agent, sid, call),
             *result_events(self.agent, sid, call, outcome, usage=False),
@@ -367,7 +413,9 @@ class SessionRun:
     async def _call_tool(self, call: ToolCall, tool: Tool[Any]) -> None:
         # Not forgotten on cancellation: the stop cleanup closes it with a tool_end.
         self._open_tools[call.id] = call
-        await run_tool_call(self.agent, self.writer, call, tool, self.fire)
+        with tool_span(self.env.tracer, self.agent.name, self.writer.session_id, call) as span:
+            outcome = await run_tool_call(self.agent, self.writer, call, tool, self.fire)
+            end_tool_span(span, outcome.error)
         self._open_tools.pop(call.id, None)
 
     async def _call_sub_agent(
@@ -376,9 +424,17 @@ class SessionRun:
         child = ChildCall(self.writer, self.agent, call, tool, self.env, self.fire)
         # Registered before it opens: the stop cleanup halts it if it is open.
         self._children[child.session_id] = child
-        if await child.run():
-            waiting.children[child.session_id] = call.id
+        with child.span() as span:
+            if await child.run():
+                waiting.children[child.session_id] = call.id
+            end_tool_span(span, call_error(self.writer.state, call.id))
         self._children.pop(child.session_id, None)
+
+    async def _call_companion(self, call: ToolCall, waiting: Waiting) -> None:
+        assert self._companions is not None
+        with tool_span(self.env.tracer, self.agent.name, self.writer.session_id, call) as span:
+            await self._companions.call(call, waiting)
+            end_tool_span(span, call_error(self.writer.state, call.id))
 
     # --- endings --------------------------------------------------------------------
 
@@ -393,9 +449,16 @@ class SessionRun:
             Completed(output=output),
         ]
 
-    async def _complete(self, output: Any) -> None:
-        await self.writer.append(*self._completion(output))
+    async def _complete(self, output: Any) -> bool:
+        """Complete with ``output``, unless follow-ups are queued (then False: go on)."""
+        completion = self._completion(output)
+        state = await self.writer.append_with(
+            lambda latest: [] if latest.queued_messages else completion
+        )
+        if state.status != "completed":
+            return False
         await self.fire("on_agent_complete", output)
+        return True
 
     async def _fail(self, error: str, *, recoverable: bool = False) -> None:
         state = self.writer.state
@@ -419,6 +482,9 @@ class SessionRun:
                 async with anyio.create_task_group() as tg:
                     for child in list(self._children.values()):
                         tg.start_soon(child.halt, stop)
+                    if stop.kind == "abort" and self._companions is not None:
+                        # Stopped for good: so are its companions running on their own.
+                        tg.start_soon(self._companions.terminate_live, stop.reason)
             closing = [
                 tool_end(self.agent, sid, call, ToolOutcome(error=word))
                 for call in self._open_tools.values()

@@ -65,6 +65,15 @@ class ScriptedLLM:
         self.calls = 0
         """How many model calls this adapter has answered (for tests)."""
 
+    def __repr__(self) -> str:
+        script = self._script
+        what = (
+            f"{len(script)} turns"
+            if isinstance(script, Sequence)
+            else f"turns from {getattr(script, '__qualname__', type(script).__name__)}()"
+        )
+        return f"<ScriptedLLM {what}, {self.calls} calls answered>"
+
     @staticmethod
     def reply(text: str, *, delay: float = 0.0) -> ScriptStep:
         """A turn that answers with ``text`` and calls no tool."""

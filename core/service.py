@@ -26,13 +26,17 @@ from .events import (
     Event,
     Interrupted,
     InterruptRequested,
+    MessageQueued,
     RunStarted,
     SessionCreated,
 )
 from .ids import new_run_id
 from .messages import UserMessage
+from .paused_stop import abort_waiting_children, waiting_children_ended
 from .projections import project_state, status_of
 from .protocol import (
+    RemoteMessageRequest,
+    RemoteMessageResponse,
     RemoteResumeRequest,
     RemoteStartRequest,
     RemoteStartResponse,
@@ -40,11 +44,14 @@ from .protocol import (
     SubmitResponse,
     TransportEvent,
     checked_from_sequence,
+    checked_message_id,
+    checked_messages,
     checked_session_id,
 )
 from .state import SessionState
 from .store import EventStore
 from .streaming import stream_session
+from .tracing import session_trace_context
 
 if TYPE_CHECKING:
     from .executor import AgentExecutor
@@ -91,7 +98,7 @@ async def append_decided(
 
 
 class ExecutorService:
-    """The protocol's eight operations on ``executor``'s sessions (a ``RemoteAgentTransport``)."""
+    """The protocol's operations on ``executor``'s sessions (a ``RemoteAgentTransport``)."""
 
     def __init__(self, executor: AgentExecutor) -> None:
         self._executor = executor
@@ -117,6 +124,9 @@ class ExecutorService:
         inheriting = self._executor.workspaces.start_problem(agent, request)  # workspaces
         if inheriting is not None:
             raise AgentServerError("INVALID_REQUEST", inheriting)
+        traced = session_trace_context(  # specs/otel.md
+            self._executor.env.tracer, request.trace_context, agent.name, session_id
+        )
         messages = user_messages(request.message)
         try:
             initial = agent.initial_state(request.state)
@@ -138,6 +148,7 @@ class ExecutorService:
             parent_tool_call_id=request.parent_tool_call_id,
             ancestors=_ancestors(request),
             workspace_session_id=request.workspace_session_id,
+            trace_context=traced,
         )
         started = RunStarted(session_id=session_id, seq=2, ts=created.ts, run_id=run_id)
         async with (
@@ -245,6 +256,103 @@ class ExecutorService:
             self._executor._launch(agent, [*log_, event], run_id)
             return RemoteStartResponse(session_id=session_id, stream_id=session_id, run_id=run_id)
 
+    async def send_message(self, request: RemoteMessageRequest) -> RemoteMessageResponse:
+        """A follow-up message: a new turn of a completed session, with its memory.
+
+        A ``completed`` session starts a new run (``run_started(continue)``:
+        its messages and state kept, ``max_steps`` counted afresh); an
+        ``interrupted`` one resumes with the message; a ``running`` or
+        ``paused`` one queues it (``message_queued``) for its run's next step
+        (``queued`` in the answer). With ``message_id``, a repeat changes
+        nothing and answers the same run.
+
+        Raises :class:`AgentServerError`: ``INVALID_REQUEST`` (bad id, empty
+        message, a message id already used for another message), ``NOT_FOUND``,
+        ``SESSION_FAILED`` (a failed or aborted session takes no more turns).
+        """
+        session_id = checked_session_id(request.session_id)
+        messages = checked_messages(request.message)
+        message_id = None if request.message_id is None else checked_message_id(request.message_id)
+        async with (
+            self._executor._session_locks.hold(session_id),
+            self._executor.guarded(session_id),
+        ):
+            return await self._send_locked(session_id, messages, message_id)
+
+    async def _send_locked(
+        self, session_id: str, messages: list[UserMessage], message_id: str | None
+    ) -> RemoteMessageResponse:
+        while True:
+            log_ = await self._executor.store.read(session_id)
+            if not log_:
+                raise AgentServerError("NOT_FOUND", f"session {session_id!r} not found")
+            state = project_state(log_)
+            receipt = None if message_id is None else state.message_ids.get(message_id)
+            if receipt is not None:
+                if receipt.messages != messages:
+                    raise AgentServerError(
+                        "INVALID_REQUEST",
+                        f"message id {message_id!r} was already used for another message",
+                    )
+                return _message_response(session_id, receipt.run_id, queued=receipt.queued)
+            if state.status == "failed":
+                raise AgentServerError(
+                    "SESSION_FAILED",
+                    f"session {session_id!r} failed ({state.error}); it takes no more "
+                    "messages: start a new session",
+                )
+            if state.status in ("running", "paused"):
+                queued = MessageQueued(
+                    session_id=session_id,
+                    seq=state.last_seq + 1,
+                    ts=_now(),
+                    messages=messages,
+                    message_id=message_id,
+                )
+                try:
+                    await self._executor.store.append(session_id, [queued], state.last_seq)
+                except ConcurrencyConflict:
+                    continue
+                return _message_response(session_id, state.run_id, queued=True)
+            active = self._executor._runs.get(session_id)
+            if active is not None:
+                await active.done.wait()  # the ended run is winding down here
+                continue
+            run_id = await self._new_run(state, log_, messages, message_id)
+            if run_id is not None:
+                return _message_response(session_id, run_id, queued=False)
+
+    async def _new_run(
+        self,
+        state: SessionState,
+        log_: Sequence[Event],
+        messages: list[UserMessage],
+        message_id: str | None,
+    ) -> str | None:
+        """Start the next run of a completed or interrupted session; None if the log moved."""
+        agent = self._executor.registry.get(state.agent_type)
+        if agent is None:
+            raise AgentServerError(
+                "NOT_FOUND",
+                f"agent type not found: {state.agent_type} (session {state.session_id!r})",
+            )
+        run_id = new_run_id()
+        event = RunStarted(
+            session_id=state.session_id,
+            seq=state.last_seq + 1,
+            ts=_now(),
+            run_id=run_id,
+            mode="continue" if state.status == "completed" else "resume",
+            messages=messages,
+            message_id=message_id,
+        )
+        try:
+            await self._executor.store.append(state.session_id, [event], state.last_seq)
+        except ConcurrencyConflict:
+            return None
+        self._executor._launch(agent, [*log_, event], run_id)
+        return run_id
+
     def stream(
         self, session_id: str, from_sequence: int = 0, *, must_exist: bool = True
     ) -> AsyncIterator[TransportEvent]:
@@ -278,6 +386,7 @@ class ExecutorService:
             pending_client_tool_call_ids=snapshot.pending_client_tool_call_ids,
             pending_inputs=snapshot.pending_inputs,
             awaiting_input=snapshot.awaiting_input,
+            usage=state.usage,
         )
 
     async def interrupt(self, session_id: str, reason: str | None = None) -> None:
@@ -295,13 +404,17 @@ class ExecutorService:
     async def abort(self, session_id: str, reason: str | None = None) -> None:
         """Record an abort request; the run (in any process) stops for good.
 
-        A paused session has no run to stop: it is aborted at once.
+        A paused session has no run to stop: it is aborted at once, and so are
+        the children waiting with it (``core/paused_stop.py``).
         """
+        session_id = checked_session_id(session_id)
         error = f"aborted: {reason}" if reason else "aborted"
+        ended = await abort_waiting_children(self._executor, session_id, reason)
         await self._request(
             session_id,
             AbortRequested(reason=reason),
             lambda state: [
+                *waiting_children_ended(state, ended, error),
                 ErrorChunk(agent_id=session_id, agent_type=state.agent_type, error=error),
                 Aborted(reason=reason),
             ],
@@ -357,6 +470,12 @@ def _ancestors(request: RemoteStartRequest) -> list[str]:
     chain = [request.root_session_id, request.parent_session_id]
     ancestors = [sid for sid in chain if sid is not None]
     return ancestors[-1:] if len(set(ancestors)) == 1 else ancestors
+
+
+def _message_response(session_id: str, run_id: str, *, queued: bool) -> RemoteMessageResponse:
+    return RemoteMessageResponse(
+        session_id=session_id, stream_id=session_id, run_id=run_id, queued=queued
+    )
 
 
 def _finished(state: SessionState) -> AgentServerError:

@@ -14,9 +14,10 @@ from .events import (
     SubSessionMode,
     SuspensionReason,
 )
-from .messages import Message
+from .messages import Message, UserMessage
 
 __all__ = [
+    "MessageReceipt",
     "PendingApproval",
     "PendingClientTool",
     "SessionState",
@@ -57,6 +58,8 @@ class SubSessionRef(msgspec.Struct, kw_only=True, rename="camel"):
     finished_seq: int | None = None
     suspended_seq: int | None = None
     """The seq of the child's latest ``sub_session_suspended`` on this log."""
+    spawn_call_id: str | None = None
+    """The call that created the ref (``tool_call_id`` is the one owning its current turn)."""
 
 
 class PendingClientTool(msgspec.Struct, kw_only=True, rename="camel"):
@@ -129,6 +132,15 @@ class UsageTotals(msgspec.Struct, kw_only=True, rename="camel"):
     custom: dict[str, float] = {}
 
 
+class MessageReceipt(msgspec.Struct, kw_only=True, rename="camel"):
+    """What became of a message sent with an id: the run it started or joined, and its text."""
+
+    run_id: str
+    messages: list[UserMessage]
+    queued: bool = False
+    """True when it was queued into a run under way rather than starting one."""
+
+
 class SessionState(msgspec.Struct, kw_only=True, rename="camel"):
     """Everything known about a session, folded from its log by ``project_state``."""
 
@@ -149,6 +161,10 @@ class SessionState(msgspec.Struct, kw_only=True, rename="camel"):
     """Call ids of the last assistant turn that have no result message yet."""
     deferred_messages: list[Message] = []
     """Input given while ``awaiting_results``: joins ``messages`` after the last result."""
+    queued_messages: list[UserMessage] = []
+    """Follow-up messages sent while a run went on, not yet taken into the conversation."""
+    message_ids: dict[str, MessageReceipt] = {}
+    """Client message ids seen (``send_message``), so a repeat starts nothing new."""
     custom_state: dict[str, Any] = {}
     step_count: int = 0
     run_step_count: int = 0

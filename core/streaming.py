@@ -13,14 +13,16 @@ from collections.abc import AsyncIterator, Sequence
 from ._aio import closing_iter
 from .errors import AgentServerError
 from .events import Aborted, Completed, Event, Failed, Interrupted, RunStarted
-from .projections import project_state, stream_item
+from .projections import SessionProjector, project_state, stream_item
 from .protocol import ChunkEvent, EndEvent, ErrorEvent, TransportEvent
+from .state import SessionState
 from .store import EventStore
 
 __all__ = ["RUN_ENDING_EVENTS", "final_event", "open_session_stream", "stream_session"]
 
 RUN_ENDING_EVENTS = (Completed, Failed, Aborted, Interrupted)
 """Events after which a run is over and its stream ends (unless a new run starts)."""
+_RUN_BOUNDARIES = (RunStarted, *RUN_ENDING_EVENTS)
 
 
 def final_event(events: Sequence[Event]) -> tuple[int, TransportEvent] | None:
@@ -29,17 +31,21 @@ def final_event(events: Sequence[Event]) -> tuple[int, TransportEvent] | None:
         if isinstance(event, RunStarted):
             return None
         if isinstance(event, RUN_ENDING_EVENTS):
-            if isinstance(event, Completed):
-                state = project_state(events)
-                return event.seq, EndEvent(output=event.output, state=state.custom_state)
             if isinstance(event, Interrupted):
-                reason = f": {event.reason}" if event.reason else ""
-                return event.seq, ErrorEvent(error=f"interrupted{reason}", recoverable=True)
-            state = project_state(events)
-            return event.seq, ErrorEvent(
-                error=state.error or "failed", recoverable=state.recoverable
-            )
+                return event.seq, _ending(event, None)
+            return event.seq, _ending(event, project_state(events))
     return None
+
+
+def _ending(event: Event, state: SessionState | None) -> TransportEvent:
+    """The ``end``/``error`` item for a run-ending ``event``, ``state`` folded up to it."""
+    if isinstance(event, Interrupted):
+        reason = f": {event.reason}" if event.reason else ""
+        return ErrorEvent(error=f"interrupted{reason}", recoverable=True)
+    assert state is not None
+    if isinstance(event, Completed):
+        return EndEvent(output=event.output, state=state.custom_state)
+    return ErrorEvent(error=state.error or "failed", recoverable=state.recoverable)
 
 
 async def stream_session(
@@ -97,12 +103,29 @@ async def _stream_from(
         yield final[1]
         return
     cursor = max(from_sequence, known[-1].seq if known else 0)
+    # Fold the log as the tail delivers it, so that the run's end needs no
+    # second read of the whole log (only a look at what follows the end).
+    # Without the start of the log (a session created after the stream
+    # opened) or with a cursor past its end, the end re-reads the log.
+    projector: SessionProjector | None = None
+    if known and cursor == known[-1].seq:
+        projector = SessionProjector()
+        projector.apply_all(known)
+    known = []  # not kept while the stream is open
     async with closing_iter(store.tail(session_id, cursor)) as events:
         async for event in events:
+            if projector is not None:
+                projector.apply(event)
             item = stream_item(event)
             if item is not None:
                 yield ChunkEvent(chunk=item.chunk, sequence=item.sequence)
             elif isinstance(event, RUN_ENDING_EVENTS):
+                if projector is not None:
+                    later = await store.read(session_id, event.seq)
+                    if not any(isinstance(e, _RUN_BOUNDARIES) for e in later):
+                        yield _ending(event, projector.state)
+                        return
+                    continue
                 final = final_event(await store.read(session_id))
                 if final is not None and final[0] == event.seq:
                     yield final[1]

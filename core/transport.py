@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 from .protocol import (
+    RemoteMessageRequest,
+    RemoteMessageResponse,
     RemoteResumeRequest,
     RemoteStartRequest,
     RemoteStartResponse,
@@ -36,6 +38,15 @@ class RemoteAgentTransport(Protocol):
 
     async def resume(self, request: RemoteResumeRequest) -> RemoteStartResponse:
         """Resume an interrupted or paused session."""
+        ...
+
+    async def send_message(self, request: RemoteMessageRequest) -> RemoteMessageResponse:
+        """Send a follow-up message: a new turn of a completed session, with its memory.
+
+        An interrupted session resumes with it; a running or paused one queues
+        it for its run's next step. Idempotent per ``message_id``. A failed
+        session refuses with ``SESSION_FAILED``.
+        """
         ...
 
     def stream(self, session_id: str, from_sequence: int = 0) -> AsyncIterator[TransportEvent]:

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import msgspec
 
 from .projections import project_state
+from .state import SessionState, SubSessionRef, UsageTotals
 from .store import EventStore
 
-__all__ = ["UsageRollup", "get_usage_rollup"]
+__all__ = ["RemoteUsage", "UsageRollup", "get_usage_rollup"]
+
+RemoteUsage = Callable[[SessionState, SubSessionRef], Awaitable[UsageTotals | None]]
+"""``remote(parent state, child ref)``: a remote child's own usage, asked of its server."""
 
 
 class UsageRollup(msgspec.Struct, kw_only=True, rename="camel"):
@@ -30,13 +36,19 @@ class UsageRollup(msgspec.Struct, kw_only=True, rename="camel"):
 
 
 async def get_usage_rollup(
-    store: EventStore, session_id: str, *, include_sub_agents: bool = True
+    store: EventStore,
+    session_id: str,
+    *,
+    include_sub_agents: bool = True,
+    remote: RemoteUsage | None = None,
 ) -> UsageRollup:
     """Sum the usage recorded in ``session_id``'s log and, recursively, its children's.
 
     Each session is counted once, however many times it was resumed or
-    re-consulted, and whatever path reaches it. Children whose logs live in
-    another store (remote sub-agents) are not reachable here and are skipped.
+    re-consulted (a companion's rounds are one session), and whatever path
+    reaches it. A child whose log lives in another store (a remote sub-agent or
+    companion) is counted through ``remote`` (its own usage, from its server's
+    status; ``AgentExecutor.usage_rollup`` wires it), or skipped without it.
     """
     rollup = UsageRollup(session_id=session_id)
     queue = [session_id]
@@ -50,15 +62,26 @@ async def get_usage_rollup(
         if not log:
             continue
         state = project_state(log)
-        usage = state.usage
-        rollup.input_tokens += usage.input_tokens
-        rollup.output_tokens += usage.output_tokens
-        rollup.llm_calls += usage.llm_calls
-        rollup.tool_calls += usage.tool_calls
-        rollup.sub_agent_calls += usage.sub_agent_calls
-        for name, value in usage.custom.items():
-            rollup.custom[name] = rollup.custom.get(name, 0.0) + value
-        rollup.sessions.append(current)
-        if include_sub_agents:
-            queue.extend(ref_id for ref_id, ref in state.sub_sessions.items() if ref.remote is None)
+        _add(rollup, current, state.usage)
+        if not include_sub_agents:
+            continue
+        for ref_id, ref in state.sub_sessions.items():
+            if ref.remote is None:
+                queue.append(ref_id)
+            elif remote is not None and ref_id not in seen:
+                seen.add(ref_id)
+                usage = await remote(state, ref)
+                if usage is not None:
+                    _add(rollup, ref_id, usage)
     return rollup
+
+
+def _add(rollup: UsageRollup, session_id: str, usage: UsageTotals) -> None:
+    rollup.input_tokens += usage.input_tokens
+    rollup.output_tokens += usage.output_tokens
+    rollup.llm_calls += usage.llm_calls
+    rollup.tool_calls += usage.tool_calls
+    rollup.sub_agent_calls += usage.sub_agent_calls
+    for name, value in usage.custom.items():
+        rollup.custom[name] = rollup.custom.get(name, 0.0) + value
+    rollup.sessions.append(session_id)

@@ -26,6 +26,8 @@ from helix_agents import (
     EventStore,
     HelixError,
     LLMAdapter,
+    RemoteMessageRequest,
+    RemoteMessageResponse,
     RemoteResumeRequest,
     RemoteStartRequest,
     RemoteStartResponse,
@@ -40,6 +42,7 @@ from helix_agents import (
 from helix_agents._aio import closing_iter
 from helix_agents.ids import SessionId
 from helix_agents.streaming import open_session_stream
+from helix_agents.tracing import Tracer
 
 __all__ = ["AgentServer", "RunGuard"]
 
@@ -73,6 +76,8 @@ class AgentServer:
             workspace kinds it does not cover, or a listed kind the executor
             has no provider for. Unset (soft), a warning is logged when an
             agent declares workspaces (seed 000, "Workspace Wiring").
+        tracer: traces the runs of the executor the server makes
+            (``helix_agents.otel.OtelTracer()``; specs/otel.md).
 
     """
 
@@ -87,6 +92,7 @@ class AgentServer:
         owns_store: bool = False,
         workspace_providers: Mapping[str, WorkspaceProvider] | None = None,
         workspace_provider_kinds: Iterable[str] | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         if isinstance(agents, Mapping):
             for key, agent in agents.items():
@@ -104,7 +110,10 @@ class AgentServer:
                 llm=llm,
                 workspace_providers=workspace_providers,
                 workspace_provider_kinds=workspace_provider_kinds,
+                tracer=tracer,
             )
+        elif tracer is not None:
+            raise UsageError("give the tracer to the executor you pass, not to the AgentServer")
         elif workspace_providers is not None:
             raise UsageError(
                 "give workspace_providers to the executor you pass, not to the AgentServer"
@@ -185,6 +194,10 @@ class AgentServer:
     async def resume(self, request: RemoteResumeRequest) -> RemoteStartResponse:
         """Resume an interrupted or paused session."""
         return await self._call(self.executor.service.resume, request)
+
+    async def send_message(self, request: RemoteMessageRequest) -> RemoteMessageResponse:
+        """Send a follow-up message: a new turn of a completed session (codes as the service)."""
+        return await self._call(self.executor.service.send_message, request)
 
     async def stream(
         self, session_id: str, from_sequence: int = 0

@@ -37,18 +37,24 @@ from helix_agents.projections import project_state
 from helix_agents.store import EventStore
 from helix_agents.stores import DEFAULT_STORE_URL, StoreCheck, check_store, open_store
 
+from .chat import ChatError, run_chat
 from .commands import (
     TargetError,
     add_commands,
+    chat_agents,
+    loop_options,
     rerun_lines,
     run_host,
     run_openapi,
     run_serve,
     serve_limits,
+    serve_options,
+    serve_tokens,
 )
 from .demo import run_demo
 from .demo_hitl import run_hitl_demo
 from .replay import replay_lines
+from .sessions_command import add_sessions_command, session_page, sessions_lines
 
 __all__ = ["DAMAGE_FOUND", "CliError", "main", "store_url"]
 
@@ -90,12 +96,33 @@ def _seq(text: str) -> int:
     return value
 
 
+def _version() -> str:
+    """The installed package's version."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("helix-agents")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+def _sessions(args: argparse.Namespace) -> int:
+    url = store_url(args.store)
+    _check_store_exists(url)
+    page = anyio.run(session_page, url, args)
+    print("\n".join(sessions_lines(page, as_json=args.json)))
+    return 0
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
         description="helix-agents: run, serve, replay and export agent sessions.",
         epilog="Store URLs: sqlite:///relative.db, sqlite:////absolute.db, memory://. "
         f"Default: ${STORE_URL_ENV}, else {DEFAULT_STORE_URL}.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"{PROG} {_version()}", help="print the version"
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
@@ -118,7 +145,10 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("--store", metavar="URL", help=store_help)
     replay.add_argument(
-        "--at", type=_seq, metavar="SEQ", help="show the log and state as they were at SEQ"
+        "--at",
+        type=_seq,
+        metavar="SEQ",
+        help="show the log and state as they were at SEQ (default: the whole log)",
     )
     replay.add_argument(
         "--json", action="store_true", help="print only the state, as one JSON object"
@@ -126,7 +156,8 @@ def _build_parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--rerun",
         metavar="MODULE:ATTR",
-        help="re-run the session offline: the recorded model answers, the tools of these agents",
+        help="re-run the session offline: the recorded model answers, the tools of these agents "
+        "(default: replay the log only)",
     )
 
     export = commands.add_parser(
@@ -137,7 +168,9 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     export.add_argument("session_id", metavar="SESSION_ID")
     export.add_argument("--store", metavar="URL", help=store_help)
-    export.add_argument("-o", "--output", metavar="FILE", help="write to FILE, not stdout")
+    export.add_argument(
+        "-o", "--output", metavar="FILE", help="write to FILE (default: standard output)"
+    )
 
     check = commands.add_parser(
         "check",
@@ -173,6 +206,7 @@ def _build_parser() -> argparse.ArgumentParser:
         help="hitl: answer without asking (default: ask on standard input)",
     )
     add_commands(commands, store_help)
+    add_sessions_command(commands, store_help)
     return parser
 
 
@@ -336,6 +370,8 @@ def _fail(message: str, code: int) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     url = store_url(args.store)
+    tokens = serve_tokens(args)
+    limits = serve_limits(args)
     anyio.run(
         lambda: run_serve(
             args.target,
@@ -344,14 +380,52 @@ def _serve(args: argparse.Namespace) -> int:
             url=url,
             heartbeat=args.heartbeat,
             nats_url=args.nats,
-            limits=serve_limits(args),
-        )
+            limits=limits,
+            tokens=tokens,
+            replicas=args.replicas,
+            options=serve_options(args),
+        ),
+        backend_options=loop_options(limits.loop),
     )
     return 0
 
 
 def _host(args: argparse.Namespace) -> int:
-    anyio.run(lambda: run_host(args.target, nats_url=args.nats, lease_ttl=args.lease_ttl))
+    anyio.run(
+        lambda: run_host(
+            args.target,
+            nats_url=args.nats,
+            lease_ttl=args.lease_ttl,
+            replicas=args.replicas,
+            log_level=args.log_level,
+        )
+    )
+    return 0
+
+
+def _chat(args: argparse.Namespace) -> int:
+    if args.session is not None:
+        validate_session_id(args.session)
+    agents = chat_agents(args.target)
+
+    def write(text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    try:
+        anyio.run(
+            partial(
+                run_chat,
+                agents,
+                args.agent,
+                store_url=store_url(args.store),
+                session_id=args.session,
+                ask=_ask,
+                write=write,
+            )
+        )
+    except ChatError as exc:
+        raise CliError(str(exc)) from exc
     return 0
 
 
@@ -369,12 +443,14 @@ def _run(args: argparse.Namespace) -> int:
         "demo": _demo,
         "serve": _serve,
         "host": _host,
+        "chat": _chat,
         "openapi": _openapi,
+        "sessions": _sessions,
     }
     try:
         return handlers[command](args)
     except TargetError as exc:
-        raise CliError(str(exc), code=2) from exc
+        raise CliError(str(exc), code=exc.code) from exc
 
 
 def main(argv: list[str] | None = None) -> int:

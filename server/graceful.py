@@ -139,8 +139,8 @@ async def resume_interrupted_by_shutdown(agents: AgentServer) -> list[str]:
     executor = agents.executor
     resumed: list[str] = []
     for session_id in await agents.store.list_sessions():
-        if session_id in executor.active_sessions():
-            continue
+        if session_id in executor.active_sessions() or session_id in executor.damaged_sessions:
+            continue  # running already, or quarantined (recover() named it)
         try:
             state = await executor.state(session_id)
             if (

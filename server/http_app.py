@@ -11,21 +11,23 @@ in ``specs/http.md``.
 from __future__ import annotations
 
 import hmac
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import msgspec
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Match, Route
+from starlette.types import Receive, Scope, Send
 
 from helix_agents import (
     HTTP_STATUS,
     AgentServerError,
     RemoteAgentTransport,
+    RemoteMessageRequest,
     RemoteResumeRequest,
     RemoteStartRequest,
     SubmitApprovalRequest,
@@ -36,10 +38,22 @@ from helix_agents.ids import SessionId
 from helix_agents.transports.bodies import SessionRequest
 
 from .agent_server import AgentServer
-from .edge import StreamOpener, checked_id, checked_start, decode, protocol_error
+from .edge import (
+    StreamOpener,
+    checked_id,
+    checked_start,
+    decode,
+    protocol_error,
+    with_trace_headers,
+)
+from .openapi import MAX_SEQUENCE, openapi_document
+from .session_routes import session_list_endpoint
 from .sse import SSEResponse
+from .ui import store_of, ui_routes
+from .ui_runs import ChatRequest, RunAgentInput, run_ag_ui, run_ai_sdk_chat
+from .ui_streams import ProjectedStreamResponse, stream_format
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "Auth", "SessionRequest", "create_http_app"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "AgentDirectory", "Auth", "SessionRequest", "create_http_app"]
 
 T = TypeVar("T")
 
@@ -51,15 +65,51 @@ Auth = Collection[str] | Callable[[str], Awaitable[bool]]
 
 _encoder = msgspec.json.Encoder()
 
-_MAX_SEQ = 2**63 - 1  # the largest sequence a store can hold
+
+def _cursor(raw: str, field: str) -> int:
+    """A stream cursor: ASCII digits, 0 to :data:`MAX_SEQUENCE`; else ``INVALID_REQUEST``."""
+    digits = raw.lstrip("0") or "0"
+    if not (raw.isascii() and raw.isdigit()) or len(digits) > len(str(MAX_SEQUENCE)):
+        value = None
+    else:
+        value = int(digits)
+    if value is None or value > MAX_SEQUENCE:
+        shown = raw if len(raw) <= 40 else f"{raw[:40]}..."
+        raise AgentServerError(
+            "INVALID_REQUEST", f"{field} must be an integer from 0 to {MAX_SEQUENCE}, not {shown!r}"
+        )
+    return value
 
 
-def _json(payload: Any, status: int = 200) -> Response:
-    return Response(_encoder.encode(payload), status, media_type="application/json")
+@runtime_checkable
+class AgentDirectory(Protocol):
+    """A target that can list the agent types behind it (a NATS fleet: its hosts' union)."""
+
+    async def list_agent_types(self) -> list[str]:
+        """The agent types that can be started, sorted."""
+        ...
 
 
-def _error(error: AgentServerError) -> Response:
-    return _json({"error": error.message, "code": error.code}, HTTP_STATUS.get(error.code, 500))
+def _json(payload: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
+    return Response(_encoder.encode(payload), status, headers, media_type="application/json")
+
+
+def _error(error: AgentServerError, headers: Mapping[str, str] | None = None) -> Response:
+    status = HTTP_STATUS.get(error.code, 500)
+    if error.code == "UNAUTHORIZED":
+        headers = {**(headers or {}), "WWW-Authenticate": 'Bearer realm="helix-agents"'}
+    return _json({"error": error.message, "code": error.code}, status, headers)
+
+
+def _token_matches(token: str, allowed: Collection[str]) -> bool:
+    """Whether ``token`` is one of ``allowed``, compared as bytes in constant time.
+
+    Header values arrive as Latin-1 text (any byte is one character); the
+    tokens we accept are compared as UTF-8, so a non-ASCII token is refused,
+    never an error.
+    """
+    given = token.encode("latin-1", errors="replace")
+    return any(hmac.compare_digest(given, candidate.encode()) for candidate in allowed)
 
 
 def create_http_app(
@@ -91,7 +141,7 @@ def create_http_app(
             return False
         if callable(auth):
             return bool(await auth(token))
-        return any(hmac.compare_digest(token, allowed) for allowed in auth)
+        return _token_matches(token, auth)
 
     def too_large() -> AgentServerError:
         return AgentServerError("PAYLOAD_TOO_LARGE", f"request body over {max_body_bytes} bytes")
@@ -110,7 +160,9 @@ def create_http_app(
         return decode(b"".join(chunks), kind)
 
     def endpoint(
-        handler: Callable[[Request], Awaitable[Response | SSEResponse]], *, open_: bool = False
+        handler: Callable[[Request], Awaitable[Response | SSEResponse | ProjectedStreamResponse]],
+        *,
+        open_: bool = False,
     ) -> Callable[[Request], Awaitable[Any]]:
         async def wrapped(request: Request) -> Any:
             try:
@@ -134,29 +186,53 @@ def create_http_app(
 
     async def start(request: Request) -> Response:
         req = checked_start(await body(request, RemoteStartRequest))
-        return _json(await transport.start(req))
+        return _json(await transport.start(with_trace_headers(req, request.headers)))
 
     async def resume(request: Request) -> Response:
         req = await body(request, RemoteResumeRequest)
         checked_id(req.session_id)
         return _json(await transport.resume(req))
 
+    async def message(request: Request) -> Response:
+        req = await body(request, RemoteMessageRequest)
+        checked_id(req.session_id)
+        return _json(await transport.send_message(req))
+
     async def status(request: Request) -> Response:
         session_id = checked_id(request.query_params.get("sessionId", ""))
         return _json(await transport.get_status(session_id))
 
-    async def sse(request: Request) -> SSEResponse:
+    async def sse(request: Request) -> SSEResponse | ProjectedStreamResponse:
         session_id = checked_id(request.query_params.get("sessionId", ""))
-        raw = request.query_params.get("fromSequence")
-        field = "fromSequence"
-        if raw is None:
-            raw, field = request.headers.get("last-event-id", "0"), "Last-Event-ID"
-        if not (raw.isascii() and raw.isdigit()) or int(raw) > _MAX_SEQ:
-            raise AgentServerError(
-                "INVALID_REQUEST", f"{field} must be an integer from 0 to {_MAX_SEQ}, not {raw!r}"
+        # Both are checked when present; the query parameter wins.
+        header = request.headers.get("last-event-id")
+        cursor = _cursor(header, "Last-Event-ID") if header is not None else 0
+        query = request.query_params.get("fromSequence")
+        if query is not None:
+            cursor = _cursor(query, "fromSequence")
+        fmt = stream_format(request.query_params.get("format"))
+        if fmt is not None:  # a front-end projection: it replays the log up to the cursor
+            events = await open_stream(session_id, 0)
+            return ProjectedStreamResponse(
+                fmt, session_id, events, cursor, heartbeat_interval=heartbeat_interval
             )
-        events = await open_stream(session_id, int(raw))
+        events = await open_stream(session_id, cursor)
         return SSEResponse(events, heartbeat_interval=heartbeat_interval)
+
+    async def sse_run(request: Request) -> ProjectedStreamResponse:
+        fmt = request.query_params.get("format")
+        agent_type = request.query_params.get("agentType")
+        if fmt == "ag-ui":
+            run = await body(request, RunAgentInput)
+            return await run_ag_ui(
+                transport, open_stream, run, agent_type, heartbeat_interval=heartbeat_interval
+            )
+        if fmt == "ai-sdk":
+            chat = await body(request, ChatRequest)
+            return await run_ai_sdk_chat(
+                transport, open_stream, chat, agent_type, heartbeat_interval=heartbeat_interval
+            )
+        raise AgentServerError("INVALID_REQUEST", "POST /sse needs format=ag-ui or ai-sdk (a run)")
 
     async def interrupt(request: Request) -> Response:
         req = await body(request, SessionRequest)
@@ -185,13 +261,35 @@ def create_http_app(
         )
 
     async def health(request: Request) -> Response:
-        return _json({"status": "ok", "agents": server.agent_types if server else []})
+        if server is not None:
+            agents = server.agent_types
+        elif isinstance(target, AgentDirectory):  # a fleet: what its live hosts announce
+            agents = await target.list_agent_types()
+        else:
+            agents = []
+        return _json({"status": "ok", "agents": agents})
+
+    document = _encoder.encode(openapi_document(auth=auth is not None))
+
+    async def openapi(request: Request) -> Response:
+        return Response(document, media_type="application/json")
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         if exc.status_code == 405:
+            # Every route at this path (``/sse`` has two, GET and POST), not only the first.
+            methods = {
+                method
+                for route in request.app.routes
+                if isinstance(route, Route) and route.matches(request.scope)[0] != Match.NONE
+                for method in route.methods or ()
+            }
+            allowed = ", ".join(sorted(methods))
             return _error(
-                AgentServerError("METHOD_NOT_ALLOWED", f"{request.method} is not allowed here")
+                AgentServerError(
+                    "METHOD_NOT_ALLOWED", f"{request.method} is not allowed here (only {allowed})"
+                ),
+                {"Allow": allowed},
             )
         if exc.status_code == 404:
             return _error(AgentServerError("NOT_FOUND", f"no route {request.url.path}"))
@@ -211,16 +309,54 @@ def create_http_app(
     routes = [
         Route("/start", endpoint(start), methods=["POST"]),
         Route("/resume", endpoint(resume), methods=["POST"]),
+        Route("/message", endpoint(message), methods=["POST"]),
         Route("/sse", endpoint(sse), methods=["GET"]),
+        Route("/sse", endpoint(sse_run), methods=["POST"]),
         Route("/status", endpoint(status), methods=["GET"]),
+        Route("/sessions", endpoint(session_list_endpoint(target)), methods=["GET"]),
         Route("/interrupt", endpoint(interrupt), methods=["POST"]),
         Route("/abort", endpoint(abort), methods=["POST"]),
         Route("/submit-tool-result", endpoint(submit_tool_result), methods=["POST"]),
         Route("/submit-approval", endpoint(submit_approval), methods=["POST"]),
         Route("/health", endpoint(health, open_=True), methods=["GET"]),
+        Route("/openapi.json", endpoint(openapi, open_=True), methods=["GET"]),
+        *ui_routes(store_of(target), endpoint),  # the inspector (specs/ui.md)
     ]
-    return Starlette(
+    return _Gateway(
+        endpoint(sse),
         routes=routes,
         exception_handlers={HTTPException: http_error, Exception: internal_error},
         lifespan=lifespan,
     )
+
+
+class _Gateway(Starlette):
+    """The app: ``GET /sse`` goes straight to its endpoint, the rest through Starlette.
+
+    A stream's every body message would otherwise pass through Starlette's
+    error and exception middleware, which buy a stream nothing: its endpoint
+    answers its own errors (auth, a bad id, an unknown session) before the
+    stream starts, in the protocol's shape, and once it has started an error
+    can only end it. ``/sse`` with another method (``POST``: a front end's run) is Starlette's.
+    """
+
+    def __init__(self, sse: Callable[[Request], Awaitable[Any]], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._sse = sse
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] == "http"
+            and scope["method"] in ("GET", "HEAD")
+            and _route_path(scope) == "/sse"
+        ):
+            response = await self._sse(Request(scope, receive))
+            await response(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+
+def _route_path(scope: Scope) -> str:
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    return path[len(root) :] if root and path.startswith(root) else path

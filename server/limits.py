@@ -21,7 +21,7 @@ import logging
 import math
 import resource
 import time
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULT_MAX_STREAMS",
     "LISTEN_BACKLOG",
     "StreamLimit",
+    "HTTP_PARSERS",
     "bounded_http_protocol",
     "fit_descriptor_limit",
     "quiet_accept_errors",
@@ -127,6 +128,63 @@ def _route_path(scope: Scope) -> str:
     return path[len(root) :] if root and path.startswith(root) else path
 
 
+class _CoalescedWrites:
+    """A transport whose writes made in one turn of the event loop leave in one syscall.
+
+    uvicorn writes a response's head, each body message and the chunked
+    terminator separately, and each ``write`` on an idle socket is a
+    ``send`` at once. This collects the writes of one turn of the loop (a
+    response's head and body, a stream's last frames and its end) and hands
+    them to the socket together, at the end of that turn. Everything else is
+    the transport's own; ``close`` and ``abort`` settle the writes first.
+    """
+
+    __slots__ = ("_loop", "_pending", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._pending: list[bytes] | None = None
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Queue ``data`` for the end of this turn of the loop."""
+        if not data:
+            return
+        if self._pending is None:
+            self._pending = []
+            self._loop.call_soon(self.flush)
+        self._pending.append(bytes(data))
+
+    def writelines(self, chunks: Any) -> None:
+        """Queue each of ``chunks``."""
+        for chunk in chunks:
+            self.write(chunk)
+
+    def flush(self) -> None:
+        """Hand what is queued to the socket now."""
+        pending, self._pending = self._pending, None
+        if pending and not self._transport.is_closing():
+            self._transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
+
+    def close(self) -> None:
+        """Send what is queued, then close."""
+        self.flush()
+        self._transport.close()
+
+    def abort(self) -> None:
+        """Drop what is queued and close at once."""
+        self._pending = None
+        self._transport.abort()
+
+    def get_write_buffer_size(self) -> int:
+        """Bytes not yet sent, queued here or in the transport."""
+        queued = sum(len(chunk) for chunk in self._pending or ())
+        return queued + self._transport.get_write_buffer_size()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 class _Waiting:
     """A server's connections still waiting for a request's headers, oldest first."""
 
@@ -136,8 +194,14 @@ class _Waiting:
         self.connections: dict[Any, None] = {}
 
 
-def bounded_http_protocol(max_connections: int, header_timeout: float) -> type[asyncio.Protocol]:
-    """uvicorn's h11 protocol, bounded: pass it as ``uvicorn.Config(http=...)``.
+HTTP_PARSERS = ("h11", "httptools")
+"""The HTTP/1.1 implementations of uvicorn that :func:`bounded_http_protocol` can bound."""
+
+
+def bounded_http_protocol(
+    max_connections: int, header_timeout: float, *, parser: str = "h11"
+) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP/1.1 protocol, bounded: pass it as ``uvicorn.Config(http=...)``.
 
     - At most ``max_connections`` open connections: a new one beyond closes
       the connection that has waited longest for its request's headers (a
@@ -146,6 +210,9 @@ def bounded_http_protocol(max_connections: int, header_timeout: float) -> type[a
     - A request's headers must arrive within ``header_timeout`` seconds of
       the connection opening (or of the previous response on a keep-alive
       connection), else the connection is closed.
+    - The writes of one turn of the event loop leave in one syscall.
+
+    ``parser`` is uvicorn's ``"h11"`` (pure Python) or ``"httptools"`` (C).
     """
     if isinstance(max_connections, bool) or not isinstance(max_connections, int):
         raise UsageError(f"max_connections must be an int, not {max_connections!r}")
@@ -153,18 +220,25 @@ def bounded_http_protocol(max_connections: int, header_timeout: float) -> type[a
         raise UsageError(f"max_connections must be at least 1, not {max_connections}")
     if not (isinstance(header_timeout, int | float) and 0 < header_timeout < math.inf):
         raise UsageError(f"header_timeout must be a positive number, not {header_timeout!r}")
-    import h11  # uvicorn's, imported only to serve
-    from uvicorn.protocols.http.h11_impl import H11Protocol
+    if parser not in HTTP_PARSERS:
+        raise UsageError(f"parser must be one of {', '.join(HTTP_PARSERS)}, not {parser!r}")
 
     waiting = _Waiting()
 
-    class BoundedH11Protocol(H11Protocol):
-        """uvicorn's h11 protocol with a connection cap and a header timeout."""
+    class Bounded:
+        """What both bounded protocols add: the cap, the header timer, coalesced writes."""
 
         _header_timer: asyncio.TimerHandle | None = None
+        connections: set[Any]
+        loop: asyncio.AbstractEventLoop
+        transport: asyncio.Transport
 
-        def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            super().connection_made(transport)  # type: ignore[arg-type]
+        def _bounded_connection_made(self, transport: asyncio.BaseTransport) -> asyncio.Transport:
+            return cast(
+                asyncio.Transport, _CoalescedWrites(cast(asyncio.Transport, transport), self.loop)
+            )
+
+        def _admit(self) -> None:
             if len(self.connections) > max_connections:
                 oldest = next(iter(waiting.connections), None)
                 if oldest is None:
@@ -172,20 +246,6 @@ def bounded_http_protocol(max_connections: int, header_timeout: float) -> type[a
                     return
                 oldest._give_up()
             self._await_headers()
-
-        def data_received(self, data: bytes) -> None:
-            super().data_received(data)
-            if self in waiting.connections and self.conn.their_state is not h11.IDLE:
-                self._headers_received()
-
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
-                self._await_headers()  # keep-alive: the next request's headers are timed too
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._headers_received()
-            super().connection_lost(exc)
 
         def _await_headers(self) -> None:
             waiting.connections[self] = None
@@ -213,6 +273,56 @@ def bounded_http_protocol(max_connections: int, header_timeout: float) -> type[a
             )
             self.transport.write(head.encode() + body)
             self.transport.close()
+
+    if parser == "httptools":
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+        class BoundedHttpToolsProtocol(Bounded, HttpToolsProtocol):
+            """uvicorn's httptools protocol with a connection cap and a header timeout."""
+
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                super().connection_made(self._bounded_connection_made(transport))
+                self._admit()
+
+            def on_headers_complete(self) -> None:
+                super().on_headers_complete()
+                self._headers_received()
+
+            def on_response_complete(self) -> None:
+                queued = bool(self.pipeline)  # the next request's headers are in already
+                super().on_response_complete()
+                if not self.transport.is_closing() and not queued:
+                    self._await_headers()  # keep-alive: the next request's headers are timed too
+
+            def connection_lost(self, exc: Exception | None) -> None:
+                self._headers_received()
+                super().connection_lost(exc)
+
+        return BoundedHttpToolsProtocol
+
+    import h11  # uvicorn's, imported only to serve
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class BoundedH11Protocol(Bounded, H11Protocol):
+        """uvicorn's h11 protocol with a connection cap and a header timeout."""
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(self._bounded_connection_made(transport))
+            self._admit()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self in waiting.connections and self.conn.their_state is not h11.IDLE:
+                self._headers_received()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+                self._await_headers()  # keep-alive: the next request's headers are timed too
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._headers_received()
+            super().connection_lost(exc)
 
     return BoundedH11Protocol
 

@@ -22,6 +22,7 @@ asyncio lives here only because nats-py is asyncio-only.
 from __future__ import annotations
 
 import logging
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -31,6 +32,7 @@ from typing import Any
 
 import anyio
 import msgspec
+import nats.errors
 from anyio.abc import TaskGroup
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
@@ -43,6 +45,7 @@ from helix_agents import (
     ConcurrencyConflict,
     HelixError,
     HostClaimed,
+    RemoteMessageRequest,
     RemoteResumeRequest,
     RemoteStartRequest,
     SubmitApprovalRequest,
@@ -57,12 +60,14 @@ from helix_agents.transports.bodies import SessionRequest
 from helix_agents.transports.nats import (
     DEFAULT_PREFIX,
     DEFAULT_QUEUE,
+    HOSTS_BUCKET,
+    HostAnnouncement,
     Reply,
     StatusRequest,
 )
 
 from .agent_server import AgentServer
-from .edge import checked_id, checked_start, decode, protocol_error
+from .edge import checked_id, checked_start, decode, protocol_error, with_trace_headers
 
 __all__ = ["LEASE_BUCKET", "NatsAgentHost", "lease_key"]
 
@@ -80,11 +85,48 @@ log = logging.getLogger("helix_agents.server")
 _encoder = msgspec.json.Encoder()
 
 
+_HOST_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_reply_decoder = msgspec.json.Decoder(Reply)
+_FORWARD_HOPS = 3  # a lease that moves again while a request follows it
+ANNOUNCE_EVERY = 5.0
+"""Seconds between a host's announcements of its agent types in ``HOSTS_BUCKET``."""
+_ANNOUNCE_TTL = 3 * ANNOUNCE_EVERY  # a dead host's announcement lapses after this
+
+
 class _Lease(msgspec.Struct, kw_only=True):
     """What taking a session's lease found: who holds it, and our revision if we created it."""
 
     holder: str | None
     created: int | None = None
+
+
+class _HeldElsewhere(HelixError):
+    """The session's lease is held by another host: only it may begin a run, or say if one runs."""
+
+    def __init__(self, session_id: str, holder: str) -> None:
+        super().__init__(f"session {session_id!r} is held by host {holder!r}")
+        self.holder = holder
+
+
+class _Locks:
+    """One lock per session, kept only while someone holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[anyio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def hold(self, key: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key, (anyio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users == 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
 
 
 class NatsAgentHost:
@@ -103,7 +145,15 @@ class NatsAgentHost:
         queue: str = DEFAULT_QUEUE,
         host_id: str | None = None,
         lease_ttl: float = 10.0,
+        forward_timeout: float = 4.0,
+        replicas: int = 1,
     ) -> None:
+        if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= 5:
+            raise UsageError(f"replicas must be an int from 1 to 5, not {replicas!r}")
+        if host_id is not None and _HOST_ID.fullmatch(host_id) is None:
+            raise UsageError(f"host_id must be 1-64 characters of A-Za-z0-9_-, not {host_id!r}")
+        if not lease_ttl > 0 or not forward_timeout > 0:
+            raise UsageError("lease_ttl and forward_timeout must be positive")
         self.server = server
         self.nc = nc
         self.prefix = prefix
@@ -111,11 +161,20 @@ class NatsAgentHost:
         self.host_id = host_id or f"host-{uuid.uuid4().hex[:12]}"
         """This host's identity in ``host_claimed`` events and leases."""
         self.lease_ttl = lease_ttl
+        self.forward_timeout = forward_timeout
+        """Seconds a request forwarded to a session's lease holder waits for its answer."""
+        self.replicas = replicas
+        """Copies JetStream keeps of the lease and hosts buckets, if this host creates them."""
+        self._direct = f"{prefix}.host.{self.host_id}."
         self._kv: KeyValue | None = None
+        self._hosts_kv: KeyValue | None = None
         self._kv_open = anyio.Event()
         self._subscriptions: list[Subscription] = []
         self._tg: TaskGroup | None = None
         self._entered_server = False
+        self._locks = _Locks()  # a session's lease is taken, and given back, under its lock
+        self._held: dict[str, int] = {}  # session -> revision of the lease this host wrote
+        self._releasing: set[str] = set()  # sessions whose lease goes when their run ends
 
     async def __aenter__(self) -> NatsAgentHost:
         if self.server.run_guard is not None:
@@ -136,6 +195,7 @@ class NatsAgentHost:
         await self._tg.__aenter__()
         handlers: dict[str, Callable[[Msg], Awaitable[Any]]] = {
             "resume": self._resume,
+            "message": self._message,
             "status": self._status,
             "interrupt": self._interrupt,
             "abort": self._abort,
@@ -144,17 +204,45 @@ class NatsAgentHost:
         }
         for agent_type in self.server.agent_types:
             await self._subscribe(f"{self.prefix}.start.{agent_type}", self._start)
+            await self._subscribe(f"{self._direct}start.{agent_type}", self._start, queue="")
         for op, handler in handlers.items():
             await self._subscribe(f"{self.prefix}.{op}.*", handler)
+            # Requests another host forwards here, to the session's lease holder.
+            await self._subscribe(f"{self._direct}{op}.*", handler, queue="")
         await self.nc.flush()
         js = self.nc.jetstream()
         try:
             self._kv = await js.key_value(LEASE_BUCKET)
         except BucketNotFoundError:
-            self._kv = await js.create_key_value(bucket=LEASE_BUCKET, ttl=self.lease_ttl)
+            self._kv = await js.create_key_value(
+                bucket=LEASE_BUCKET, ttl=self.lease_ttl, replicas=self.replicas
+            )
         self._kv_open.set()
+        try:
+            self._hosts_kv = await js.key_value(HOSTS_BUCKET)
+        except BucketNotFoundError:
+            self._hosts_kv = await js.create_key_value(
+                bucket=HOSTS_BUCKET, ttl=_ANNOUNCE_TTL, replicas=self.replicas
+            )
+        await self._announce()  # before the gateway can be asked for this host's types
         self._tg.start_soon(self._renew_forever)
         self._tg.start_soon(self._take_over_forever)
+        self._tg.start_soon(self._announce_forever)
+
+    async def _announce(self) -> None:
+        """Put this host's agent types in the hosts bucket (best effort: the next round)."""
+        if self._hosts_kv is None:
+            return
+        announcement = HostAnnouncement(agent_types=list(self.server.agent_types))
+        try:
+            await self._hosts_kv.put(self.host_id, _encoder.encode(announcement))
+        except Exception as exc:
+            log.warning("could not announce host %s: %s", self.host_id, exc)
+
+    async def _announce_forever(self) -> None:
+        while True:
+            await anyio.sleep(ANNOUNCE_EVERY)
+            await self._announce()
 
     async def __aexit__(
         self,
@@ -165,6 +253,13 @@ class NatsAgentHost:
         for subscription in self._subscriptions:
             await subscription.unsubscribe()
         self._subscriptions.clear()
+        hosts_kv, self._hosts_kv = self._hosts_kv, None
+        if hosts_kv is not None:
+            with anyio.move_on_after(self.forward_timeout, shield=True):
+                try:
+                    await hosts_kv.delete(self.host_id)  # the fleet no longer counts on it
+                except Exception as failure:  # it lapses anyway
+                    log.debug("could not withdraw host %s: %s", self.host_id, failure)
         tg, self._tg = self._tg, None
         try:
             if tg is not None:
@@ -178,22 +273,101 @@ class NatsAgentHost:
             finally:
                 self.server.run_guard = None
                 self._kv_open.set()  # no lease is waited for any more (none, if it never opened)
+                await self._drop_idle_leases()
 
-    async def _subscribe(self, subject: str, handler: Callable[[Msg], Awaitable[Any]]) -> None:
+    async def _drop_idle_leases(self) -> None:
+        """On leaving: give back the leases of sessions no run of which is active here.
+
+        Their runs ended (or never began): any host may resume them at once,
+        instead of after their leases lapse. Bounded, best effort.
+        """
+        with anyio.move_on_after(self.forward_timeout, shield=True):
+            for session_id in list(self._held):
+                if not self.server.executor.is_executing(session_id):
+                    await self._drop_lease(session_id)
+
+    async def _subscribe(
+        self, subject: str, handler: Callable[[Msg], Awaitable[Any]], queue: str | None = None
+    ) -> None:
         async def deliver(msg: Msg) -> None:
             if self._tg is not None:
                 self._tg.start_soon(self._answer, msg, handler)
 
-        self._subscriptions.append(await self.nc.subscribe(subject, queue=self.queue, cb=deliver))
+        group = self.queue if queue is None else queue
+        self._subscriptions.append(await self.nc.subscribe(subject, queue=group, cb=deliver))
 
     async def _answer(self, msg: Msg, handler: Callable[[Msg], Awaitable[Any]]) -> None:
         try:
-            reply = Reply(result=await handler(msg))
+            data = _encoder.encode(Reply(result=await handler(msg)))
+        except _HeldElsewhere as held:
+            if msg.subject.startswith(self._direct):
+                # Forwarded here, but the lease moved on: the asking host follows it.
+                data = _encoder.encode(
+                    Reply(error=str(held), code="UNAVAILABLE", holder=held.holder)
+                )
+            else:
+                data = await self._forward(msg, handler, held.holder)
         except Exception as exc:  # never let one request take the host down
-            error = protocol_error(exc, f"host request on {msg.subject}")
-            reply = Reply(error=error.message, code=error.code)
+            data = _encoder.encode(_error_reply(exc, msg.subject))
         if msg.reply:
-            await msg.respond(_encoder.encode(reply))
+            await msg.respond(data)
+
+    async def _forward(
+        self, msg: Msg, handler: Callable[[Msg], Awaitable[Any]], holder: str
+    ) -> bytes:
+        """Ask the session's lease holder to answer ``msg``; its answer, as it gave it.
+
+        Only the holder may begin a run of the session or say whether one is
+        executing, so the fleet answers as one server would. A holder that
+        does not answer (its host died: its lease lapses within ``lease_ttl``
+        and a running session is taken over) leaves the answer to this host
+        without beginning a run (``_unanswered``).
+        """
+        op_and_token = msg.subject[len(self.prefix) + 1 :]
+        for _ in range(_FORWARD_HOPS):
+            subject = f"{self.prefix}.host.{holder}.{op_and_token}"
+            try:
+                answer = await self.nc.request(
+                    subject, msg.data, timeout=self.forward_timeout, headers=msg.headers
+                )
+            except nats.errors.NoRespondersError:
+                return await self._unanswered(msg, handler, holder, "does not answer")
+            except (nats.errors.Error, OSError) as exc:
+                return await self._unanswered(msg, handler, holder, f"did not answer: {exc!r}")
+            try:
+                reply = _reply_decoder.decode(answer.data)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                return bytes(answer.data)
+            if reply.holder is None or reply.holder == holder:
+                return bytes(answer.data)
+            holder = reply.holder
+        return _encoder.encode(_unavailable(holder, "keeps moving"))
+
+    async def _unanswered(
+        self, msg: Msg, handler: Callable[[Msg], Awaitable[Any]], holder: str, what: str
+    ) -> bytes:
+        """The answer when the lease holder does not answer: what the log alone can say.
+
+        A status is read here (no run is executing: its host is gone). A
+        session that does not exist, or is finished, gets the answer one
+        server gives (``NOT_FOUND``, ``ALREADY_COMPLETED``); anything else,
+        which could begin a run, is refused ``UNAVAILABLE`` until the lease
+        lapses.
+        """
+        try:
+            if handler == self._status:
+                return _encoder.encode(Reply(result=await self._local_status(msg)))
+            token = msg.subject.rsplit(".", 1)[-1]
+            if handler != self._start:
+                session_id = decode_session_token(token)
+                state = await self.server.executor.state(session_id)  # NOT_FOUND if none
+                if state.is_terminal:
+                    raise AgentServerError(
+                        "ALREADY_COMPLETED", f"session {session_id!r} is {state.status}"
+                    )
+        except Exception as exc:
+            return _encoder.encode(_error_reply(exc, msg.subject))
+        return _encoder.encode(_unavailable(holder, what))
 
     def _session(self, msg: Msg, session_id: str) -> SessionId:
         """The body's session id, checked, once the subject's token names the same session."""
@@ -215,12 +389,18 @@ class NatsAgentHost:
             raise AgentServerError(
                 "INVALID_REQUEST", "the subject and the body name different agents"
             )
-        return await self.server.start_agent(checked_start(request))
+        traced = with_trace_headers(request, msg.headers)  # specs/otel.md
+        return await self.server.start_agent(checked_start(traced))
 
     async def _resume(self, msg: Msg) -> Any:
         request = decode(msg.data, RemoteResumeRequest)
         self._session(msg, request.session_id)
         return await self.server.resume_agent(request)
+
+    async def _message(self, msg: Msg) -> Any:
+        request = decode(msg.data, RemoteMessageRequest)
+        self._session(msg, request.session_id)
+        return await self.server.send_message(request)
 
     # --- leases and failover ----------------------------------------------------------
 
@@ -230,23 +410,49 @@ class NatsAgentHost:
 
         The server's run guard (starts, resumes, answers; a local child's
         too). The lease is taken (created, if no host holds it) before the run
-        can begin, so no other host can find the session running unleased; if
-        no run of it began here, a lease created for it is given back. A lease
-        that cannot be taken (JetStream unavailable) does not stop the run:
-        the next renewal puts it.
+        can begin, so no other host can find the session running unleased. A
+        lease another host holds refuses the request here (``_HeldElsewhere``:
+        it is forwarded to that host), so at most one host can begin runs of a
+        session. If no run of it began here, a lease this host holds for it is
+        given back. A lease that cannot be taken (JetStream unavailable) does
+        not stop the run: the next renewal puts it.
         """
-        lease = await self._take_lease(session_id)
+        async with self._locks.hold(session_id):
+            lease = await self._take_lease(session_id)
+            if lease.holder is not None and lease.holder != self.host_id:
+                raise _HeldElsewhere(session_id, lease.holder)
+            try:
+                yield lease
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self._settle(session_id, lease)
+
+    async def _settle(self, session_id: str, lease: _Lease) -> None:
+        """After a guarded request: keep the lease while a run is on, else give it back."""
+        if not self.server.executor.is_executing(session_id):
+            if lease.holder == self.host_id:
+                await self._drop_lease(session_id)
+            return
+        if lease.holder is None:
+            await self._put_lease(session_id)
+        if lease.created is not None or lease.holder is None:
+            log.info("host %s runs %s", self.host_id, session_id)
+        if session_id not in self._releasing and self._tg is not None:
+            self._releasing.add(session_id)
+            self._tg.start_soon(self._release_when_idle, session_id)
+
+    async def _release_when_idle(self, session_id: str) -> None:
+        """Give the session's lease back once no run of it is active here."""
+        executor = self.server.executor
         try:
-            yield lease
+            while True:
+                await executor.wait_idle(session_id)
+                async with self._locks.hold(session_id):
+                    if not executor.is_executing(session_id):
+                        await self._drop_lease(session_id)
+                        return
         finally:
-            with anyio.CancelScope(shield=True):
-                if not self.server.executor.is_executing(session_id):
-                    if lease.created is not None:
-                        await self._drop_lease(session_id, lease.created)
-                elif lease.created is not None or lease.holder != self.host_id:
-                    if lease.created is None:  # held elsewhere, or not at all: ours now
-                        await self._put_lease(session_id)
-                    log.info("host %s runs %s", self.host_id, session_id)
+            self._releasing.discard(session_id)
 
     async def _take_lease(self, session_id: str) -> _Lease:
         """Create the session's lease for this host unless a host holds it; say who does."""
@@ -257,6 +463,7 @@ class NatsAgentHost:
             for _ in range(3):  # a lease that expires between the two steps: try again
                 try:
                     revision = await self._kv.create(lease_key(session_id), self.host_id.encode())
+                    self._held[session_id] = revision
                     return _Lease(holder=self.host_id, created=revision)
                 except (KeyWrongLastSequenceError, KeyNotFoundError):
                     holder = await self._lease_holder(session_id)
@@ -270,17 +477,19 @@ class NatsAgentHost:
         if self._kv is None:
             return
         try:
-            await self._kv.put(lease_key(session_id), self.host_id.encode())
+            revision = await self._kv.put(lease_key(session_id), self.host_id.encode())
+            self._held[session_id] = revision
         except Exception as exc:  # never the end of the host: the next renewal puts it again
             log.warning("could not put the lease of %s: %s", session_id, exc)
 
-    async def _drop_lease(self, session_id: str, revision: int) -> None:
-        """Delete the lease this host created at ``revision``, unless it was written since."""
-        if self._kv is None:
+    async def _drop_lease(self, session_id: str) -> None:
+        """Delete the lease this host last wrote, unless it was written since."""
+        revision = self._held.pop(session_id, None)
+        if self._kv is None or revision is None:
             return
         try:
             await self._kv.delete(lease_key(session_id), last=revision)
-        except Exception as exc:  # written since (a renewal): not ours to delete
+        except Exception as exc:  # written since: not ours to delete; it lapses
             log.debug("left the lease of %s: %s", session_id, exc)
 
     async def _renew_forever(self) -> None:
@@ -327,7 +536,8 @@ class NatsAgentHost:
                 continue
             if await self._lease_holder(session_id) is not None:
                 continue  # a live host holds it
-            async with self._leased(session_id) as lease:
+            async with self._locks.hold(session_id):
+                lease = await self._take_lease(session_id)
                 if lease.created is None:
                     continue  # a host took the lease first
                 claim = HostClaimed(
@@ -340,13 +550,29 @@ class NatsAgentHost:
                 try:
                     await store.append(session_id, [claim], state.last_seq)
                 except ConcurrencyConflict:
+                    await self._drop_lease(session_id)
                     continue  # another host claimed it first, or it moved on
-                log.warning("host %s takes over session %s", self.host_id, session_id)
-                await self.server.resume_agent(RemoteResumeRequest(session_id=session_id))
+            log.warning("host %s takes over session %s", self.host_id, session_id)
+            # Under the lease this host holds: the guard lets the run begin here.
+            await self.server.resume_agent(RemoteResumeRequest(session_id=session_id))
             taken.append(session_id)
         return taken
 
     async def _status(self, msg: Msg) -> Any:
+        request = decode(msg.data, StatusRequest)
+        session_id = self._session(msg, request.session_id)
+        if not msg.subject.startswith(self._direct) and not self.server.executor.is_executing(
+            session_id
+        ):
+            # Whether a run is executing is the lease holder's to say.
+            await self._kv_open.wait()
+            holder = await self._lease_holder(session_id) if self._kv is not None else None
+            if holder is not None and holder != self.host_id:
+                raise _HeldElsewhere(session_id, holder)
+        return await self.server.get_status(session_id)
+
+    async def _local_status(self, msg: Msg) -> Any:
+        """The status read here (its holder gone): the run is executing nowhere now."""
         request = decode(msg.data, StatusRequest)
         return await self.server.get_status(self._session(msg, request.session_id))
 
@@ -377,3 +603,16 @@ class NatsAgentHost:
             request.approved,
             request.reason,
         )
+
+
+def _error_reply(exc: Exception, subject: str) -> Reply:
+    error = protocol_error(exc, f"host request on {subject}")
+    return Reply(error=error.message, code=error.code)
+
+
+def _unavailable(holder: str, what: str) -> Reply:
+    return Reply(
+        error=f"the session's host {holder!r} {what}; its sessions are taken over once its "
+        "lease lapses",
+        code="UNAVAILABLE",
+    )

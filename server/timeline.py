@@ -33,10 +33,12 @@ from helix_agents.events import (
     Interrupted,
     InterruptRequested,
     MessageAppended,
+    MessageQueued,
     OutputChunk,
     RunStarted,
     SessionCreated,
     StateUpdated,
+    StepRestarted,
     StepStarted,
     SubAgentEnd,
     SubAgentStart,
@@ -139,6 +141,11 @@ def summarize_chunk(chunk: Chunk) -> str:
             return quoted(chunk.error) + (" (recoverable)" if chunk.recoverable else "")
         case CustomChunk():
             return f"{chunk.name} {json_text(chunk.data)}"
+        case StepRestarted():
+            return (
+                f"step {chunk.step} runs again: its {chunk.discard_deltas} text delta(s) "
+                f"after #{chunk.discard_from} ({chunk.discard_chars} chars) are void"
+            )
         case InputRequired():
             waits = ", ".join(
                 f"{entry.kind} {entry.tool_name} ({entry.tool_call_id}) at {entry.owner_session_id}"
@@ -181,9 +188,16 @@ def summarize_event(event: Event) -> str:
             return f"{run} input={json_text(event.input)}"
         case RunStarted():
             extra = f" +{len(event.messages)} message(s)" if event.messages else ""
+            if event.message_id:
+                extra += f" id={event.message_id}"
             return f"{event.mode} run={event.run_id}{extra}"
         case StepStarted():
-            return f"step {event.step}"
+            taken = f" (+{event.taken} queued message(s))" if event.taken else ""
+            return f"step {event.step}{taken}"
+        case MessageQueued():
+            texts = " ".join(quoted(message.content) for message in event.messages)
+            ident = f" id={event.message_id}" if event.message_id else ""
+            return f"queued {texts}{ident}"
         case InterruptRequested() | AbortRequested() | Interrupted() | Aborted():
             return _reason(event.reason)
         case Suspended():
@@ -211,6 +225,7 @@ def summarize_event(event: Event) -> str:
             | ErrorChunk()
             | CustomChunk()
             | InputRequired()
+            | StepRestarted()
         ):
             return summarize_chunk(event)
         case SubSessionStarted():

@@ -139,6 +139,11 @@ class AppendNotifier:
             if not subscribers:
                 del self._subscriptions[session_id]
 
+    @property
+    def polls(self) -> bool:
+        """Whether a poller looks for appends made elsewhere."""
+        return self._probe is not None
+
     def watched(self) -> list[str]:
         """The sessions some tail is following."""
         return list(self._subscriptions)
@@ -243,18 +248,24 @@ async def tail_events(
     *,
     is_closed: Callable[[], bool],
     closed_error: Callable[[], Exception],
+    ends_at: Callable[[str, int], bool] | None = None,
 ) -> AsyncGenerator[Event, None]:
     """Yield a session's events after ``from_seq``, then each new one, exactly once, in order.
 
     Appends through the same store arrive from memory; the store's poller
     (see :class:`AppendNotifier`) rings the tail when it finds appends made
-    elsewhere, and the tail then re-reads from its cursor.
+    elsewhere, and the tail then re-reads from its cursor. ``ends_at(session,
+    seq)``, when given, tells whether the store knows, once the tail has
+    subscribed, that the log ends at ``seq`` as far as this process has
+    seen: the catch-up read is then skipped (appends made elsewhere reach
+    the tail through the poller, which always reports a session the first
+    time it watches it).
     """
     validate_session_id(session_id)
     cursor = from_seq
     subscription = notifier.subscribe(session_id)
     try:
-        need_read = True
+        need_read = ends_at is None or not ends_at(session_id, cursor)
         while True:
             if is_closed():
                 raise closed_error()

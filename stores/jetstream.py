@@ -14,11 +14,14 @@ message by subject) when unknown or refused. ``Nats-Msg-Id`` is unique per
 session recreated after a delete, must not be taken for duplicates), so a
 publish retried after a lost acknowledgement is not stored twice.
 
-``read`` and ``tail`` find ``from_seq`` by a binary search over stream seqs with
-"next message of the subject at or after stream seq X" gets, then walk forward
-message by message. A ``tail`` is fed this store's appends through the shared
-``AppendNotifier``; an ordered, headers-only JetStream consumer on the subject
-(created before the catch-up read) rings it when another process appends.
+``read`` and ``tail`` start at the subject's first message (from 0), right
+after a batch this store saw end at ``from_seq`` (remembered), or else where a
+binary search over stream seqs with "next message of the subject at or after
+stream seq X" gets finds ``from_seq``; then they fetch the messages in batches
+(direct gets, on an unreplicated stream; else one get per message). A
+``tail`` is fed this store's appends through the shared ``AppendNotifier``;
+the store's one ordered, headers-only JetStream consumer (created before the
+catch-up read) rings it when another process appends.
 
 asyncio lives here only because nats-py is asyncio-only; nats-py errors never
 leave this module (they become :class:`StoreError`).
@@ -26,10 +29,12 @@ leave this module (they become :class:`StoreError`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import re
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
@@ -78,6 +83,11 @@ _API = "$JS.API"
 _CONFLICT_ROUNDS = 5  # refused publishes an append re-tries while the log still ends where expected
 _NO_LEADER_WAIT = 15.0  # seconds an append waits out a stream without a leader (an election)
 _READ_ROUNDS = 5  # reads restarted because the log was deleted and rebuilt under them
+_BATCH = 256  # messages one direct get returns at most
+_MARKED_SESSIONS = 4096  # sessions whose batch positions a store remembers
+_MARKS_PER_SESSION = 64
+WATCH_LINGER = 2.0
+"""Seconds the store's consumer outlives its last tail (a new tail meanwhile reuses it)."""
 
 _batch_decoder = msgspec.json.Decoder(list[Event])
 
@@ -134,15 +144,31 @@ class JetStreamEventStore:
         self._positions: dict[str, _Position] = {}
         # session -> highest stream seq this store appended (its tails already know).
         self._own: dict[str, int] = {}
+        # session -> appends of this store under way; while any is, the stream seqs the
+        # consumer reports for it wait here (one may be ours, acknowledged later).
+        self._appending: dict[str, int] = {}
+        self._held_rings: dict[str, list[int]] = {}
         self._notifier = AppendNotifier(self._probe, poll_interval)
         # One consumer for the whole store rings the tails of whichever session changed.
         self._watch: JetStreamContext.PushSubscription | None = None
         self._watch_refs = 0
         self._watch_lock = anyio.Lock()
+        self._linger: asyncio.TimerHandle | None = None  # the unused consumer's deletion, due
+        self._dropping: set[asyncio.Task[None]] = set()
         self._last_pending: tuple[int, int] = (0, 0)  # the consumer's (pending, delivered)
         self._closed = False
         self._active = 0
         self._idle: anyio.Event | None = None
+        # Whether the stream answers batched direct gets (``allow_direct``); else one get
+        # per message, as before.
+        self._direct = False
+        # session -> {helix seq a batch ends at: (its stream seq, its chain)}, as read:
+        # a read from one of them starts right after that batch, in one request.
+        self._marks: OrderedDict[str, dict[int, tuple[int, int | None]]] = OrderedDict()
+
+    def __repr__(self) -> str:
+        state = " closed" if self._closed else ""
+        return f"<JetStreamEventStore stream={self.stream!r}{state}>"
 
     @classmethod
     async def connect(
@@ -230,12 +256,23 @@ class JetStreamEventStore:
                     storage=js_api.StorageType.FILE,
                     num_replicas=replicas,
                     duplicate_window=120.0,
+                    # Reads fetch a session's batches in one request. Only the
+                    # leader's answers are current: replicated, reads stay on the
+                    # leader (one get per message).
+                    allow_direct=replicas == 1,
                 )
             except nats.js.errors.BadRequestError:
                 # Another process may have created it meanwhile: use it if it fits.
                 info = await jsm.stream_info(self.stream)
+            except nats.js.errors.APIError as exc:
+                raise StoreError(
+                    f"cannot create stream {self.stream!r} with {replicas} replica(s): "
+                    f"{exc.description or exc!r}"
+                ) from exc
             else:
+                self._direct = replicas == 1
                 return
+        self._direct = bool(info.config.allow_direct) and info.config.num_replicas in (None, 1)
         if subjects not in (info.config.subjects or []):
             raise StoreError(
                 f"stream {self.stream!r} exists but does not capture {subjects!r} "
@@ -345,6 +382,7 @@ class JetStreamEventStore:
         self._ensure_open()
         encoded, decoded = check_batch(session_id, events, expected_seq)
         self._active += 1
+        self._appending[session_id] = self._appending.get(session_id, 0) + 1
         try:
             with self._translate():
                 last = await self._append(session_id, encoded, expected_seq)
@@ -352,8 +390,20 @@ class JetStreamEventStore:
             self._active -= 1
             if self._active == 0 and self._idle is not None:
                 self._idle.set()
+            self._appended(session_id)
         self._notifier.publish(session_id, decoded)
         return last
+
+    def _appended(self, session_id: str) -> None:
+        """An append here ended: ring for what the consumer reported meanwhile, unless ours."""
+        left = self._appending[session_id] - 1
+        if left:
+            self._appending[session_id] = left
+            return
+        del self._appending[session_id]
+        held = self._held_rings.pop(session_id, [])
+        if any(stream_seq > self._own.get(session_id, 0) for stream_seq in held):
+            self._notifier.publish(session_id, [])
 
     async def _append(self, session_id: str, encoded: list[bytes], expected_seq: int) -> int:
         last = expected_seq + len(encoded)
@@ -362,7 +412,11 @@ class JetStreamEventStore:
         # Unique per call, shared by its re-sends: only a re-send is a duplicate.
         msg_id = f"{session_id}:{expected_seq + 1}:{uuid.uuid4().hex}"
         position = self._positions.get(session_id)
-        if position is None or position[1] != expected_seq:
+        if position is None and expected_seq == 0:
+            # A new session, most likely: publish expecting an empty subject (the
+            # server refuses it otherwise), without asking where the log ends.
+            position = (0, 0, None)
+        elif position is None or position[1] != expected_seq:
             position = await self._position(session_id)  # the cache may be stale
         for _ in range(_CONFLICT_ROUNDS):
             if position[1] != expected_seq:
@@ -379,6 +433,7 @@ class JetStreamEventStore:
             if stream_seq is not None:
                 self._positions[session_id] = (stream_seq, last, chain)
                 self._own[session_id] = max(self._own.get(session_id, 0), stream_seq)
+                self._mark(session_id, [(last, stream_seq, chain)])
                 return last
             # Refused: the subject moved on. Re-derive where the log ends; if it
             # still ends at expected_seq (deleted and rebuilt meanwhile), go again.
@@ -450,6 +505,7 @@ class JetStreamEventStore:
                 f"STREAM.PURGE.{self.stream}", {"filter": self._subject(session_id)}
             )
         self._positions.pop(session_id, None)
+        self._marks.pop(session_id, None)
         existed = int(response.get("purged", 0)) > 0
         if existed:
             self._notifier.publish(session_id, [])
@@ -480,45 +536,125 @@ class JetStreamEventStore:
         raise StoreError(f"session {session_id!r} kept changing under a read")
 
     async def _read(self, session_id: str, from_seq: int) -> list[Event] | _Suspect:
-        """One attempt: the events, or where and how the log looked damaged."""
+        """One attempt: the events, or where and how the log looked damaged.
+
+        Where the read starts: the subject's first message (``from_seq`` 0),
+        right after a batch this store saw end at ``from_seq`` (its marks), or
+        else the batch holding ``from_seq + 1`` (binary search). From there
+        the messages come in batches of up to ``_BATCH`` per request (direct
+        gets), or one get each on a stream without ``allow_direct``.
+        """
         from_seq = max(from_seq, 0)
         subject = self._subject(session_id)
-        last = await self._last_msg(subject)
-        if last is None or last.seq is None:
-            return []
-        end = last.seq
-        first_seq, last_seq = self._helix_seqs(session_id, last, from_seq + 1)
-        if last_seq <= from_seq:
-            return []
-        msg: js_api.RawStreamMsg | None = last
-        if first_seq > from_seq + 1:
-            msg = await self._find(session_id, subject, from_seq, last)
+        previous: int | None = None
+        chained = False  # whether previous is the chain of the batch before the first read
+        marked = self._marks.get(session_id, {}).get(from_seq) if from_seq else None
+        if from_seq == 0:
+            start = 1
+        elif marked is not None:
+            start, previous, chained = marked[0] + 1, marked[1], True
+        else:
+            last = await self._last_msg(subject)
+            if last is None or last.seq is None:
+                return []
+            first_seq, last_seq = self._helix_seqs(session_id, last, from_seq + 1)
+            if last_seq <= from_seq:
+                return []
+            found = last
+            if first_seq > from_seq + 1:
+                found = await self._find(session_id, subject, from_seq, last)
+            assert found.seq is not None
+            start = found.seq
         events: list[Event] = []
         expected = from_seq + 1  # the next helix seq the log must hold
-        previous: int | None = None
-        chained = False  # whether previous is the chain of the batch before msg
-        while msg is not None and msg.seq is not None and msg.seq <= end:
-            first, last_in = self._helix_seqs(session_id, msg, expected)
-            if first > expected or (events and first != expected):
-                return expected, "gap: the event is missing", end
-            chain = self._chain(session_id, msg, first)
-            payload = msg.data or b""
-            if (
-                chain is not None
-                and (chained or first == 1)
-                and chain != chain_of(previous, payload)
-            ):
-                return first, "checksum mismatch", end
-            previous, chained = chain, True
-            batch = self._decode(session_id, msg, first, last_in)
-            events.extend(event for event in batch if event.seq > from_seq)
-            expected = last_in + 1
-            if msg.seq == end:
+        end = 0
+        marks: list[tuple[int, int, int | None]] = []
+        while True:
+            batch, more = await self._fetch(subject, start)
+            for msg in batch:
+                assert msg.seq is not None
+                end = msg.seq
+                first, last_in = self._helix_seqs(session_id, msg, expected)
+                if first > expected or ((events or chained) and first != expected):
+                    if chained and not events:
+                        self._marks.pop(session_id, None)  # rebuilt since: find it afresh
+                    return expected, "gap: the event is missing", end
+                chain = self._chain(session_id, msg, first)
+                payload = msg.data or b""
+                if (
+                    chain is not None
+                    and (chained or first == 1)
+                    and chain != chain_of(previous, payload)
+                ):
+                    return first, "checksum mismatch", end
+                previous, chained = chain, True
+                decoded = self._decode(session_id, msg, first, last_in)
+                events.extend(event for event in decoded if event.seq > from_seq)
+                expected = last_in + 1
+                marks.append((last_in, msg.seq, chain))
+            if not more or not batch:
                 break
-            msg = await self._next_msg(subject, msg.seq + 1)
-        if expected != last_seq + 1:
-            return expected, "gap: the event is missing", end
+            start = end + 1
+        self._mark(session_id, marks)
+        if marks and self._direct:
+            # Where the log ends, as of this read: the next append here need not ask.
+            known = self._positions.get(session_id)
+            if known is None or known[0] < end:
+                self._positions[session_id] = (end, marks[-1][0], marks[-1][2])
         return events
+
+    def _mark(self, session_id: str, marks: list[tuple[int, int, int | None]]) -> None:
+        """Remember where the batches just read end (the last few of each session)."""
+        if not marks:
+            return
+        known = self._marks.pop(session_id, {})
+        for helix_seq, stream_seq, chain in marks[-_MARKS_PER_SESSION:]:
+            known[helix_seq] = (stream_seq, chain)
+        while len(known) > _MARKS_PER_SESSION:
+            del known[next(iter(known))]
+        self._marks[session_id] = known
+        while len(self._marks) > _MARKED_SESSIONS:
+            self._marks.popitem(last=False)
+
+    async def _fetch(self, subject: str, start: int) -> tuple[list[js_api.RawStreamMsg], bool]:
+        """The subject's messages from stream seq ``start`` on, one request; and if more follow."""
+        if not self._direct:
+            msg = await self._next_msg(subject, start)
+            if msg is None:
+                return [], False
+            return [msg], True
+        inbox = self._nc.new_inbox()
+        sub = await self._nc.subscribe(inbox)
+        try:
+            request = {"seq": max(start, 1), "next_by_subj": subject, "batch": _BATCH}
+            await self._nc.publish(
+                f"{_API}.DIRECT.GET.{self.stream}", json.dumps(request).encode(), reply=inbox
+            )
+            batch: list[js_api.RawStreamMsg] = []
+            while True:
+                reply = await sub.next_msg(timeout=self._timeout)
+                headers = reply.headers or {}
+                status = headers.get("Status")
+                if status == "404":
+                    return batch, False
+                if status == "204":  # end of this batch
+                    return batch, int(headers.get("Nats-Num-Pending") or 0) > 0
+                if status is not None:
+                    description = headers.get(js_api.Header.DESCRIPTION, "")
+                    raise StoreError(
+                        f"jetstream store {self.stream!r}: direct get: {status} {description}"
+                    )
+                batch.append(
+                    js_api.RawStreamMsg(
+                        subject=headers.get("Nats-Subject"),
+                        seq=int(headers["Nats-Sequence"]),
+                        data=reply.data,
+                        headers=headers,
+                    )
+                )
+        finally:
+            with contextlib.suppress(nats.errors.Error, OSError):
+                await sub.unsubscribe()
 
     async def _find(
         self, session_id: str, subject: str, from_seq: int, last: js_api.RawStreamMsg
@@ -572,6 +708,9 @@ class JetStreamEventStore:
     async def _watch_store(self) -> None:
         """Start (or share) the store's consumer: headers only, every session's subject."""
         async with self._watch_lock:
+            if self._linger is not None:
+                self._linger.cancel()  # a tail again: the lingering consumer serves it
+                self._linger = None
             if self._watch is None:
                 self._ensure_open()
                 prefix = f"{self.subject_prefix}."
@@ -587,9 +726,8 @@ class JetStreamEventStore:
                         ordered_consumer=True,
                         deliver_policy=js_api.DeliverPolicy.NEW,
                         headers_only=True,
-                        # Unsubscribing leaves the consumer on the server until this
-                        # lapses; a stream allows a bounded number of consumers, so
-                        # abandoned ones must go quickly.
+                        # Deleted when unused (below); this bounds one left behind by a
+                        # process that died, or by an ordered consumer's reset.
                         inactive_threshold=5.0,
                     )
                 self._last_pending = (0, 0)
@@ -600,9 +738,34 @@ class JetStreamEventStore:
             self._watch_refs -= 1
             if self._watch_refs > 0 or self._watch is None:
                 return
-            watch, self._watch = self._watch, None
-            with contextlib.suppress(nats.errors.Error, OSError):
-                await watch.unsubscribe()
+            if self._closed:
+                await self._drop_watch()
+                return
+            # Kept a moment for the next tail (tails come and go in bursts), then deleted.
+            loop = asyncio.get_running_loop()
+            self._linger = loop.call_later(WATCH_LINGER, self._linger_over)
+
+    def _linger_over(self) -> None:
+        self._linger = None
+        task = asyncio.ensure_future(self._drop_if_unused())
+        self._dropping.add(task)
+        task.add_done_callback(self._dropping.discard)
+
+    async def _drop_if_unused(self) -> None:
+        async with self._watch_lock:
+            if self._watch_refs == 0 and self._linger is None:
+                await self._drop_watch()
+
+    async def _drop_watch(self) -> None:
+        """Unsubscribe the store's consumer and delete it on the server (never left to lapse)."""
+        watch, self._watch = self._watch, None
+        if watch is None:
+            return
+        name = getattr(watch, "_consumer", None)  # the current one (an ordered consumer's reset)
+        with contextlib.suppress(nats.errors.Error, OSError):
+            await watch.unsubscribe()
+            if name:
+                await self._jsm.delete_consumer(self.stream, name)
 
     def _on_stored(self, msg: Msg, prefix: str) -> None:
         """A message was stored: wake the session's tails unless the message is ours."""
@@ -620,8 +783,12 @@ class JetStreamEventStore:
             stream_seq = None
         # Our own appends reached the tails through the notifier already, and
         # so did every message before them on the subject (a tail that missed
-        # one sees a gap in our batch and re-reads).
-        if stream_seq is None or stream_seq > self._own.get(session_id, 0):
+        # one sees a gap in our batch and re-reads). The consumer may report one
+        # of ours before its acknowledgement: while an append here is under way,
+        # the ring waits for it to end (``_appended``).
+        if stream_seq is not None and session_id in self._appending:
+            self._held_rings.setdefault(session_id, []).append(stream_seq)
+        elif stream_seq is None or stream_seq > self._own.get(session_id, 0):
             self._notifier.publish(session_id, [])
 
     async def _probe(self, sessions: list[str]) -> list[str]:
@@ -680,6 +847,13 @@ class JetStreamEventStore:
         while self._active:
             self._idle = anyio.Event()
             await self._idle.wait()
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
+        with anyio.move_on_after(self._timeout, shield=True):
+            async with self._watch_lock:
+                if self._watch_refs == 0:
+                    await self._drop_watch()
         with (
             anyio.move_on_after(self._timeout, shield=True),
             contextlib.suppress(nats.errors.Error, OSError),

@@ -24,6 +24,10 @@ class MemoryEventStore:
         self._notifier = AppendNotifier()
         self._closed = False
 
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"{len(self._logs)} sessions"
+        return f"<MemoryEventStore {state}>"
+
     def _ensure_open(self) -> None:
         if self._closed:
             raise StoreClosedError()

@@ -102,6 +102,8 @@ class _Delete(_Op):
 _SQLITE_MAX_INT = 2**63 - 1
 _MAX_BATCH = 1000  # bounds one transaction; the rest waits for the next leader
 _MAX_CACHED_SESSIONS = 100_000
+_KNOWN_ENDS = 10_000  # sessions whose end this store remembers (for tails starting there)
+_READ_THREADS = 40  # worker threads reading at once (each with its own connection)
 _PROBE_CHUNK = 500  # session ids per poller query (SQLite's bound on parameters is 32,766)
 
 
@@ -180,13 +182,31 @@ def _apply_batch(conn: sqlite3.Connection, cache: _LastSeqCache, batch: list[_Op
     return changed
 
 
+def _insert_sql(count: int) -> str:
+    return "INSERT INTO helix_events (session_id, seq, type, ts, data, chain) VALUES " + ",".join(
+        ["(?, ?, ?, ?, ?, ?)"] * count
+    )
+
+
+_INSERT_ROWS = [_insert_sql(1 << power) for power in range(9)]  # 1, 2, 4 ... 256 rows
+
+
 def _flush(conn: sqlite3.Connection, rows: list[_StoredRow], created: list[tuple[str]]) -> None:
-    if rows:
-        conn.executemany(
-            "INSERT INTO helix_events (session_id, seq, type, ts, data, chain) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            rows,
+    """Insert ``rows`` a few statements at a time, not one statement per row.
+
+    ``executemany`` steps once per row, and each step hands the GIL over and
+    back: on a busy event loop that is a wait per row. One statement of
+    many rows steps once; the counts are powers of two (at most 256 rows, 1,536
+    parameters), so a handful of statements serve every batch from the cache.
+    """
+    start = 0
+    while start < len(rows):
+        power = min((len(rows) - start).bit_length() - 1, len(_INSERT_ROWS) - 1)
+        count = 1 << power
+        conn.execute(
+            _INSERT_ROWS[power], [value for row in rows[start : start + count] for value in row]
         )
+        start += count
     if created:
         conn.executemany("INSERT OR IGNORE INTO helix_sessions VALUES (?)", created)
 
@@ -197,8 +217,17 @@ def _is_corruption(exc: sqlite3.Error) -> bool:
     return code is not None and code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
 
 
+_RETURNING = sqlite3.sqlite_version_info >= (3, 35)  # UPSERT ... RETURNING
+
+
 def _count_commit(conn: sqlite3.Connection) -> int:
     """Add one to the file's commit counter (inside the transaction); the new count."""
+    if _RETURNING:  # one statement, not three
+        counted: int = conn.execute(
+            "INSERT INTO helix_meta VALUES ('commits', 1) "
+            "ON CONFLICT (key) DO UPDATE SET value = value + 1 RETURNING value"
+        ).fetchone()[0]
+        return counted
     conn.execute("INSERT OR IGNORE INTO helix_meta VALUES ('commits', 0)")
     conn.execute("UPDATE helix_meta SET value = value + 1 WHERE key = 'commits'")
     count: int = conn.execute("SELECT value FROM helix_meta WHERE key = 'commits'").fetchone()[0]
@@ -339,6 +368,7 @@ class SqliteEventStore:
                 self._lost_note,
             )
         self._queue: list[_Op] = []
+        self._thread_limiters: tuple[anyio.CapacityLimiter, anyio.CapacityLimiter] | None = None
         self._cache = _LastSeqCache()
         self._leading = False
         self._leading_task_active = False
@@ -355,6 +385,23 @@ class SqliteEventStore:
         self._poll_version: int | None = None
         self._poll_seen: dict[str, int] = {}  # watched session -> last seq the poller saw
         self._own_ends: dict[str, int] = {}  # watched session -> last seq we appended
+        # Recently written session -> the seq our last commit left its log at
+        # (a tail starting there needs no catch-up read); the oldest go first.
+        self._ends: dict[str, int] = {}
+
+    def _limiters(self) -> tuple[anyio.CapacityLimiter, anyio.CapacityLimiter]:
+        """The worker threads for commits (one) and for reads, made on first use.
+
+        Limits of their own, not anyio's shared one: a commit never queues
+        behind a burst of reads (hundreds of streams opening at once), so
+        the chunks of running sessions keep flowing meanwhile.
+        """
+        if self._thread_limiters is None:
+            self._thread_limiters = (
+                anyio.CapacityLimiter(1),
+                anyio.CapacityLimiter(_READ_THREADS),
+            )
+        return self._thread_limiters
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -432,7 +479,8 @@ class SqliteEventStore:
                 # starts must not let them return "done" for a batch never written.
                 # The leader sees its cancellation right after.
                 with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(self._commit, batch)
+                    await anyio.to_thread.run_sync(self._commit, batch, limiter=self._limiters()[0])
+                ends = self._ends
                 for op in batch:
                     op.done = True
                     op.wake.set()
@@ -440,10 +488,15 @@ class SqliteEventStore:
                         if isinstance(op, _Append):
                             if self._notifier.is_watched(op.session_id):
                                 self._own_ends[op.session_id] = op.result
+                            ends.pop(op.session_id, None)  # to the back: the newest
+                            ends[op.session_id] = op.result
                             self._notifier.publish(op.session_id, op.events)
                         else:
                             self._own_ends.pop(op.session_id, None)
+                            ends.pop(op.session_id, None)
                             self._notifier.publish(op.session_id, [])
+                while len(ends) > _KNOWN_ENDS:
+                    del ends[next(iter(ends))]  # the session written longest ago
         finally:
             self._leading_task_active = False
             self._hand_over()
@@ -551,7 +604,7 @@ class SqliteEventStore:
         try:
             # Not abandoned on cancellation: the count must stay true while
             # the thread still uses its connection.
-            return await anyio.to_thread.run_sync(fn, *args)
+            return await anyio.to_thread.run_sync(fn, *args, limiter=self._limiters()[1])
         finally:
             self._active_reads -= 1
             if self._active_reads == 0 and self._reads_idle is not None:
@@ -566,7 +619,12 @@ class SqliteEventStore:
             from_seq,
             is_closed=lambda: self._closed,
             closed_error=StoreClosedError,
+            ends_at=self._ends_at if self._notifier.polls else None,
         )
+
+    def _ends_at(self, session_id: str, seq: int) -> bool:
+        """Whether this store's own last commit to ``session_id`` left its log ending at ``seq``."""
+        return self._ends.get(session_id) == seq
 
     async def _probe(self, sessions: list[str]) -> list[str]:
         """The store's poller: which watched sessions did another connection change?"""
@@ -576,7 +634,10 @@ class SqliteEventStore:
         for gone in [session for session in self._own_ends if session not in watched]:
             del self._own_ends[gone]
         # The worker thread gets a copy: appends go on meanwhile on this thread.
-        return await self._in_thread(self._probe_sync, sessions, dict(self._own_ends))
+        changed = await self._in_thread(self._probe_sync, sessions, dict(self._own_ends))
+        for session in changed:
+            self._ends.pop(session, None)  # written elsewhere: a new tail must read
+        return changed
 
     def _probe_sync(self, sessions: list[str], own_ends: dict[str, int]) -> list[str]:
         """One ``PRAGMA data_version`` when nothing changed; else each watched session's end.
@@ -694,6 +755,10 @@ class SqliteEventStore:
             readers, self._readers = self._readers, []
         for conn in readers:
             conn.close()
+
+    def __repr__(self) -> str:
+        state = " closed" if self._closed else ""
+        return f"<SqliteEventStore path={self.path!r}{state}>"
 
     async def __aenter__(self) -> SqliteEventStore:
         return self

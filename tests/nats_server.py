@@ -75,8 +75,14 @@ class NatsServer:
         self._log = log
 
     @classmethod
-    def start(cls, store_dir: Path, *, timeout: float = START_TIMEOUT) -> NatsServer:
+    def start(
+        cls, store_dir: Path, *, timeout: float = START_TIMEOUT, config: Path | None = None
+    ) -> NatsServer:
         """Start a JetStream server storing in ``store_dir``; return once it accepts connections.
+
+        ``config``: a nats-server configuration file to start from; the
+        loopback address, the ephemeral port and ``store_dir`` given here
+        override its own.
 
         Raises:
             RuntimeError: If it exits or does not listen within ``timeout`` seconds
@@ -86,6 +92,7 @@ class NatsServer:
         process = subprocess.Popen(
             [
                 nats_server_binary(),
+                *(["-c", str(config)] if config is not None else []),
                 "-js",
                 "-a",
                 "127.0.0.1",
@@ -141,6 +148,12 @@ class NatsServer:
     def log(self) -> str:
         """What the server printed so far (the start of it)."""
         return b"".join(self._log).decode(errors="replace")[-4000:]
+
+    def kill(self, timeout: float = 10.0) -> None:
+        """SIGKILL this server process (no shutdown of its own) and wait for it."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout)
 
     def stop(self, timeout: float = 10.0) -> None:
         """End this server process: SIGTERM, then SIGKILL if it lingers. Idempotent."""

@@ -44,12 +44,14 @@ from helix_agents import (
     Interrupted,
     InterruptRequested,
     MessageAppended,
+    MessageQueued,
     OutputChunk,
     PendingInput,
     RemoteRef,
     RunStarted,
     SessionCreated,
     StateUpdated,
+    StepRestarted,
     StepStarted,
     SubAgentEnd,
     SubAgentStart,
@@ -218,6 +220,8 @@ class _Model:
     client_pending: list[str] = field(default_factory=list)
     approvals_pending: list[str] = field(default_factory=list)
     children: dict[str, _Child] = field(default_factory=dict)
+    queued: int = 0  # follow-up messages queued, not yet taken into the conversation
+    message_ids: int = 0
 
 
 class _Builder:
@@ -305,6 +309,13 @@ class _Builder:
             return {"error": self.pick(_WORDS), "recoverable": self.flip()}
         if cls is CustomChunk:
             return {"name": self.pick(_WORDS), "data": draw(_JSON3)}
+        if cls is StepRestarted:
+            return {
+                "step": draw(st.integers(min_value=1, max_value=9)),
+                "discard_from": draw(st.integers(min_value=0, max_value=50)),
+                "discard_deltas": draw(st.integers(min_value=0, max_value=9)),
+                "discard_chars": draw(st.integers(min_value=0, max_value=99)),
+            }
         if cls is InputRequired:
             return {
                 "pending": [
@@ -323,8 +334,22 @@ class _Builder:
     # --- actions: each appends one or a few events -------------------------
 
     def step(self) -> None:
-        self.model.run_step += 1
-        self.add(StepStarted, step=self.model.run_step)
+        model = self.model
+        model.run_step += 1
+        taken = self.draw(st.integers(min_value=0, max_value=model.queued))
+        model.queued -= taken
+        self.add(StepStarted, step=model.run_step, taken=taken)
+
+    def message_id(self) -> str | None:
+        if not self.flip():
+            return None
+        self.model.message_ids += 1
+        return f"msg-{self.model.message_ids}"
+
+    def queue_message(self) -> None:
+        messages = [UserMessage(content=self.pick(_WORDS))]
+        self.model.queued += len(messages)
+        self.add(MessageQueued, messages=messages, message_id=self.message_id())
 
     def user_message(self) -> None:
         self.add(MessageAppended, message=UserMessage(content=self.pick(_WORDS)))
@@ -520,7 +545,9 @@ class _Builder:
         child = self.model.children[self.pick(sorted(choices))]
         child.status = "running"
         child.delivered = False
-        self.add(SubSessionResumed, sub_session_id=child.id)
+        # A re-consulted companion is owned by the call that re-consulted it.
+        call_id = self.new_call("companion__sendMessage") if child.mode == "persistent" else None
+        self.add(SubSessionResumed, sub_session_id=child.id, tool_call_id=call_id)
 
     def child_finish(self) -> None:
         child = self.model.children[self.pick(self.children_in("running", "paused"))]
@@ -658,7 +685,14 @@ class _Builder:
         model = self.model
         mode = "continue" if model.status == "completed" else "resume"
         messages = self.draw(_USER_MESSAGES)
-        self.add(RunStarted, run_id=self.new_run_id(), mode=mode, messages=messages)
+        self.add(
+            RunStarted,
+            run_id=self.new_run_id(),
+            mode=mode,
+            messages=messages,
+            message_id=self.message_id(),
+        )
+        model.queued = 0  # every run takes the queue first
         model.status = "running"
         model.run_step = 0
         model.recoverable = False
@@ -696,11 +730,12 @@ class _Builder:
             names.append("workspace_change")
             names += ["client_pending", "ownership", "approval_requested"]
             names += ["interrupt_requested", "abort_requested", "host_claimed", "end", "end"]
+            names.append("queue_message")
             if model.open_calls:
                 names.append("tool_result")
             return names + others
         if model.status == "paused":
-            names = ["new_run", "new_run", "paused_end", "host_claimed"]
+            names = ["new_run", "new_run", "paused_end", "host_claimed", "queue_message"]
             return [*names, "interrupt_requested", "abort_requested", *others]
         if model.status in ("interrupted", "completed") or (
             model.status == "failed" and model.recoverable
@@ -719,7 +754,8 @@ def session_logs(
     """A valid session log of at most ``max_events`` events (at least 1).
 
     ``SessionCreated`` at seq 1, ``RunStarted`` at seq 2, then a random interleaving of
-    steps, messages, state, usage, workspace writes and deletes, every kind of chunk,
+    steps, messages (follow-ups queued and taken too), state, usage, workspace writes and
+    deletes, every kind of chunk,
     children (started, forwarded chunks with increasing child seqs, including
     grandchildren's flattened chunks, suspended, resumed, finished, completion
     delivered, re-spawned), human-in-the-loop

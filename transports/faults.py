@@ -19,6 +19,8 @@ import msgspec
 from helix_agents import (
     AgentServerError,
     RemoteAgentTransport,
+    RemoteMessageRequest,
+    RemoteMessageResponse,
     RemoteResumeRequest,
     RemoteStartRequest,
     RemoteStartResponse,
@@ -31,7 +33,9 @@ from helix_agents._aio import closing_iter
 
 __all__ = ["Fault", "FaultyTransport", "Operation"]
 
-Operation = Literal["start", "resume", "stream", "status", "interrupt", "abort", "submit"]
+Operation = Literal[
+    "start", "resume", "message", "stream", "status", "interrupt", "abort", "submit"
+]
 """The transport operations a fault can target."""
 
 
@@ -93,6 +97,11 @@ class FaultyTransport:
         """Resume, unless a fault says otherwise."""
         await self._control("resume")
         return await self.inner.resume(request)
+
+    async def send_message(self, request: RemoteMessageRequest) -> RemoteMessageResponse:
+        """Send a follow-up message, unless a fault says otherwise."""
+        await self._control("message")
+        return await self.inner.send_message(request)
 
     async def stream(
         self, session_id: str, from_sequence: int = 0

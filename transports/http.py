@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import inspect
 import logging
+import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any, Self
 
 import httpx
+import msgspec
 
 from helix_agents.errors import TransportError, TransportTimeoutError, UsageError
 from helix_agents.protocol import (
     ChunkEvent,
+    RemoteMessageRequest,
+    RemoteMessageResponse,
     RemoteResumeRequest,
     RemoteStartRequest,
     RemoteStartResponse,
@@ -30,6 +34,7 @@ from helix_agents.protocol import (
     TransportEvent,
 )
 from helix_agents.retry import retrying, retrying_stream
+from helix_agents.tracing import trace_context_from_headers
 
 from ._http_wire import (
     decode,
@@ -46,6 +51,8 @@ from .sse import SSEParser
 __all__ = ["HeadersSource", "HttpRemoteAgentTransport"]
 
 logger = logging.getLogger(__name__)
+
+_message_decoder = msgspec.json.Decoder(RemoteMessageResponse)
 
 HeadersSource = Mapping[str, str] | Callable[[], Mapping[str, str] | Awaitable[Mapping[str, str]]]
 """Static headers, or a sync or async callable asked for them before every request."""
@@ -125,13 +132,30 @@ class HttpRemoteAgentTransport:
             TransportError: It could not be reached, even after retries, or answered
                 something unreadable (:class:`TransportTimeoutError` if it never answered).
         """
-        response = await self._send("POST", "/start", encode(request))
+        # The W3C headers too, for proxies and instrumented servers (specs/otel.md).
+        response = await self._send(
+            "POST",
+            "/start",
+            encode(request),
+            extra_headers=trace_context_from_headers(request.trace_context),
+        )
         return decode(response, start_decoder)
 
     async def resume(self, request: RemoteResumeRequest) -> RemoteStartResponse:
         """``POST /resume``: resume an interrupted or paused session (errors as :meth:`start`)."""
         response = await self._send("POST", "/resume", encode(request))
         return decode(response, start_decoder)
+
+    async def send_message(self, request: RemoteMessageRequest) -> RemoteMessageResponse:
+        """``POST /message``: a follow-up message (errors as :meth:`start`, or ``SESSION_FAILED``).
+
+        A request without ``message_id`` gets a fresh one here, so the
+        retries of one call can never deliver the message twice.
+        """
+        if request.message_id is None:
+            request = msgspec.structs.replace(request, message_id=f"msg-{uuid.uuid4().hex}")
+        response = await self._send("POST", "/message", encode(request))
+        return decode(response, _message_decoder)
 
     async def get_status(self, session_id: str) -> RemoteStatusResponse:
         """``GET /status``: the session's status (errors as :meth:`start`)."""
@@ -224,10 +248,11 @@ class HttpRemoteAgentTransport:
         body: bytes | None = None,
         *,
         params: Mapping[str, str] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
     ) -> httpx.Response:
         """One call, retried: its successful response, or the error it ended in."""
         url = self._url(path)
-        ours = {"Accept": "application/json"}
+        ours = {"Accept": "application/json", **(extra_headers or {})}
         if body is not None:
             ours["Content-Type"] = "application/json"
 

@@ -2,8 +2,8 @@
 
 Control calls are NATS requests to the hosts' queue group (``specs/nats.md``):
 ``<prefix>.start.<agent type>`` and ``<prefix>.<op>.<session token>`` for
-``resume``, ``status``, ``interrupt``, ``abort``, ``submit`` and ``approve``. The stream is
-not relayed by a host: it is read straight from the session's log in
+``resume``, ``message``, ``status``, ``interrupt``, ``abort``, ``submit`` and
+``approve``. The stream is not relayed by a host: it is read straight from the session's log in
 JetStream (any ``EventStore`` on the fleet's stream), so it survives any host.
 
 asyncio lives here only because nats-py is asyncio-only; nats-py errors never
@@ -13,11 +13,13 @@ leave this module.
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
 import msgspec
 import nats.errors
+import nats.js.errors
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 
@@ -25,6 +27,8 @@ from helix_agents import (
     HTTP_STATUS,
     AgentServerError,
     EventStore,
+    RemoteMessageRequest,
+    RemoteMessageResponse,
     RemoteResumeRequest,
     RemoteStartRequest,
     RemoteStartResponse,
@@ -45,12 +49,15 @@ from helix_agents import (
 from helix_agents._aio import closing_iter
 from helix_agents.retry import retrying
 from helix_agents.streaming import open_session_stream
+from helix_agents.tracing import trace_context_from_headers
 
 from .bodies import SessionRequest
 
 __all__ = [
     "DEFAULT_PREFIX",
     "DEFAULT_QUEUE",
+    "HOSTS_BUCKET",
+    "HostAnnouncement",
     "NatsRemoteAgentTransport",
     "Reply",
     "StatusRequest",
@@ -61,6 +68,9 @@ DEFAULT_PREFIX = "helix.rpc"
 
 DEFAULT_QUEUE = "helix-hosts"
 """The queue group the hosts share."""
+
+HOSTS_BUCKET = "helix_hosts"
+"""The JetStream KV bucket where each live host announces its agent types (key: host id)."""
 
 _AGENT_TYPE = re.compile(r"[A-Za-z0-9_\-]{1,64}")
 
@@ -73,6 +83,8 @@ class Reply(msgspec.Struct, frozen=True, kw_only=True):
     result: Any = None
     error: str | None = None
     code: str | None = None
+    holder: str | None = None
+    """Host to host only: the session's lease is held by this host; ask it."""
 
 
 class StatusRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -81,8 +93,15 @@ class StatusRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     session_id: str
 
 
+class HostAnnouncement(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A host's entry in :data:`HOSTS_BUCKET`: the agent types it starts."""
+
+    agent_types: list[str]
+
+
 _encoder = msgspec.json.Encoder()
 _reply_decoder = msgspec.json.Decoder(Reply)
+_announcement_decoder = msgspec.json.Decoder(HostAnnouncement)
 
 
 def _unanswered(exc: Exception) -> bool:
@@ -125,12 +144,24 @@ class NatsRemoteAgentTransport:
         return f"{self.prefix}.{op}.{encode_session_token(session_id)}"
 
     async def _request(
-        self, subject: str, body: bytes, *, missing: str, unknown_agent: str | None = None
+        self,
+        subject: str,
+        body: bytes,
+        *,
+        missing: str,
+        unknown_agent: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> Any:
         async def attempt() -> Msg:
             try:
-                return await self.nc.request(subject, body, timeout=self.timeout)
+                return await self.nc.request(subject, body, timeout=self.timeout, headers=headers)
             except nats.errors.NoRespondersError as exc:
+                if unknown_agent is not None and not await self._announced(unknown_agent):
+                    # No live host announces this type: the protocol's NOT_FOUND now,
+                    # without the retries that wait for a host restarting.
+                    raise AgentServerError(
+                        "NOT_FOUND", f"agent type not found: {unknown_agent}"
+                    ) from None
                 if unknown_agent is not None:
                     # No host subscribes to this agent type's start subject: after
                     # the retries (hosts may be restarting) that is the protocol's
@@ -159,6 +190,46 @@ class NatsRemoteAgentTransport:
             raise AgentServerError(code, reply.error)  # type: ignore[arg-type]
         return reply.result
 
+    async def list_agent_types(self) -> list[str]:
+        """The agent types the fleet's live hosts announce, sorted (``/health``'s ``agents``).
+
+        Read from :data:`HOSTS_BUCKET` (a host's entry lapses soon after it
+        dies); empty when no host ever announced. Raises :class:`TransportError`
+        when the bucket cannot be read.
+        """
+        js = self.nc.jetstream(timeout=self.timeout)
+        try:
+            try:
+                kv = await js.key_value(HOSTS_BUCKET)
+            except nats.js.errors.BucketNotFoundError:
+                return []
+            info = await self.nc.request(
+                f"$JS.API.STREAM.INFO.KV_{HOSTS_BUCKET}",
+                _encoder.encode({"subjects_filter": f"$KV.{HOSTS_BUCKET}.>"}),
+                timeout=self.timeout,
+            )
+            subjects = msgspec.json.decode(info.data).get("state", {}).get("subjects") or {}
+            types: set[str] = set()
+            for subject in subjects:
+                try:
+                    entry = await kv.get(subject.removeprefix(f"$KV.{HOSTS_BUCKET}."))
+                except nats.js.errors.KeyNotFoundError:
+                    continue  # the host left (deleted) or its entry lapsed
+                try:
+                    types.update(_announcement_decoder.decode(entry.value or b"").agent_types)
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    continue  # not an announcement: ignored
+        except (nats.errors.Error, OSError, msgspec.DecodeError) as exc:
+            raise TransportError(f"cannot read the fleet's hosts: {exc!r}") from exc
+        return sorted(types)
+
+    async def _announced(self, agent_type: str) -> bool:
+        """Whether a live host announces ``agent_type`` (True when that cannot be known)."""
+        try:
+            return agent_type in await self.list_agent_types()
+        except TransportError:
+            return True  # unknown: the retries decide, as before discovery
+
     async def start(self, request: RemoteStartRequest) -> RemoteStartResponse:
         """Start a session on whichever host serves its agent type (idempotent)."""
         if _AGENT_TYPE.fullmatch(request.agent_type) is None:
@@ -169,6 +240,7 @@ class NatsRemoteAgentTransport:
             _encoder.encode(request),
             missing=f"no agent host serves agent type {request.agent_type!r}",
             unknown_agent=request.agent_type,
+            headers=trace_context_from_headers(request.trace_context),  # specs/otel.md
         )
         return msgspec.convert(result, RemoteStartResponse)
 
@@ -177,6 +249,18 @@ class NatsRemoteAgentTransport:
         subject = self._session_subject("resume", request.session_id)
         result = await self._request(subject, _encoder.encode(request), missing=_NO_HOST)
         return msgspec.convert(result, RemoteStartResponse)
+
+    async def send_message(self, request: RemoteMessageRequest) -> RemoteMessageResponse:
+        """Send a follow-up message to a session on any host.
+
+        A request without ``message_id`` gets a fresh one here, so the retries
+        of one call can never deliver the message twice.
+        """
+        if request.message_id is None:
+            request = msgspec.structs.replace(request, message_id=f"msg-{uuid.uuid4().hex}")
+        subject = self._session_subject("message", request.session_id)
+        result = await self._request(subject, _encoder.encode(request), missing=_NO_HOST)
+        return msgspec.convert(result, RemoteMessageResponse)
 
     async def stream(
         self, session_id: str, from_sequence: int = 0

@@ -11,7 +11,13 @@ from types import ModuleType
 import anyio
 import pytest
 
-from helix_agents import SessionCreated, WorkspaceWritten, project_state
+from helix_agents import (
+    CompletionDelivered,
+    RunStarted,
+    SessionCreated,
+    WorkspaceWritten,
+    project_state,
+)
 from helix_agents.stores import SqliteEventStore
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -88,3 +94,55 @@ def test_workspace_notes_reruns_without_divergence_in_a_sandbox(tmp_path: Path) 
     assert "re-run:   completed" in result.stdout
     # The re-run wrote nowhere real: the file changed on disk stays changed.
     assert (notes / "lyon.md").read_text() == "changed on disk after the recording"
+
+
+async def test_critic_loop_re_consults_one_critic_until_it_passes(tmp_path: Path) -> None:
+    example = load("critic_loop")
+    with anyio.fail_after(20):
+        result, rollup = await example.run(tmp_path / "events.db")
+    assert result.status == "completed"
+    assert result.output == (
+        f"final: {example.DRAFTS[2]} (pass: round 3: 17 syllables; last time it had 20)"
+    )
+    critic_id = f"{example.SESSION}-agent-reviewer"
+    assert rollup.sessions == [example.SESSION, critic_id]
+    store = SqliteEventStore(tmp_path / "events.db")
+    try:
+        maker = await store.read(example.SESSION)
+        critic = await store.read(critic_id)
+    finally:
+        await store.close()
+    # One critic session, three rounds on it; each verdict delivered once, inline.
+    assert sum(isinstance(e, SessionCreated) for e in critic) == 1
+    assert [e.mode for e in critic if isinstance(e, RunStarted)] == [
+        "start",
+        "continue",
+        "continue",
+    ]
+    assert [e.via for e in maker if isinstance(e, CompletionDelivered)] == ["pull"] * 3
+    critic_state, maker_state = project_state(critic), project_state(maker)
+    assert rollup.llm_calls == critic_state.usage.llm_calls + maker_state.usage.llm_calls
+    assert critic_state.usage.llm_calls == 6  # load, then verdict, per round
+
+
+async def test_critic_loop_stops_at_the_round_cap(tmp_path: Path) -> None:
+    example = load("critic_loop")
+    with anyio.fail_after(20):
+        result, _ = await example.run(tmp_path / "events.db", rounds=2)
+    assert (
+        result.output
+        == f"final: {example.DRAFTS[1]} (revise: round 2: 20 syllables; last time it had 10)"
+    )
+
+
+@pytest.mark.slow
+def test_critic_loop_runs_as_a_script(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, str(EXAMPLES / "critic_loop.py"), "--store", str(tmp_path / "e.db")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert "status: completed" in out
+    assert "sessions: critic-loop, critic-loop-agent-reviewer" in out

@@ -422,7 +422,7 @@ async def test_unknown_routes_are_404_and_wrong_methods_405(gw: Gateway) -> None
         Case("nested", "GET", "/sse/done-1", 404, "NOT_FOUND"),
         Case("wrong method", "GET", "/start", 405, "METHOD_NOT_ALLOWED", "GET"),
         Case("wrong method", "PUT", "/resume", 405, "METHOD_NOT_ALLOWED", "PUT"),
-        Case("wrong method", "POST", "/sse", 405, "METHOD_NOT_ALLOWED", "POST"),
+        Case("wrong method", "PUT", "/sse", 405, "METHOD_NOT_ALLOWED", "PUT"),
         Case("wrong method", "DELETE", "/status", 405, "METHOD_NOT_ALLOWED", "DELETE"),
         Case("wrong method", "GET", "/interrupt", 405, "METHOD_NOT_ALLOWED"),
         Case("wrong method", "PATCH", "/abort", 405, "METHOD_NOT_ALLOWED"),
@@ -637,8 +637,12 @@ async def test_last_event_id_is_the_cursor_when_from_sequence_is_absent(gw: Gate
         query_wins = await read_sse(
             gw.client, gw.url, "done-1", 0, headers={"Last-Event-ID": str(middle)}
         )
-        query_wins_over_garbage = await read_sse(
-            gw.client, gw.url, "done-1", 0, headers={"Last-Event-ID": "garbage"}
+        # A malformed header is refused even when the query wins (issue 12, finding 7:
+        # the schema's pattern holds for every request).
+        garbage_with_query = await gw.client.get(
+            "/sse",
+            params={"sessionId": "done-1", "fromSequence": "0"},
+            headers={"Last-Event-ID": "garbage"},
         )
         past_the_end = await read_sse(
             gw.client, gw.url, "done-1", None, headers={"Last-Event-ID": str(last)}
@@ -653,7 +657,8 @@ async def test_last_event_id_is_the_cursor_when_from_sequence_is_absent(gw: Gate
     assert by_header == [event for event in chunks if event.sequence > middle] + [end]
     assert 1 < len(by_header) < len(full)
     assert query_wins == full
-    assert query_wins_over_garbage == full
+    assert garbage_with_query.status_code == 400
+    assert garbage_with_query.json()["code"] == "INVALID_REQUEST"
     assert past_the_end == [end]
 
 

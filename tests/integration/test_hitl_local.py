@@ -336,3 +336,52 @@ async def test_a_waiting_expiry_timer_does_not_hold_the_executor_open() -> None:
             assert (await handle.result()).status == "paused"
     # The entry is still open, in the log, for the next executor's recover() to re-arm.
     assert project_state(await store.read("t1")).status == "paused"
+
+
+async def test_an_expiry_survives_a_restart_of_the_roots_executor() -> None:
+    removed.clear()
+    slow = define_tool("rm", "Remove.", Ask, _remove, requires_approval=True, expires_in=0.3)
+    agent = define_agent(
+        "solo", tools=[slow], llm=ScriptedLLM([[ScriptedLLM.call("rm", {"question": "x"})], "ok"])
+    )
+    store = MemoryEventStore()
+    with anyio.fail_after(10):
+        async with AgentExecutor(store, [agent]) as executor:
+            handle = await executor.execute(agent, "go", session_id="x1")
+            assert (await handle.result()).status == "paused"
+        # The process is gone before the entry expired; its timer with it.
+        assert project_state(await store.read("x1")).status == "paused"
+        async with AgentExecutor(store, [agent]) as executor:
+            await executor.recover()  # re-arms the timer from the log
+            await _until(executor, "x1", "completed")
+    state = project_state(await store.read("x1"))
+    (result,) = [m for m in state.messages if isinstance(m, ToolResultMessage)]
+    assert "no answer within 0.3 s" in result.content
+    assert removed == []
+
+
+async def test_aborting_a_paused_root_aborts_the_waiting_tree_and_refuses_late_answers() -> None:
+    root = _tree([ScriptedLLM.call("ask_user", {"question": "color?"})])
+    store = MemoryEventStore()
+    async with AgentExecutor(store, [root]) as executor:
+        handle = await executor.execute(root, "hi", session_id="a1")
+        assert (await handle.result()).status == "paused"
+        [entry] = await handle.pending_inputs()
+        await executor.service.abort("a1", "enough")
+        aborted = await _log_bytes(store)
+        owner = entry.owner_session_id
+        for session_id in ("a1", owner):  # at the root, and at the owner itself
+            with pytest.raises(AgentServerError) as refused:
+                await executor.service.submit_tool_result(
+                    session_id, entry.tool_call_id, {"color": "red"}
+                )
+            assert refused.value.code == "ALREADY_COMPLETED"
+        assert await _log_bytes(store) == aborted
+        child = "a1-sub-call_0_0"
+        for parent, session_id in (("a1", child), (child, owner)):
+            state = project_state(await store.read(session_id))
+            assert (state.status, state.error) == ("failed", "aborted: enough")
+            ref = project_state(await store.read(parent)).sub_sessions[session_id]
+            assert (ref.status, ref.error) == ("failed", "aborted: enough")
+        stream = [type(item.chunk).__name__ for item in project_stream(await store.read("a1"))]
+        assert stream[-3:] == ["SubAgentEnd", "ToolEnd", "ErrorChunk"]

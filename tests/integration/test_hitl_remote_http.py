@@ -543,13 +543,30 @@ async def test_a_browser_aborts_a_paused_tree_at_once() -> None:
             sse = SSEReader()
             tg.start_soon(sse.read, a_url, "x1")
             await sse.until(input_required_of("x1"))
+            before = (await browser.get("/status", params={"sessionId": "x1"})).json()
+            [entry] = before["pendingInputs"]
             stopped = await browser.post("/abort", json={"sessionId": "x1", "reason": "enough"})
             assert stopped.status_code == 200, stopped.text
             kind, error = await sse.until(lambda kind, _: kind != "chunk")
             sse.close()
             status = (await browser.get("/status", params={"sessionId": "x1"})).json()
             again = await browser.post("/resume", json={"sessionId": "x1"})
+            aborted = await log_bytes([a_store, b_store])
+            # The remote child was aborted with the tree: an answer to its entry,
+            # at the root or at the child's own server, is refused and changes nothing.
+            answer = {"toolCallId": entry["toolCallId"], "result": {"color": "red"}}
+            late = await browser.post("/submit-tool-result", json={"sessionId": "x1", **answer})
+            async with httpx.AsyncClient(base_url=b_url, timeout=10) as direct:
+                owner = {"sessionId": entry["ownerSessionId"], **answer}
+                late_at_owner = await direct.post("/submit-tool-result", json=owner)
+            assert await log_bytes([a_store, b_store]) == aborted
             logs = await tree_logs("x1", [a_store, b_store])
+    await _refusal(late, 409, "ALREADY_COMPLETED")
+    await _refusal(late_at_owner, 409, "ALREADY_COMPLETED")
+    child = project_state(logs[entry["ownerSessionId"]])
+    assert (child.status, child.error) == ("failed", "aborted: enough")
+    [ref] = project_state(logs["x1"]).sub_sessions.values()
+    assert (ref.status, ref.error) == ("failed", "aborted: enough")
     assert (kind, error) == ("error", {"error": "aborted: enough", "recoverable": False})
     assert (status["status"], status["error"]) == ("failed", "aborted: enough")
     assert (status["awaitingInput"], status["pendingInputs"]) == (False, [])

@@ -133,7 +133,7 @@ async def test_the_parent_gets_the_whole_child_stream_across_a_server_crash(
     context += f"\nserver output:\n{output}"
 
     assert (result.status, result.error) == ("completed", None), context
-    assert result.output == expected_report(QUERY), context
+    assert result.output.model_dump() == expected_report(QUERY), context
 
     # The dead process left the child running; the restarted server resumed it.
     runs = [event for event in child_log if isinstance(event, RunStarted)]

@@ -180,7 +180,7 @@ async def test_a_parent_delegates_to_two_served_agents_at_once(tmp_path: Path) -
     # The parent completed with what the two remote agents returned.
     expected = {"report": expected_report(QUERY), "summary": expected_summary(TEXT)}
     assert (result.status, result.error) == ("completed", None), output
-    assert result.output == expected
+    assert result.output.model_dump() == expected  # a Brief, validated at the parent
     # uvicorn re-raises SIGTERM once it has shut down; the lifespan ran to its end.
     assert exit_status in (0, -signal.SIGTERM), output
     assert "Application shutdown complete" in output

@@ -346,6 +346,7 @@ async def test_each_call_sends_the_spec_request_and_decodes_the_answer(
                 "parentToolCallId": "call-9",
                 "ancestors": None,
                 "workspaceSessionId": None,  # only an in-process child ever sets it
+                "traceContext": None,  # set by a parent that traces (specs/otel.md)
             },
         ),
         (
@@ -840,3 +841,26 @@ async def test_end_to_end_auth_with_refreshed_tokens() -> None:
     assert events[-1] == EndEvent(output="done", state={})
     assert status.status == "completed"
     assert issued == ["tok-0", "tok-1", "tok-2"]
+
+
+# --- tracing (specs/otel.md) ---------------------------------------------------------------
+
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+async def test_a_traced_start_sends_the_w3c_headers_and_the_body_field(
+    gateway: FakeGateway,
+) -> None:
+    traced = msgspec.structs.replace(
+        START, trace_context={"traceparent": TRACEPARENT, "tracestate": "a=1"}
+    )
+    with anyio.fail_after(TIMEOUT):
+        async with transport(gateway.url) as remote:
+            assert await remote.start(traced) == IDS
+            assert await remote.start(START) == IDS
+    with_context, without = gateway.seen
+    assert with_context.headers["traceparent"] == TRACEPARENT
+    assert with_context.headers["tracestate"] == "a=1"
+    assert with_context.body["traceContext"] == {"traceparent": TRACEPARENT, "tracestate": "a=1"}
+    assert "traceparent" not in without.headers
+    assert without.body["traceContext"] is None

@@ -13,9 +13,10 @@ import anyio
 import nats
 import pytest
 from conftest import fresh_stream_name
+from followed import Followed, follow
 from nats_server import NatsServer
 
-from helix_agents import DamagedLogError, Event, EventStore, SessionCreated, TextDelta, encode_event
+from helix_agents import DamagedLogError, Event, SessionCreated, TextDelta, encode_event
 from helix_agents.stores import JetStreamEventStore, check_store
 from helix_agents.stores.jetstream import encode_session_token
 
@@ -88,32 +89,6 @@ async def test_a_broken_chain_and_a_hole_are_damage(nats_server: NatsServer) -> 
         "s1": "session 's1' is damaged at seq 6: checksum mismatch",
         "s2": "session 's2' is damaged at seq 6: gap: the event is missing",
     }
-
-
-class Followed(list[Event]):
-    """The events a tail yielded so far; :meth:`reach` waits for more."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.grew = anyio.Event()
-
-    def add(self, event: Event) -> None:
-        self.append(event)
-        self.grew.set()
-        self.grew = anyio.Event()
-
-    async def reach(self, count: int) -> None:
-        while len(self) < count:
-            await self.grew.wait()
-
-
-async def follow(store: EventStore, session_id: str, into: Followed) -> None:
-    tail = store.tail(session_id)
-    try:
-        async for event in tail:
-            into.add(event)
-    finally:
-        await tail.aclose()  # type: ignore[attr-defined]
 
 
 async def test_one_consumer_per_store_however_many_tails(nats_server: NatsServer) -> None:

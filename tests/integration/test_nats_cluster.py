@@ -37,7 +37,7 @@ from test_nats_fleet import TARGET, _delegate, _process
 from helix_agents import ConcurrencyConflict, Event, StoreError, TextDelta, project_state
 from helix_agents.server.nats_host import LEASE_BUCKET
 from helix_agents.stores import JetStreamEventStore, open_store
-from helix_agents.transports.nats import NatsRemoteAgentTransport
+from helix_agents.transports.nats import HOSTS_BUCKET, NatsRemoteAgentTransport
 
 pytestmark = [pytest.mark.slow, pytest.mark.nats]
 
@@ -183,17 +183,22 @@ async def test_a_fleet_session_finishes_when_the_stream_leader_node_is_killed(
     child = "fleet-remote-r1"
     at_kill: list[int] = []
     with NatsCluster.start(tmp_path / "nats") as cluster, anyio.fail_after(LIMIT):
-        # The hosts create the stream and the lease bucket with one replica when
-        # missing; make them here, at three replicas, before any host starts.
+        # The stream, at three replicas, once the cluster can place it; the
+        # hosts create the lease and hosts buckets, at --replicas 3.
         setup = await _connect_r3(cluster.url)
         nc = await nats.connect(servers=cluster.url.split(","), max_reconnect_attempts=-1)
         try:
-            await nc.jetstream().create_key_value(bucket=LEASE_BUCKET, ttl=TTL, replicas=3)
-            host_args = ["host", TARGET, "--nats", cluster.url, "--lease-ttl", str(TTL)]
+            host_args = [
+                *("host", TARGET, "--nats", cluster.url),
+                *("--lease-ttl", str(TTL), "--replicas", "3"),
+            ]
             async with (
                 _process(host_args, tmp_path / "host1.log", "helix-agents: hosting"),
                 _process(host_args, tmp_path / "host2.log", "helix-agents: hosting"),
             ):
+                for bucket in (LEASE_BUCKET, HOSTS_BUCKET):
+                    status = await (await nc.jetstream().key_value(bucket)).status()
+                    assert status.stream_info.config.num_replicas == 3, bucket
                 remote = NatsRemoteAgentTransport(nc, setup, timeout=2.0, max_retries=5)
                 victim = cluster.nodes[await _stream_leader(nc, setup.stream)]
 

@@ -84,19 +84,22 @@ async def _process(args: list[str], log: Path, ready: str) -> AsyncIterator[Proc
 
 
 @asynccontextmanager
-async def _fleet(tmp_path: Path) -> AsyncIterator[tuple[str, str]]:
-    """nats-server, two hosts and a gateway; yields (nats URL, gateway URL)."""
+async def _fleet(tmp_path: Path, token: str | None = None) -> AsyncIterator[tuple[str, str]]:
+    """nats-server, two hosts and a gateway; yields (nats URL, gateway URL).
+
+    With ``token``, the gateway accepts only that bearer token (``--token-file``).
+    """
     with NatsServer.start(tmp_path / "nats") as server:
         port = closed_port()
         host_args = ["host", TARGET, "--nats", server.url]
+        gateway_args = ["serve", "--nats", server.url, "--port", str(port)]
+        if token is not None:
+            (tmp_path / "tokens").write_text(f"{token}\n")
+            gateway_args += ["--token-file", str(tmp_path / "tokens")]
         async with (
             _process(host_args, tmp_path / "host1.log", "helix-agents: hosting"),
             _process(host_args, tmp_path / "host2.log", "helix-agents: hosting"),
-            _process(
-                ["serve", "--nats", server.url, "--port", str(port)],
-                tmp_path / "gateway.log",
-                "Uvicorn running",
-            ),
+            _process(gateway_args, tmp_path / "gateway.log", "Uvicorn running"),
         ):
             yield server.url, f"http://127.0.0.1:{port}"
 
@@ -137,7 +140,7 @@ async def _delegate(remote: RemoteAgentTransport, parent_id: str) -> None:
         handle = await executor.execute(orchestrator, "brief me", session_id=parent_id)  # type: ignore[arg-type]
         result = await handle.result()
     assert result.status == "completed", result.error
-    assert result.output == {
+    assert result.output.model_dump() == {
         "report": expected_report("tides"),
         "summary": expected_summary("tides turn"),
     }
@@ -175,10 +178,11 @@ async def test_a_fleet_serves_delegation_through_the_gateway_and_over_nats(
 async def test_an_interrupt_through_the_gateway_reaches_the_host_running_the_session(
     tmp_path: Path,
 ) -> None:
+    bearer = {"Authorization": "Bearer fleet-secret"}
     with anyio.fail_after(LIMIT):
         async with (
-            _fleet(tmp_path) as (_, gateway_url),
-            HttpRemoteAgentTransport(gateway_url, retry_base_delay=0.05) as gateway,
+            _fleet(tmp_path, token="fleet-secret") as (_, gateway_url),
+            HttpRemoteAgentTransport(gateway_url, retry_base_delay=0.05, headers=bearer) as gateway,
         ):
             await gateway.start(
                 RemoteStartRequest(session_id="slow-1", agent_type="researcher", message="tides")
@@ -191,10 +195,27 @@ async def test_an_interrupt_through_the_gateway_reaches_the_host_running_the_ses
             status = await gateway.get_status("slow-1")
             async with httpx.AsyncClient(base_url=gateway_url) as client:
                 health = (await client.get("/health")).json()
+                anonymous = await client.get("/status", params={"sessionId": "slow-1"})
+                wrong = await client.get(
+                    "/status",
+                    params={"sessionId": "slow-1"},
+                    headers={"Authorization": "Bearer other"},
+                )
+                with anyio.fail_after(5):  # no retries waiting for a host of that type
+                    unknown = await client.post(
+                        "/start",
+                        json={"sessionId": "u-1", "agentType": "astronomer", "message": "hi"},
+                        headers=bearer,
+                    )
     assert isinstance(ended[-1], ErrorEvent)
     assert ended[-1].recoverable is True
     assert status.status == "interrupted"
-    assert health == {"status": "ok", "agents": []}  # the gateway runs no agents itself
+    # The gateway runs no agents itself: it lists what the fleet's hosts announce.
+    assert health == {"status": "ok", "agents": ["researcher", "summarizer"]}
+    assert (anonymous.status_code, anonymous.json()["code"]) == (401, "UNAUTHORIZED")
+    assert (wrong.status_code, wrong.json()["code"]) == (401, "UNAUTHORIZED")
+    assert unknown.status_code == 404
+    assert unknown.json() == {"error": "agent type not found: astronomer", "code": "NOT_FOUND"}
 
 
 async def test_a_dead_hosts_session_is_finished_by_another_host(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ from helix_agents import (
     AgentServerError,
     Event,
     EventStore,
+    HelixError,
     HostClaimed,
     LLMRequest,
     LLMStreamEvent,
@@ -272,13 +273,15 @@ async def test_a_start_that_begins_no_run_here_gives_its_lease_back(
             assert refused.value.code == "INVALID_REQUEST"
             assert await hosts.lease(refused_id) is None
 
-            # The same start at B while A runs it: B starts nothing, A keeps its lease.
+            # The same start at B while A runs it: B's guard refuses it (the host
+            # forwards such a request to A), B starts nothing, A keeps its lease.
             request = RemoteStartRequest(
                 session_id=running_id, agent_type="researcher", message="tides"
             )
-            await hosts.a.server.start_agent(request)
+            answer = await hosts.a.server.start_agent(request)
             await held.called.wait()
-            answer = await hosts.b.server.start_agent(request)
+            with pytest.raises(HelixError, match="held by host 'A'"):
+                await hosts.b.server.start_agent(request)
             assert not hosts.b.server.executor.is_executing(running_id)
             assert await hosts.lease(running_id) == "A"
             held.release.set()

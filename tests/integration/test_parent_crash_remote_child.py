@@ -120,7 +120,7 @@ async def test_a_resumed_parent_records_a_remote_child_that_finished_meanwhile(
             final = await store.read("p")
             await store.close()
     assert result.status == "completed"
-    assert result.output == {"summary": "ok"}
+    assert result.output.model_dump() == {"summary": "ok"}
     forwarded = [e.child_seq for e in final if isinstance(e, ChildChunkForwarded)]
     assert forwarded == expected  # the whole child stream, once, in order
     assert held < expected[-1]  # the crash really cut the stream short

@@ -66,5 +66,5 @@ async def test_a_store_failure_in_one_run_leaves_the_others_running() -> None:
             result = await healthy.result()
             assert doomed.session_id == "doomed"
     assert result.status == "completed"
-    assert result.output == {"answer": "done"}
+    assert result.output.model_dump() == {"answer": "done"}
     assert not executor.is_executing("doomed")

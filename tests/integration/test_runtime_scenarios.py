@@ -289,7 +289,7 @@ async def test_invalid_finish_reaches_the_llm_then_a_valid_one_completes(
 
     assert result.status == "completed"
     # The output is the *validated* model dump: "7" was coerced to 7.
-    assert result.output == {"answer": "whole", "score": 7}
+    assert result.output == Scored(answer="whole", score=7)
     assert [spec.name for spec in script.requests[0].tools] == ["__finish__"]
     assert script.requests[0].tools[0].parameters == Scored.model_json_schema()
     rejected = tool_results(script.requests[1])["f1"]
@@ -323,7 +323,7 @@ async def test_text_instead_of_finish_gets_a_reminder(store: EventStore) -> None
         async with AgentExecutor(store, [agent]) as executor:
             result = await (await executor.execute(agent, "2+2?", session_id=ROOT)).result()
     assert result.status == "completed"
-    assert result.output == {"answer": "4"}
+    assert result.output == Answer(answer="4")
     reminder = script.requests[1].messages[-1]
     assert isinstance(reminder, UserMessage)
     assert "__finish__" in reminder.content
@@ -1641,7 +1641,7 @@ async def test_finish_completes_after_the_turns_other_calls(store: EventStore) -
     with anyio.fail_after(LIMIT):
         async with AgentExecutor(store, [agent]) as executor:
             result = await (await executor.execute(agent, "go", session_id=ROOT)).result()
-    assert (result.status, result.output) == ("completed", {"answer": "first"})
+    assert (result.status, result.output.model_dump()) == ("completed", {"answer": "first"})
     assert order == ["tool", "complete"]
     chunks = await stream_of(store, ROOT)
     assert unmatched_tools(chunks) == {}

@@ -132,8 +132,14 @@ async def test_a_slowloris_does_not_stop_the_server(tmp_path: Path) -> None:
     assert "Traceback" not in log, log
 
 
-async def test_a_stalled_request_is_closed_after_the_header_timeout(tmp_path: Path) -> None:
-    server = ServeProcess(tmp_path, SLOW, "--header-timeout", "0.5")
+LOOPS = pytest.mark.parametrize("loop", ["asyncio", "uvloop"])  # with h11, with httptools
+
+
+@LOOPS
+async def test_a_stalled_request_is_closed_after_the_header_timeout(
+    tmp_path: Path, loop: str
+) -> None:
+    server = ServeProcess(tmp_path, SLOW, "--header-timeout", "0.5", "--loop", loop)
     with anyio.fail_after(TIMEOUT):
         async with running(server):
             async with await anyio.connect_tcp("127.0.0.1", server.port) as stalled:
@@ -152,8 +158,13 @@ async def test_a_stalled_request_is_closed_after_the_header_timeout(tmp_path: Pa
                 await closed_by_server(kept)
 
 
-async def test_an_idle_keep_alive_connection_is_closed_after_keep_alive(tmp_path: Path) -> None:
-    server = ServeProcess(tmp_path, SLOW, "--keep-alive", "1", "--header-timeout", "30")
+@LOOPS
+async def test_an_idle_keep_alive_connection_is_closed_after_keep_alive(
+    tmp_path: Path, loop: str
+) -> None:
+    server = ServeProcess(
+        tmp_path, SLOW, "--keep-alive", "1", "--header-timeout", "30", "--loop", loop
+    )
     with anyio.fail_after(TIMEOUT):
         async with running(server), await anyio.connect_tcp("127.0.0.1", server.port) as kept:
             await kept.send(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
@@ -174,6 +185,7 @@ async def test_an_idle_keep_alive_connection_is_closed_after_keep_alive(tmp_path
         "--keep-alive x",
         "--grace -1",
         "--grace nan",
+        "--loop trio",
     ],
 )
 def test_a_limit_out_of_range_is_a_usage_error(
@@ -232,8 +244,11 @@ async def test_streams_beyond_the_cap_are_refused_with_retry_after(tmp_path: Pat
                     await anyio.sleep(0.05)  # polling is the only signal a subprocess gives
 
 
-async def test_connections_beyond_the_cap_evict_a_waiting_one_or_get_503(tmp_path: Path) -> None:
-    server = ServeProcess(tmp_path, SLOW, "--max-connections", "3")
+@LOOPS
+async def test_connections_beyond_the_cap_evict_a_waiting_one_or_get_503(
+    tmp_path: Path, loop: str
+) -> None:
+    server = ServeProcess(tmp_path, SLOW, "--max-connections", "3", "--loop", loop)
     with anyio.fail_after(TIMEOUT):
         async with running(server):
             limits = httpx.Limits(max_keepalive_connections=0)

@@ -46,9 +46,12 @@ from helix_agents import (
     ErrorEvent,
     EventStore,
     InProcessTransport,
+    LLMRequest,
     RemoteAgentTransport,
+    RemoteMessageRequest,
     RemoteResumeRequest,
     RemoteStartRequest,
+    RunStarted,
     ScriptedLLM,
     ScriptStep,
     SessionCreated,
@@ -57,6 +60,7 @@ from helix_agents import (
     ToolEnd,
     ToolStart,
     TransportEvent,
+    UserMessage,
     define_agent,
     define_tool,
     project_stream,
@@ -132,6 +136,16 @@ def researcher() -> AgentConfig:
     )
 
 
+def chatter() -> AgentConfig:
+    """Answers with every user message so far (its memory), as text."""
+
+    def echo(request: LLMRequest) -> ScriptStep:
+        said = [m.content for m in request.messages if isinstance(m, UserMessage)]
+        return ScriptStep(text=" | ".join(said))
+
+    return define_agent("chatter", llm=ScriptedLLM(echo, chunk_words=1))
+
+
 def waiter(gates: Gates) -> AgentConfig:
     """Calls ``wait`` (blocks until its session's gate opens), then finishes."""
     return define_agent(
@@ -180,7 +194,9 @@ class Host:
         self.store = store
         self.nats_url = nats_url
         self.gates = Gates()
-        self.server = AgentServer([researcher(), waiter(self.gates), asker(), gated()], self.store)
+        self.server = AgentServer(
+            [researcher(), waiter(self.gates), asker(), gated(), chatter()], self.store
+        )
 
     async def log(self, session_id: str) -> list[Any]:
         return list(await self.store.read(session_id))
@@ -672,6 +688,90 @@ async def test_control_calls_on_an_unknown_session_are_not_found(
         code = await refused(calls[operation])
     assert code == "NOT_FOUND"
     assert await host.store.list_sessions() == []
+
+
+# --- follow-up messages ---------------------------------------------------------------------------
+
+
+def message(session_id: str, text: Any = "and then?", message_id: str | None = None) -> Any:
+    return RemoteMessageRequest(session_id=session_id, message=text, message_id=message_id)
+
+
+async def test_a_follow_up_is_a_new_turn_and_the_stream_goes_on_after_its_sequence(
+    transport: RemoteAgentTransport, host: Host
+) -> None:
+    with anyio.fail_after(LIMIT):
+        started = await transport.start(start_request("chat-1", "chatter", message="hello"))
+        first = await collect(transport, "chat-1")
+        latest = (await transport.get_status("chat-1")).latest_sequence
+        ended = await collect(transport, "chat-1", latest)
+        sent = await transport.send_message(message("chat-1"))
+        second = await collect(transport, "chat-1", latest)
+        status = await transport.get_status("chat-1")
+        whole = await collect(transport, "chat-1")
+    assert first[-1] == EndEvent(output="hello", state={})
+    assert ended == [EndEvent(output="hello", state={})]  # a completed stream ends at its end
+    assert sent.run_id != started.run_id
+    assert sent.queued is False
+    assert (status.run_id, status.status) == (sent.run_id, "completed")
+    chunks = chunks_of(second)
+    assert chunks
+    assert all(event.sequence > latest for event in chunks)
+    assert "".join(e.chunk.delta for e in chunks if isinstance(e.chunk, TextDelta)) == (
+        "hello | and then?"
+    )
+    assert second[-1] == EndEvent(output="hello | and then?", state={})
+    # From 0, the whole conversation's chunks, both turns, in order.
+    assert chunks_of(whole) == [*chunks_of(first), *chunks]
+
+
+async def test_a_follow_up_is_idempotent_per_message_id(
+    transport: RemoteAgentTransport, host: Host
+) -> None:
+    with anyio.fail_after(LIMIT):
+        await transport.start(start_request("chat-2", "chatter", message="hello"))
+        await collect(transport, "chat-2")
+        sent = await transport.send_message(message("chat-2", message_id="m-1"))
+        await collect(transport, "chat-2")  # to the end of the new turn
+        before = await host.log("chat-2")
+        again = await transport.send_message(message("chat-2", message_id="m-1"))
+        other = await refused(lambda: transport.send_message(message("chat-2", "x", "m-1")))
+        after = await host.log("chat-2")
+    assert again.run_id == sent.run_id
+    assert other == "INVALID_REQUEST"
+    assert after == before
+    assert [e.mode for e in before if isinstance(e, RunStarted)] == ["start", "continue"]
+
+
+async def test_a_follow_up_to_a_running_session_is_queued_for_its_run(
+    transport: RemoteAgentTransport, host: Host
+) -> None:
+    with anyio.fail_after(LIMIT):
+        run_id = await blocked_waiter(transport, host, "chat-3")
+        queued = await transport.send_message(message("chat-3", "hurry up"))
+        host.gates.open("chat-3")
+        events = await collect(transport, "chat-3")
+    assert queued.queued is True
+    assert queued.run_id == run_id
+    assert events[-1] == EndEvent(output={"answer": "waited"}, state={})
+
+
+async def test_bad_follow_ups_are_refused_and_change_nothing(
+    transport: RemoteAgentTransport, host: Host
+) -> None:
+    with anyio.fail_after(LIMIT):
+        await blocked_waiter(transport, host, "chat-4")
+        await transport.abort("chat-4", "enough")
+        await collect(transport, "chat-4")
+        before = await host.log("chat-4")
+        codes = [
+            await refused(lambda: transport.send_message(message("chat-4"))),
+            await refused(lambda: transport.send_message(message("chat-4", ""))),
+            await refused(lambda: transport.send_message(message("no-such-session"))),
+        ]
+        after = await host.log("chat-4")
+    assert codes == ["SESSION_FAILED", "INVALID_REQUEST", "NOT_FOUND"]
+    assert after == before
 
 
 # --- client tool results -------------------------------------------------------------------------

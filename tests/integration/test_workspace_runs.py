@@ -602,7 +602,7 @@ async def test_a_memory_workspace_lives_one_invocation() -> None:
             await executor.submit_tool_result(ROOT, pending, result="yes")
             second = await (await executor.resume(ROOT)).result()
     assert second.status == "completed"
-    assert msgspec.json.decode(second.output["answer"]) == {
+    assert msgspec.json.decode(second.output.answer) == {
         "error": "WorkspaceFileNotFoundError: workspace 'notes' has no file 'draft.md'"
     }
 
@@ -631,7 +631,7 @@ async def test_a_local_workspace_survives_a_process_restart(tmp_path: Path) -> N
                 await executor.submit_tool_result(ROOT, pending, result="yes")
                 done = await (await executor.resume(ROOT)).result()
         assert done.status == "completed"
-        assert msgspec.json.decode(done.output["answer"]) == {
+        assert msgspec.json.decode(done.output.answer) == {
             "workspace": "notes",
             "path": "draft.md",
             "content": "kept across runs",

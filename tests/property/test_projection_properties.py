@@ -21,6 +21,7 @@ from helix_agents import (
     HostClaimed,
     Interrupted,
     MessageAppended,
+    MessageQueued,
     RunStarted,
     SessionCreated,
     SessionProjector,
@@ -84,6 +85,7 @@ def test_state_agrees_with_a_plain_reading_of_the_log(log: list[Event]) -> None:
     messages: list[Any] = list(created.messages)
     awaiting: list[str] = []  # calls of the last assistant turn without a result yet
     deferred: list[Any] = []  # input given meanwhile: joins after the turn's last result
+    queued: list[Any] = []  # follow-ups queued during a run, not taken in yet
     custom_state = created.initial_state
     host_id = None
     steps = run_step = 0
@@ -93,8 +95,11 @@ def test_state_agrees_with_a_plain_reading_of_the_log(log: list[Event]) -> None:
     for event in log[1:]:
         match event:
             case RunStarted():
-                (deferred if awaiting else messages).extend(event.messages)
+                (deferred if awaiting else messages).extend([*queued, *event.messages])
+                queued = []
                 run_step = 0
+            case MessageQueued():
+                queued += event.messages
             case MessageAppended(message=AssistantMessage() as message):
                 messages.append(message)
                 awaiting = [call.id for call in message.tool_calls]
@@ -110,6 +115,8 @@ def test_state_agrees_with_a_plain_reading_of_the_log(log: list[Event]) -> None:
             case StepStarted():
                 steps += 1
                 run_step = event.step
+                (deferred if awaiting else messages).extend(queued[: event.taken])
+                queued = queued[event.taken :]
             case StateUpdated():
                 custom_state = event.state
             case HostClaimed():
@@ -133,6 +140,7 @@ def test_state_agrees_with_a_plain_reading_of_the_log(log: list[Event]) -> None:
     assert state.messages == messages
     assert state.awaiting_results == awaiting
     assert state.deferred_messages == deferred
+    assert state.queued_messages == queued
     # A tool call and its result stay adjacent: no user input between a turn and its results.
     for before, after in zip(state.messages, state.messages[1:], strict=False):
         if isinstance(before, AssistantMessage) and before.tool_calls:

@@ -35,12 +35,14 @@ from helix_agents import (
     InterruptRequested,
     LogError,
     MessageAppended,
+    MessageQueued,
     OutputChunk,
     PendingInput,
     RemoteRef,
     RunStarted,
     SessionCreated,
     StateUpdated,
+    StepRestarted,
     StepStarted,
     SubAgentEnd,
     SubAgentStart,
@@ -106,11 +108,16 @@ SAMPLES: dict[type[EventBase], Event] = {
         parent_tool_call_id="call_0",
         ancestors=["root"],
         workspace_session_id="root",
+        trace_context={"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
     ),
     RunStarted: RunStarted(
-        **env(), run_id="run-2", mode="continue", messages=[UserMessage(content="and Nice?")]
+        **env(),
+        run_id="run-2",
+        mode="continue",
+        messages=[UserMessage(content="and Nice?")],
+        message_id="msg-7",
     ),
-    StepStarted: StepStarted(**env(), step=4),
+    StepStarted: StepStarted(**env(), step=4, taken=2),
     InterruptRequested: InterruptRequested(**env(), reason="user pressed stop"),
     AbortRequested: AbortRequested(**env(), reason="tenant deleted"),
     Interrupted: Interrupted(**env(), reason="user pressed stop"),
@@ -125,6 +132,9 @@ SAMPLES: dict[type[EventBase], Event] = {
             content="let me look",
             tool_calls=[ToolCall(id="call_1", name="search", arguments={"q": "x"})],
         ),
+    ),
+    MessageQueued: MessageQueued(
+        **env(), messages=[UserMessage(content="also Grenoble")], message_id="msg-8"
     ),
     StateUpdated: StateUpdated(**env(), state={"notes": ["n1"], "nested": {"k": [1, 2.5, None]}}),
     UsageRecorded: UsageRecorded(
@@ -172,6 +182,9 @@ SAMPLES: dict[type[EventBase], Event] = {
     OutputChunk: OutputChunk(**env(), **agent(), output={"answer": 42}),
     ErrorChunk: ErrorChunk(**env(), **agent(), error="rate limited", recoverable=True),
     CustomChunk: CustomChunk(**env(), **agent(), name="progress", data={"pct": 50}),
+    StepRestarted: StepRestarted(
+        **env(), **agent(), step=3, discard_from=41, discard_deltas=5, discard_chars=123
+    ),
     InputRequired: InputRequired(
         **env(),
         **agent(),
@@ -198,7 +211,7 @@ SAMPLES: dict[type[EventBase], Event] = {
         input={"topic": "Lyon"},
         remote=RemoteRef(transport="http", remote_agent_type="researcher", url="http://h:1"),
     ),
-    SubSessionResumed: SubSessionResumed(**env(), sub_session_id=CHILD),
+    SubSessionResumed: SubSessionResumed(**env(), sub_session_id=CHILD, tool_call_id="call_9"),
     SubSessionSuspended: SubSessionSuspended(
         **env(), sub_session_id=CHILD, reason="approval", tool_call_ids=["call_8"]
     ),
@@ -278,6 +291,7 @@ DOCUMENTED_TAGS: dict[type[EventBase], str] = {
     Failed: "failed",
     HostClaimed: "host_claimed",
     MessageAppended: "message_appended",
+    MessageQueued: "message_queued",
     StateUpdated: "state_updated",
     UsageRecorded: "usage_recorded",
     TextDelta: "text_delta",
@@ -289,6 +303,7 @@ DOCUMENTED_TAGS: dict[type[EventBase], str] = {
     ErrorChunk: "error",
     CustomChunk: "custom",
     InputRequired: "input_required",
+    StepRestarted: "step_restarted",
     SubSessionStarted: "sub_session_started",
     SubSessionResumed: "sub_session_resumed",
     SubSessionSuspended: "sub_session_suspended",
@@ -327,7 +342,7 @@ def test_samples_and_documented_tags_cover_every_event_type() -> None:
     assert all(type(sample) is cls for cls, sample in SAMPLES.items())
 
 
-def test_chunk_types_are_the_nine_stream_chunks() -> None:
+def test_chunk_types_are_the_ten_stream_chunks() -> None:
     expected = (
         TextDelta,
         ToolStart,
@@ -338,6 +353,7 @@ def test_chunk_types_are_the_nine_stream_chunks() -> None:
         ErrorChunk,
         CustomChunk,
         InputRequired,
+        StepRestarted,
     )
     assert tuple(CHUNK_TYPES) == expected
     assert set(CHUNK_TYPES) <= set(EVENT_TYPES)

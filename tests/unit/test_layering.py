@@ -1,4 +1,4 @@
-"""The import arrows point one way: server -> transports/stores -> core.
+"""The import arrows point one way: server -> transports/stores -> core (and otel -> core).
 
 ``core/`` (``helix_agents``) never imports ``helix_agents.stores``,
 ``.transports`` or ``.server``, and ``stores/`` and ``transports/`` never
@@ -23,8 +23,13 @@ RULES = {
     ),
     "stores": ("helix_agents.stores", ("helix_agents.server",)),
     "transports": ("helix_agents.transports", ("helix_agents.server",)),
+    # tracing on OpenTelemetry: the Tracer seam of core, nothing else of ours
+    "otel": (
+        "helix_agents.otel",
+        ("helix_agents.stores", "helix_agents.transports", "helix_agents.server"),
+    ),
 }
-FOLDERS = ("core", "stores", "transports", "server")
+FOLDERS = ("core", "stores", "transports", "server", "otel")
 """Folder names: importing one of them by name means importing by folder, not by package."""
 
 

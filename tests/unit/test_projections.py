@@ -32,6 +32,8 @@ from helix_agents import (
     InterruptRequested,
     LogError,
     MessageAppended,
+    MessageQueued,
+    MessageReceipt,
     OutputChunk,
     PendingApproval,
     PendingClientTool,
@@ -43,6 +45,7 @@ from helix_agents import (
     SessionState,
     StateUpdated,
     StatusSnapshot,
+    StepRestarted,
     StepStarted,
     StreamItem,
     SubAgentEnd,
@@ -140,6 +143,7 @@ CHUNK_FIELDS: dict[type[Any], dict[str, Any]] = {
     OutputChunk: {"output": {"a": 1}},
     ErrorChunk: {"error": "e", "recoverable": True},
     CustomChunk: {"name": "n", "data": [1]},
+    StepRestarted: {"step": 2, "discard_from": 1, "discard_deltas": 1, "discard_chars": 4},
     InputRequired: {
         "pending": [
             PendingInput(
@@ -532,6 +536,7 @@ def test_sub_session_lifecycle_as_the_parent_sees_it() -> None:
         name="researcher",
         remote=remote,
         started_seq=3,
+        spawn_call_id="call_r",
     )
     assert log.state().sub_sessions == {CHILD: ref}
 
@@ -563,9 +568,11 @@ def test_sub_session_lifecycle_as_the_parent_sees_it() -> None:
     ref.completion_delivered = True
     assert log.state().sub_sessions[CHILD] == ref
 
-    # Re-consulting the companion: it runs again and its next completion is undelivered.
-    log.add(SubSessionResumed, sub_session_id=CHILD)
+    # Re-consulting the companion: it runs again and its next completion is undelivered;
+    # the call that re-consulted it owns the new turn.
+    log.add(SubSessionResumed, sub_session_id=CHILD, tool_call_id="call_send")
     ref.status, ref.completion_delivered, ref.finished_seq = "running", False, None
+    ref.tool_call_id = "call_send"
     assert log.state().sub_sessions[CHILD] == ref
 
     finished = log.add(SubSessionFinished, sub_session_id=CHILD, status="failed", error="boom")
@@ -598,6 +605,7 @@ def test_respawning_a_persistent_child_resets_it_and_keeps_its_child_seq() -> No
     assert (ref.output, ref.error, ref.finished_seq) == (None, None, None)
     assert ref.last_child_seq == 4  # the child's log continues: old seqs stay duplicates
     assert ref.started_seq == 3
+    assert (ref.tool_call_id, ref.spawn_call_id) == ("call_2", "call_1")  # the turn's owner
     assert len(log.state().sub_sessions) == 1
     forwarded(log, 5)
     assert log.state().sub_sessions[CHILD].last_child_seq == 5
@@ -916,3 +924,71 @@ def test_corrupt_log_messages_say_what_is_wrong() -> None:
         project_state(CORRUPT_LOGS["finished unknown child"])
     with pytest.raises(CorruptLogError, match=f"{CHILD}#2"):
         project_state(CORRUPT_LOGS["forwarded child seq repeated"])
+
+
+# --- follow-up messages: queued, taken, remembered by id -------------------------------------
+
+
+def test_a_queued_message_waits_until_a_step_takes_it() -> None:
+    log = Log().started(messages=[UserMessage(content="hi")])
+    log.add(MessageQueued, messages=[UserMessage(content="q1")], message_id="m1")
+    log.add(MessageQueued, messages=[UserMessage(content="q2")])
+    state = log.state()
+    assert [m.content for m in state.queued_messages] == ["q1", "q2"]
+    assert [m.content for m in state.messages if isinstance(m, UserMessage)] == ["hi"]
+    assert state.message_ids["m1"] == MessageReceipt(
+        run_id="run-1", messages=[UserMessage(content="q1")], queued=True
+    )
+    log.add(StepStarted, step=1, taken=1)
+    state = log.state()
+    assert [m.content for m in state.messages if isinstance(m, UserMessage)] == ["hi", "q1"]
+    assert [m.content for m in state.queued_messages] == ["q2"]
+
+
+def test_a_step_taking_more_than_is_queued_is_a_corrupt_log() -> None:
+    log = Log().started()
+    log.add(MessageQueued, messages=[UserMessage(content="q1")])
+    log.add(StepStarted, step=1, taken=2)
+    with pytest.raises(CorruptLogError, match="takes 2 queued messages"):
+        log.state()
+
+
+def test_a_new_run_takes_the_queue_before_its_own_messages() -> None:
+    log = Log().started(messages=[UserMessage(content="hi")])
+    log.add(Completed, output="done")
+    log.add(MessageQueued, messages=[UserMessage(content="late")])
+    log.add(
+        RunStarted,
+        run_id="run-2",
+        mode="continue",
+        messages=[UserMessage(content="next")],
+        message_id="m2",
+    )
+    state = log.state()
+    assert [m.content for m in state.messages if isinstance(m, UserMessage)] == [
+        "hi",
+        "late",
+        "next",
+    ]
+    assert state.queued_messages == []
+    assert (state.status, state.output, state.run_id) == ("running", None, "run-2")
+    assert state.message_ids["m2"] == MessageReceipt(
+        run_id="run-2", messages=[UserMessage(content="next")]
+    )
+
+
+def test_a_message_taken_while_results_are_missing_waits_for_them() -> None:
+    log = Log().started()
+    log.add(
+        MessageAppended,
+        message=AssistantMessage(tool_calls=[ToolCall(id="c1", name="search")]),
+    )
+    log.add(MessageQueued, messages=[UserMessage(content="q")])
+    log.add(StepStarted, step=1, taken=1)
+    state = log.state()
+    assert [m.content for m in state.deferred_messages if isinstance(m, UserMessage)] == ["q"]
+    log.add(
+        MessageAppended,
+        message=ToolResultMessage(tool_call_id="c1", tool_name="search", content="r"),
+    )
+    assert isinstance(log.state().messages[-1], UserMessage)

@@ -9,13 +9,14 @@ in the log after its append returned, or not return at all.
 from __future__ import annotations
 
 import threading
+from functools import partial
 from pathlib import Path
 
 import anyio
 import anyio.to_thread
 
 from helix_agents import SessionCreated, TextDelta
-from helix_agents.stores import SqliteEventStore
+from helix_agents.stores import SqliteEventStore, check_store
 
 
 def _created(session_id: str) -> SessionCreated:
@@ -35,13 +36,13 @@ async def test_a_leader_cancelled_before_its_commit_still_commits_the_batch(
     await store.append("lead", [_created("lead")], 0)
     await store.append("follow", [_created("follow")], 0)
     release = threading.Event()
-    limiter = anyio.to_thread.current_default_thread_limiter()
+    limiter, _ = store._limiters()  # the thread its commits run on
     follower_returned = anyio.Event()
     with anyio.fail_after(20):
         async with anyio.create_task_group() as tg:
-            # Take every worker thread, so the leader's commit has to wait for one.
+            # Take the store's commit thread, so the leader's commit has to wait for it.
             for _ in range(int(limiter.total_tokens)):
-                tg.start_soon(anyio.to_thread.run_sync, release.wait)
+                tg.start_soon(partial(anyio.to_thread.run_sync, release.wait, limiter=limiter))
             while limiter.borrowed_tokens < limiter.total_tokens:
                 await anyio.lowlevel.checkpoint()
 
@@ -67,3 +68,25 @@ async def test_a_leader_cancelled_before_its_commit_still_commits_the_batch(
     # The taken batch was committed whole, the cancelled leader's append included.
     assert [event.seq for event in await store.read("lead")] == [1, 2]
     await store.close()
+
+
+async def test_batches_of_any_size_go_in_whole_and_in_order(tmp_path: Path) -> None:
+    """Rows go in a few multi-row statements (powers of two): every size comes back whole."""
+    async with SqliteEventStore(tmp_path / "sizes.db") as store:
+        for session_id, size in (("one", 1), ("three", 3), ("odd", 257), ("big", 1000)):
+            events: list[SessionCreated | TextDelta] = [_created(session_id)]
+            events += [
+                TextDelta(
+                    session_id=session_id,
+                    seq=seq,
+                    ts=2.0,
+                    agent_id=session_id,
+                    agent_type="a",
+                    delta=str(seq),
+                )
+                for seq in range(2, size + 1)
+            ]
+            await store.append(session_id, events, 0)
+            assert await store.read(session_id) == events
+        report = await check_store(store)
+        assert report.ok, report

@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import pytest
 from anyio.abc import TaskGroup
+from followed import Followed, follow
 
 from helix_agents import Event, EventStore, SessionCreated, TextDelta
 from helix_agents.stores import SqliteEventStore
@@ -60,33 +61,6 @@ class CountingReads:
         if self.total >= count:
             reached.set()
         await reached.wait()
-
-
-class Followed(list[Event]):
-    """The events a tail yielded so far; :meth:`reach` waits for more."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.grew = anyio.Event()
-
-    def add(self, event: Event) -> None:
-        self.append(event)
-        self.grew.set()
-        self.grew = anyio.Event()
-
-    async def reach(self, count: int) -> None:
-        while len(self) < count:
-            await self.grew.wait()
-
-
-async def follow(store: EventStore, session_id: str, into: Followed) -> None:
-    """Tail the session into ``into``."""
-    tail = store.tail(session_id)
-    try:
-        async for event in tail:
-            into.add(event)
-    finally:
-        await tail.aclose()  # type: ignore[attr-defined]
 
 
 async def start_tails(tg: TaskGroup, store: EventStore, sessions: list[str]) -> dict[str, Followed]:
@@ -193,4 +167,67 @@ async def test_a_poller_tail_woken_by_its_own_session_passes_the_poller_on(tmp_p
                         created(session_id),
                         *(delta(session_id, seq) for seq in range(2, 5)),
                     ]
+                tg.cancel_scope.cancel()
+
+
+async def follow_from(store: EventStore, session_id: str, from_seq: int, into: Followed) -> None:
+    """Tail the session from ``from_seq`` into ``into``."""
+    tail = store.tail(session_id, from_seq)
+    try:
+        async for event in tail:
+            into.add(event)
+    finally:
+        await tail.aclose()  # type: ignore[attr-defined]
+
+
+async def test_a_tail_starting_where_this_store_left_the_log_does_not_read(
+    tmp_path: Path,
+) -> None:
+    async with SqliteEventStore(tmp_path / "events.db", poll_interval=0.02) as store:
+        await store.append("s", [created("s")], 0)
+        reads = CountingReads(store)
+        seen = Followed()
+        with anyio.fail_after(TIMEOUT):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(follow_from, store, "s", 1, seen)
+                await reads.wait_for(1)  # the poller's first look at the session: one re-read
+                await store.append("s", [delta("s", 2)], 1)
+                await seen.reach(1)
+                assert seen == [delta("s", 2)]
+                assert reads.total == 1  # no catch-up read: this store wrote seq 1 last
+                tg.cancel_scope.cancel()
+
+
+async def test_a_tail_starting_at_an_end_written_elsewhere_still_gets_what_follows(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "events.db"
+    async with (
+        SqliteEventStore(path, poll_interval=0.02) as store,
+        SqliteEventStore(path, poll_interval=None) as other,
+    ):
+        await store.append("s", [created("s")], 0)
+        with anyio.fail_after(TIMEOUT):
+            async with anyio.create_task_group() as tg:
+                # A first tail watches the session; the poller sees the other
+                # process's append and that tail gets it.
+                first = Followed()
+                tg.start_soon(follow_from, store, "s", 1, first)
+                await other.append("s", [delta("s", 2)], 1)
+                await first.reach(1)
+                # A tail starting where this store last wrote (seq 1) must read:
+                # the log goes on past it, written elsewhere.
+                second = Followed()
+                tg.start_soon(follow_from, store, "s", 1, second)
+                await second.reach(1)
+                assert second == [delta("s", 2)]
+                # Unwatched, then written elsewhere: the poller's first look tells.
+                tg.cancel_scope.cancel()
+        await other.append("s", [delta("s", 3)], 2)
+        with anyio.fail_after(TIMEOUT):
+            async with anyio.create_task_group() as tg:
+                third = Followed()
+                tg.start_soon(follow_from, store, "s", 2, third)
+                await third.reach(1)
+                assert third == [delta("s", 3)]
                 tg.cancel_scope.cancel()

@@ -1,0 +1,126 @@
+"""``helix-agents chat MODULE:ATTR AGENT``: a conversation with one agent at the terminal.
+
+Each line typed is a turn of one session: the first starts it (or, for an
+existing ``--session``, is a follow-up), every later one is a follow-up
+message (``send_message``: a new turn with the conversation's memory). The
+turn's stream is printed live: the model's text as it arrives, tool calls,
+sub-agents and companions as lines; then its output. The session's log is in
+the store, so a conversation can be replayed, exported, or taken up again
+later with ``--session``. The model is whatever the agent uses (a scripted
+one, ``OpenAIChatLLM``...).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+
+import msgspec
+
+from helix_agents import (
+    AgentConfig,
+    AgentExecutor,
+    AgentHandle,
+    AgentServerError,
+    TextDelta,
+)
+from helix_agents.stores import open_store
+
+from .timeline import StreamPrinter
+
+__all__ = ["EXIT_WORDS", "ChatError", "run_chat"]
+
+Ask = Callable[[str], Awaitable[str | None]]
+"""Show a prompt and return the line typed (None at the end of input)."""
+
+Write = Callable[[str], None]
+"""Write text as it is (no newline added): the model's text streams in pieces."""
+
+EXIT_WORDS = ("/exit", "/quit")
+"""Lines that end the conversation (as does the end of input)."""
+
+
+class ChatError(Exception):
+    """The conversation cannot go on (its session failed, or it refused a message)."""
+
+
+async def run_chat(
+    agents: list[AgentConfig],
+    agent_type: str,
+    *,
+    store_url: str,
+    session_id: str | None,
+    ask: Ask,
+    write: Write,
+) -> str:
+    """Talk to ``agent_type`` until the end of input or an exit word; return the session id.
+
+    Raises:
+        ChatError: the agent type is not among ``agents``, a turn failed (a
+            failed session takes no more turns), or the session refused.
+    """
+    agent = next((candidate for candidate in agents if candidate.name == agent_type), None)
+    if agent is None:
+        names = ", ".join(sorted(candidate.name for candidate in agents))
+        raise ChatError(f"no agent {agent_type!r} in the target (it has: {names})")
+    session_id = session_id or f"chat-{uuid.uuid4().hex[:8]}"
+    store = await open_store(store_url)
+    try:
+        async with AgentExecutor(store, agents) as executor:
+            exists = bool(await store.read(session_id))
+            write(f"chat with {agent_type}: session {session_id} in {store_url}\n")
+            write(f"type a message; {' or '.join(EXIT_WORDS)} or end of input to stop\n")
+            while True:
+                line = await ask("you> ")
+                if line is None:
+                    write("\n")
+                    break
+                text = line.strip()
+                if text in EXIT_WORDS:
+                    break
+                if not text:
+                    continue
+                try:
+                    if exists:
+                        handle = await executor.send_message(session_id, text)
+                    else:
+                        handle = await executor.execute(agent, text, session_id=session_id)
+                        exists = True
+                except AgentServerError as exc:
+                    raise ChatError(f"session {session_id!r} refused the message: {exc}") from exc
+                await _print_turn(handle, write)
+    finally:
+        await store.close()
+    return session_id
+
+
+async def _print_turn(handle: AgentHandle, write: Write) -> None:
+    """Print a turn's stream live, then how it ended."""
+    printer = StreamPrinter(handle.session_id)
+    in_text = False
+    async for item in handle.stream():
+        chunk = item.chunk
+        if isinstance(chunk, TextDelta) and chunk.agent_id == handle.session_id:
+            if not in_text:
+                write(f"{chunk.agent_type}> ")
+                in_text = True
+            write(chunk.delta)
+            continue
+        if in_text:
+            write("\n")
+            in_text = False
+        write(printer.format(item) + "\n")
+    if in_text:
+        write("\n")
+    result = await handle.result()
+    if result.status == "completed":
+        shown = result.output if isinstance(result.output, str) else _json(result.output)
+        write(f"= {shown}\n")
+        return
+    if result.status == "failed":
+        raise ChatError(f"the turn failed: {result.error}")
+    write(f"({result.status}{': ' + result.error if result.error else ''})\n")
+
+
+def _json(value: object) -> str:
+    return msgspec.json.encode(value).decode()

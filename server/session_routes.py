@@ -1,0 +1,65 @@
+"""``GET /sessions``: the gateway's session list (``specs/http.md``), over a ``SessionCatalog``.
+
+Query parameters: ``status``, ``agent``, ``topLevel`` (``true``/``false``),
+``limit`` (1-500, default 50) and ``cursor`` (a previous page's
+``nextCursor``). The answer is a :class:`~helix_agents.session_list.SessionListPage`.
+A gateway whose target has no store of its own (it fronts another gateway)
+answers ``NOT_FOUND``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+
+from helix_agents import AgentServerError
+from helix_agents.session_list import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, SessionCatalog
+
+from .ui import store_of
+
+__all__ = ["session_list_endpoint"]
+
+_encoder = msgspec.json.Encoder()
+
+
+def _flag(name: str, raw: str | None) -> bool:
+    if raw is None or raw == "false":
+        return False
+    if raw == "true":
+        return True
+    raise AgentServerError("INVALID_REQUEST", f"{name} must be true or false, not {raw!r}")
+
+
+def _limit(raw: str | None) -> int:
+    if raw is None:
+        return DEFAULT_PAGE_SIZE
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_PAGE_SIZE:
+        raise AgentServerError(
+            "INVALID_REQUEST", f"limit must be an integer from 1 to {MAX_PAGE_SIZE}, not {raw!r}"
+        )
+    return int(raw)
+
+
+def session_list_endpoint(target: Any) -> Callable[[Request], Awaitable[Response]]:
+    """The ``GET /sessions`` handler for a gateway in front of ``target``."""
+    store = store_of(target)
+    catalog = None if store is None else SessionCatalog(store)
+
+    async def sessions(request: Request) -> Response:
+        if catalog is None:
+            raise AgentServerError("NOT_FOUND", "this gateway has no session store to list")
+        params = request.query_params
+        page = await catalog.page(
+            status=params.get("status"),
+            agent_type=params.get("agent"),
+            top_level=_flag("topLevel", params.get("topLevel")),
+            limit=_limit(params.get("limit")),
+            cursor=params.get("cursor"),
+        )
+        return Response(_encoder.encode(page), media_type="application/json")
+
+    return sessions

@@ -1,0 +1,118 @@
+"""What the front-end stream projections share: the agent tree a stream reveals, and frame ids.
+
+A session's stream flattens its whole delegation tree: every chunk names the
+agent that emitted it (``agentId``, a session id) and ``subagent_start``
+chunks name a child and its parent. :class:`AgentTree` rebuilds the tree from
+those chunks alone, so a projection works on any stream (an ``AgentServer``,
+a NATS fleet, another gateway) without reading the logs of the children.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from helix_agents.events import Chunk, SubAgentEnd, SubAgentStart
+
+__all__ = ["AgentNode", "AgentTree", "Frame", "builtins"]
+
+
+@dataclass
+class Frame:
+    """One part of a projected stream: its JSON object, and the log sequence it closes, if any."""
+
+    data: dict[str, Any]
+    sequence: int | None = None
+
+
+@dataclass
+class AgentNode:
+    """One agent of the streamed tree."""
+
+    agent_id: str
+    agent_type: str
+    parent_id: str | None = None
+    tool_call_id: str | None = None
+    depth: int = 0
+    children: list[str] = field(default_factory=list)
+
+    def describe(self) -> dict[str, Any]:
+        """The node as the projections show it (camelCase)."""
+        info: dict[str, Any] = {
+            "agentId": self.agent_id,
+            "agentType": self.agent_type,
+            "depth": self.depth,
+        }
+        if self.parent_id is not None:
+            info["parentAgentId"] = self.parent_id
+        if self.tool_call_id is not None:
+            info["toolCallId"] = self.tool_call_id
+        return info
+
+
+class AgentTree:
+    """The agents a stream has shown so far, rooted at the streamed session."""
+
+    def __init__(self, root_id: str) -> None:
+        self.root_id = root_id
+        self.nodes: dict[str, AgentNode] = {root_id: AgentNode(root_id, "")}
+
+    def saw(self, chunk: Chunk) -> AgentNode:
+        """The node of the chunk's agent (created at depth 1 if no ``subagent_start`` named it)."""
+        node = self.nodes.get(chunk.agent_id)
+        if node is None:
+            node = AgentNode(chunk.agent_id, chunk.agent_type, self.root_id, None, 1)
+            self.nodes[chunk.agent_id] = node
+        elif not node.agent_type:
+            node.agent_type = chunk.agent_type
+        return node
+
+    def started(self, chunk: SubAgentStart) -> AgentNode:
+        """Record the child a ``subagent_start`` opens; return its node."""
+        parent = self.saw(chunk)
+        node = AgentNode(
+            chunk.sub_agent_id,
+            chunk.sub_agent_type,
+            parent.agent_id,
+            chunk.tool_call_id,
+            parent.depth + 1,
+        )
+        self.nodes[node.agent_id] = node
+        if node.agent_id not in parent.children:
+            parent.children.append(node.agent_id)
+        return node
+
+    def ended(self, chunk: SubAgentEnd) -> AgentNode:
+        """The node of the child a ``subagent_end`` closes (recorded now if never started)."""
+        node = self.nodes.get(chunk.sub_agent_id)
+        if node is not None:
+            return node
+        start = SubAgentStart(
+            agent_id=chunk.agent_id,
+            agent_type=chunk.agent_type,
+            sub_agent_id=chunk.sub_agent_id,
+            sub_agent_type=chunk.sub_agent_type,
+            tool_call_id=chunk.tool_call_id,
+            parent_session_id=chunk.parent_session_id,
+        )
+        return self.started(start)
+
+    def is_root(self, agent_id: str) -> bool:
+        """True for the streamed session itself."""
+        return agent_id == self.root_id
+
+    def call_id(self, agent_id: str, tool_call_id: str) -> str:
+        """A tool call's id on the projected stream, unique across the tree.
+
+        The root's calls keep their own id (the one ``/submit-tool-result``
+        takes); a descendant's is prefixed with its agent id, since two agents'
+        models may pick the same call id.
+        """
+        return tool_call_id if self.is_root(agent_id) else f"{agent_id}:{tool_call_id}"
+
+
+def builtins(value: Any) -> Any:
+    """A msgspec struct (or anything) as plain JSON-ready values."""
+    return msgspec.to_builtins(value)

@@ -1,0 +1,624 @@
+// The helix-agents inspector (specs/ui.md). No build step: a plain ES module.
+//
+// /ui                 the session list (GET sessions?topLevel=true)
+// /ui?session=ID      one session tree: GET snapshot, then GET sse from the
+//                     snapshot's sequence, folding each chunk with the same
+//                     rules as the server's fold (server/ui/view.py).
+// A bearer token given as /ui#token=T is kept for the tab and sent on every
+// data request.
+
+const $ = (id) => document.getElementById(id);
+const PAGE = 50;
+
+// --- requests ------------------------------------------------------------
+
+function token() {
+  const match = location.hash.match(/token=([^&]+)/);
+  if (match) sessionStorage.setItem("helix-token", decodeURIComponent(match[1]));
+  return sessionStorage.getItem("helix-token");
+}
+
+function headers(extra = {}) {
+  const bearer = token();
+  return bearer ? { ...extra, Authorization: `Bearer ${bearer}` } : extra;
+}
+
+function url(path, params = {}) {
+  const target = new URL(path, location.href);
+  for (const [key, value] of Object.entries(params)) {
+    if (value !== null && value !== undefined && value !== "") target.searchParams.set(key, value);
+  }
+  return target;
+}
+
+class RequestError extends Error {
+  constructor(status, body) {
+    super(body && body.error ? `${body.code}: ${body.error}` : `HTTP ${status}`);
+    this.status = status;
+  }
+}
+
+async function getJson(path, params) {
+  const response = await fetch(url(path, params), { headers: headers(), cache: "no-store" });
+  const body = await response.json().catch(() => null);
+  if (!response.ok) throw new RequestError(response.status, body);
+  return body;
+}
+
+async function postJson(path, payload) {
+  const response = await fetch(url(path), {
+    method: "POST",
+    headers: headers({ "Content-Type": "application/json" }),
+    body: JSON.stringify(payload),
+  });
+  const body = await response.json().catch(() => null);
+  if (!response.ok) throw new RequestError(response.status, body);
+  return body;
+}
+
+function problem(message) {
+  const box = $("problem");
+  box.hidden = !message;
+  box.textContent = message || "";
+  if (message && /UNAUTHORIZED/.test(message)) {
+    box.textContent += " (open this page as ui#token=YOUR_TOKEN)";
+  }
+}
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key === "class") node.className = value;
+    else if (key === "text") node.textContent = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (value !== null && value !== undefined && value !== false) node.setAttribute(key, value);
+  }
+  for (const child of children) if (child) node.append(child);
+  return node;
+}
+
+function json(value) {
+  return value === undefined ? "null" : JSON.stringify(value, null, 2);
+}
+
+function badge(status) {
+  return el("span", { class: `badge ${status}`, "data-status": status, text: status });
+}
+
+function duration(seconds) {
+  if (!(seconds >= 0)) return "";
+  if (seconds < 60) return `${seconds.toFixed(1)} s`;
+  const minutes = Math.floor(seconds / 60);
+  return `${minutes}m ${String(Math.floor(seconds % 60)).padStart(2, "0")}s`;
+}
+
+// --- the session list ------------------------------------------------------
+
+const list = { cursors: [null], index: 0 };
+
+async function loadList() {
+  const cursor = list.cursors[list.index];
+  try {
+    const page = await getJson("sessions", {
+      status: $("status-filter").value,
+      agent: $("agent-filter").value.trim(),
+      topLevel: "true",
+      limit: PAGE,
+      cursor,
+    });
+    problem(null);
+    renderList(page);
+  } catch (error) {
+    problem(`could not list sessions: ${error.message}`);
+  }
+}
+
+function renderList(page) {
+  const now = Date.now() / 1000;
+  const rows = page.sessions.map((row) => {
+    const link = el("a", { href: `ui?session=${encodeURIComponent(row.sessionId)}` + location.hash });
+    link.textContent = row.sessionId;
+    const end = row.status === "running" || row.status === "paused" ? now : row.updatedTs;
+    return el(
+      "tr",
+      { "data-session-id": row.sessionId },
+      el("td", {}, link),
+      el("td", { text: row.agentType }),
+      el("td", {}, badge(row.status)),
+      el("td", { text: new Date(row.createdTs * 1000).toLocaleString() }),
+      el("td", { text: duration(end - row.createdTs) }),
+    );
+  });
+  document.querySelector("#sessions tbody").replaceChildren(...rows);
+  $("sessions-empty").hidden = rows.length > 0;
+  if (page.nextCursor) list.cursors[list.index + 1] = page.nextCursor;
+  else list.cursors.length = list.index + 1;
+  $("older").disabled = !page.nextCursor;
+  $("newer").disabled = list.index === 0;
+}
+
+function showList() {
+  $("list-page").hidden = false;
+  const query = new URLSearchParams(location.search);
+  $("status-filter").value = query.get("status") || "";
+  $("agent-filter").value = query.get("agentType") || "";
+  $("list-filter").addEventListener("submit", (event) => {
+    event.preventDefault();
+    list.cursors = [null];
+    list.index = 0;
+    loadList();
+  });
+  $("status-filter").addEventListener("change", () => $("list-filter").requestSubmit());
+  $("older").addEventListener("click", () => {
+    list.index += 1;
+    loadList();
+  });
+  $("newer").addEventListener("click", () => {
+    list.index = Math.max(0, list.index - 1);
+    loadList();
+  });
+  loadList();
+}
+
+// --- the fold: the same rules as server/ui/view.py ---------------------------
+
+function agentNode(view, agentId, agentType) {
+  let node = view.agents[agentId];
+  if (!node) {
+    node = view.agents[agentId] = {
+      agentId, agentType, parentId: null, toolCallId: null, status: "running", entries: [], usage: null,
+    };
+  }
+  return node;
+}
+
+function discardText(node, chars) {
+  // Characters are code points, as in Python: Array.from splits by code point.
+  while (chars > 0 && node.entries.length && node.entries.at(-1).kind === "text") {
+    const last = node.entries.at(-1);
+    const points = Array.from(last.text);
+    if (points.length > chars) {
+      last.text = points.slice(0, points.length - chars).join("");
+      return;
+    }
+    chars -= points.length;
+    node.entries.pop();
+  }
+}
+
+function answered(view, toolCallId) {
+  view.pending = view.pending.filter((entry) => entry.toolCallId !== toolCallId);
+}
+
+function apply(view, sequence, chunk) {
+  view.at = Math.max(view.at, sequence);
+  const node = agentNode(view, chunk.agentId, chunk.agentType);
+  if (node.status === "paused" && chunk.type !== "input_required") node.status = "running";
+  switch (chunk.type) {
+    case "text_delta": {
+      const last = node.entries.at(-1);
+      if (last && last.kind === "text") last.text += chunk.delta;
+      else node.entries.push({ kind: "text", text: chunk.delta });
+      break;
+    }
+    case "step_restarted":
+      discardText(node, chunk.discardChars || 0);
+      break;
+    case "tool_start":
+      node.entries.push({
+        kind: "tool", toolCallId: chunk.toolCallId, toolName: chunk.toolName,
+        arguments: chunk.arguments ?? null, result: null, error: null, done: false,
+      });
+      answered(view, chunk.toolCallId);
+      break;
+    case "tool_end": {
+      let entry = node.entries.findLast((e) => e.kind === "tool" && e.toolCallId === chunk.toolCallId);
+      if (!entry) {
+        entry = { kind: "tool", toolCallId: chunk.toolCallId, toolName: chunk.toolName, arguments: null };
+        node.entries.push(entry);
+      }
+      Object.assign(entry, { result: chunk.result ?? null, error: chunk.error ?? null, done: true });
+      answered(view, chunk.toolCallId);
+      break;
+    }
+    case "subagent_start": {
+      const child = agentNode(view, chunk.subAgentId, chunk.subAgentType);
+      Object.assign(child, { parentId: chunk.agentId, toolCallId: chunk.toolCallId, status: "running" });
+      node.entries.push({ kind: "agent", agentId: chunk.subAgentId });
+      break;
+    }
+    case "subagent_end":
+      agentNode(view, chunk.subAgentId, chunk.subAgentType).status = chunk.success ? "completed" : "failed";
+      break;
+    case "output":
+      node.entries.push({ kind: "output", output: chunk.output ?? null });
+      break;
+    case "error":
+      node.entries.push({ kind: "error", error: chunk.error });
+      break;
+    case "custom":
+      node.entries.push({ kind: "custom", name: chunk.name, data: chunk.data ?? null });
+      break;
+    case "input_required":
+      node.status = "paused";
+      if (chunk.agentId === view.rootId) view.pending = chunk.pending || [];
+      break;
+    default:
+      break; // a chunk type newer than this page: nothing to show
+  }
+}
+
+// --- rendering ---------------------------------------------------------------
+
+const USAGE_KEYS = ["inputTokens", "outputTokens", "llmCalls", "toolCalls", "subAgentCalls"];
+
+function rollup(view, agentId, seen = new Set()) {
+  const total = Object.fromEntries(USAGE_KEYS.map((key) => [key, 0]));
+  if (seen.has(agentId)) return total;
+  seen.add(agentId);
+  const node = view.agents[agentId];
+  for (const key of USAGE_KEYS) total[key] += (node.usage && node.usage[key]) || 0;
+  for (const entry of node.entries) {
+    if (entry.kind !== "agent" || !view.agents[entry.agentId]) continue;
+    const child = rollup(view, entry.agentId, seen);
+    for (const key of USAGE_KEYS) total[key] += child[key];
+  }
+  return total;
+}
+
+function usageText(usage) {
+  return `${usage.inputTokens} in / ${usage.outputTokens} out tokens, ` +
+    `${usage.llmCalls} LLM, ${usage.toolCalls} tool, ${usage.subAgentCalls} sub-agent calls`;
+}
+
+const openTools = new Set();
+
+function renderTool(entry) {
+  const mark = !entry.done ? " …" : entry.error ? " ✗" : " ✓";
+  const details = el(
+    "details",
+    { class: "tool", "data-tool-call-id": entry.toolCallId },
+    el("summary", { text: `${entry.toolName}${mark}` }),
+    el("div", { text: "arguments" }),
+    el("pre", { class: "arguments", text: json(entry.arguments) }),
+  );
+  if (entry.done) {
+    details.append(
+      el("div", { text: entry.error ? "error" : "result" }),
+      el("pre", { class: entry.error ? "tool-error" : "result", text: entry.error ?? json(entry.result) }),
+    );
+  }
+  details.open = openTools.has(entry.toolCallId);
+  details.addEventListener("toggle", () => {
+    if (details.open) openTools.add(entry.toolCallId);
+    else openTools.delete(entry.toolCallId);
+  });
+  return details;
+}
+
+function renderAgent(view, agentId, drawn) {
+  const node = view.agents[agentId];
+  drawn.add(agentId);
+  const head = el(
+    "div",
+    { class: "agent-head" },
+    badge(node.status),
+    el("b", { class: "agent-type", text: node.agentType }),
+    el("code", { text: node.agentId }),
+  );
+  const usage = el("span", { class: "usage" });
+  if (node.usage) {
+    usage.textContent = `own: ${usageText(node.usage)}`;
+    const total = rollup(view, agentId);
+    if (total.llmCalls !== node.usage.llmCalls || total.toolCalls !== node.usage.toolCalls ||
+        total.inputTokens !== node.usage.inputTokens || total.outputTokens !== node.usage.outputTokens) {
+      usage.textContent += ` · with sub-agents: ${usageText(total)}`;
+    }
+  } else if (agentId !== view.rootId) {
+    usage.textContent = "usage: not in this store";
+  }
+  head.append(usage);
+  const body = el("div", { class: "agent-body" });
+  for (const entry of node.entries) {
+    if (entry.kind === "text") body.append(el("div", { class: "text", text: entry.text }));
+    else if (entry.kind === "tool") body.append(renderTool(entry));
+    else if (entry.kind === "agent" && view.agents[entry.agentId] && !drawn.has(entry.agentId)) {
+      body.append(renderAgent(view, entry.agentId, drawn));
+    } else if (entry.kind === "output") body.append(el("pre", { class: "output", text: json(entry.output) }));
+    else if (entry.kind === "error") body.append(el("div", { class: "error", text: entry.error }));
+    else if (entry.kind === "custom") body.append(el("pre", { class: "custom", text: `${entry.name}: ${json(entry.data)}` }));
+  }
+  return el("div", { class: "agent", "data-agent-id": agentId, "data-status": node.status }, head, body);
+}
+
+function renderTree(view) {
+  const drawn = new Set();
+  const parts = [renderAgent(view, view.rootId, drawn)];
+  for (const agentId of Object.keys(view.agents)) {
+    if (!drawn.has(agentId)) parts.push(renderAgent(view, agentId, drawn)); // a parent not seen yet
+  }
+  const tree = $("tree");
+  tree.replaceChildren(...parts);
+  tree.dataset.at = String(view.at);
+}
+
+function renderPending(view, live) {
+  const box = $("pending");
+  box.hidden = !view.pending.length;
+  const forms = view.pending.map((entry) => pendingForm(entry, live));
+  $("pending-list").replaceChildren(...forms);
+}
+
+function pendingForm(entry, live) {
+  const note = el("div", { class: "form-problem error" });
+  const form = el(
+    "form",
+    { class: "entry-form", "data-tool-call-id": entry.toolCallId, "data-kind": entry.kind },
+    el("div", {}, el("b", { text: entry.kind === "approval" ? "approve " : "result for " }),
+      el("code", { text: entry.toolName }), el("span", { text: ` (${entry.ownerSessionId})` })),
+    el("pre", { class: "arguments", text: json(entry.arguments) }),
+  );
+  if (entry.expiresAt) {
+    const when = new Date(entry.expiresAt * 1000).toLocaleTimeString();
+    form.append(el("div", { class: "expires", text: `resolves by itself at ${when} if not answered` }));
+  }
+  const send = async (path, payload) => {
+    try {
+      await postJson(path, { sessionId: session.rootId, toolCallId: entry.toolCallId, ...payload });
+      answered(session.live, entry.toolCallId);
+      schedule();
+    } catch (error) {
+      note.textContent = error.message;
+    }
+  };
+  if (!live) {
+    form.append(el("div", { text: "(move the slider to live to answer)" }));
+  } else if (entry.kind === "approval") {
+    const reason = el("input", { name: "reason", placeholder: "reason (optional)", size: 30 });
+    form.append(
+      reason,
+      el("button", { type: "button", name: "approve", text: "approve", onclick: () => send("submit-approval", { approved: true }) }),
+      el("button", { type: "button", name: "deny", text: "deny",
+        onclick: () => send("submit-approval", { approved: false, reason: reason.value || undefined }) }),
+    );
+  } else {
+    const result = el("textarea", { name: "result", placeholder: "result as JSON" });
+    form.append(
+      result,
+      el("button", { type: "button", name: "send-result", text: "send result", onclick: () => {
+        let value;
+        try {
+          value = JSON.parse(result.value || "null");
+        } catch (error) {
+          note.textContent = `not JSON: ${error.message}`;
+          return;
+        }
+        send("submit-tool-result", { result: value });
+      } }),
+      el("button", { type: "button", name: "send-error", text: "send error",
+        onclick: () => send("submit-tool-result", { error: result.value || "refused" }) }),
+    );
+  }
+  form.append(note);
+  return form;
+}
+
+// --- the session view: snapshot, then the live tail ---------------------------
+
+const session = {
+  rootId: null,
+  live: null, // the fold of everything read so far
+  shown: null, // a snapshot the slider asked for, or null when showing live
+  lastSeq: 0,
+  latest: 0,
+  ended: false,
+  reconnects: 0,
+  frame: 0,
+  refresh: 0, // the pending usage refresh's timer
+  refreshAgain: false, // chunks came while it was pending: take another after it
+  asked: 0, // how many times the slider asked for a sequence
+};
+
+function schedule() {
+  if (!session.frame) session.frame = requestAnimationFrame(render);
+}
+
+function render() {
+  session.frame = 0;
+  const view = session.shown || session.live;
+  renderTree(view);
+  renderPending(view, !session.shown);
+  const status = view.agents[view.rootId].status;
+  $("root-status").className = `badge ${status}`;
+  $("root-status").textContent = status;
+  $("root-status").dataset.status = status;
+  const top = Math.max(session.lastSeq, session.latest, 1);
+  const slider = $("slider");
+  slider.max = String(top);
+  $("seq").max = String(top);
+  if (!session.shown) {
+    slider.value = String(top);
+    $("seq").value = String(session.live.at || top);
+  }
+  $("seq-of").textContent = `of ${top}`;
+  $("mode").textContent = session.shown ? `showing the tree at sequence ${session.shown.at}` : "";
+  document.body.dataset.lastSeq = String(session.lastSeq);
+  document.body.dataset.reconnects = String(session.reconnects);
+  document.body.dataset.ended = String(session.ended);
+}
+
+function connection(text) {
+  $("connection").textContent = text;
+}
+
+async function snapshot(at) {
+  const taken = await getJson("snapshot", { sessionId: session.rootId, at });
+  session.latest = Math.max(session.latest, taken.latestSequence);
+  return taken;
+}
+
+function refreshSoon() {
+  // Usage is not on the stream: take it (and, once ended, the final status) from a
+  // snapshot, at most one in flight and one every half second however fast chunks come.
+  if (session.refresh) {
+    session.refreshAgain = true;
+    return;
+  }
+  session.refresh = setTimeout(async () => {
+    try {
+      const fresh = await snapshot(null);
+      for (const [agentId, node] of Object.entries(fresh.view.agents)) {
+        if (session.live.agents[agentId]) session.live.agents[agentId].usage = node.usage;
+      }
+      if (session.ended) session.live.agents[session.rootId].status = fresh.status.status;
+      schedule();
+    } catch (error) {
+      // the next chunk tries again
+    }
+    session.refresh = 0;
+    if (session.refreshAgain) {
+      session.refreshAgain = false;
+      refreshSoon();
+    }
+  }, 500);
+}
+
+function onFrame(frame) {
+  if (frame.event === "chunk") {
+    const sequence = Number(frame.id);
+    if (!(sequence > session.lastSeq)) return; // seen already
+    const { chunk } = JSON.parse(frame.data);
+    apply(session.live, sequence, chunk);
+    session.lastSeq = sequence;
+    refreshSoon();
+  } else if (frame.event === "end") {
+    session.ended = true;
+    session.live.agents[session.rootId].status = "completed";
+    refreshSoon();
+  } else if (frame.event === "error") {
+    const body = JSON.parse(frame.data);
+    session.ended = true;
+    session.live.agents[session.rootId].status = body.recoverable ? "interrupted" : "failed";
+    refreshSoon();
+  }
+  schedule();
+}
+
+function* frames(buffer) {
+  // Yields [frame, rest] for each complete frame at the start of buffer.
+  for (;;) {
+    const match = buffer.match(/\r\n\r\n|\n\n|\r\r/);
+    if (!match) return buffer;
+    const block = buffer.slice(0, match.index);
+    buffer = buffer.slice(match.index + match[0].length);
+    const frame = { event: "message", data: [], id: null };
+    for (const line of block.split(/\r\n|\n|\r/)) {
+      if (!line || line.startsWith(":")) continue;
+      const colon = line.indexOf(":");
+      const field = colon < 0 ? line : line.slice(0, colon);
+      let value = colon < 0 ? "" : line.slice(colon + 1);
+      if (value.startsWith(" ")) value = value.slice(1);
+      if (field === "data") frame.data.push(value);
+      else if (field === "event") frame.event = value;
+      else if (field === "id") frame.id = value;
+    }
+    if (frame.data.length) yield { ...frame, data: frame.data.join("\n") };
+  }
+}
+
+async function follow() {
+  let backoff = 250;
+  while (!session.ended) {
+    let reason = "the stream closed";
+    try {
+      connection(session.reconnects ? "reconnecting…" : "connecting…");
+      const response = await fetch(url("sse", { sessionId: session.rootId }), {
+        headers: headers({ "Last-Event-ID": String(session.lastSeq) }),
+        cache: "no-store",
+      });
+      if (!response.ok) {
+        const body = await response.json().catch(() => null);
+        const error = new RequestError(response.status, body);
+        if (response.status < 500) {
+          problem(`stream: ${error.message}`);
+          connection("stopped");
+          return;
+        }
+        throw error;
+      }
+      connection("live");
+      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += value;
+        const parsed = frames(buffer);
+        let step = parsed.next();
+        while (!step.done) {
+          onFrame(step.value);
+          backoff = 250;
+          step = parsed.next();
+        }
+        buffer = step.value;
+      }
+    } catch (error) {
+      reason = error.message;
+    }
+    if (session.ended) break;
+    session.reconnects += 1;
+    connection(`disconnected (${reason}); reconnecting from ${session.lastSeq}`);
+    schedule();
+    await new Promise((resolve) => setTimeout(resolve, backoff));
+    backoff = Math.min(backoff * 2, 5000);
+  }
+  connection(session.ended ? "ended" : "stopped");
+  schedule();
+}
+
+async function showAt(value) {
+  // Only the last request counts: a slower answer to an earlier one is dropped.
+  const asked = ++session.asked;
+  const at = Number(value);
+  if (!(at >= 1) || at >= Math.max(session.lastSeq, session.latest)) {
+    session.shown = null;
+  } else {
+    try {
+      const taken = await snapshot(at);
+      if (asked !== session.asked) return;
+      taken.view.agents[taken.view.rootId].status = taken.status.status;
+      session.shown = taken.view;
+      $("seq").value = String(taken.at);
+    } catch (error) {
+      problem(`snapshot: ${error.message}`);
+    }
+  }
+  schedule();
+}
+
+async function showSession(rootId) {
+  session.rootId = rootId;
+  $("session-page").hidden = false;
+  $("session-title").textContent = rootId;
+  document.title = `${rootId} · helix-agents`;
+  let first;
+  try {
+    first = await snapshot(null);
+  } catch (error) {
+    problem(`could not load ${rootId}: ${error.message}`);
+    return;
+  }
+  first.view.agents[rootId].status = first.status.status;
+  session.live = first.view;
+  session.lastSeq = first.at; // chunks after the snapshot come from the stream
+  $("slider").addEventListener("input", (event) => showAt(event.target.value));
+  $("seq").addEventListener("change", (event) => showAt(event.target.value));
+  $("go-live").addEventListener("click", () => showAt(0));
+  schedule();
+  follow();
+}
+
+const params = new URLSearchParams(location.search);
+token();
+if (params.get("session")) showSession(params.get("session"));
+else showList();

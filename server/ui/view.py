@@ -1,0 +1,199 @@
+"""The inspector's view of a session tree: a pure fold of the root's stream.
+
+The inspector page (``static/app.js``) applies the same rules to the chunks it
+reads from ``/sse``; ``GET /snapshot`` answers this fold of the stream items
+up to a sequence, so a page that joins late, or moves its time slider, starts
+from the server's fold and goes on with its own. ``specs/ui.md`` states the
+rules; a browser test checks that both folds render the same page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, assert_never
+
+import msgspec
+
+from helix_agents.events import (
+    CustomChunk,
+    ErrorChunk,
+    InputRequired,
+    OutputChunk,
+    PendingInput,
+    StepRestarted,
+    SubAgentEnd,
+    SubAgentStart,
+    TextDelta,
+    ToolEnd,
+    ToolStart,
+)
+from helix_agents.state import StreamItem, UsageTotals
+
+__all__ = [
+    "AgentEntry",
+    "AgentNode",
+    "CustomEntry",
+    "ErrorEntry",
+    "OutputEntry",
+    "TextEntry",
+    "ToolEntry",
+    "TreeView",
+    "fold_view",
+]
+
+
+class TextEntry(msgspec.Struct, kw_only=True, tag_field="kind", tag="text", rename="camel"):
+    """Text the agent streamed, its consecutive deltas joined."""
+
+    text: str
+
+
+class ToolEntry(msgspec.Struct, kw_only=True, tag_field="kind", tag="tool", rename="camel"):
+    """A tool call: its arguments, then (``done``) its result or error."""
+
+    tool_call_id: str
+    tool_name: str
+    arguments: Any = None
+    result: Any = None
+    error: str | None = None
+    done: bool = False
+
+
+class AgentEntry(msgspec.Struct, kw_only=True, tag_field="kind", tag="agent", rename="camel"):
+    """Where a sub-agent started: the child node is shown here."""
+
+    agent_id: str
+
+
+class OutputEntry(msgspec.Struct, kw_only=True, tag_field="kind", tag="output", rename="camel"):
+    """The agent's final output."""
+
+    output: Any = None
+
+
+class ErrorEntry(msgspec.Struct, kw_only=True, tag_field="kind", tag="error", rename="camel"):
+    """An error the agent reported."""
+
+    error: str
+
+
+class CustomEntry(msgspec.Struct, kw_only=True, tag_field="kind", tag="custom", rename="camel"):
+    """A custom chunk."""
+
+    name: str
+    data: Any = None
+
+
+Entry = TextEntry | ToolEntry | AgentEntry | OutputEntry | ErrorEntry | CustomEntry
+
+
+class AgentNode(msgspec.Struct, kw_only=True, rename="camel"):
+    """One agent (session) of the tree, with what it streamed, in order."""
+
+    agent_id: str
+    agent_type: str
+    parent_id: str | None = None
+    tool_call_id: str | None = None
+    status: str = "running"
+    entries: list[Entry] = []
+    usage: UsageTotals | None = None
+    """The session's own usage (``GET /snapshot`` fills it; ``None``: its log is not here)."""
+
+
+class TreeView(msgspec.Struct, kw_only=True, rename="camel"):
+    """The whole tree as of sequence ``at``: nodes keyed by agent id, root first."""
+
+    root_id: str
+    at: int = 0
+    agents: dict[str, AgentNode] = {}
+    pending: list[PendingInput] = []
+
+    def node(self, agent_id: str, agent_type: str) -> AgentNode:
+        """The node of ``agent_id``, made (without a parent) the first time it is seen."""
+        found = self.agents.get(agent_id)
+        if found is None:
+            found = self.agents[agent_id] = AgentNode(agent_id=agent_id, agent_type=agent_type)
+        return found
+
+    def apply(self, item: StreamItem) -> None:
+        """Fold one stream item into the view."""
+        chunk = item.chunk
+        self.at = max(self.at, item.sequence)
+        node = self.node(chunk.agent_id, chunk.agent_type)
+        if node.status == "paused" and not isinstance(chunk, InputRequired):
+            node.status = "running"  # it speaks again: it was answered
+        match chunk:
+            case TextDelta():
+                last = node.entries[-1] if node.entries else None
+                if isinstance(last, TextEntry):
+                    last.text += chunk.delta
+                else:
+                    node.entries.append(TextEntry(text=chunk.delta))
+            case StepRestarted():
+                _discard_text(node, chunk.discard_chars)
+            case ToolStart():
+                node.entries.append(
+                    ToolEntry(
+                        tool_call_id=chunk.tool_call_id,
+                        tool_name=chunk.tool_name,
+                        arguments=chunk.arguments,
+                    )
+                )
+                self._answered(chunk.tool_call_id)
+            case ToolEnd():
+                entry = _tool(node, chunk.tool_call_id)
+                if entry is None:
+                    entry = ToolEntry(tool_call_id=chunk.tool_call_id, tool_name=chunk.tool_name)
+                    node.entries.append(entry)
+                entry.result, entry.error, entry.done = chunk.result, chunk.error, True
+                self._answered(chunk.tool_call_id)
+            case SubAgentStart():
+                child = self.node(chunk.sub_agent_id, chunk.sub_agent_type)
+                child.parent_id, child.tool_call_id = chunk.agent_id, chunk.tool_call_id
+                child.status = "running"
+                node.entries.append(AgentEntry(agent_id=chunk.sub_agent_id))
+            case SubAgentEnd():
+                child = self.node(chunk.sub_agent_id, chunk.sub_agent_type)
+                child.status = "completed" if chunk.success else "failed"
+            case OutputChunk():
+                node.entries.append(OutputEntry(output=chunk.output))
+            case ErrorChunk():
+                node.entries.append(ErrorEntry(error=chunk.error))
+            case CustomChunk():
+                node.entries.append(CustomEntry(name=chunk.name, data=chunk.data))
+            case InputRequired():
+                node.status = "paused"
+                if chunk.agent_id == self.root_id:
+                    self.pending = list(chunk.pending)
+            case _:
+                assert_never(chunk)
+
+    def _answered(self, tool_call_id: str) -> None:
+        self.pending = [entry for entry in self.pending if entry.tool_call_id != tool_call_id]
+
+
+def _tool(node: AgentNode, tool_call_id: str) -> ToolEntry | None:
+    for entry in reversed(node.entries):
+        if isinstance(entry, ToolEntry) and entry.tool_call_id == tool_call_id:
+            return entry
+    return None
+
+
+def _discard_text(node: AgentNode, chars: int) -> None:
+    """Drop the last ``chars`` characters of the agent's text: a cut step's void output."""
+    while chars > 0 and node.entries and isinstance(node.entries[-1], TextEntry):
+        last = node.entries[-1]
+        if len(last.text) > chars:
+            last.text = last.text[: len(last.text) - chars]
+            return
+        chars -= len(last.text)
+        node.entries.pop()
+
+
+def fold_view(root_id: str, root_type: str, items: Iterable[StreamItem]) -> TreeView:
+    """The view of ``root_id``'s tree after ``items`` (its stream, in order)."""
+    view = TreeView(root_id=root_id)
+    view.node(root_id, root_type)
+    for item in items:
+        view.apply(item)
+    return view

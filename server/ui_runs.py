@@ -1,0 +1,261 @@
+"""Runs a front end asks for: ``POST /sse?format=ag-ui`` and ``POST /sse?format=ai-sdk``.
+
+``ag-ui``: the body is AG-UI's ``RunAgentInput`` (what ``HttpAgent`` sends);
+its ``threadId`` is the session. ``ai-sdk``: the body is what the AI SDK's
+``DefaultChatTransport`` sends for ``useChat`` (``{id, messages, trigger}``);
+its ``id`` is the session. A new session is started (agent type from
+``?agentType=``, or ``forwardedProps.agentType`` / the body's ``agentType``)
+with the last user message, a completed one takes it as a follow-up turn, any
+other existing one is resumed with it; answers to
+the tree's pending inputs (AG-UI ``resume`` entries; the AI SDK's tool
+outputs on the last assistant message) are submitted instead. The answer
+streams that run only, under the client's ids, and ends with it or when the
+tree waits for people again. Every check comes before anything changes: a bad
+request answers ``{"error", "code"}`` and touches nothing (specs/streams.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Literal
+
+import msgspec
+
+from helix_agents import AgentServerError, RemoteAgentTransport
+from helix_agents.ids import SessionId
+from helix_agents.protocol import (
+    RemoteMessageRequest,
+    RemoteResumeRequest,
+    RemoteStartRequest,
+    RemoteStatusResponse,
+    TransportEvent,
+)
+
+from .edge import checked_id, checked_start
+from .ui_streams import ProjectedStreamResponse
+
+__all__ = ["ChatRequest", "ResumeEntry", "RunAgentInput", "run_ag_ui", "run_ai_sdk_chat"]
+
+StreamOpener = Callable[[SessionId, int], Awaitable[AsyncIterator[TransportEvent]]]
+
+
+class ResumeEntry(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """An answer to one interrupt of the previous run."""
+
+    interrupt_id: str
+    status: Literal["resolved", "cancelled"]
+    payload: Any = None
+
+
+class RunAgentInput(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """The fields of AG-UI's ``RunAgentInput`` that a run here reads (others are ignored)."""
+
+    thread_id: str
+    run_id: str
+    messages: list[dict[str, Any]] = []
+    state: Any = None
+    resume: list[ResumeEntry] = []
+    forwarded_props: Any = None
+
+
+class ChatRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """What ``DefaultChatTransport.sendMessages`` posts (the fields a run here reads)."""
+
+    id: str
+    messages: list[dict[str, Any]] = []
+    trigger: str = "submit-message"
+    agent_type: str | None = None
+
+
+def _user_text(messages: list[dict[str, Any]]) -> str:
+    """The last user message's text (a string, or its text parts joined)."""
+    for message in reversed(messages):
+        if message.get("role") != "user":
+            continue
+        content = message.get("content", message.get("parts"))
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            return "".join(
+                part.get("text", "")
+                for part in content
+                if isinstance(part, dict) and part.get("type") == "text"
+            )
+    raise AgentServerError("INVALID_REQUEST", "messages: no user message to run with")
+
+
+def _decision(entry: ResumeEntry) -> tuple[bool, str | None]:
+    """An approval's answer: ``true``/``false`` or ``{approved, reason?}``; cancelled denies."""
+    if entry.status == "cancelled":
+        return False, "cancelled"
+    payload = entry.payload
+    if isinstance(payload, bool):
+        return payload, None
+    if isinstance(payload, dict) and isinstance(payload.get("approved"), bool):
+        reason = payload.get("reason")
+        return payload["approved"], reason if isinstance(reason, str) else None
+    raise AgentServerError(
+        "INVALID_REQUEST",
+        f"resume {entry.interrupt_id!r}: an approval's payload is true, false "
+        "or {approved: bool, reason?}",
+    )
+
+
+async def _status(transport: RemoteAgentTransport, session_id: str) -> RemoteStatusResponse | None:
+    try:
+        return await transport.get_status(session_id)
+    except AgentServerError as exc:
+        if exc.code == "NOT_FOUND":
+            return None
+        raise
+
+
+async def _start_or_resume(
+    transport: RemoteAgentTransport,
+    session_id: str,
+    status: RemoteStatusResponse | None,
+    message: str,
+    agent_type: Any,
+    state: dict[str, Any] | None = None,
+) -> None:
+    """Start a new session (``agent_type`` required), or go on with a known one with ``message``.
+
+    A completed session takes it as a follow-up turn (its conversation kept:
+    a chat's next message); any other known one is resumed with it.
+    """
+    if status is not None:
+        if status.status == "completed":
+            await transport.send_message(
+                RemoteMessageRequest(session_id=session_id, message=message)
+            )
+        else:
+            await transport.resume(RemoteResumeRequest(session_id=session_id, message=message))
+        return
+    if not isinstance(agent_type, str) or not agent_type:
+        raise AgentServerError(
+            "INVALID_REQUEST", "agentType: a new session needs ?agentType= or one in the body"
+        )
+    request = RemoteStartRequest(
+        session_id=session_id, agent_type=agent_type, message=message, state=state
+    )
+    await transport.start(checked_start(request))
+
+
+def _tool_outputs(
+    session_id: str, status: RemoteStatusResponse, messages: list[dict[str, Any]]
+) -> list[tuple[str, Any, str | None]]:
+    """The client tool results the last assistant message carries for pending calls.
+
+    A tool part's ``toolCallId`` is the stream's id (``<owner>:<id>`` for a
+    descendant's call); the answer goes to the pending call's own id.
+    """
+    if not messages or messages[-1].get("role") != "assistant":
+        return []
+    pending = {
+        (
+            p.tool_call_id
+            if p.owner_session_id == session_id
+            else f"{p.owner_session_id}:{p.tool_call_id}"
+        ): p
+        for p in status.pending_inputs
+        if p.kind == "client_tool"
+    }
+    answers: list[tuple[str, Any, str | None]] = []
+    for part in messages[-1].get("parts") or []:
+        if not isinstance(part, dict) or part.get("toolCallId") not in pending:
+            continue
+        call_id = pending[part["toolCallId"]].tool_call_id
+        if part.get("state") == "output-available":
+            answers.append((call_id, part.get("output"), None))
+        elif part.get("state") == "output-error":
+            answers.append((call_id, None, str(part.get("errorText") or "failed")))
+    return answers
+
+
+async def run_ai_sdk_chat(
+    transport: RemoteAgentTransport,
+    open_stream: StreamOpener,
+    chat: ChatRequest,
+    agent_type: str | None,
+    *,
+    heartbeat_interval: float = 15.0,
+) -> ProjectedStreamResponse:
+    """Start, resume or answer the session ``chat.id``; the response streams that run."""
+    session_id = checked_id(chat.id, "id")
+    if chat.trigger != "submit-message":
+        raise AgentServerError(
+            "INVALID_REQUEST", f"trigger: only submit-message is supported, not {chat.trigger!r}"
+        )
+    status = await _status(transport, session_id)
+    cursor = status.latest_sequence if status is not None else 0
+    answers = _tool_outputs(session_id, status, chat.messages) if status is not None else []
+    message_id = f"{session_id}:{cursor}"
+    if answers:  # the continuation goes on in the assistant message that asked
+        message_id = str(chat.messages[-1].get("id") or message_id)
+        for call_id, output, error in answers:
+            await transport.submit_tool_result(session_id, call_id, output, error)
+    else:
+        message = _user_text(chat.messages)
+        await _start_or_resume(
+            transport, session_id, status, message, agent_type or chat.agent_type
+        )
+    events = await open_stream(session_id, 0)
+    return ProjectedStreamResponse(
+        "ai-sdk",
+        session_id,
+        events,
+        cursor,
+        run_id=message_id,
+        heartbeat_interval=heartbeat_interval,
+    )
+
+
+async def run_ag_ui(
+    transport: RemoteAgentTransport,
+    open_stream: StreamOpener,
+    run: RunAgentInput,
+    agent_type: str | None,
+    *,
+    heartbeat_interval: float = 15.0,
+) -> ProjectedStreamResponse:
+    """Start, resume or answer the session ``run.thread_id``; the response streams that run."""
+    session_id = checked_id(run.thread_id, "threadId")
+    status = await _status(transport, session_id)
+    cursor = status.latest_sequence if status is not None else 0
+    if run.resume:
+        if status is None:
+            raise AgentServerError("NOT_FOUND", f"session {session_id!r} not found")
+        kinds = {entry.tool_call_id: entry.kind for entry in status.pending_inputs}
+        answers: list[tuple[ResumeEntry, str, bool, str | None]] = []
+        for entry in run.resume:  # all checked before any is sent
+            found = kinds.get(entry.interrupt_id)
+            if found is None:
+                raise AgentServerError(
+                    "NOT_FOUND", f"resume: no pending input {entry.interrupt_id!r}"
+                )
+            approved, reason = _decision(entry) if found == "approval" else (False, None)
+            answers.append((entry, found, approved, reason))
+        for entry, kind, approved, reason in answers:
+            if kind == "approval":
+                await transport.submit_approval(session_id, entry.interrupt_id, approved, reason)
+            elif entry.status == "cancelled":
+                await transport.submit_tool_result(
+                    session_id, entry.interrupt_id, None, "cancelled by the user"
+                )
+            else:
+                await transport.submit_tool_result(session_id, entry.interrupt_id, entry.payload)
+    else:
+        props = run.forwarded_props if isinstance(run.forwarded_props, dict) else {}
+        name = agent_type or props.get("agentType")
+        state = run.state if isinstance(run.state, dict) else None
+        message = _user_text(run.messages)
+        await _start_or_resume(transport, session_id, status, message, name, state)
+    events = await open_stream(session_id, 0)
+    return ProjectedStreamResponse(
+        "ag-ui",
+        session_id,
+        events,
+        cursor,
+        run_id=run.run_id,
+        heartbeat_interval=heartbeat_interval,
+    )

@@ -1,0 +1,297 @@
+"""Schemathesis against the served protocol: every answer conforms to the document, none is 5xx.
+
+Each run loads the document the server serves (``GET /openapi.json``) and
+runs schemathesis's engine over it, as ``st run`` would, in all its phases:
+coverage (boundary values: a 256- and a 257-character session id, the
+largest sequence and one past it, missing parameters, undeclared methods),
+fuzzing (valid and invalid requests to every operation) and stateful
+scenarios that follow the document's links: a ``start`` and then
+``status``, ``sse``, ``interrupt``, ``resume`` and ``abort`` of the session
+it started. Every built-in check is on: no 5xx, a documented status,
+content type and headers (``Allow`` on 405, ``WWW-Authenticate`` on 401),
+a body that fits its schema (each SSE event's ``data`` included), invalid
+input refused, valid input accepted, a declared bearer requirement
+enforced (requests are replayed without the token and with a wrong one).
+
+Servers, all real, on loopback: a single server (``create_http_app`` over an
+``AgentServer``, with auth), run with the token and without it; and the NATS
+gateway: ``helix-agents serve --nats`` with a token (``$HELIX_TOKEN``) in
+front of a ``helix-agents host`` on a real nats-server, run with the token
+and without it, and the same gateway app without auth, in this process, in
+front of the same host (its document declares no security).
+
+Generation is bounded (:data:`EXAMPLES`, :data:`SHORT`) so the module fits
+CI. Two things are steered, both only towards requests the document allows:
+a generated ``start`` names one of the served agent types half of the time
+and gets a fresh session id, so scenarios reach running and finished
+sessions; a valid ``start`` drops ``workspaceSessionId``, which only a
+parent session in the server's own process may send (400 otherwise,
+specs/workspaces.md). The operations in :data:`NOT_YET` are left out.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import nats
+import pytest
+import schemathesis
+from anyio.abc import Process
+from hypothesis import strategies as st
+from nats_server import NatsServer
+from schema_app import agents
+from schemathesis import engine
+from schemathesis.engine import events
+from servers import closed_port, serve
+
+from helix_agents.server import AgentServer, create_http_app
+from helix_agents.stores import JetStreamEventStore, SqliteEventStore
+from helix_agents.transports.nats import NatsRemoteAgentTransport
+
+pytestmark = [pytest.mark.slow]
+
+ROOT = Path(__file__).parents[2]
+TARGET = "tests.integration.schema_app:agents"
+TOKEN = "schemathesis-token"
+EXAMPLES = 15
+"""Generated examples per operation (and scenarios) in a full run."""
+SHORT = 4
+"""The same, in a run whose answers are all alike (every request refused without the token)."""
+REQUEST_TIMEOUT = 15
+LIMIT = 300
+OPEN_PATHS = {"/health", "/openapi.json", "/ui", "/ui/assets/{name}"}
+CHECKS = {
+    "not_a_server_error",
+    "status_code_conformance",
+    "content_type_conformance",
+    "response_headers_conformance",
+    "response_schema_conformance",
+    "negative_data_rejection",
+    "positive_data_acceptance",
+    "unsupported_method",
+}
+"""Checks that must have run in every run (the engine runs every built-in one that applies)."""
+NOT_YET = ("POST /sse", "GET /snapshot")
+"""Operations whose documents do not yet say all their servers check (front-end runs:
+the messages a run needs, the trigger; the session lists: a cursor must be one they
+gave out), so schemathesis finds valid-looking requests refused: left out until they do."""
+_SESSION_ID = re.compile(r"[A-Za-z0-9_.:-]{1,256}")
+
+
+@dataclass
+class Run:
+    """What a schemathesis run sent (phase, operation, status), which checks ran, what failed."""
+
+    statuses: Counter[tuple[str, str, int]] = field(default_factory=Counter)
+    checks: set[str] = field(default_factory=set)
+    failures: list[str] = field(default_factory=list)
+
+    def count(self, operation: str, status: int, phase: str | None = None) -> int:
+        """How many answers ``operation`` gave with ``status`` (in ``phase``, else in any)."""
+        return sum(
+            count
+            for (in_phase, label, code), count in self.statuses.items()
+            if label == operation and code == status and phase in (None, in_phase)
+        )
+
+
+def _steered(schema: Any) -> None:
+    """Register the two steering hooks (module docstring) on ``schema``."""
+    fresh = itertools.count()
+
+    def unique(body: dict[str, Any]) -> dict[str, Any]:
+        session_id = body.get("sessionId")
+        if isinstance(session_id, str) and _SESSION_ID.fullmatch(session_id):
+            return {**body, "sessionId": f"{session_id[:240]}.{next(fresh)}"}
+        return body
+
+    def flatmap_body(context: Any, body: Any) -> Any:
+        start = context.operation.path == "/start" and isinstance(body, dict)
+        if start and isinstance(body.get("agentType"), str):
+            named = [{**body, "agentType": name} for name in agents]
+            return st.sampled_from([body, body, *named]).map(unique)
+        return st.just(body)
+
+    def map_case(context: Any, case: Any) -> Any:
+        positive = case.meta is not None and case.meta.generation.mode.is_positive
+        if positive and case.operation.path == "/start" and isinstance(case.body, dict):
+            case.body.pop("workspaceSessionId", None)
+        if positive and case.operation.path == "/sessions" and isinstance(case.query, dict):
+            case.query.pop("cursor", None)  # only a cursor the list gave out is valid
+        return case
+
+    schema.hook(flatmap_body)
+    schema.hook(map_case)
+
+
+def _record(run: Run, phase: str, recorder: Any) -> None:
+    for case_id, interaction in recorder.interactions.items():
+        node = recorder.cases.get(case_id)
+        if node is not None and interaction.response is not None:
+            label = node.value.operation.label
+            run.statuses[(phase, label, interaction.response.status_code)] += 1
+    for nodes in recorder.checks.values():
+        for check in nodes:
+            run.checks.add(check.name)
+            if check.failure_info is not None:
+                failure = check.failure_info.failure
+                run.failures.append(
+                    f"[{phase}] {recorder.label}: {check.name}: {failure.title}\n"
+                    f"{failure.message}\n{check.failure_info.code_sample}"
+                )
+
+
+def fuzz(url: str, *, token: str | None, examples: int) -> Run:
+    """One schemathesis run against ``url`` (blocking: run it in a worker thread)."""
+    schema = schemathesis.openapi.from_url(f"{url}/openapi.json").exclude(name=list(NOT_YET))
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else None
+    schema.config.update(base_url=url, request_timeout=REQUEST_TIMEOUT, headers=headers)
+    schema.config.generation.update(max_examples=examples)
+    _steered(schema)
+    run = Run()
+    for event in engine.from_schema(schema).execute():
+        if isinstance(event, events.ScenarioFinished | events.FuzzScenarioFinished):
+            phase = str(getattr(event, "phase", "fuzzing"))
+            _record(run, phase, event.recorder)
+        elif isinstance(event, events.NonFatalError):
+            run.failures.append(f"error in {event.label}: {event.value!r}")
+        elif isinstance(event, events.FatalError):
+            run.failures.append(f"fatal: {event.exception!r}")
+    return run
+
+
+async def _fuzz(url: str, *, token: str | None, short: bool = False) -> Run:
+    examples = SHORT if short else EXAMPLES
+    return await anyio.to_thread.run_sync(lambda: fuzz(url, token=token, examples=examples))
+
+
+def _clean(run: Run, label: str) -> None:
+    assert not run.failures, f"{label}:\n\n" + "\n\n".join(run.failures)
+    errors = {key: count for key, count in run.statuses.items() if key[2] >= 500}
+    assert not errors, f"{label}: server errors {errors}"
+    assert run.checks >= CHECKS, f"{label}: checks that did not run: {CHECKS - run.checks}"
+
+
+def _followed_links(run: Run, label: str) -> None:
+    """The scenarios started sessions and went on to the routes about them."""
+    assert run.count("POST /start", 200, "stateful") > 0, f"{label}: {run.statuses}"
+    about = [
+        (operation, status)
+        for (phase, operation, status) in run.statuses
+        if phase == "stateful" and operation != "POST /start" and status == 200
+    ]
+    assert about, f"{label}: no linked call succeeded: {run.statuses}"
+
+
+def _refused_without_token(run: Run, label: str) -> None:
+    """Without the token every protected operation is refused: 401 (or 405, a wrong method)."""
+    protected = {
+        (operation, status)
+        for (_, operation, status) in run.statuses
+        if operation.split()[1] not in OPEN_PATHS
+    }
+    assert protected, f"{label}: {run.statuses}"
+    assert {status for _, status in protected} <= {401, 405}, f"{label}: {sorted(protected)}"
+
+
+async def test_the_single_server_conforms_with_and_without_the_token(tmp_path: Path) -> None:
+    store = SqliteEventStore(tmp_path / "events.db")
+    server = AgentServer(list(agents.values()), store)
+    try:
+        with anyio.fail_after(LIMIT):
+            async with serve(create_http_app(server, auth=[TOKEN])) as url:
+                with_token = await _fuzz(url, token=TOKEN)
+                without = await _fuzz(url, token=None, short=True)
+    finally:
+        await store.close()
+    _clean(with_token, "with the token")
+    _followed_links(with_token, "with the token")
+    assert "ignored_auth" in with_token.checks
+    _clean(without, "without a token")
+    _refused_without_token(without, "without a token")
+
+
+# --- the NATS gateway -------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def _process(
+    args: list[str], log: Path, ready: str, env: dict[str, str] | None = None
+) -> AsyncIterator[Process]:
+    """Run ``helix-agents ARGS``; wait (bounded) for ``ready`` in its output; stop it by PID."""
+    with log.open("ab") as out:
+        process = await anyio.open_process(
+            [sys.executable, "-m", "helix_agents.server", *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        )
+    try:
+        with anyio.fail_after(30):
+            while ready not in (text := await anyio.Path(log).read_text(errors="replace")):
+                assert process.returncode is None, text
+                await anyio.sleep(0.05)  # a subprocess's output is the only signal
+        yield process
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+            with anyio.move_on_after(10):
+                await process.wait()
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+
+
+@pytest.mark.nats
+async def test_the_nats_gateway_conforms_with_and_without_the_token(tmp_path: Path) -> None:
+    with NatsServer.start(tmp_path / "nats") as nats_server:
+        port = closed_port()
+        async with (
+            _process(
+                ["host", TARGET, "--nats", nats_server.url],
+                tmp_path / "host.log",
+                "helix-agents: hosting",
+            ),
+            _process(
+                ["serve", "--nats", nats_server.url, "--port", str(port)],
+                tmp_path / "gateway.log",
+                "Uvicorn running",
+                env={"HELIX_TOKEN": TOKEN},  # not an argument: those show in ps
+            ),
+        ):
+            with anyio.fail_after(LIMIT):
+                url = f"http://127.0.0.1:{port}"
+                with_token = await _fuzz(url, token=TOKEN)
+                without = await _fuzz(url, token=None, short=True)
+                # The same gateway app without auth (its document declares none),
+                # in this process, in front of the same host.
+                store = await JetStreamEventStore.connect(nats_server.url)
+                nc = await nats.connect(nats_server.url)
+                try:
+                    async with serve(
+                        create_http_app(NatsRemoteAgentTransport(nc, store))
+                    ) as open_url:
+                        no_auth = await _fuzz(open_url, token=None, short=True)
+                finally:
+                    await nc.close()
+                    await store.close()
+    _clean(with_token, "serve --nats with the token")
+    _followed_links(with_token, "serve --nats with the token")
+    assert "ignored_auth" in with_token.checks
+    _clean(without, "serve --nats without a token")
+    _refused_without_token(without, "serve --nats without a token")
+    _clean(no_auth, "the NATS gateway without auth")
+    assert no_auth.count("POST /start", 200) > 0

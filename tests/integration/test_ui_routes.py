@@ -1,0 +1,280 @@
+"""The inspector's data routes over real HTTP: ``/snapshot``, its list, the page's files."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx
+import nats
+import pytest
+from browser.tree_agents import build_tree
+from conftest import fresh_stream_name
+from nats_server import NatsServer
+from pydantic import BaseModel
+from servers import serve
+
+from helix_agents import EventStore, ScriptedLLM, define_agent
+from helix_agents.events import SubSessionStarted
+from helix_agents.projections import project_stream
+from helix_agents.server import AgentServer, NatsAgentHost, create_http_app
+from helix_agents.server.ui import fold_view
+from helix_agents.stores import JetStreamEventStore, MemoryEventStore
+from helix_agents.transports import HttpRemoteAgentTransport
+from helix_agents.transports.nats import NatsRemoteAgentTransport
+from helix_agents.usage import get_usage_rollup
+
+pytestmark = pytest.mark.slow
+
+TIMEOUT = 30
+
+
+class Out(BaseModel):
+    """A one-step agent's output."""
+
+    done: bool
+
+
+def one_step(name: str) -> Any:
+    return define_agent(
+        name,
+        system_prompt="Answer.",
+        output_schema=Out,
+        llm=ScriptedLLM([ScriptedLLM.finish({"done": True}, text="ok")]),
+    )
+
+
+@asynccontextmanager
+async def gateway(
+    agents: list[Any], store: EventStore, **options: Any
+) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_http_app(AgentServer(agents, store), **options)
+    async with serve(app) as url, httpx.AsyncClient(base_url=url, timeout=TIMEOUT) as client:
+        yield client
+
+
+async def run(client: httpx.AsyncClient, session_id: str, agent_type: str) -> None:
+    """Start a session and read its stream to the end."""
+    started = await client.post(
+        "/start", json={"sessionId": session_id, "agentType": agent_type, "message": "go"}
+    )
+    assert started.status_code == 200, started.text
+    async with client.stream("GET", "/sse", params={"sessionId": session_id}) as stream:
+        async for text in stream.aiter_lines():
+            if text in ("event: end", "event: error"):
+                return
+    raise AssertionError("the stream closed early")
+
+
+def usage_of(node: dict[str, Any]) -> tuple[int, int, int]:
+    usage = node["usage"]
+    return (usage["inputTokens"], usage["outputTokens"], usage["llmCalls"])
+
+
+async def test_a_snapshot_is_the_fold_of_the_log_up_to_at() -> None:
+    store = MemoryEventStore()
+    tree = build_tree()
+    tree.release.set()
+    with anyio.fail_after(TIMEOUT):
+        async with gateway([tree.lead], store) as client:
+            await run(client, "snap-1", "lead")
+            log = await store.read("snap-1")
+            latest = log[-1].seq
+
+            whole = (await client.get("/snapshot", params={"sessionId": "snap-1"})).json()
+            assert whole["at"] == whole["latestSequence"] == latest
+            assert whole["status"]["status"] == "completed"
+            agents = whole["view"]["agents"]
+            assert [node["status"] for node in agents.values()] == ["completed"] * 3
+            # Every node's own usage, summed, is the store's rollup of the tree.
+            rollup = await get_usage_rollup(store, "snap-1")
+            sums = [sum(column) for column in zip(*map(usage_of, agents.values()), strict=True)]
+            assert sums == [rollup.input_tokens, rollup.output_tokens, rollup.llm_calls]
+
+            for at in (1, latest // 2, latest - 1):
+                cut = await client.get("/snapshot", params={"sessionId": "snap-1", "at": at})
+                body = cut.json()
+                assert body["at"] == at
+                assert body["latestSequence"] == latest
+                expected = fold_view("snap-1", "lead", project_stream(log[:at]))
+                assert body["view"]["agents"].keys() == expected.agents.keys()
+                for agent_id, node in expected.agents.items():
+                    shown = body["view"]["agents"][agent_id]
+                    assert len(shown["entries"]) == len(node.entries)
+            beyond = await client.get("/snapshot", params={"sessionId": "snap-1", "at": 10**6})
+            assert beyond.json()["at"] == latest
+
+            # Right after the planner started, nothing of it has reached the root yet.
+            spawned = next(e.seq for e in log if isinstance(e, SubSessionStarted))
+            early = await client.get("/snapshot", params={"sessionId": "snap-1", "at": spawned})
+            assert early.json()["status"]["status"] == "running"
+            assert list(early.json()["view"]["agents"]) == ["snap-1"]
+
+
+async def test_a_running_childs_usage_is_cut_where_the_root_stood() -> None:
+    store = MemoryEventStore()
+    tree = build_tree()
+    with anyio.fail_after(TIMEOUT):
+        async with gateway([tree.lead], store) as client:
+            started = await client.post(
+                "/start", json={"sessionId": "cut-u", "agentType": "lead", "message": "go"}
+            )
+            assert started.status_code == 200
+            await tree.held.wait()
+            held = (await client.get("/snapshot", params={"sessionId": "cut-u"})).json()
+            tree.release.set()
+            async with client.stream("GET", "/sse", params={"sessionId": "cut-u"}) as stream:
+                async for text in stream.aiter_lines():
+                    if text == "event: end":
+                        break
+            again = await client.get("/snapshot", params={"sessionId": "cut-u", "at": held["at"]})
+            assert again.json()["view"] == held["view"]  # the past does not change
+            done = (await client.get("/snapshot", params={"sessionId": "cut-u"})).json()
+            writer = "cut-u-sub-call_planner-sub-call_writer"
+            assert done["view"]["agents"][writer]["usage"]["llmCalls"] == 2
+            if writer in held["view"]["agents"]:
+                assert held["view"]["agents"][writer]["usage"]["llmCalls"] <= 1
+
+
+@pytest.mark.parametrize(
+    ("params", "status", "code"),
+    [
+        ({"sessionId": "nope"}, 404, "NOT_FOUND"),
+        ({"sessionId": "a/b"}, 400, "INVALID_REQUEST"),
+        ({}, 400, "INVALID_REQUEST"),
+        ({"sessionId": "s", "at": "0"}, 400, "INVALID_REQUEST"),
+        ({"sessionId": "s", "at": "-3"}, 400, "INVALID_REQUEST"),
+        ({"sessionId": "s", "at": "x"}, 400, "INVALID_REQUEST"),
+    ],
+)
+async def test_a_bad_snapshot_request_is_refused(
+    params: dict[str, str], status: int, code: str
+) -> None:
+    with anyio.fail_after(TIMEOUT):
+        async with gateway([one_step("a")], MemoryEventStore()) as client:
+            await run(client, "s", "a")
+            answer = await client.get("/snapshot", params=params)
+            assert answer.status_code == status
+            assert answer.json()["code"] == code
+
+
+async def test_the_list_the_page_reads_pages_roots_newest_first_and_filters() -> None:
+    """The page lists ``GET /sessions?topLevel=true`` (``specs/ui.md``): roots only."""
+    store = MemoryEventStore()
+    tree = build_tree()
+    tree.release.set()
+    with anyio.fail_after(TIMEOUT):
+        async with gateway([one_step("a"), one_step("b"), tree.lead], store) as client:
+            order = ["s1", "s2", "s3", "s4", "s5"]
+            for index, session_id in enumerate(order):
+                await run(client, session_id, "a" if index % 2 == 0 else "b")
+            await run(client, "tree", "lead")  # its two children are not rows
+
+            seen: list[str] = []
+            cursor: str | None = None
+            pages = 0
+            while True:
+                params = {
+                    "limit": "2",
+                    "topLevel": "true",
+                    **({"cursor": cursor} if cursor else {}),
+                }
+                page = (await client.get("/sessions", params=params)).json()
+                pages += 1
+                seen += [row["sessionId"] for row in page["sessions"]]
+                cursor = page["nextCursor"]
+                if cursor is None:
+                    break
+            assert seen == ["tree", *reversed(order)]
+            assert pages == 3
+
+            only_b = (
+                await client.get("/sessions", params={"agent": "b", "topLevel": "true"})
+            ).json()
+            assert [row["sessionId"] for row in only_b["sessions"]] == ["s4", "s2"]
+            row = only_b["sessions"][0]
+            assert row["status"] == "completed"
+            assert row["updatedTs"] >= row["createdTs"]
+            failed = (await client.get("/sessions", params={"status": "failed"})).json()
+            assert failed == {"sessions": [], "nextCursor": None}
+
+            bad_params: list[dict[str, str]] = [
+                {"status": "done"},
+                {"limit": "0"},
+                {"limit": "501"},
+                {"cursor": "zz"},
+                {"topLevel": "maybe"},
+            ]
+            for bad in bad_params:
+                answer = await client.get("/sessions", params=bad)
+                assert answer.status_code == 400, bad
+                assert answer.json()["code"] == "INVALID_REQUEST"
+
+
+async def test_the_page_is_open_and_the_data_needs_the_token() -> None:
+    with anyio.fail_after(TIMEOUT):
+        async with gateway([one_step("a")], MemoryEventStore(), auth=["sekrit"]) as client:
+            page = await client.get("/ui")
+            assert page.status_code == 200
+            assert page.headers["content-type"].startswith("text/html")
+            assert 'src="ui/assets/app.js"' in page.text
+            script = await client.get("/ui/assets/app.js")
+            assert script.headers["content-type"].startswith("text/javascript")
+            assert (await client.get("/ui/assets/secret.py")).status_code == 404
+            for path in ("/snapshot?sessionId=s", "/sessions"):
+                refused = await client.get(path)
+                assert refused.status_code == 401
+                assert refused.json()["code"] == "UNAUTHORIZED"
+            allowed = await client.get("/sessions", headers={"Authorization": "Bearer sekrit"})
+            assert allowed.json() == {"sessions": [], "nextCursor": None}
+
+
+async def test_a_gateway_without_a_store_says_so() -> None:
+    with anyio.fail_after(TIMEOUT):
+        async with (
+            gateway([one_step("a")], MemoryEventStore()) as inner,
+            HttpRemoteAgentTransport(str(inner.base_url)) as transport,
+            serve(create_http_app(transport)) as url,
+            httpx.AsyncClient(base_url=url) as client,
+        ):
+            answer = await client.get("/snapshot", params={"sessionId": "s"})
+            assert answer.status_code == 404
+            assert "no event store" in answer.json()["error"]
+            assert (await client.get("/ui")).status_code == 200
+
+
+@pytest.mark.nats
+async def test_the_nats_gateway_serves_the_inspector(nats_server: NatsServer) -> None:
+    tree = build_tree()
+    tree.release.set()
+    stream = fresh_stream_name()
+    host_store = await JetStreamEventStore.connect(nats_server.url, stream=stream)
+    gateway_store = await JetStreamEventStore.connect(nats_server.url, stream=stream)
+    host_nc = await nats.connect(nats_server.url)
+    gateway_nc = await nats.connect(nats_server.url)
+    try:
+        with anyio.fail_after(TIMEOUT):
+            async with NatsAgentHost(AgentServer([tree.lead], host_store), host_nc):
+                fleet = NatsRemoteAgentTransport(gateway_nc, gateway_store, timeout=5)
+                async with (
+                    serve(create_http_app(fleet)) as url,
+                    httpx.AsyncClient(base_url=url, timeout=TIMEOUT) as client,
+                ):
+                    await run(client, "fleet-1", "lead")
+                    listed = (await client.get("/sessions", params={"topLevel": "true"})).json()
+                    assert [row["sessionId"] for row in listed["sessions"]] == ["fleet-1"]
+                    snap = (await client.get("/snapshot", params={"sessionId": "fleet-1"})).json()
+                    agents = snap["view"]["agents"]
+                    assert [node["agentType"] for node in agents.values()] == [
+                        "lead",
+                        "planner",
+                        "writer",
+                    ]
+                    assert all(node["usage"]["llmCalls"] == 2 for node in agents.values())
+    finally:
+        await gateway_nc.close()
+        await host_nc.close()
+        await gateway_store.close()
+        await host_store.close()
