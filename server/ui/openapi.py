@@ -7,6 +7,7 @@ from typing import Any
 
 import msgspec
 
+from .routes import ASSETS
 from .snapshot import Snapshot
 
 __all__ = ["UI_MODELS", "ui_paths"]
@@ -44,7 +45,14 @@ def ui_paths(
             "get": {
                 "summary": "The page's script and style sheet (no auth)",
                 "parameters": [
-                    {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+                    {
+                        "name": "name",
+                        "in": "path",
+                        "required": True,
+                        # The files there are: a generator that knows them tries them, and an
+                        # unconstrained string (most unfit for a path) starved schemathesis.
+                        "schema": {"type": "string", "enum": sorted(ASSETS)},
+                    }
                 ],
                 "responses": {
                     "200": {

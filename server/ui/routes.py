@@ -35,9 +35,9 @@ _STATIC = resources.files(__package__ or "helix_agents.server.ui") / "static"
 ASSETS = frozenset(
     entry.name
     for entry in _STATIC.iterdir()
-    if entry.is_file() and any(entry.name.endswith(suffix) for suffix in _MEDIA)
+    if entry.is_file() and entry.name.endswith((".js", ".css"))
 )
-"""The files the page loads from ``/ui/assets/``, shipped in the package."""
+"""The files the page loads from ``/ui/assets/``, shipped in the package (the page is ``/ui``)."""
 
 _encoder = msgspec.json.Encoder()
 

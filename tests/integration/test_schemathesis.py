@@ -53,6 +53,7 @@ from hypothesis import strategies as st
 from nats_server import NatsServer
 from schema_app import agents
 from schemathesis import engine
+from schemathesis.config import HealthCheck
 from schemathesis.engine import events
 from servers import closed_port, serve
 
@@ -157,7 +158,14 @@ def fuzz(url: str, *, token: str | None, examples: int) -> Run:
     """One schemathesis run against ``url`` (blocking: run it in a worker thread)."""
     schema = schemathesis.openapi.from_url(f"{url}/openapi.json").exclude(name=list(NOT_YET))
     headers = {"Authorization": f"Bearer {token}"} if token is not None else None
-    schema.config.update(base_url=url, request_timeout=REQUEST_TIMEOUT, headers=headers)
+    schema.config.update(
+        base_url=url,
+        request_timeout=REQUEST_TIMEOUT,
+        headers=headers,
+        # Generation's own health (how many drawn values it threw away, how slowly it drew)
+        # says nothing of the server, and with few examples it flakes from run to run.
+        suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow],
+    )
     schema.config.generation.update(max_examples=examples)
     _steered(schema)
     run = Run()

@@ -223,6 +223,8 @@ async def test_the_page_is_open_and_the_data_needs_the_token() -> None:
             script = await client.get("/ui/assets/app.js")
             assert script.headers["content-type"].startswith("text/javascript")
             assert (await client.get("/ui/assets/secret.py")).status_code == 404
+            # The page is /ui; its assets are only what it loads.
+            assert (await client.get("/ui/assets/index.html")).status_code == 404
             for path in ("/snapshot?sessionId=s", "/sessions"):
                 refused = await client.get(path)
                 assert refused.status_code == 401
