@@ -41,6 +41,7 @@ from helix_agents import (
 from helix_agents.stores import MemoryEventStore, open_store
 
 from .agent_server import AgentServer
+from .collector import tune_collector
 from .http_app import create_http_app
 from .limits import (
     DEFAULT_GRACE,
@@ -256,6 +257,7 @@ async def run_serve(
         + _access(auth, options)
     )
     print(f"helix-agents: inspector at http://{host}:{port}/ui")
+    tune_collector()  # many live sessions: see server/collector.py
     await _bounded(app, host=host, port=port, limits=limits, agents=server, options=options).serve()
 
 
