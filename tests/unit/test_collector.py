@@ -1,4 +1,4 @@
-"""``serve``'s collector tuning: what was loaded is frozen, young collections are rarer, cycles still go."""
+"""serve's collector tuning: what was loaded is frozen, young collections rarer, cycles still go."""
 
 from __future__ import annotations
 
