@@ -35,6 +35,7 @@ from helix_agents.errors import (
 from helix_agents.events import EVENT_TYPES, Event
 from helix_agents.ids import validate_session_id
 
+from ._batched import BatchedCall, BatchedCalls
 from ._chain import chain_of, verified_events
 from ._common import AppendNotifier, check_batch, tail_events
 
@@ -104,6 +105,7 @@ _MAX_BATCH = 1000  # bounds one transaction; the rest waits for the next leader
 _MAX_CACHED_SESSIONS = 100_000
 _KNOWN_ENDS = 10_000  # sessions whose end this store remembers (for tails starting there)
 _READ_THREADS = 40  # worker threads reading at once (each with its own connection)
+_READ_BATCH = 64  # reads one worker thread takes in one hop (see _batched.py)
 _PROBE_CHUNK = 500  # session ids per poller query (SQLite's bound on parameters is 32,766)
 
 
@@ -380,6 +382,8 @@ class SqliteEventStore:
         self._readers_lock = threading.Lock()
         self._active_reads = 0
         self._reads_idle: anyio.Event | None = None
+        # Concurrent reads share worker-thread hops (a burst of streams opening).
+        self._reads = BatchedCalls(self._run_reads, lanes=_READ_THREADS, max_batch=_READ_BATCH)
         # The poller's own connection: data_version is per connection.
         self._poll_conn: sqlite3.Connection | None = None
         self._poll_version: int | None = None
@@ -596,7 +600,19 @@ class SqliteEventStore:
         """Return the events with seq > ``from_seq``."""
         self._ensure_open()
         validate_session_id(session_id)
-        return await self._in_thread(self._read_sync, session_id, from_seq)
+        events: list[Event] = await self._reads.call(session_id, from_seq)
+        return events
+
+    async def _run_reads(self, reads: list[BatchedCall]) -> None:
+        await self._in_thread(self._read_batch_sync, reads)
+
+    def _read_batch_sync(self, reads: list[BatchedCall]) -> None:
+        """Run on a worker thread: each read of the batch, its result or error kept apart."""
+        for read in reads:
+            try:
+                read.result = self._read_sync(*read.args)
+            except Exception as exc:
+                read.error = exc
 
     async def _in_thread(self, fn: Callable[..., T], *args: object) -> T:
         """Run a read on a worker thread; ``close`` waits for reads under way."""
