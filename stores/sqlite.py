@@ -650,7 +650,12 @@ class SqliteEventStore:
         for gone in [session for session in self._own_ends if session not in watched]:
             del self._own_ends[gone]
         # The worker thread gets a copy: appends go on meanwhile on this thread.
-        changed = await self._in_thread(self._probe_sync, sessions, dict(self._own_ends))
+        # A session no tail watched when we last wrote it: the end that write left.
+        own_ends = dict(self._own_ends)
+        for session in sessions:
+            if session not in own_ends and session in self._ends:
+                own_ends[session] = self._ends[session]
+        changed = await self._in_thread(self._probe_sync, sessions, own_ends)
         for session in changed:
             self._ends.pop(session, None)  # written elsewhere: a new tail must read
         return changed
@@ -659,11 +664,13 @@ class SqliteEventStore:
         """One ``PRAGMA data_version`` when nothing changed; else each watched session's end.
 
         Runs on a worker thread, one probe at a time (there is one poller).
-        A session seen for the first time is always reported (its tail
-        re-reads once): its baseline is taken after its tail's catch-up read,
-        and an append in between must not be missed. A session that ends
-        where this store's own last append left it is not reported: its tails
-        have those events from memory.
+        A session that ends where this store's own last append left it is
+        not reported: its tails have those events, from memory or from their
+        catch-up read (an append made elsewhere before ours would show as a
+        gap when ours reached them, and they re-read then). Any other session
+        seen for the first time is reported (its tails re-read once): its
+        baseline is taken after its tails' catch-up reads, and an append made
+        elsewhere in between must not be missed.
         """
         if self._closed:
             return []
@@ -699,7 +706,7 @@ class SqliteEventStore:
         changed: list[str] = []
         for session in asked:
             end = ends.get(session, 0)
-            if session not in seen or (seen[session] != end and own_ends.get(session) != end):
+            if (session not in seen or seen[session] != end) and own_ends.get(session) != end:
                 changed.append(session)
             seen[session] = end
         return changed
