@@ -18,7 +18,7 @@ import gc
 
 __all__ = ["YOUNG_THRESHOLD", "tune_collector"]
 
-YOUNG_THRESHOLD = 10_000
+YOUNG_THRESHOLD = 50_000
 """Allocations (net, of objects that can form cycles) between young collections."""
 
 
