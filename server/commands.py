@@ -49,10 +49,10 @@ from .limits import (
     DEFAULT_KEEP_ALIVE,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_STREAMS,
-    LISTEN_BACKLOG,
     StreamLimit,
     bounded_http_protocol,
     fit_descriptor_limit,
+    fit_listen_backlog,
     quiet_accept_errors,
 )
 from .openapi import openapi_document
@@ -343,18 +343,19 @@ def _bounded(
     from .graceful import GracefulServer
 
     quiet_accept_errors()
+    connections = fit_descriptor_limit(limits.max_connections)
     config = uvicorn_config(
         _with_cors(StreamLimit(app, max_streams=limits.max_streams), options.cors_origins),
         log_level=options.log_level,
         host=host,
         port=port,
         http=bounded_http_protocol(
-            fit_descriptor_limit(limits.max_connections),
+            connections,
             limits.header_timeout,
             parser="httptools" if limits.loop == "uvloop" else "h11",
         ),
         timeout_keep_alive=limits.keep_alive,
-        backlog=LISTEN_BACKLOG,
+        backlog=fit_listen_backlog(connections),
         timeout_graceful_shutdown=None,  # the grace bounds the drain
     )
     return GracefulServer(config, grace=limits.grace, agents=agents)
