@@ -34,7 +34,7 @@ import contextlib
 import json
 import re
 import uuid
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
@@ -110,6 +110,32 @@ def validate_stream_name(stream: str) -> str:
     return stream
 
 
+class _Replies:
+    """The replies to one batched get, as they arrive."""
+
+    __slots__ = ("arrived", "messages")
+
+    def __init__(self) -> None:
+        self.messages: deque[Msg] = deque()
+        self.arrived = anyio.Event()
+
+    def put(self, msg: Msg) -> None:
+        self.messages.append(msg)
+        self.arrived.set()
+
+    async def next(self, timeout: float) -> Msg:
+        """The next reply; nats-py's timeout error if none comes within ``timeout`` s."""
+        if not self.messages:
+            with anyio.move_on_after(timeout):
+                await self.arrived.wait()
+            if not self.messages:
+                raise nats.errors.TimeoutError
+        msg = self.messages.popleft()
+        if not self.messages:
+            self.arrived = anyio.Event()
+        return msg
+
+
 _Position = tuple[int, int, int | None]  # stream seq, helix seq, chain of a session's last message
 _Suspect = tuple[int, str, int]  # helix seq, what looked wrong, the log's last stream seq
 
@@ -165,6 +191,11 @@ class JetStreamEventStore:
         # session -> {helix seq a batch ends at: (its stream seq, its chain)}, as read:
         # a read from one of them starts right after that batch, in one request.
         self._marks: OrderedDict[str, dict[int, tuple[int, int | None]]] = OrderedDict()
+        # Batched gets answer to one inbox: fetch id -> where its replies wait.
+        self._replies: str | None = None
+        self._replies_lock = anyio.Lock()
+        self._fetches: dict[str, _Replies] = {}
+        self._fetch_ids = 0
 
     def __repr__(self) -> str:
         state = " closed" if self._closed else ""
@@ -623,16 +654,21 @@ class JetStreamEventStore:
             if msg is None:
                 return [], False
             return [msg], True
-        inbox = self._nc.new_inbox()
-        sub = await self._nc.subscribe(inbox)
+        replies = await self._reply_box()
+        self._fetch_ids += 1
+        token = str(self._fetch_ids)
+        box = _Replies()
+        self._fetches[token] = box
         try:
             request = {"seq": max(start, 1), "next_by_subj": subject, "batch": _BATCH}
             await self._nc.publish(
-                f"{_API}.DIRECT.GET.{self.stream}", json.dumps(request).encode(), reply=inbox
+                f"{_API}.DIRECT.GET.{self.stream}",
+                json.dumps(request).encode(),
+                reply=f"{replies}.{token}",
             )
             batch: list[js_api.RawStreamMsg] = []
             while True:
-                reply = await sub.next_msg(timeout=self._timeout)
+                reply = await box.next(self._timeout)
                 headers = reply.headers or {}
                 status = headers.get("Status")
                 if status == "404":
@@ -653,8 +689,28 @@ class JetStreamEventStore:
                     )
                 )
         finally:
-            with contextlib.suppress(nats.errors.Error, OSError):
-                await sub.unsubscribe()
+            del self._fetches[token]
+
+    async def _reply_box(self) -> str:
+        """The store's one inbox for batched gets (``<inbox>.<fetch id>``), subscribed once.
+
+        One long-lived subscription instead of a subscribe and unsubscribe per
+        fetch: each of those is a write to the server.
+        """
+        if self._replies is None:
+            async with self._replies_lock:
+                if self._replies is None:
+                    prefix = self._nc.new_inbox()
+                    fetches = self._fetches
+
+                    async def route(msg: Msg) -> None:
+                        box = fetches.get(msg.subject.rsplit(".", 1)[-1])
+                        if box is not None:  # else a late answer to a fetch given up
+                            box.put(msg)
+
+                    await self._nc.subscribe(f"{prefix}.*", cb=route)
+                    self._replies = prefix
+        return self._replies
 
     async def _find(
         self, session_id: str, subject: str, from_seq: int, last: js_api.RawStreamMsg
