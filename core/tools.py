@@ -39,6 +39,7 @@ __all__ = [
     "validate_tool_name",
 ]
 
+
 @functools.lru_cache(maxsize=1024)
 def _schema_bytes(model: type[BaseModel]) -> bytes:
     return msgspec.json.encode(model.model_json_schema())
