@@ -21,7 +21,11 @@ stream seq X" gets finds ``from_seq``; then they fetch the messages in batches
 (direct gets, on an unreplicated stream; else one get per message). A
 ``tail`` is fed this store's appends through the shared ``AppendNotifier``;
 the store's one ordered, headers-only JetStream consumer (created before the
-catch-up read) rings it when another process appends.
+catch-up read) rings it when another process appends. A tail skips its
+catch-up read when it starts where the store last saw the session's log end
+and the consumer covers everything after that without having reported any
+of the session's messages (a run's watcher, started right after its run's
+append). Batched gets answer to one long-lived inbox of the store.
 
 asyncio lives here only because nats-py is asyncio-only; nats-py errors never
 leave this module (they become :class:`StoreError`).
@@ -35,7 +39,7 @@ import json
 import re
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from typing import Any
 
 import anyio
@@ -86,6 +90,7 @@ _READ_ROUNDS = 5  # reads restarted because the log was deleted and rebuilt unde
 _BATCH = 256  # messages one direct get returns at most
 _MARKED_SESSIONS = 4096  # sessions whose batch positions a store remembers
 _MARKS_PER_SESSION = 64
+_REPORTED_SESSIONS = 65536  # sessions whose last reported stream seq a store remembers
 WATCH_LINGER = 2.0
 """Seconds the store's consumer outlives its last tail (a new tail meanwhile reuses it)."""
 
@@ -123,10 +128,10 @@ class _Replies:
         self.messages.append(msg)
         self.arrived.set()
 
-    async def next(self, timeout: float) -> Msg:
-        """The next reply; nats-py's timeout error if none comes within ``timeout`` s."""
+    async def next(self, wait: float) -> Msg:
+        """The next reply; nats-py's timeout error if none comes within ``wait`` s."""
         if not self.messages:
-            with anyio.move_on_after(timeout):
+            with anyio.move_on_after(wait):
                 await self.arrived.wait()
             if not self.messages:
                 raise nats.errors.TimeoutError
@@ -180,8 +185,16 @@ class JetStreamEventStore:
         self._watch_refs = 0
         self._watch_lock = anyio.Lock()
         self._linger: asyncio.TimerHandle | None = None  # the unused consumer's deletion, due
-        self._dropping: set[asyncio.Task[None]] = set()
+        self._chores: set[asyncio.Task[None]] = set()  # the consumer's deletion, its coverage
         self._last_pending: tuple[int, int] = (0, 0)  # the consumer's (pending, delivered)
+        # What the consumer has reported, so a tail can skip its catch-up read: every
+        # stream message from ``_covered_from`` on is (or will be) reported, unless the
+        # connection reconnected since (``_covered_reconnects``) or a probe found the
+        # consumer stuck or gone (``_covered_from`` None: no skipping until a new one).
+        self._covered_from: int | None = None
+        self._covered_reconnects = 0
+        self._reported: dict[str, int] = {}  # session -> highest stream seq reported
+        self._forgotten = 0  # highest stream seq of a report evicted from _reported
         self._closed = False
         self._active = 0
         self._idle: anyio.Event | None = None
@@ -753,6 +766,7 @@ class JetStreamEventStore:
                 from_seq,
                 is_closed=lambda: self._closed,
                 closed_error=StoreClosedError,
+                ends_at=self._ends_at,
             )
             async with contextlib.aclosing(events):
                 async for event in events:
@@ -760,6 +774,28 @@ class JetStreamEventStore:
         finally:
             with anyio.move_on_after(self._timeout, shield=True):
                 await self._unwatch_store()
+
+    def _ends_at(self, session_id: str, seq: int) -> bool:
+        """Whether the log surely ends at ``seq``, as far as a tail subscribed now can tell.
+
+        True when this store's last sight of the session (its own append, or a
+        read) ended at helix seq ``seq``, at stream seq P, and its consumer
+        covers every stream message after P (it started at or before P + 1,
+        without a reconnect or a failed probe since) and has reported none of
+        the session's beyond P: whatever follows P will ring the tail, so its
+        catch-up read would find nothing.
+        """
+        position = self._positions.get(session_id)
+        covered = self._covered_from
+        if position is None or position[1] != seq or covered is None or self._watch is None:
+            return False
+        stream_seq = position[0]
+        if covered > stream_seq + 1 or self._nc.stats["reconnects"] != self._covered_reconnects:
+            return False
+        reported = self._reported.get(session_id)
+        if reported is None:
+            return stream_seq >= self._forgotten
+        return reported <= stream_seq
 
     async def _watch_store(self) -> None:
         """Start (or share) the store's consumer: headers only, every session's subject."""
@@ -787,7 +823,22 @@ class JetStreamEventStore:
                         inactive_threshold=5.0,
                     )
                 self._last_pending = (0, 0)
+                self._chore(self._cover(self._watch))
             self._watch_refs += 1
+
+    async def _cover(self, watch: JetStreamContext.PushSubscription) -> None:
+        """Note from where the new consumer reports every message (best effort)."""
+        reconnects = self._nc.stats["reconnects"]
+        try:
+            info = await watch.consumer_info()
+        except (nats.errors.Error, OSError):
+            return  # unknown: tails read, as ever
+        # A new consumer's delivered stream seq is the stream's last at its creation
+        # (or later, if it delivered since: then this is later than need be).
+        delivered = int(info.delivered.stream_seq or 0) if info.delivered else 0
+        if watch is self._watch:
+            self._covered_from = delivered + 1
+            self._covered_reconnects = reconnects
 
     async def _unwatch_store(self) -> None:
         async with self._watch_lock:
@@ -803,9 +854,13 @@ class JetStreamEventStore:
 
     def _linger_over(self) -> None:
         self._linger = None
-        task = asyncio.ensure_future(self._drop_if_unused())
-        self._dropping.add(task)
-        task.add_done_callback(self._dropping.discard)
+        self._chore(self._drop_if_unused())
+
+    def _chore(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` in the background (no tail waits for it, none can cancel it)."""
+        task = asyncio.ensure_future(work)
+        self._chores.add(task)
+        task.add_done_callback(self._chores.discard)
 
     async def _drop_if_unused(self) -> None:
         async with self._watch_lock:
@@ -815,6 +870,7 @@ class JetStreamEventStore:
     async def _drop_watch(self) -> None:
         """Unsubscribe the store's consumer and delete it on the server (never left to lapse)."""
         watch, self._watch = self._watch, None
+        self._covered_from = None  # (a late _cover of it sees it is no longer the one)
         if watch is None:
             return
         name = getattr(watch, "_consumer", None)  # the current one (an ordered consumer's reset)
@@ -831,12 +887,17 @@ class JetStreamEventStore:
             session_id = decode_session_token(msg.subject[len(prefix) :])
         except ValueError:
             return  # not a subject we wrote
-        if not self._notifier.is_watched(session_id):
-            return
+        stream_seq: int | None
         try:
             stream_seq = msg.metadata.sequence.stream
         except Exception:  # not a JetStream delivery we can parse: just ring
             stream_seq = None
+        if stream_seq is None:
+            self._covered_from = None  # and skip no catch-up read from now on
+        else:
+            self._report(session_id, stream_seq)
+        if not self._notifier.is_watched(session_id):
+            return
         # Our own appends reached the tails through the notifier already, and
         # so did every message before them on the subject (a tail that missed
         # one sees a gap in our batch and re-reads). The consumer may report one
@@ -846,6 +907,15 @@ class JetStreamEventStore:
             self._held_rings.setdefault(session_id, []).append(stream_seq)
         elif stream_seq is None or stream_seq > self._own.get(session_id, 0):
             self._notifier.publish(session_id, [])
+
+    def _report(self, session_id: str, stream_seq: int) -> None:
+        """Remember the session's highest stream seq the consumer reported (bounded)."""
+        reported = self._reported
+        if stream_seq > reported.get(session_id, 0):
+            reported[session_id] = stream_seq
+            if len(reported) > _REPORTED_SESSIONS:
+                oldest = next(iter(reported))
+                self._forgotten = max(self._forgotten, reported.pop(oldest))
 
     async def _probe(self, sessions: list[str]) -> list[str]:
         """The poller's safety net: every watched session if the consumer seems stuck or gone.
@@ -861,11 +931,14 @@ class JetStreamEventStore:
             info = await watch.consumer_info()
         except (nats.errors.Error, OSError):
             self._last_pending = (0, 0)
+            self._covered_from = None  # it may have missed messages: tails read from now on
             return sessions  # gone (nats-py recreates it) or unreachable: re-read
         pending = int(info.num_pending or 0)
         delivered = int(info.delivered.stream_seq or 0) if info.delivered else 0
         stuck = self._last_pending[0] > 0 and delivered == self._last_pending[1]
         self._last_pending = (pending, delivered)
+        if stuck:
+            self._covered_from = None
         return sessions if stuck else []
 
     async def list_sessions(self) -> list[str]:
@@ -910,6 +983,8 @@ class JetStreamEventStore:
             async with self._watch_lock:
                 if self._watch_refs == 0:
                     await self._drop_watch()
+        for chore in list(self._chores):
+            chore.cancel()  # a coverage check left (the consumer is gone)
         with (
             anyio.move_on_after(self._timeout, shield=True),
             contextlib.suppress(nats.errors.Error, OSError),
