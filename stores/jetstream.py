@@ -81,6 +81,7 @@ HEADER_LAST_SEQ = "Helix-Last-Seq"
 HEADER_CHAIN = "Helix-Chain"
 _EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
 _MSG_ID = "Nats-Msg-Id"
+_EXPECTED_STREAM = "Nats-Expected-Stream"
 _WRONG_LAST_SEQUENCE = 10071  # JetStream's err_code for a refused expected sequence
 _STREAM_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _API = "$JS.API"
@@ -95,6 +96,23 @@ WATCH_LINGER = 2.0
 """Seconds the store's consumer outlives its last tail (a new tail meanwhile reuses it)."""
 
 _batch_decoder = msgspec.json.Decoder(list[Event])
+
+
+class _ApiError(msgspec.Struct):
+    code: int = 0
+    err_code: int = 0
+    description: str = ""
+
+
+class _PubAck(msgspec.Struct):
+    """JetStream's answer to a publish: where it was stored, or why not."""
+
+    seq: int = 0
+    duplicate: bool = False
+    error: _ApiError | None = None
+
+
+_ack_decoder = msgspec.json.Decoder(_PubAck)
 
 
 def nats_servers(url: str) -> list[str]:
@@ -139,6 +157,11 @@ class _Replies:
         if not self.messages:
             self.arrived = anyio.Event()
         return msg
+
+
+def _time_out(future: asyncio.Future[Msg]) -> None:
+    if not future.done():
+        future.set_exception(nats.errors.TimeoutError())
 
 
 _Position = tuple[int, int, int | None]  # stream seq, helix seq, chain of a session's last message
@@ -208,6 +231,7 @@ class JetStreamEventStore:
         self._replies: str | None = None
         self._replies_lock = anyio.Lock()
         self._fetches: dict[str, _Replies] = {}
+        self._asks: dict[str, asyncio.Future[Msg]] = {}  # requests' replies, by the same ids
         self._fetch_ids = 0
 
     def __repr__(self) -> str:
@@ -499,14 +523,11 @@ class JetStreamEventStore:
         delay = 0.05
         while attempts < self._publish_attempts:
             try:
-                ack = await self._js.publish(
-                    subject,
-                    payload,
-                    timeout=self._timeout,
-                    stream=self.stream,
-                    headers=dict(headers),
+                reply = await self._ask(
+                    subject, payload, {**headers, _EXPECTED_STREAM: self.stream}
                 )
-            except (nats.js.errors.NoStreamResponseError, nats.errors.NoRespondersError) as exc:
+                ack = _ack_decoder.decode(reply.data)
+            except nats.errors.NoRespondersError as exc:
                 # Nobody took the message (the stream has no leader, as during an
                 # election): it was not stored, so sending it again is safe.
                 if anyio.current_time() >= deadline:
@@ -521,9 +542,14 @@ class JetStreamEventStore:
                 unsure = True
                 attempts += 1
                 continue
-            except nats.js.errors.APIError as exc:
-                if exc.err_code != _WRONG_LAST_SEQUENCE:
-                    raise
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                raise StoreError(f"append to session {session_id!r}: a bad answer: {exc}") from exc
+            if ack.error is not None:
+                if ack.error.err_code != _WRONG_LAST_SEQUENCE:
+                    raise StoreError(
+                        f"append to session {session_id!r}: {ack.error.description} "
+                        f"(code {ack.error.code}, err_code {ack.error.err_code})"
+                    )
                 if unsure:
                     # The server checks the expected sequence before deduplicating,
                     # so a re-send of a batch that landed is refused: look for it.
@@ -534,6 +560,8 @@ class JetStreamEventStore:
                     ):
                         return landed.seq
                 return None
+            if ack.seq < 1:
+                raise StoreError(f"append to session {session_id!r}: an answer without a seq")
             return ack.seq  # ack.duplicate: an earlier send landed, this is its seq
         raise StoreError(
             f"append to session {session_id!r}: no acknowledgement after "
@@ -704,6 +732,30 @@ class JetStreamEventStore:
         finally:
             del self._fetches[token]
 
+    async def _ask(self, subject: str, payload: bytes, headers: dict[str, str]) -> Msg:
+        """One request through the store's inbox; its reply.
+
+        Lighter than nats-py's request (which a publish to JetStream goes
+        through), with the same errors: ``TimeoutError`` after the store's
+        timeout, ``NoRespondersError`` when nothing took the message.
+        """
+        prefix = await self._reply_box()
+        self._fetch_ids += 1
+        token = str(self._fetch_ids)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Msg] = loop.create_future()
+        self._asks[token] = future
+        timer = loop.call_later(self._timeout, _time_out, future)
+        try:
+            await self._nc.publish(subject, payload, reply=f"{prefix}.{token}", headers=headers)
+            msg = await future
+        finally:
+            timer.cancel()
+            del self._asks[token]
+        if not msg.data and msg.headers and msg.headers.get("Status") == "503":
+            raise nats.errors.NoRespondersError
+        return msg
+
     async def _reply_box(self) -> str:
         """The store's one inbox for batched gets (``<inbox>.<fetch id>``), subscribed once.
 
@@ -714,12 +766,18 @@ class JetStreamEventStore:
             async with self._replies_lock:
                 if self._replies is None:
                     prefix = self._nc.new_inbox()
-                    fetches = self._fetches
+                    fetches, asks = self._fetches, self._asks
 
                     async def route(msg: Msg) -> None:
-                        box = fetches.get(msg.subject.rsplit(".", 1)[-1])
-                        if box is not None:  # else a late answer to a fetch given up
+                        token = msg.subject.rsplit(".", 1)[-1]
+                        box = fetches.get(token)
+                        if box is not None:
                             box.put(msg)
+                            return
+                        asked = asks.get(token)
+                        if asked is not None and not asked.done():
+                            asked.set_result(msg)
+                        # else a late answer to a request given up
 
                     await self._nc.subscribe(f"{prefix}.*", cb=route)
                     self._replies = prefix
