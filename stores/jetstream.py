@@ -38,7 +38,7 @@ import contextlib
 import json
 import re
 import uuid
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from typing import Any
 
@@ -64,6 +64,7 @@ from helix_agents.ids import decode_session_token, encode_session_token, validat
 
 from ._chain import chain_of
 from ._common import AppendNotifier, check_batch, tail_events
+from ._nats_inbox import EXPECTED_LAST_SUBJECT_SEQ, WRONG_LAST_SEQUENCE, NatsInbox
 
 __all__ = [
     "DEFAULT_STREAM",
@@ -79,10 +80,8 @@ DEFAULT_STREAM = "HELIX_EVENTS"
 HEADER_FIRST_SEQ = "Helix-First-Seq"
 HEADER_LAST_SEQ = "Helix-Last-Seq"
 HEADER_CHAIN = "Helix-Chain"
-_EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
 _MSG_ID = "Nats-Msg-Id"
 _EXPECTED_STREAM = "Nats-Expected-Stream"
-_WRONG_LAST_SEQUENCE = 10071  # JetStream's err_code for a refused expected sequence
 _STREAM_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _API = "$JS.API"
 _CONFLICT_ROUNDS = 5  # refused publishes an append re-tries while the log still ends where expected
@@ -96,23 +95,6 @@ WATCH_LINGER = 2.0
 """Seconds the store's consumer outlives its last tail (a new tail meanwhile reuses it)."""
 
 _batch_decoder = msgspec.json.Decoder(list[Event])
-
-
-class _ApiError(msgspec.Struct):
-    code: int = 0
-    err_code: int = 0
-    description: str = ""
-
-
-class _PubAck(msgspec.Struct):
-    """JetStream's answer to a publish: where it was stored, or why not."""
-
-    seq: int = 0
-    duplicate: bool = False
-    error: _ApiError | None = None
-
-
-_ack_decoder = msgspec.json.Decoder(_PubAck)
 
 
 def nats_servers(url: str) -> list[str]:
@@ -131,37 +113,6 @@ def validate_stream_name(stream: str) -> str:
     if not isinstance(stream, str) or _STREAM_NAME.fullmatch(stream) is None:
         raise UsageError(f"stream name must be 1-64 characters of A-Za-z0-9_-, not {stream!r}")
     return stream
-
-
-class _Replies:
-    """The replies to one batched get, as they arrive."""
-
-    __slots__ = ("arrived", "messages")
-
-    def __init__(self) -> None:
-        self.messages: deque[Msg] = deque()
-        self.arrived = anyio.Event()
-
-    def put(self, msg: Msg) -> None:
-        self.messages.append(msg)
-        self.arrived.set()
-
-    async def next(self, wait: float) -> Msg:
-        """The next reply; nats-py's timeout error if none comes within ``wait`` s."""
-        if not self.messages:
-            with anyio.move_on_after(wait):
-                await self.arrived.wait()
-            if not self.messages:
-                raise nats.errors.TimeoutError
-        msg = self.messages.popleft()
-        if not self.messages:
-            self.arrived = anyio.Event()
-        return msg
-
-
-def _time_out(future: asyncio.Future[Msg]) -> None:
-    if not future.done():
-        future.set_exception(nats.errors.TimeoutError())
 
 
 _Position = tuple[int, int, int | None]  # stream seq, helix seq, chain of a session's last message
@@ -227,12 +178,8 @@ class JetStreamEventStore:
         # session -> {helix seq a batch ends at: (its stream seq, its chain)}, as read:
         # a read from one of them starts right after that batch, in one request.
         self._marks: OrderedDict[str, dict[int, tuple[int, int | None]]] = OrderedDict()
-        # Batched gets answer to one inbox: fetch id -> where its replies wait.
-        self._replies: str | None = None
-        self._replies_lock = anyio.Lock()
-        self._fetches: dict[str, _Replies] = {}
-        self._asks: dict[str, asyncio.Future[Msg]] = {}  # requests' replies, by the same ids
-        self._fetch_ids = 0
+        # Appends and batched gets answer to one long-lived inbox.
+        self._inbox = NatsInbox(nc, timeout)
 
     def __repr__(self) -> str:
         state = " closed" if self._closed else ""
@@ -491,7 +438,7 @@ class JetStreamEventStore:
                 raise ConcurrencyConflict(session_id, expected_seq, position[1])
             chain = chain_of(position[2], payload)
             headers = {
-                _EXPECTED_LAST_SUBJECT_SEQ: str(position[0]),
+                EXPECTED_LAST_SUBJECT_SEQ: str(position[0]),
                 _MSG_ID: msg_id,
                 HEADER_FIRST_SEQ: str(expected_seq + 1),
                 HEADER_LAST_SEQ: str(last),
@@ -523,10 +470,9 @@ class JetStreamEventStore:
         delay = 0.05
         while attempts < self._publish_attempts:
             try:
-                reply = await self._ask(
+                ack = await self._inbox.publish(
                     subject, payload, {**headers, _EXPECTED_STREAM: self.stream}
                 )
-                ack = _ack_decoder.decode(reply.data)
             except nats.errors.NoRespondersError as exc:
                 # Nobody took the message (the stream has no leader, as during an
                 # election): it was not stored, so sending it again is safe.
@@ -542,10 +488,8 @@ class JetStreamEventStore:
                 unsure = True
                 attempts += 1
                 continue
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                raise StoreError(f"append to session {session_id!r}: a bad answer: {exc}") from exc
             if ack.error is not None:
-                if ack.error.err_code != _WRONG_LAST_SEQUENCE:
+                if ack.error.err_code not in WRONG_LAST_SEQUENCE:
                     raise StoreError(
                         f"append to session {session_id!r}: {ack.error.description} "
                         f"(code {ack.error.code}, err_code {ack.error.err_code})"
@@ -560,8 +504,6 @@ class JetStreamEventStore:
                     ):
                         return landed.seq
                 return None
-            if ack.seq < 1:
-                raise StoreError(f"append to session {session_id!r}: an answer without a seq")
             return ack.seq  # ack.duplicate: an earlier send landed, this is its seq
         raise StoreError(
             f"append to session {session_id!r}: no acknowledgement after "
@@ -695,21 +637,13 @@ class JetStreamEventStore:
             if msg is None:
                 return [], False
             return [msg], True
-        replies = await self._reply_box()
-        self._fetch_ids += 1
-        token = str(self._fetch_ids)
-        box = _Replies()
-        self._fetches[token] = box
-        try:
-            request = {"seq": max(start, 1), "next_by_subj": subject, "batch": _BATCH}
-            await self._nc.publish(
-                f"{_API}.DIRECT.GET.{self.stream}",
-                json.dumps(request).encode(),
-                reply=f"{replies}.{token}",
-            )
-            batch: list[js_api.RawStreamMsg] = []
-            while True:
-                reply = await box.next(self._timeout)
+        request = {"seq": max(start, 1), "next_by_subj": subject, "batch": _BATCH}
+        replies = self._inbox.replies(
+            f"{_API}.DIRECT.GET.{self.stream}", json.dumps(request).encode()
+        )
+        batch: list[js_api.RawStreamMsg] = []
+        async with contextlib.aclosing(replies):
+            async for reply in replies:
                 headers = reply.headers or {}
                 status = headers.get("Status")
                 if status == "404":
@@ -729,59 +663,7 @@ class JetStreamEventStore:
                         headers=headers,
                     )
                 )
-        finally:
-            del self._fetches[token]
-
-    async def _ask(self, subject: str, payload: bytes, headers: dict[str, str]) -> Msg:
-        """One request through the store's inbox; its reply.
-
-        Lighter than nats-py's request (which a publish to JetStream goes
-        through), with the same errors: ``TimeoutError`` after the store's
-        timeout, ``NoRespondersError`` when nothing took the message.
-        """
-        prefix = await self._reply_box()
-        self._fetch_ids += 1
-        token = str(self._fetch_ids)
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Msg] = loop.create_future()
-        self._asks[token] = future
-        timer = loop.call_later(self._timeout, _time_out, future)
-        try:
-            await self._nc.publish(subject, payload, reply=f"{prefix}.{token}", headers=headers)
-            msg = await future
-        finally:
-            timer.cancel()
-            del self._asks[token]
-        if not msg.data and msg.headers and msg.headers.get("Status") == "503":
-            raise nats.errors.NoRespondersError
-        return msg
-
-    async def _reply_box(self) -> str:
-        """The store's one inbox for batched gets (``<inbox>.<fetch id>``), subscribed once.
-
-        One long-lived subscription instead of a subscribe and unsubscribe per
-        fetch: each of those is a write to the server.
-        """
-        if self._replies is None:
-            async with self._replies_lock:
-                if self._replies is None:
-                    prefix = self._nc.new_inbox()
-                    fetches, asks = self._fetches, self._asks
-
-                    async def route(msg: Msg) -> None:
-                        token = msg.subject.rsplit(".", 1)[-1]
-                        box = fetches.get(token)
-                        if box is not None:
-                            box.put(msg)
-                            return
-                        asked = asks.get(token)
-                        if asked is not None and not asked.done():
-                            asked.set_result(msg)
-                        # else a late answer to a request given up
-
-                    await self._nc.subscribe(f"{prefix}.*", cb=route)
-                    self._replies = prefix
-        return self._replies
+        raise AssertionError("unreachable: the replies never end by themselves")
 
     async def _find(
         self, session_id: str, subject: str, from_seq: int, last: js_api.RawStreamMsg
