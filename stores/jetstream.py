@@ -181,6 +181,15 @@ class JetStreamEventStore:
         # Appends and batched gets answer to one long-lived inbox.
         self._inbox = NatsInbox(nc, timeout)
 
+    @property
+    def connection(self) -> NatsClient:
+        """The store's nats-py client: a process may send its other requests on it too.
+
+        They then share the store's writes to the server. It is the store's:
+        closing the store closes it.
+        """
+        return self._nc
+
     def __repr__(self) -> str:
         state = " closed" if self._closed else ""
         return f"<JetStreamEventStore stream={self.stream!r}{state}>"
