@@ -90,7 +90,7 @@ _READ_ROUNDS = 5  # reads restarted because the log was deleted and rebuilt unde
 _BATCH = 256  # messages one direct get returns at most
 _MARKED_SESSIONS = 4096  # sessions whose batch positions a store remembers
 _MARKS_PER_SESSION = 64
-_REPORTED_SESSIONS = 65536  # sessions whose last reported stream seq a store remembers
+_REPORTED_SESSIONS = 16384  # sessions whose last reported stream seq a store remembers
 WATCH_LINGER = 2.0
 """Seconds the store's consumer outlives its last tail (a new tail meanwhile reuses it)."""
 
