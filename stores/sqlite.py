@@ -696,6 +696,17 @@ class SqliteEventStore:
         )
         return [str(row[0]) for row in rows]
 
+    async def session_heads(self) -> dict[str, int]:
+        """Return every session's last seq, by id (one index probe per session, one query)."""
+        self._ensure_open()
+        rows = await self._in_thread(
+            self._scalar_sync,
+            "SELECT s.session_id, (SELECT MAX(e.seq) FROM helix_events e"
+            " WHERE e.session_id = s.session_id) FROM helix_sessions s",
+            (),
+        )
+        return {str(row[0]): int(row[1]) for row in rows if isinstance(row[1], int)}
+
     async def check_storage(self) -> list[tuple[str | None, str]]:
         """Damage beyond single logs, as (session or None, one line): for ``check_store``.
 
