@@ -281,6 +281,8 @@ class NatsAgentHost:
                 self.server.run_guard = None
                 self._kv_open.set()  # no lease is waited for any more (none, if it never opened)
                 await self._drop_idle_leases()
+                with anyio.move_on_after(self.forward_timeout, shield=True):
+                    await self._inbox.close()  # the connection may outlive this host
 
     async def _drop_idle_leases(self) -> None:
         """On leaving: give back the leases of sessions no run of which is active here.

@@ -14,6 +14,7 @@ asyncio lives here only because nats-py is asyncio-only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 from collections.abc import AsyncGenerator
 
@@ -22,6 +23,7 @@ import msgspec
 import nats.errors
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 
 __all__ = ["EXPECTED_LAST_SUBJECT_SEQ", "WRONG_LAST_SEQUENCE", "NatsInbox", "PubAck"]
 
@@ -88,6 +90,7 @@ class NatsInbox:
         self._nc = nc
         self.timeout = timeout
         self._prefix: str | None = None
+        self._subscription: Subscription | None = None
         self._opening = anyio.Lock()
         self._asks: dict[str, asyncio.Future[Msg]] = {}
         self._streams: dict[str, _Replies] = {}
@@ -99,11 +102,18 @@ class NatsInbox:
             async with self._opening:
                 if self._prefix is None:
                     prefix = self._nc.new_inbox()
-                    await self._nc.subscribe(f"{prefix}.*", cb=self._route)
+                    self._subscription = await self._nc.subscribe(f"{prefix}.*", cb=self._route)
                     self._prefix = prefix
         self._ids += 1
         token = str(self._ids)
         return token, f"{self._prefix}.{token}"
+
+    async def close(self) -> None:
+        """Unsubscribe the inbox (best effort); a request after this subscribes it again."""
+        subscription, self._subscription, self._prefix = self._subscription, None, None
+        if subscription is not None:
+            with contextlib.suppress(nats.errors.Error, OSError):
+                await subscription.unsubscribe()
 
     async def _route(self, msg: Msg) -> None:
         token = msg.subject.rsplit(".", 1)[-1]
