@@ -10,8 +10,10 @@ loopback), started and stopped by this run.
   from a real call.
 - **Ours**: a parent agent calls a remote sub-agent tool over
   ``NatsRemoteAgentTransport``; the child (10 one-word chunks) runs on a
-  ``NatsAgentHost`` in this process; both logs are in JetStream. Timed from
-  the parent's ``tool_start`` to its ``tool_end`` (event timestamps).
+  ``NatsAgentHost`` in this process; both logs are in JetStream. Each side
+  has one connection, its store's (as ``helix-agents host`` wires a host and
+  its store; the floor, too, uses one). Timed from the parent's
+  ``tool_start`` to its ``tool_end`` (event timestamps).
 - **Throughput**: sessions/s of the child agent started through the
   transport (start, then its stream read to ``end``) by one client with many
   sessions in flight, against one ``helix-agents host`` subprocess, then two
@@ -152,8 +154,9 @@ async def _remote_calls(url: str, repeats: int) -> tuple[list[float], int, int, 
     """Call times; messages and bytes a call stores in the log stream (median call); KV puts."""
     host_store = await JetStreamEventStore.connect(url, stream=CALL_STREAM)
     parent_store = await JetStreamEventStore.connect(url, stream=CALL_STREAM)
-    host_nc = await nats.connect(url)
-    client_nc = await nats.connect(url)
+    # One connection per side, as ``helix-agents host`` wires its host and store.
+    host_nc = host_store.connection
+    client_nc = parent_store.connection
     transport = NatsRemoteAgentTransport(client_nc, parent_store, retry_base_delay=0.05)
     parent = _parent(transport)
     server = AgentServer([researcher(CHUNKS)], host_store)
@@ -179,8 +182,6 @@ async def _remote_calls(url: str, repeats: int) -> tuple[list[float], int, int, 
                 if index > 0:
                     times.append(end - start)
     finally:
-        await client_nc.close()
-        await host_nc.close()
         await parent_store.close()
         await host_store.close()
     # How many messages a call stores depends a little on timing (how events batch).

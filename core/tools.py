@@ -9,11 +9,13 @@ collides with a user's tool.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
+import msgspec
 from pydantic import BaseModel
 
 from .errors import UsageError
@@ -33,8 +35,21 @@ __all__ = [
     "check_approval_options",
     "define_tool",
     "is_sub_agent_tool",
+    "json_schema_of",
     "validate_tool_name",
 ]
+
+
+@functools.lru_cache(maxsize=1024)
+def _schema_bytes(model: type[BaseModel]) -> bytes:
+    return msgspec.json.encode(model.model_json_schema())
+
+
+def json_schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    """``model.model_json_schema()``, built once per model class (a fresh copy each call)."""
+    schema: dict[str, Any] = msgspec.json.decode(_schema_bytes(model))
+    return schema
+
 
 SUBAGENT_TOOL_PREFIX = "subagent__"
 """Prefix of the tools that call a sub-agent (``subagent__<agent name>``)."""
@@ -155,7 +170,7 @@ class Tool(Generic[InputT]):
         return ToolSpec(
             name=self.name,
             description=self.description,
-            parameters=self.input_schema.model_json_schema(),
+            parameters=json_schema_of(self.input_schema),
         )
 
 

@@ -460,7 +460,9 @@ async def run_host(
         else _agents(target, spec)
     )
     store = await JetStreamEventStore.connect(nats_url, replicas=replicas)
-    nc = await _connect_nats(nats_url)
+    # One connection for the host's requests and its store's appends: they go out
+    # in the same writes to the server.
+    nc = store.connection
     try:
         # No wholesale recovery in a fleet: the other hosts' sessions are
         # running, on them; taking over is decided per session (specs/nats.md).
@@ -474,7 +476,6 @@ async def run_host(
                 async for _ in signals:
                     break
     finally:
-        await nc.close()
         await store.close()
 
 

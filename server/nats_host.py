@@ -56,6 +56,11 @@ from helix_agents import (
     project_state,
 )
 from helix_agents.ids import SessionId
+from helix_agents.stores._nats_inbox import (
+    EXPECTED_LAST_SUBJECT_SEQ,
+    WRONG_LAST_SEQUENCE,
+    NatsInbox,
+)
 from helix_agents.transports.bodies import SessionRequest
 from helix_agents.transports.nats import (
     DEFAULT_PREFIX,
@@ -88,6 +93,7 @@ _encoder = msgspec.json.Encoder()
 _HOST_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _reply_decoder = msgspec.json.Decoder(Reply)
 _FORWARD_HOPS = 3  # a lease that moves again while a request follows it
+_KV_TIMEOUT = 5.0  # seconds a lease write waits for JetStream (nats-py's KV default)
 ANNOUNCE_EVERY = 5.0
 """Seconds between a host's announcements of its agent types in ``HOSTS_BUCKET``."""
 _ANNOUNCE_TTL = 3 * ANNOUNCE_EVERY  # a dead host's announcement lapses after this
@@ -166,6 +172,7 @@ class NatsAgentHost:
         self.replicas = replicas
         """Copies JetStream keeps of the lease and hosts buckets, if this host creates them."""
         self._direct = f"{prefix}.host.{self.host_id}."
+        self._inbox = NatsInbox(nc, _KV_TIMEOUT)  # the lease writes (cheaper than nats-py's KV)
         self._kv: KeyValue | None = None
         self._hosts_kv: KeyValue | None = None
         self._kv_open = anyio.Event()
@@ -274,6 +281,8 @@ class NatsAgentHost:
                 self.server.run_guard = None
                 self._kv_open.set()  # no lease is waited for any more (none, if it never opened)
                 await self._drop_idle_leases()
+                with anyio.move_on_after(self.forward_timeout, shield=True):
+                    await self._inbox.close()  # the connection may outlive this host
 
     async def _drop_idle_leases(self) -> None:
         """On leaving: give back the leases of sessions no run of which is active here.
@@ -462,7 +471,7 @@ class NatsAgentHost:
         try:
             for _ in range(3):  # a lease that expires between the two steps: try again
                 try:
-                    revision = await self._kv.create(lease_key(session_id), self.host_id.encode())
+                    revision = await self._create_lease(session_id)
                     self._held[session_id] = revision
                     return _Lease(holder=self.host_id, created=revision)
                 except (KeyWrongLastSequenceError, KeyNotFoundError):
@@ -472,6 +481,32 @@ class NatsAgentHost:
         except Exception as exc:  # best effort: the next renewal puts it
             log.warning("could not take the lease of %s: %s", session_id, exc)
         return _Lease(holder=None)
+
+    async def _create_lease(self, session_id: str) -> int:
+        """Write this host's lease only if the key has no live value; its revision.
+
+        nats-py's ``KeyValue.create`` in one lighter publish; as there, a key
+        whose last entry is a delete marker (a lease given back) is written on
+        top of it, and a live key raises ``KeyWrongLastSequenceError``.
+        """
+        assert self._kv is not None
+        key = lease_key(session_id)
+        value = self.host_id.encode()
+        ack = await self._inbox.publish(
+            f"$KV.{LEASE_BUCKET}.{key}", value, {EXPECTED_LAST_SUBJECT_SEQ: "0"}
+        )
+        if ack.error is None:
+            return ack.seq
+        if ack.error.err_code not in WRONG_LAST_SEQUENCE:
+            raise nats.errors.Error(f"lease of {session_id!r}: {ack.error.description}")
+        try:
+            await self._kv.get(key)
+        except KeyNotFoundError as missing:
+            if missing.entry is None:
+                raise  # gone meanwhile (lapsed): the caller tries again
+            # Its last entry is a marker (a lease given back): write over it.
+            return await self._kv.update(key, value, last=missing.entry.revision)
+        raise KeyWrongLastSequenceError(description=ack.error.description)
 
     async def _put_lease(self, session_id: str) -> None:
         if self._kv is None:
@@ -487,8 +522,12 @@ class NatsAgentHost:
         revision = self._held.pop(session_id, None)
         if self._kv is None or revision is None:
             return
+        headers = {"KV-Operation": "DEL", EXPECTED_LAST_SUBJECT_SEQ: str(revision)}
         try:
-            await self._kv.delete(lease_key(session_id), last=revision)
+            subject = f"$KV.{LEASE_BUCKET}.{lease_key(session_id)}"
+            ack = await self._inbox.publish(subject, b"", headers)
+            if ack.error is not None:
+                raise nats.errors.Error(ack.error.description)
         except Exception as exc:  # written since: not ours to delete; it lapses
             log.debug("left the lease of %s: %s", session_id, exc)
 

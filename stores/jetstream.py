@@ -21,7 +21,11 @@ stream seq X" gets finds ``from_seq``; then they fetch the messages in batches
 (direct gets, on an unreplicated stream; else one get per message). A
 ``tail`` is fed this store's appends through the shared ``AppendNotifier``;
 the store's one ordered, headers-only JetStream consumer (created before the
-catch-up read) rings it when another process appends.
+catch-up read) rings it when another process appends. A tail skips its
+catch-up read when it starts where the store last saw the session's log end
+and the consumer covers everything after that without having reported any
+of the session's messages (a run's watcher, started right after its run's
+append). Batched gets answer to one long-lived inbox of the store.
 
 asyncio lives here only because nats-py is asyncio-only; nats-py errors never
 leave this module (they become :class:`StoreError`).
@@ -35,7 +39,7 @@ import json
 import re
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from typing import Any
 
 import anyio
@@ -60,6 +64,7 @@ from helix_agents.ids import decode_session_token, encode_session_token, validat
 
 from ._chain import chain_of
 from ._common import AppendNotifier, check_batch, tail_events
+from ._nats_inbox import EXPECTED_LAST_SUBJECT_SEQ, WRONG_LAST_SEQUENCE, NatsInbox
 
 __all__ = [
     "DEFAULT_STREAM",
@@ -75,9 +80,8 @@ DEFAULT_STREAM = "HELIX_EVENTS"
 HEADER_FIRST_SEQ = "Helix-First-Seq"
 HEADER_LAST_SEQ = "Helix-Last-Seq"
 HEADER_CHAIN = "Helix-Chain"
-_EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
 _MSG_ID = "Nats-Msg-Id"
-_WRONG_LAST_SEQUENCE = 10071  # JetStream's err_code for a refused expected sequence
+_EXPECTED_STREAM = "Nats-Expected-Stream"
 _STREAM_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _API = "$JS.API"
 _CONFLICT_ROUNDS = 5  # refused publishes an append re-tries while the log still ends where expected
@@ -87,6 +91,7 @@ _BATCH = 256  # messages one direct get returns at most
 _MARKED_SESSIONS = 4096  # sessions whose batch positions a store remembers
 _HEAD_GETS = 32  # last-message gets a session_heads call keeps in flight
 _MARKS_PER_SESSION = 64
+_REPORTED_SESSIONS = 16384  # sessions whose last reported stream seq a store remembers
 WATCH_LINGER = 2.0
 """Seconds the store's consumer outlives its last tail (a new tail meanwhile reuses it)."""
 
@@ -155,8 +160,16 @@ class JetStreamEventStore:
         self._watch_refs = 0
         self._watch_lock = anyio.Lock()
         self._linger: asyncio.TimerHandle | None = None  # the unused consumer's deletion, due
-        self._dropping: set[asyncio.Task[None]] = set()
+        self._chores: set[asyncio.Task[None]] = set()  # the consumer's deletion, its coverage
         self._last_pending: tuple[int, int] = (0, 0)  # the consumer's (pending, delivered)
+        # What the consumer has reported, so a tail can skip its catch-up read: every
+        # stream message from ``_covered_from`` on is (or will be) reported, unless the
+        # connection reconnected since (``_covered_reconnects``) or a probe found the
+        # consumer stuck or gone (``_covered_from`` None: no skipping until a new one).
+        self._covered_from: int | None = None
+        self._covered_reconnects = 0
+        self._reported: dict[str, int] = {}  # session -> highest stream seq reported
+        self._forgotten = 0  # highest stream seq of a report evicted from _reported
         self._closed = False
         self._active = 0
         self._idle: anyio.Event | None = None
@@ -166,8 +179,19 @@ class JetStreamEventStore:
         # session -> {helix seq a batch ends at: (its stream seq, its chain)}, as read:
         # a read from one of them starts right after that batch, in one request.
         self._marks: OrderedDict[str, dict[int, tuple[int, int | None]]] = OrderedDict()
+        # Appends and batched gets answer to one long-lived inbox.
+        self._inbox = NatsInbox(nc, timeout)
         # session_heads: each session's (message count, last seq) when last looked at.
         self._heads: dict[str, tuple[int, int]] = {}
+
+    @property
+    def connection(self) -> NatsClient:
+        """The store's nats-py client: a process may send its other requests on it too.
+
+        They then share the store's writes to the server. It is the store's:
+        closing the store closes it.
+        """
+        return self._nc
 
     def __repr__(self) -> str:
         state = " closed" if self._closed else ""
@@ -426,7 +450,7 @@ class JetStreamEventStore:
                 raise ConcurrencyConflict(session_id, expected_seq, position[1])
             chain = chain_of(position[2], payload)
             headers = {
-                _EXPECTED_LAST_SUBJECT_SEQ: str(position[0]),
+                EXPECTED_LAST_SUBJECT_SEQ: str(position[0]),
                 _MSG_ID: msg_id,
                 HEADER_FIRST_SEQ: str(expected_seq + 1),
                 HEADER_LAST_SEQ: str(last),
@@ -458,14 +482,10 @@ class JetStreamEventStore:
         delay = 0.05
         while attempts < self._publish_attempts:
             try:
-                ack = await self._js.publish(
-                    subject,
-                    payload,
-                    timeout=self._timeout,
-                    stream=self.stream,
-                    headers=dict(headers),
+                ack = await self._inbox.publish(
+                    subject, payload, {**headers, _EXPECTED_STREAM: self.stream}
                 )
-            except (nats.js.errors.NoStreamResponseError, nats.errors.NoRespondersError) as exc:
+            except nats.errors.NoRespondersError as exc:
                 # Nobody took the message (the stream has no leader, as during an
                 # election): it was not stored, so sending it again is safe.
                 if anyio.current_time() >= deadline:
@@ -480,9 +500,12 @@ class JetStreamEventStore:
                 unsure = True
                 attempts += 1
                 continue
-            except nats.js.errors.APIError as exc:
-                if exc.err_code != _WRONG_LAST_SEQUENCE:
-                    raise
+            if ack.error is not None:
+                if ack.error.err_code not in WRONG_LAST_SEQUENCE:
+                    raise StoreError(
+                        f"append to session {session_id!r}: {ack.error.description} "
+                        f"(code {ack.error.code}, err_code {ack.error.err_code})"
+                    )
                 if unsure:
                     # The server checks the expected sequence before deduplicating,
                     # so a re-send of a batch that landed is refused: look for it.
@@ -627,16 +650,13 @@ class JetStreamEventStore:
             if msg is None:
                 return [], False
             return [msg], True
-        inbox = self._nc.new_inbox()
-        sub = await self._nc.subscribe(inbox)
-        try:
-            request = {"seq": max(start, 1), "next_by_subj": subject, "batch": _BATCH}
-            await self._nc.publish(
-                f"{_API}.DIRECT.GET.{self.stream}", json.dumps(request).encode(), reply=inbox
-            )
-            batch: list[js_api.RawStreamMsg] = []
-            while True:
-                reply = await sub.next_msg(timeout=self._timeout)
+        request = {"seq": max(start, 1), "next_by_subj": subject, "batch": _BATCH}
+        replies = self._inbox.replies(
+            f"{_API}.DIRECT.GET.{self.stream}", json.dumps(request).encode()
+        )
+        batch: list[js_api.RawStreamMsg] = []
+        async with contextlib.aclosing(replies):
+            async for reply in replies:
                 headers = reply.headers or {}
                 status = headers.get("Status")
                 if status == "404":
@@ -656,9 +676,7 @@ class JetStreamEventStore:
                         headers=headers,
                     )
                 )
-        finally:
-            with contextlib.suppress(nats.errors.Error, OSError):
-                await sub.unsubscribe()
+        raise AssertionError("unreachable: the replies never end by themselves")
 
     async def _find(
         self, session_id: str, subject: str, from_seq: int, last: js_api.RawStreamMsg
@@ -701,6 +719,7 @@ class JetStreamEventStore:
                 from_seq,
                 is_closed=lambda: self._closed,
                 closed_error=StoreClosedError,
+                ends_at=self._ends_at,
             )
             async with contextlib.aclosing(events):
                 async for event in events:
@@ -708,6 +727,28 @@ class JetStreamEventStore:
         finally:
             with anyio.move_on_after(self._timeout, shield=True):
                 await self._unwatch_store()
+
+    def _ends_at(self, session_id: str, seq: int) -> bool:
+        """Whether the log surely ends at ``seq``, as far as a tail subscribed now can tell.
+
+        True when this store's last sight of the session (its own append, or a
+        read) ended at helix seq ``seq``, at stream seq P, and its consumer
+        covers every stream message after P (it started at or before P + 1,
+        without a reconnect or a failed probe since) and has reported none of
+        the session's beyond P: whatever follows P will ring the tail, so its
+        catch-up read would find nothing.
+        """
+        position = self._positions.get(session_id)
+        covered = self._covered_from
+        if position is None or position[1] != seq or covered is None or self._watch is None:
+            return False
+        stream_seq = position[0]
+        if covered > stream_seq + 1 or self._nc.stats["reconnects"] != self._covered_reconnects:
+            return False
+        reported = self._reported.get(session_id)
+        if reported is None:
+            return stream_seq >= self._forgotten
+        return reported <= stream_seq
 
     async def _watch_store(self) -> None:
         """Start (or share) the store's consumer: headers only, every session's subject."""
@@ -735,7 +776,22 @@ class JetStreamEventStore:
                         inactive_threshold=5.0,
                     )
                 self._last_pending = (0, 0)
+                self._chore(self._cover(self._watch))
             self._watch_refs += 1
+
+    async def _cover(self, watch: JetStreamContext.PushSubscription) -> None:
+        """Note from where the new consumer reports every message (best effort)."""
+        reconnects = self._nc.stats["reconnects"]
+        try:
+            info = await watch.consumer_info()
+        except (nats.errors.Error, OSError):
+            return  # unknown: tails read, as ever
+        # A new consumer's delivered stream seq is the stream's last at its creation
+        # (or later, if it delivered since: then this is later than need be).
+        delivered = int(info.delivered.stream_seq or 0) if info.delivered else 0
+        if watch is self._watch:
+            self._covered_from = delivered + 1
+            self._covered_reconnects = reconnects
 
     async def _unwatch_store(self) -> None:
         async with self._watch_lock:
@@ -751,9 +807,13 @@ class JetStreamEventStore:
 
     def _linger_over(self) -> None:
         self._linger = None
-        task = asyncio.ensure_future(self._drop_if_unused())
-        self._dropping.add(task)
-        task.add_done_callback(self._dropping.discard)
+        self._chore(self._drop_if_unused())
+
+    def _chore(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` in the background (no tail waits for it, none can cancel it)."""
+        task = asyncio.ensure_future(work)
+        self._chores.add(task)
+        task.add_done_callback(self._chores.discard)
 
     async def _drop_if_unused(self) -> None:
         async with self._watch_lock:
@@ -763,6 +823,7 @@ class JetStreamEventStore:
     async def _drop_watch(self) -> None:
         """Unsubscribe the store's consumer and delete it on the server (never left to lapse)."""
         watch, self._watch = self._watch, None
+        self._covered_from = None  # (a late _cover of it sees it is no longer the one)
         if watch is None:
             return
         name = getattr(watch, "_consumer", None)  # the current one (an ordered consumer's reset)
@@ -779,12 +840,17 @@ class JetStreamEventStore:
             session_id = decode_session_token(msg.subject[len(prefix) :])
         except ValueError:
             return  # not a subject we wrote
-        if not self._notifier.is_watched(session_id):
-            return
+        stream_seq: int | None
         try:
             stream_seq = msg.metadata.sequence.stream
         except Exception:  # not a JetStream delivery we can parse: just ring
             stream_seq = None
+        if stream_seq is None:
+            self._covered_from = None  # and skip no catch-up read from now on
+        else:
+            self._report(session_id, stream_seq)
+        if not self._notifier.is_watched(session_id):
+            return
         # Our own appends reached the tails through the notifier already, and
         # so did every message before them on the subject (a tail that missed
         # one sees a gap in our batch and re-reads). The consumer may report one
@@ -794,6 +860,15 @@ class JetStreamEventStore:
             self._held_rings.setdefault(session_id, []).append(stream_seq)
         elif stream_seq is None or stream_seq > self._own.get(session_id, 0):
             self._notifier.publish(session_id, [])
+
+    def _report(self, session_id: str, stream_seq: int) -> None:
+        """Remember the session's highest stream seq the consumer reported (bounded)."""
+        reported = self._reported
+        if stream_seq > reported.get(session_id, 0):
+            reported[session_id] = stream_seq
+            if len(reported) > _REPORTED_SESSIONS:
+                oldest = next(iter(reported))
+                self._forgotten = max(self._forgotten, reported.pop(oldest))
 
     async def _probe(self, sessions: list[str]) -> list[str]:
         """The poller's safety net: every watched session if the consumer seems stuck or gone.
@@ -809,11 +884,14 @@ class JetStreamEventStore:
             info = await watch.consumer_info()
         except (nats.errors.Error, OSError):
             self._last_pending = (0, 0)
+            self._covered_from = None  # it may have missed messages: tails read from now on
             return sessions  # gone (nats-py recreates it) or unreachable: re-read
         pending = int(info.num_pending or 0)
         delivered = int(info.delivered.stream_seq or 0) if info.delivered else 0
         stuck = self._last_pending[0] > 0 and delivered == self._last_pending[1]
         self._last_pending = (pending, delivered)
+        if stuck:
+            self._covered_from = None
         return sessions if stuck else []
 
     async def list_sessions(self) -> list[str]:
@@ -899,6 +977,8 @@ class JetStreamEventStore:
             async with self._watch_lock:
                 if self._watch_refs == 0:
                     await self._drop_watch()
+        for chore in list(self._chores):
+            chore.cancel()  # a coverage check left (the consumer is gone)
         with (
             anyio.move_on_after(self._timeout, shield=True),
             contextlib.suppress(nats.errors.Error, OSError),

@@ -218,17 +218,17 @@ async def test_a_publish_whose_ack_was_lost_is_resent_and_stored_once(
     store: JetStreamEventStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await create(store, SID, 2)
-    real_publish = store._js.publish
-    calls: list[dict[str, Any]] = []
+    real_publish = store._inbox.publish  # the store's publish to JetStream, and its ack
+    calls: list[dict[str, str]] = []
 
-    async def publish_then_lose_the_ack(*args: Any, **kwargs: Any) -> Any:
-        calls.append(kwargs["headers"])
-        ack = await real_publish(*args, **kwargs)
+    async def publish_then_lose_the_ack(subject: str, payload: bytes, headers: Any) -> Any:
+        calls.append(headers)
+        ack = await real_publish(subject, payload, headers)
         if len(calls) == 1:
             raise nats.errors.TimeoutError  # it landed, but we never hear of it
         return ack
 
-    monkeypatch.setattr(store._js, "publish", publish_then_lose_the_ack)
+    monkeypatch.setattr(store._inbox, "publish", publish_then_lose_the_ack)
     assert await store.append(SID, make_events(SID, 3, 2), 2) == 4
 
     assert len(calls) == 2
@@ -246,7 +246,7 @@ async def test_an_append_never_acknowledged_fails_with_an_unknown_outcome(
     async def no_answer(*args: Any, **kwargs: Any) -> Any:
         raise nats.errors.TimeoutError
 
-    monkeypatch.setattr(store._js, "publish", no_answer)
+    monkeypatch.setattr(store._inbox, "publish", no_answer)
     with pytest.raises(StoreError, match="no acknowledgement"):
         await store.append(SID, make_events(SID, 3), 2)
     monkeypatch.undo()

@@ -324,3 +324,30 @@ async def test_a_session_resumed_by_an_answer_is_leased_before_its_run_begins(
             status = await server.get_status(session_id)
             assert await hosts.claims(session_id) == []
     assert status.status == "completed"
+
+
+async def test_a_lease_given_back_is_taken_again_and_a_stale_give_back_deletes_nothing(
+    nats_server: NatsServer,
+) -> None:
+    session_id = f"lease-again-{uuid.uuid4().hex[:8]}"
+    async with fleet(nats_server.url, [_researcher()], [_researcher()]) as (hosts, _):
+        with anyio.fail_after(LIMIT):
+            a, b = hosts.a, hosts.b
+            first = await a._take_lease(session_id)  # a key never written
+            assert first.created is not None
+            assert await hosts.lease(session_id) == "A"
+            assert await b._take_lease(session_id) == type(first)(holder="A")  # live: refused
+            await a._drop_lease(session_id)
+            assert await hosts.lease(session_id) is None
+            again = await b._take_lease(session_id)  # written over A's delete marker
+            assert again.created is not None
+            assert again.created > first.created
+            assert await hosts.lease(session_id) == "B"
+            # A gives back the lease it held before: B's, written since, stays.
+            a._held[session_id] = first.created
+            await a._drop_lease(session_id)
+            assert await hosts.lease(session_id) == "B"
+            await b._drop_lease(session_id)
+            assert (await a._take_lease(session_id)).created is not None
+            assert await hosts.lease(session_id) == "A"
+            await a._drop_lease(session_id)

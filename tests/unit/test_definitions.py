@@ -430,3 +430,11 @@ def test_an_agent_without_a_model_is_refused_when_an_executor_without_one_regist
         AgentExecutor(MemoryEventStore(), [parent])
     # A default model on the executor serves them all.
     AgentExecutor(MemoryEventStore(), [lonely, parent], llm=ScriptedLLM(["hi"]))
+
+
+def test_a_tool_spec_is_the_models_schema_built_once_and_a_fresh_copy_each_time() -> None:
+    built = define_tool("search", "A tool.", Query, noop)
+    first, second = built.spec().parameters, built.spec().parameters
+    assert first == second == Query.model_json_schema()
+    first["properties"]["query"]["title"] = "changed by a caller"
+    assert built.spec().parameters == Query.model_json_schema()  # the cache is untouched
