@@ -140,7 +140,7 @@ async def test_remote_child_against_a_served_process(tmp_path: Path) -> None:
         )
     try:
         with anyio.fail_after(TIMEOUT):
-            while "Application startup complete" not in log.read_text():
+            while "Uvicorn running on" not in log.read_text():  # the port is bound
                 assert server.returncode is None, log.read_text()
                 await anyio.sleep(0.05)  # a subprocess's output is the only signal
             script = EXAMPLES / "remote_child_http.py"

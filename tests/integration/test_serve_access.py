@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).parents[2]
 TARGET = "tests.integration.remote_app:agents"
-READY = "Application startup complete"
+READY = "Uvicorn running on"  # printed once the port is bound (startup completes before)
 TOKEN = "s3cret-token"
 APP = "http://app.test:8080"
 
