@@ -59,10 +59,14 @@ from .workspaces import WorkspaceProvider
 __all__ = ["AgentExecutor", "AgentHandle", "AgentResult", "RunGuard", "TakeoverClaim"]
 
 RunGuard = Callable[[str], AbstractAsyncContextManager[object]]
-TakeoverClaim = Callable[[Sequence[Event], SessionState], list[Event]]
 """``guard(session_id)``: a context entered around every start and resume of a session.
 
 A fleet host takes the session's lease there, before the run can begin."""
+TakeoverClaim = Callable[[Sequence[Event], SessionState], list[Event]]
+"""``claim(log, state)``: the events a resume appends before the ``run_started`` of a takeover.
+
+A resume takes over when the log says the session runs and no run of it is
+active here; a fleet host claims it there (``host_claimed``), in the same batch."""
 
 log = logging.getLogger("helix_agents")
 
