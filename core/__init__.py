@@ -201,6 +201,7 @@ from .events import (
 )
 from .executor import (
     RunGuard as RunGuard,
+    TakeoverClaim as TakeoverClaim,
 )
 from .ids import (
     MAX_SESSION_ID_LENGTH as MAX_SESSION_ID_LENGTH,

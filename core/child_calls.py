@@ -9,9 +9,10 @@ Every child, local or remote, is its own session reached through a
 :class:`~helix_agents.RemoteAgentTransport` (local children through the
 in-process one). A call's life:
 
-- **open**: start the child (idempotent: its session id is deterministic), or,
-  when the parent's log already knows it (a resumed parent), re-open it and
-  resume the child if nothing runs it;
+- **open**: start the child (idempotent: its session id is deterministic; a
+  start answered ``ALREADY_COMPLETED`` finds this call's child already ended,
+  and follows it all the same), or, when the parent's log already knows it (a
+  resumed parent), re-open it and resume the child if nothing runs it;
 - **follow**: append each chunk the child streams as ``child_chunk_forwarded``
   with the child's seq, until the child's run ends (bounded by the tool's
   timeout). Whether a chunk is new is decided against the parent's *log*
@@ -154,7 +155,15 @@ class ChildCall(ChildLink):
             workspace_session_id=inherited_workspace(self.tool, state, self.agent),
             trace_context=self.env.tracer.trace_context() or None,
         )
-        await target.retry(lambda: target.transport.start(request))
+        try:
+            await target.retry(lambda: target.transport.start(request))
+        except AgentServerError as exc:
+            if exc.code != "ALREADY_COMPLETED":
+                raise
+            # This call started it before (its id is this call's; a start with
+            # another request is ALREADY_RUNNING), and it has ended since: a
+            # start retried after a lost answer, or a parent resumed after the
+            # records of its start were lost. Its stream tells how it ended.
 
     async def _reopen(self, payload: Any) -> None:
         """Re-open a child the parent's log already knows, resuming it if nothing runs it."""

@@ -56,12 +56,17 @@ from .usage import UsageRollup, get_usage_rollup
 from .workspace_hub import WorkspaceHub
 from .workspaces import WorkspaceProvider
 
-__all__ = ["AgentExecutor", "AgentHandle", "AgentResult", "RunGuard"]
+__all__ = ["AgentExecutor", "AgentHandle", "AgentResult", "RunGuard", "TakeoverClaim"]
 
 RunGuard = Callable[[str], AbstractAsyncContextManager[object]]
 """``guard(session_id)``: a context entered around every start and resume of a session.
 
 A fleet host takes the session's lease there, before the run can begin."""
+TakeoverClaim = Callable[[Sequence[Event], SessionState], list[Event]]
+"""``claim(log, state)``: the events a resume appends before the ``run_started`` of a takeover.
+
+A resume takes over when the log says the session runs and no run of it is
+active here; a fleet host claims it there (``host_claimed``), in the same batch."""
 
 log = logging.getLogger("helix_agents")
 
@@ -134,6 +139,9 @@ class AgentExecutor:
         self.run_guard: RunGuard | None = None
         """Entered around every start and resume here: requests', local children's,
         expiry timers', ``recover()``'s (a NATS host sets it to take leases)."""
+        self.takeover_claim: TakeoverClaim | None = None
+        """Events to append with, and before, the ``run_started`` of a resume that takes
+        over a session left running (no run of it active here): a NATS host's claim."""
         self.require_models()
 
     def __repr__(self) -> str:

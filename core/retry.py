@@ -40,9 +40,13 @@ def retries_spent(exc: BaseException) -> bool:
 
 
 def transient(exc: BaseException) -> bool:
-    """A failure worth retrying: the network, or the server's INTERNAL_ERROR (a 5xx)."""
+    """A failure worth retrying: the network, or a 5xx: the server's INTERNAL_ERROR or UNAVAILABLE.
+
+    ``UNAVAILABLE`` (503): a server at one of its limits, or a fleet host whose
+    session's lease holder died (it is taken over once the lease lapses).
+    """
     if isinstance(exc, AgentServerError):
-        return exc.code == "INTERNAL_ERROR"
+        return exc.code in ("INTERNAL_ERROR", "UNAVAILABLE")
     return isinstance(exc, TransportError) and not isinstance(exc, StreamDropError)
 
 

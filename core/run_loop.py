@@ -30,7 +30,7 @@ from .agents import AgentConfig, HookContext, RemoteSubAgentTool, SubAgentTool
 from .child_calls import ChildCall, ChildLink, SubAgentToolLike
 from .companion_tools import companion_specs
 from .companions import Companions
-from .errors import HelixError, OwnershipLost
+from .errors import HelixError, OwnershipLost, StoreClosedError, StoreError
 from .events import (
     Aborted,
     AbortRequested,
@@ -180,13 +180,31 @@ class SessionRun:
             log.error("could not record the failure of run %s: %s", self.run_id, failure)
 
     async def _watch(self) -> None:
+        """Stop the run on an interrupt or abort request appended to its log.
+
+        A tail that fails (the store lost its server for a moment: a NATS node
+        died) is opened again from the last event it gave, with backoff: a
+        watcher's hiccup never ends a healthy run.
+        """
         store = self.env.store
-        async with closing_iter(store.tail(self.writer.session_id, self.writer.last_seq)) as events:
-            async for event in events:
-                if isinstance(event, InterruptRequested):
-                    self.request_stop(StopRequest("interrupt", event.reason))
-                elif isinstance(event, AbortRequested):
-                    self.request_stop(StopRequest("abort", event.reason))
+        seen = self.writer.last_seq
+        failures = 0
+        while True:
+            try:
+                async with closing_iter(store.tail(self.writer.session_id, seen)) as events:
+                    async for event in events:
+                        seen, failures = event.seq, 0
+                        if isinstance(event, InterruptRequested):
+                            self.request_stop(StopRequest("interrupt", event.reason))
+                        elif isinstance(event, AbortRequested):
+                            self.request_stop(StopRequest("abort", event.reason))
+                return  # pragma: no cover - a tail ends only when closed
+            except StoreClosedError:
+                raise
+            except StoreError as error:
+                log.warning("watching run %s: %s; watching again", self.run_id, error)
+                await anyio.sleep(min(0.05 * 2**failures, 2.0))
+                failures += 1
 
     # --- the loop -----------------------------------------------------------------
 

@@ -240,20 +240,24 @@ class ExecutorService:
                     "NOT_FOUND",
                     f"agent type not found: {state.agent_type} (session {session_id!r})",
                 )
+            claim = self._executor.takeover_claim
+            # Left running with no run here: a takeover, claimed in the same batch.
+            batch = claim(log_, state) if claim is not None and state.status == "running" else []
             run_id = new_run_id()
             event = RunStarted(
                 session_id=session_id,
-                seq=state.last_seq + 1,
+                seq=state.last_seq + len(batch) + 1,
                 ts=_now(),
                 run_id=run_id,
                 mode="resume",
                 messages=messages,
             )
+            batch.append(event)
             try:
-                await self._executor.store.append(session_id, [event], state.last_seq)
+                await self._executor.store.append(session_id, batch, state.last_seq)
             except ConcurrencyConflict:
                 continue  # someone else moved the log: decide again on the new state
-            self._executor._launch(agent, [*log_, event], run_id)
+            self._executor._launch(agent, [*log_, *batch], run_id)
             return RemoteStartResponse(session_id=session_id, stream_id=session_id, run_id=run_id)
 
     async def send_message(self, request: RemoteMessageRequest) -> RemoteMessageResponse:

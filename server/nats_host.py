@@ -25,7 +25,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any
@@ -43,11 +43,13 @@ from nats.js.kv import KeyValue
 from helix_agents import (
     AgentServerError,
     ConcurrencyConflict,
+    Event,
     HelixError,
     HostClaimed,
     RemoteMessageRequest,
     RemoteResumeRequest,
     RemoteStartRequest,
+    SessionState,
     SubmitApprovalRequest,
     SubmitToolResultRequest,
     UsageError,
@@ -187,6 +189,7 @@ class NatsAgentHost:
         if self.server.run_guard is not None:
             raise UsageError("this AgentServer is already hosted (it has a run_guard)")
         self.server.run_guard = self._leased  # its leases wait for the bucket, opened below
+        self.server.executor.takeover_claim = self._claim_on_resume
         try:
             await self._open()
         except BaseException as exc:
@@ -279,6 +282,7 @@ class NatsAgentHost:
                     await self.server.__aexit__(exc_type, exc, tb)
             finally:
                 self.server.run_guard = None
+                self.server.executor.takeover_claim = None
                 self._kv_open.set()  # no lease is waited for any more (none, if it never opened)
                 await self._drop_idle_leases()
                 with anyio.move_on_after(self.forward_timeout, shield=True):
@@ -543,8 +547,8 @@ class NatsAgentHost:
             await anyio.sleep(self.lease_ttl / 2)
             try:
                 await self.take_over_orphans()
-            except HelixError as exc:
-                log.warning("looking for orphaned sessions failed: %s", exc)
+            except Exception as exc:  # a store or NATS failure (a node died): the next round
+                log.warning("looking for orphaned sessions failed: %r", exc)
 
     async def _lease_holder(self, session_id: str) -> str | None:
         assert self._kv is not None
@@ -596,6 +600,30 @@ class NatsAgentHost:
             await self.server.resume_agent(RemoteResumeRequest(session_id=session_id))
             taken.append(session_id)
         return taken
+
+    def _claim_on_resume(self, log_: Sequence[Event], state: SessionState) -> list[Event]:
+        """The claim a resume appends with its ``run_started`` when it takes over a session.
+
+        A resume (a parent re-opening its child, a client) of a session its log
+        says is running, none of whose runs is active here, under the lease this
+        host just took (none was live): its run was cut (its host died, or a
+        store failure ended it). The takeover is claimed, as a scan claims it
+        (``take_over_orphans``), in the same compare-and-append as the new run.
+        Nothing more if this host's own scan claimed it just now.
+        """
+        last = log_[-1]
+        if isinstance(last, HostClaimed) and last.host_id == self.host_id:
+            return []
+        log.warning("host %s takes over session %s", self.host_id, state.session_id)
+        return [
+            HostClaimed(
+                session_id=state.session_id,
+                seq=state.last_seq + 1,
+                ts=time.time(),
+                host_id=self.host_id,
+                previous_host_id=state.host_id,
+            )
+        ]
 
     async def _status(self, msg: Msg) -> Any:
         request = decode(msg.data, StatusRequest)

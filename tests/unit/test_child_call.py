@@ -820,6 +820,44 @@ async def test_reopen_starts_a_child_whose_start_never_reached_it(how: str) -> N
     assert not message.is_error, message.content
 
 
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_call_whose_child_already_ended_follows_it_to_its_output(kind: Kind) -> None:
+    """The child ran to its end, but the parent's log lost the records of starting it.
+
+    As when the parent's host died after the start reached the child and before
+    its written-behind records were committed (or a start was retried after a
+    lost answer): the repeated start answers ``ALREADY_COMPLETED``. The call
+    follows the child it started all the same (found by ``test_nats_soak.py``).
+    """
+    child = worker()
+    child_id = child_id_of(kind)
+    with anyio.fail_after(LIMIT):
+        async with child_side(child) as side:
+            await side.inner.start(
+                RemoteStartRequest(
+                    session_id=child_id,
+                    agent_type="worker",
+                    message="tides",
+                    parent_session_id=PARENT,
+                    root_session_id=PARENT,
+                )
+            )
+            await side.executor.wait_idle(child_id)
+            assert project_state(await side.store.read(child_id)).status == "completed"
+            writer = await side.create_parent(the_call())
+            await run_call(side.child_call(writer, side.tool(kind, child)))
+            log = await side.store.read(PARENT)
+            child_chunks = await child_stream(side.store, child_id)
+
+    assert forwarded(log) == child_chunks
+    [(inner, end, tool_end)] = segments(log, child_id)
+    assert [(e.seq, e) for e in inner] == child_chunks
+    assert end.success, end.error
+    assert tool_end.result == {"answer": "TIDES"}
+    [message] = tool_messages(log)
+    assert not message.is_error, message.content
+
+
 # --- timeout and halt ---------------------------------------------------------------------------
 
 

@@ -65,6 +65,15 @@ async def test_a_failure_not_worth_retrying_is_raised_at_once_and_not_marked() -
     assert not transient(StreamDropError("dropped", last_sequence=3))
 
 
+def test_a_5xx_refusal_is_transient_a_4xx_is_not() -> None:
+    # UNAVAILABLE: a server at a limit, or a fleet whose session's host died
+    # (taken over once its lease lapses): a sub-agent call tries again.
+    assert transient(AgentServerError("UNAVAILABLE", "its lease lapses soon"))
+    assert transient(AgentServerError("INTERNAL_ERROR", "boom"))
+    assert not transient(AgentServerError("ALREADY_RUNNING", "running"))
+    assert not transient(AgentServerError("NOT_FOUND", "no such session"))
+
+
 async def test_a_stream_that_spent_its_budget_is_not_reopened_by_an_outer_loop() -> None:
     opened = 0
 

@@ -1,0 +1,154 @@
+"""Taking over a dead host's session, in the ways ``test_nats_soak.py`` found wanting.
+
+- When a NATS node dies, reading the lease bucket fails for a while with
+  nats-py's own errors (a timeout, "no response from stream"). A scan that
+  met one used to end the host's takeover loop, and with it the host: the
+  running sessions of a dead host were then never claimed. Now the scan
+  fails, is logged, and runs again at the next round.
+- A session whose run was cut can also be resumed by a request (a parent
+  re-opening its child) once its lease lapsed. That resume used to append a
+  second ``run_started`` with no claim between: now it claims the session
+  (``host_claimed``) in the same compare-and-append as its new run.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import anyio
+import nats
+import nats.errors
+import pytest
+from conftest import fresh_stream_name
+from nats_server import NatsServer
+from pydantic import BaseModel
+from test_nats_owner_routing import single_run_violations
+
+from helix_agents import (
+    Completed,
+    EventStore,
+    HostClaimed,
+    RemoteResumeRequest,
+    RunStarted,
+    ScriptedLLM,
+    SessionCreated,
+    UserMessage,
+    define_agent,
+)
+from helix_agents.server import AgentServer, NatsAgentHost
+from helix_agents.stores import JetStreamEventStore
+
+pytestmark = [pytest.mark.slow, pytest.mark.nats]
+
+LIMIT = 30
+TTL = 0.6  # the host scans each TTL / 2
+
+
+class Found(BaseModel):
+    findings: str
+
+
+class FailingGets:
+    """A lease bucket whose first ``failures`` gets time out, as while a node's death is handled."""
+
+    def __init__(self, inner: Any, failures: int) -> None:
+        self.inner = inner
+        self.failures = failures
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def get(self, key: str) -> Any:
+        if self.failures > 0:
+            self.failures -= 1
+            raise nats.errors.TimeoutError
+        return await self.inner.get(key)
+
+
+def _researcher() -> Any:
+    return define_agent(
+        "researcher",
+        output_schema=Found,
+        llm=ScriptedLLM([ScriptedLLM.finish({"findings": "tides"})]),
+    )
+
+
+async def _orphan(store: EventStore, session_id: str) -> None:
+    """A session whose host died mid-run: running in the log, no lease."""
+    await store.append(
+        session_id,
+        [
+            SessionCreated(
+                session_id=session_id,
+                seq=1,
+                ts=1.0,
+                agent_type="researcher",
+                run_id="run-dead",
+                messages=[UserMessage(content="tides")],
+            ),
+            RunStarted(session_id=session_id, seq=2, ts=1.0, run_id="run-dead"),
+        ],
+        0,
+    )
+
+
+async def _completed(store: EventStore, session_id: str) -> None:
+    """Wait until the session's log records its completion."""
+    tail = store.tail(session_id)
+    try:
+        async for event in tail:
+            if isinstance(event, Completed):
+                return
+    finally:
+        await tail.aclose()  # type: ignore[attr-defined]
+
+
+async def test_a_scan_that_meets_a_nats_error_runs_again_and_claims_the_orphan(
+    nats_server: NatsServer,
+) -> None:
+    orphan = f"orphan-{uuid.uuid4().hex[:8]}"
+    store = await JetStreamEventStore.connect(nats_server.url, stream=fresh_stream_name())
+    nc = await nats.connect(nats_server.url)
+    try:
+        await _orphan(store, orphan)
+        server = AgentServer([_researcher()], store, recover=False)
+        with anyio.fail_after(LIMIT):
+            async with NatsAgentHost(server, nc, host_id="survivor", lease_ttl=TTL) as host:
+                host._kv = FailingGets(host._kv, failures=3)  # type: ignore[assignment]
+                await _completed(store, orphan)  # the host's own loop claims and resumes it
+            log = await store.read(orphan)
+    finally:
+        await nc.close()
+        await store.close()
+    claims = [event for event in log if isinstance(event, HostClaimed)]
+    assert [claim.host_id for claim in claims] == ["survivor"]
+    assert [event.seq for event in log] == list(range(1, len(log) + 1))
+    assert single_run_violations(log) == []
+
+
+async def test_a_resume_that_takes_over_a_cut_run_claims_it_first(
+    nats_server: NatsServer,
+) -> None:
+    orphan = f"orphan-{uuid.uuid4().hex[:8]}"
+    store = await JetStreamEventStore.connect(nats_server.url, stream=fresh_stream_name())
+    nc = await nats.connect(nats_server.url)
+    try:
+        await _orphan(store, orphan)
+        server = AgentServer([_researcher()], store, recover=False)
+        with anyio.fail_after(LIMIT):
+            # A long TTL: the host's scan never runs; the request takes the session over.
+            async with NatsAgentHost(server, nc, host_id="survivor", lease_ttl=60.0):
+                await server.resume_agent(RemoteResumeRequest(session_id=orphan))
+                await _completed(store, orphan)
+            log = await store.read(orphan)
+    finally:
+        await nc.close()
+        await store.close()
+    kinds = [type(event).__name__ for event in log[:5]]
+    assert kinds == ["SessionCreated", "RunStarted", "HostClaimed", "RunStarted", "StepStarted"]
+    claim = log[2]
+    assert isinstance(claim, HostClaimed)
+    assert (claim.host_id, claim.previous_host_id) == ("survivor", None)
+    assert single_run_violations(log) == []
+    assert [event.seq for event in log] == list(range(1, len(log) + 1))
