@@ -180,6 +180,10 @@ class SessionRun:
             log.error("could not record the failure of run %s: %s", self.run_id, failure)
 
     async def _watch(self) -> None:
+        # Nobody can append to a session before its start is in the store; from
+        # then on the tail begins where the writer's commit left the log, which
+        # the store knows without a read.
+        await self.writer.start_settled()
         store = self.env.store
         async with closing_iter(store.tail(self.writer.session_id, self.writer.last_seq)) as events:
             async for event in events:

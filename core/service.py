@@ -155,17 +155,31 @@ class ExecutorService:
             self._executor._session_locks.hold(session_id),
             self._executor.guarded(session_id),
         ):
+            # An existing session (a retried start) launches nothing: its
+            # answer comes from its log. A new one starts running at once, its
+            # start events committed with the run's first batch (the writer's
+            # window bounds the wait); the answer waits for that commit.
+            log_ = await self._executor.store.read(session_id)
+            if log_:
+                return await self._existing(session_id, agent, messages, log_)
+            start = self._executor._launch(agent, [created, started], run_id, unsaved=2)
+            assert start is not None
             try:
-                await self._executor.store.append(session_id, [created, started], 0)
-            except ConcurrencyConflict:
+                await start.wait()
+            except ConcurrencyConflict:  # another process created it meanwhile
                 return await self._existing(session_id, agent, messages)
-            self._executor._launch(agent, [created, started], run_id)
         return RemoteStartResponse(session_id=session_id, stream_id=session_id, run_id=run_id)
 
     async def _existing(
-        self, session_id: str, agent: AgentConfig, messages: list[UserMessage]
+        self,
+        session_id: str,
+        agent: AgentConfig,
+        messages: list[UserMessage],
+        log_: Sequence[Event] | None = None,
     ) -> RemoteStartResponse:
-        state = project_state(await self._executor.store.read(session_id))
+        if log_ is None:
+            log_ = await self._executor.store.read(session_id)
+        state = project_state(log_)
         first = state.messages[: len(messages)]
         if state.agent_type != agent.name or first != messages:
             raise AgentServerError(
