@@ -68,7 +68,7 @@ from .tool_runner import (
     tool_start,
     validate_finish,
 )
-from .tools import COMPANION_TOOL_PREFIX, FINISH_TOOL_NAME, Tool
+from .tools import COMPANION_TOOL_PREFIX, FINISH_TOOL_NAME, Tool, json_schema_of
 from .tracing import call_error, end_tool_span, tool_span, traced_stream
 
 __all__ = ["FINISH_REMINDER", "RunEnv", "SessionRun", "unanswered_calls"]
@@ -240,7 +240,7 @@ class SessionRun:
                 ToolSpec(
                     name=FINISH_TOOL_NAME,
                     description="Finish the task with your final output.",
-                    parameters=self.agent.output_schema.model_json_schema(),
+                    parameters=json_schema_of(self.agent.output_schema),
                 )
             )
         return specs

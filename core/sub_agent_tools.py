@@ -15,7 +15,13 @@ from pydantic import BaseModel
 from .agent_config import _MAX_AGENT_NAME, AgentConfig
 from .errors import UsageError, WorkspaceInheritanceError
 from .llm import ToolSpec
-from .tools import SUBAGENT_TOOL_PREFIX, ApprovalRule, check_approval_options, validate_tool_name
+from .tools import (
+    SUBAGENT_TOOL_PREFIX,
+    ApprovalRule,
+    check_approval_options,
+    json_schema_of,
+    validate_tool_name,
+)
 from .transport import RemoteAgentTransport
 
 __all__ = [
@@ -51,7 +57,7 @@ class SubAgentTool(Generic[InputT]):
         return ToolSpec(
             name=self.name,
             description=self.description,
-            parameters=self.input_schema.model_json_schema(),
+            parameters=json_schema_of(self.input_schema),
         )
 
 
@@ -137,7 +143,7 @@ class RemoteSubAgentTool(Generic[InputT]):
         return ToolSpec(
             name=self.name,
             description=self.description,
-            parameters=self.input_schema.model_json_schema(),
+            parameters=json_schema_of(self.input_schema),
         )
 
 

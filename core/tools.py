@@ -9,11 +9,13 @@ collides with a user's tool.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
+import msgspec
 from pydantic import BaseModel
 
 from .errors import UsageError
@@ -33,6 +35,7 @@ __all__ = [
     "check_approval_options",
     "define_tool",
     "is_sub_agent_tool",
+    "json_schema_of",
     "validate_tool_name",
 ]
 
@@ -155,8 +158,19 @@ class Tool(Generic[InputT]):
         return ToolSpec(
             name=self.name,
             description=self.description,
-            parameters=self.input_schema.model_json_schema(),
+            parameters=json_schema_of(self.input_schema),
         )
+
+
+@functools.lru_cache(maxsize=1024)
+def _encoded_schema(model: type[BaseModel]) -> bytes:
+    return msgspec.json.encode(model.model_json_schema())
+
+
+def json_schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    """``model``'s JSON Schema, generated once per model; each call gets its own copy."""
+    schema: dict[str, Any] = msgspec.json.decode(_encoded_schema(model))
+    return schema
 
 
 def validate_tool_name(
