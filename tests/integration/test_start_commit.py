@@ -116,7 +116,8 @@ async def test_a_fast_run_and_its_start_share_one_commit(store: Watched) -> None
     # The answer came once the whole log was durable: the run had finished
     # within the commit window, so start and body went in as one batch.
     assert store.appends == [("fast", 1, len(log))]
-    assert isinstance(log[0], SessionCreated) and log[0].run_id == response.run_id
+    assert isinstance(log[0], SessionCreated)
+    assert log[0].run_id == response.run_id
     assert isinstance(log[1], RunStarted)
     assert isinstance(log[-1], Completed)
 
@@ -218,7 +219,8 @@ async def test_a_retry_while_the_first_start_commits_gets_the_same_run(store: Wa
             llm.go.set()
             await executor.wait_idle("twice")
             log = await store.read("twice")
-    assert len(run_ids) == 2 and run_ids[0] == run_ids[1] == log[0].run_id  # type: ignore[attr-defined]
+    assert len(run_ids) == 2
+    assert run_ids[0] == run_ids[1] == log[0].run_id  # type: ignore[attr-defined]
     assert llm.calls == 1
     assert isinstance(log[-1], Completed)
 

@@ -123,7 +123,8 @@ async def test_a_kill_during_a_start_leaves_nothing_half_made(tmp_path: Path) ->
                     assert again.status_code == 200, (here, again.text)
                     await _finishes(client, server, session_id)
                     modes = await _one_run_and_whole(db, session_id, here)
-                    assert modes[0] == "start" and set(modes[1:]) <= {"resume"}, (here, modes)
+                    assert modes[0] == "start", (here, modes)
+                    assert set(modes[1:]) <= {"resume"}, (here, modes)
             await server.stop()
     finally:
         with anyio.CancelScope(shield=True):
