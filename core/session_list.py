@@ -8,9 +8,10 @@ page; the next page holds the sessions after it in that order, so sessions
 created between two requests never shift a page (keyset paging).
 
 Each session's summary is folded from its log and kept with the log's last
-seq; a later page reads only the events appended since (one ``read`` per
-session), and folds again only a session that moved. A log that does not fold
-(damaged) is left out; ``helix-agents check`` names it.
+seq. A page asks the store for every session's last seq in one call
+(``session_heads``) and reads and folds again only the sessions that moved,
+so a page of a store whose sessions are at rest reads no log. A log that does
+not fold (damaged) is left out; ``helix-agents check`` names it.
 """
 
 from __future__ import annotations
@@ -94,9 +95,9 @@ class SessionCatalog:
     def __repr__(self) -> str:
         return f"<SessionCatalog of {self.store!r}: {len(self._known)} summaries held>"
 
-    async def _summary(self, session_id: str) -> SessionListEntry | None:
+    async def _summary(self, session_id: str, head: int) -> SessionListEntry | None:
         known = self._known.get(session_id)
-        if known is not None and not await self.store.read(session_id, known.latest_sequence):
+        if known is not None and known.latest_sequence == head:
             return known
         try:
             log_ = await self.store.read(session_id)
@@ -149,12 +150,12 @@ class SessionCatalog:
         if isinstance(limit, bool) or not 1 <= limit <= MAX_PAGE_SIZE:
             raise UsageError(f"limit must be 1 to {MAX_PAGE_SIZE}, not {limit}")
         after = None if cursor is None else _decode_cursor(cursor)
-        ids = await self.store.list_sessions()
-        for gone in set(self._known) - set(ids):
+        heads = await self.store.session_heads()
+        for gone in set(self._known) - set(heads):
             del self._known[gone]
         chosen: list[SessionListEntry] = []
-        for session_id in ids:
-            summary = await self._summary(session_id)
+        for session_id, head in heads.items():
+            summary = await self._summary(session_id, head)
             if summary is None:
                 continue
             if status is not None and summary.status != status:

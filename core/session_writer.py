@@ -117,7 +117,9 @@ class SessionWriter:
         self._store = store
         self._projector = SessionProjector()
         self._projector.apply_all(log)
-        self._lock = anyio.Lock()
+        # Uncontended (the usual case) it is taken without a trip round the event
+        # loop: with a thousand live sessions one trip is a wait behind all of them.
+        self._lock = anyio.Lock(fast_acquire=True)
         self._host_id = host_id
         self._pending: list[Event] = []
         self._pending_ready = anyio.Event()

@@ -52,6 +52,13 @@ class EventStore(Protocol):
         """Return the ids of every session with at least one event, sorted."""
         ...
 
+    async def session_heads(self) -> dict[str, int]:
+        """Return every session's last seq, by id: one call, however many sessions there are.
+
+        What a session list needs to see which logs moved without reading each one.
+        """
+        ...
+
     async def delete(self, session_id: str) -> bool:
         """Delete a session's whole log; return whether it existed."""
         ...

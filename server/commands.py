@@ -41,6 +41,7 @@ from helix_agents import (
 from helix_agents.stores import MemoryEventStore, open_store
 
 from .agent_server import AgentServer
+from .collector import tune_collector
 from .http_app import create_http_app
 from .limits import (
     DEFAULT_GRACE,
@@ -48,10 +49,10 @@ from .limits import (
     DEFAULT_KEEP_ALIVE,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_STREAMS,
-    LISTEN_BACKLOG,
     StreamLimit,
     bounded_http_protocol,
     fit_descriptor_limit,
+    fit_listen_backlog,
     quiet_accept_errors,
 )
 from .openapi import openapi_document
@@ -256,6 +257,7 @@ async def run_serve(
         + _access(auth, options)
     )
     print(f"helix-agents: inspector at http://{host}:{port}/ui")
+    tune_collector()  # many live sessions: see server/collector.py
     await _bounded(app, host=host, port=port, limits=limits, agents=server, options=options).serve()
 
 
@@ -341,18 +343,19 @@ def _bounded(
     from .graceful import GracefulServer
 
     quiet_accept_errors()
+    connections = fit_descriptor_limit(limits.max_connections)
     config = uvicorn_config(
         _with_cors(StreamLimit(app, max_streams=limits.max_streams), options.cors_origins),
         log_level=options.log_level,
         host=host,
         port=port,
         http=bounded_http_protocol(
-            fit_descriptor_limit(limits.max_connections),
+            connections,
             limits.header_timeout,
             parser="httptools" if limits.loop == "uvloop" else "h11",
         ),
         timeout_keep_alive=limits.keep_alive,
-        backlog=LISTEN_BACKLOG,
+        backlog=fit_listen_backlog(connections),
         timeout_graceful_shutdown=None,  # the grace bounds the drain
     )
     return GracefulServer(config, grace=limits.grace, agents=agents)

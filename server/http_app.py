@@ -50,7 +50,7 @@ from .openapi import MAX_SEQUENCE, openapi_document
 from .session_routes import session_list_endpoint
 from .sse import SSEResponse
 from .ui import store_of, ui_routes
-from .ui_runs import ChatRequest, RunAgentInput, run_ag_ui, run_ai_sdk_chat
+from .ui_runs import decode_run, run_front_end
 from .ui_streams import ProjectedStreamResponse, stream_format
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "AgentDirectory", "Auth", "SessionRequest", "create_http_app"]
@@ -146,7 +146,7 @@ def create_http_app(
     def too_large() -> AgentServerError:
         return AgentServerError("PAYLOAD_TOO_LARGE", f"request body over {max_body_bytes} bytes")
 
-    async def body(request: Request, kind: type[T]) -> T:
+    async def raw_body(request: Request) -> bytes:
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > max_body_bytes:
             raise too_large()
@@ -157,7 +157,10 @@ def create_http_app(
             if size > max_body_bytes:
                 raise too_large()
             chunks.append(chunk)
-        return decode(b"".join(chunks), kind)
+        return b"".join(chunks)
+
+    async def body(request: Request, kind: type[T]) -> T:
+        return decode(await raw_body(request), kind)
 
     def endpoint(
         handler: Callable[[Request], Awaitable[Response | SSEResponse | ProjectedStreamResponse]],
@@ -220,19 +223,20 @@ def create_http_app(
         return SSEResponse(events, heartbeat_interval=heartbeat_interval)
 
     async def sse_run(request: Request) -> ProjectedStreamResponse:
-        fmt = request.query_params.get("format")
-        agent_type = request.query_params.get("agentType")
-        if fmt == "ag-ui":
-            run = await body(request, RunAgentInput)
-            return await run_ag_ui(
-                transport, open_stream, run, agent_type, heartbeat_interval=heartbeat_interval
+        fmt = stream_format(request.query_params.get("format"))
+        if fmt is None:
+            raise AgentServerError(
+                "INVALID_REQUEST", "POST /sse needs format=ag-ui or ai-sdk (a run)"
             )
-        if fmt == "ai-sdk":
-            chat = await body(request, ChatRequest)
-            return await run_ai_sdk_chat(
-                transport, open_stream, chat, agent_type, heartbeat_interval=heartbeat_interval
-            )
-        raise AgentServerError("INVALID_REQUEST", "POST /sse needs format=ag-ui or ai-sdk (a run)")
+        run = decode_run(await raw_body(request), fmt)
+        return await run_front_end(
+            transport,
+            open_stream,
+            run,
+            fmt,
+            request.query_params.get("agentType"),
+            heartbeat_interval=heartbeat_interval,
+        )
 
     async def interrupt(request: Request) -> Response:
         req = await body(request, SessionRequest)

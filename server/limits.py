@@ -35,10 +35,12 @@ __all__ = [
     "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_MAX_STREAMS",
     "LISTEN_BACKLOG",
+    "MAX_LISTEN_BACKLOG",
     "StreamLimit",
     "HTTP_PARSERS",
     "bounded_http_protocol",
     "fit_descriptor_limit",
+    "fit_listen_backlog",
     "quiet_accept_errors",
 ]
 
@@ -55,7 +57,9 @@ DEFAULT_KEEP_ALIVE = 5
 DEFAULT_MAX_STREAMS = 500
 """Open ``/sse`` streams at most; beyond, ``503`` with ``Retry-After``."""
 LISTEN_BACKLOG = 256
-"""The listen backlog ``serve`` asks for; also how many connections one accept burst opens."""
+"""The shortest listen backlog ``serve`` asks for (descriptors are always kept for one burst)."""
+MAX_LISTEN_BACKLOG = 4096
+"""The longest listen backlog ``serve`` asks for (Linux's default cap, ``net.core.somaxconn``)."""
 RESERVED_DESCRIPTORS = 64
 """Descriptors kept free of connections: the store, logs, the loop's own."""
 STREAM_RETRY_AFTER = 5
@@ -374,6 +378,25 @@ def quiet_accept_errors(interval: float = 10.0) -> logging.Filter:
     return _accept_filter
 
 
+def _raise_soft_limit(needed: int, *, quiet: bool = False) -> float:
+    """Raise ``RLIMIT_NOFILE``'s soft limit towards ``needed`` (as far as the hard one allows).
+
+    Returns the soft limit then in force (``inf`` for none).
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return math.inf
+    if soft < needed:
+        raised = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+        except (ValueError, OSError) as exc:
+            if not quiet:
+                log.warning("cannot raise the open-file limit to %d: %s", raised, exc)
+    return soft
+
+
 def fit_descriptor_limit(max_connections: int) -> int:
     """Make room for ``max_connections`` in ``RLIMIT_NOFILE``; the number that fits.
 
@@ -382,17 +405,10 @@ def fit_descriptor_limit(max_connections: int) -> int:
     before any is closed) and :data:`RESERVED_DESCRIPTORS`.
     """
     needed = max_connections + LISTEN_BACKLOG + RESERVED_DESCRIPTORS
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < needed:
-        raised = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
-            soft = raised
-        except (ValueError, OSError) as exc:
-            log.warning("cannot raise the open-file limit to %d: %s", raised, exc)
-    if soft == resource.RLIM_INFINITY or soft >= needed:
+    soft = _raise_soft_limit(needed)
+    if soft >= needed:
         return max_connections
-    fitting = max(soft - LISTEN_BACKLOG - RESERVED_DESCRIPTORS, 1)
+    fitting = max(int(soft) - LISTEN_BACKLOG - RESERVED_DESCRIPTORS, 1)
     log.warning(
         "the open-file limit (%d) leaves room for %d connections, not %d: serving %d",
         soft,
@@ -401,3 +417,20 @@ def fit_descriptor_limit(max_connections: int) -> int:
         fitting,
     )
     return fitting
+
+
+def fit_listen_backlog(connections: int) -> int:
+    """The listen backlog for ``connections`` (as :func:`fit_descriptor_limit` left them).
+
+    Room for all of them to connect at once: a burst of clients connecting
+    together waits in the kernel's queue instead of overflowing it (an
+    overflowed handshake is retried by TCP a second or more later, or fails).
+    At least :data:`LISTEN_BACKLOG`, at most :data:`MAX_LISTEN_BACKLOG`, and
+    no longer than the open-file limit allows beside the connections (one
+    accept burst may take the whole queue before any is closed); the soft
+    limit is raised for it when the hard limit allows.
+    """
+    wanted = max(LISTEN_BACKLOG, min(connections, MAX_LISTEN_BACKLOG))
+    soft = _raise_soft_limit(connections + wanted + RESERVED_DESCRIPTORS, quiet=True)
+    room = soft - connections - RESERVED_DESCRIPTORS
+    return int(max(LISTEN_BACKLOG, min(wanted, room)))

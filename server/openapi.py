@@ -266,9 +266,7 @@ def _components() -> dict[str, Any]:
             if field in properties:
                 properties[field] = _as_session_id(properties[field])
         if schema.get("title") in ("RunAgentInput", "ChatRequest"):
-            for field in ("threadId", "id"):
-                if field in properties:
-                    properties[field] = _ref("SessionId")  # checked as a session id
+            _front_end_run(schema)
         if schema.get("title") == "RemoteMessageRequest":
             _follow_up(properties)
         if "traceContext" in properties:
@@ -363,6 +361,36 @@ _SESSION_ID_QUERY: dict[str, Any] = {
 }
 
 _OPEN_UI_PATHS = ("/ui", "/ui/assets/{name}")
+
+
+_USER_MESSAGE = {
+    "type": "object",
+    "required": ["role"],
+    "properties": {"role": {"const": "user"}},
+}
+
+
+def _front_end_run(schema: dict[str, Any]) -> None:
+    """A ``POST /sse`` body's checks: its session id, and something to run with.
+
+    The server reads the body as whichever shape it fits (``server/ui_runs.py``):
+    a chat needs a user message, an AG-UI run one or ``resume`` answers.
+    """
+    properties = schema["properties"]
+    for field in ("threadId", "id"):
+        if field in properties:
+            properties[field] = _ref("SessionId")  # checked as a session id
+    said = {"required": ["messages"], "properties": {"messages": {"contains": _USER_MESSAGE}}}
+    if schema["title"] == "ChatRequest":
+        schema["allOf"] = [said]
+        properties["trigger"] = {
+            "enum": ["submit-message"],
+            "default": "submit-message",
+            "description": "regenerate-message is not supported",
+        }
+    else:
+        answers = {"required": ["resume"], "properties": {"resume": {"minItems": 1}}}
+        schema["anyOf"] = [said, answers]
 
 
 def _ui_paths(*, auth: bool) -> dict[str, Any]:
@@ -513,7 +541,8 @@ def openapi_document(*, auth: bool = True) -> dict[str, Any]:
                 "required": True,
                 "content": {
                     "application/json": {
-                        "schema": {"oneOf": [_ref("RunAgentInput"), _ref("ChatRequest")]}
+                        # Either shape under either format: the server reads the one it fits.
+                        "schema": {"anyOf": [_ref("RunAgentInput"), _ref("ChatRequest")]}
                     }
                 },
             },

@@ -1,17 +1,18 @@
 """Runs a front end asks for: ``POST /sse?format=ag-ui`` and ``POST /sse?format=ai-sdk``.
 
-``ag-ui``: the body is AG-UI's ``RunAgentInput`` (what ``HttpAgent`` sends);
-its ``threadId`` is the session. ``ai-sdk``: the body is what the AI SDK's
-``DefaultChatTransport`` sends for ``useChat`` (``{id, messages, trigger}``);
-its ``id`` is the session. A new session is started (agent type from
-``?agentType=``, or ``forwardedProps.agentType`` / the body's ``agentType``)
-with the last user message, a completed one takes it as a follow-up turn, any
-other existing one is resumed with it; answers to
-the tree's pending inputs (AG-UI ``resume`` entries; the AI SDK's tool
-outputs on the last assistant message) are submitted instead. The answer
-streams that run only, under the client's ids, and ends with it or when the
-tree waits for people again. Every check comes before anything changes: a bad
-request answers ``{"error", "code"}`` and touches nothing (specs/streams.md).
+The body is AG-UI's ``RunAgentInput`` (what ``HttpAgent`` sends; its
+``threadId`` is the session) or what the AI SDK's ``DefaultChatTransport``
+sends for ``useChat`` (``{id, messages, trigger}``; its ``id`` is the
+session), whichever it fits, under either format: ``format`` chooses the
+stream, the body's shape how it is read. A new session is started (agent
+type from ``?agentType=``, or ``forwardedProps.agentType`` / the body's
+``agentType``) with the last user message, a completed one takes it as a
+follow-up turn, any other existing one is resumed with it; answers to the
+tree's pending inputs (AG-UI ``resume`` entries; the AI SDK's tool outputs on
+the last assistant message) are submitted instead. The answer streams that
+run only, under the client's ids, and ends with it or when the tree waits for
+people again. Every check comes before anything changes: a bad request
+answers ``{"error", "code"}`` and touches nothing (specs/streams.md).
 """
 
 from __future__ import annotations
@@ -31,10 +32,10 @@ from helix_agents.protocol import (
     TransportEvent,
 )
 
-from .edge import checked_id, checked_start
-from .ui_streams import ProjectedStreamResponse
+from .edge import checked_id, checked_start, decode
+from .ui_streams import ProjectedStreamResponse, StreamFormat
 
-__all__ = ["ChatRequest", "ResumeEntry", "RunAgentInput", "run_ag_ui", "run_ai_sdk_chat"]
+__all__ = ["ChatRequest", "ResumeEntry", "RunAgentInput", "decode_run", "run_front_end"]
 
 StreamOpener = Callable[[SessionId, int], Awaitable[AsyncIterator[TransportEvent]]]
 
@@ -67,21 +68,56 @@ class ChatRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     agent_type: str | None = None
 
 
-def _user_text(messages: list[dict[str, Any]]) -> str:
-    """The last user message's text (a string, or its text parts joined)."""
-    for message in reversed(messages):
-        if message.get("role") != "user":
+def _said(message: Any) -> bool:
+    return isinstance(message, dict) and message.get("role") == "user"
+
+
+def _fits(run: RunAgentInput | ChatRequest) -> bool:
+    """Whether ``run`` has something to run with: a user message (or, AG-UI, answers)."""
+    if isinstance(run, RunAgentInput) and run.resume:
+        return True
+    return any(_said(message) for message in run.messages)
+
+
+def decode_run(raw: bytes, fmt: StreamFormat) -> RunAgentInput | ChatRequest:
+    """``POST /sse``'s body as the shape it fits, the format's own shape tried first.
+
+    ``INVALID_REQUEST`` when it fits neither: the format's own decoding error,
+    or, when it decodes but has nothing to run with, that it has no user message.
+    """
+    own: type[RunAgentInput | ChatRequest] = RunAgentInput if fmt == "ag-ui" else ChatRequest
+    other: type[RunAgentInput | ChatRequest] = ChatRequest if fmt == "ag-ui" else RunAgentInput
+    refusal: AgentServerError | None = None
+    for kind in (own, other):
+        try:
+            run = decode(raw, kind)
+        except AgentServerError as exc:
+            refusal = refusal or exc
             continue
-        content = message.get("content", message.get("parts"))
-        if isinstance(content, str):
-            return content
-        if isinstance(content, list):
-            return "".join(
-                part.get("text", "")
-                for part in content
-                if isinstance(part, dict) and part.get("type") == "text"
-            )
-    raise AgentServerError("INVALID_REQUEST", "messages: no user message to run with")
+        if _fits(run):
+            return run
+        refusal = AgentServerError("INVALID_REQUEST", "messages: no user message to run with")
+    assert refusal is not None
+    raise refusal
+
+
+def _user_text(messages: list[dict[str, Any]]) -> str:
+    """The last user message's text: a string, or its text parts joined (else empty)."""
+    message = next((message for message in reversed(messages) if _said(message)), None)
+    if message is None:  # decode_run lets no such run through; a caller's bug is still a 400
+        raise AgentServerError("INVALID_REQUEST", "messages: no user message to run with")
+    content = message.get("content", message.get("parts"))
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part["text"]
+            for part in content
+            if isinstance(part, dict)
+            and part.get("type") == "text"
+            and isinstance(part.get("text"), str)
+        )
+    return ""
 
 
 def _decision(entry: ResumeEntry) -> tuple[bool, str | None]:
@@ -133,7 +169,9 @@ async def _start_or_resume(
         return
     if not isinstance(agent_type, str) or not agent_type:
         raise AgentServerError(
-            "INVALID_REQUEST", "agentType: a new session needs ?agentType= or one in the body"
+            "NOT_FOUND",
+            f"session {session_id!r} not found (to start it, name an agentType: "
+            "?agentType= or one in the body)",
         )
     request = RemoteStartRequest(
         session_id=session_id, agent_type=agent_type, message=message, state=state
@@ -172,15 +210,10 @@ def _tool_outputs(
     return answers
 
 
-async def run_ai_sdk_chat(
-    transport: RemoteAgentTransport,
-    open_stream: StreamOpener,
-    chat: ChatRequest,
-    agent_type: str | None,
-    *,
-    heartbeat_interval: float = 15.0,
-) -> ProjectedStreamResponse:
-    """Start, resume or answer the session ``chat.id``; the response streams that run."""
+async def _chat_run(
+    transport: RemoteAgentTransport, chat: ChatRequest, agent_type: str | None
+) -> tuple[SessionId, int, str]:
+    """Start, resume or answer the session ``chat.id``: its id, cursor and message id."""
     session_id = checked_id(chat.id, "id")
     if chat.trigger != "submit-message":
         raise AgentServerError(
@@ -199,26 +232,13 @@ async def run_ai_sdk_chat(
         await _start_or_resume(
             transport, session_id, status, message, agent_type or chat.agent_type
         )
-    events = await open_stream(session_id, 0)
-    return ProjectedStreamResponse(
-        "ai-sdk",
-        session_id,
-        events,
-        cursor,
-        run_id=message_id,
-        heartbeat_interval=heartbeat_interval,
-    )
+    return session_id, cursor, message_id
 
 
-async def run_ag_ui(
-    transport: RemoteAgentTransport,
-    open_stream: StreamOpener,
-    run: RunAgentInput,
-    agent_type: str | None,
-    *,
-    heartbeat_interval: float = 15.0,
-) -> ProjectedStreamResponse:
-    """Start, resume or answer the session ``run.thread_id``; the response streams that run."""
+async def _ag_ui_run(
+    transport: RemoteAgentTransport, run: RunAgentInput, agent_type: str | None
+) -> tuple[SessionId, int, str]:
+    """Start, resume or answer the session ``run.thread_id``: its id, cursor and run id."""
     session_id = checked_id(run.thread_id, "threadId")
     status = await _status(transport, session_id)
     cursor = status.latest_sequence if status is not None else 0
@@ -250,12 +270,24 @@ async def run_ag_ui(
         state = run.state if isinstance(run.state, dict) else None
         message = _user_text(run.messages)
         await _start_or_resume(transport, session_id, status, message, name, state)
+    return session_id, cursor, run.run_id
+
+
+async def run_front_end(
+    transport: RemoteAgentTransport,
+    open_stream: StreamOpener,
+    run: RunAgentInput | ChatRequest,
+    fmt: StreamFormat,
+    agent_type: str | None,
+    *,
+    heartbeat_interval: float = 15.0,
+) -> ProjectedStreamResponse:
+    """Start, resume or answer the session ``run`` names; the answer streams that run in ``fmt``."""
+    if isinstance(run, RunAgentInput):
+        session_id, cursor, run_id = await _ag_ui_run(transport, run, agent_type)
+    else:
+        session_id, cursor, run_id = await _chat_run(transport, run, agent_type)
     events = await open_stream(session_id, 0)
     return ProjectedStreamResponse(
-        "ag-ui",
-        session_id,
-        events,
-        cursor,
-        run_id=run.run_id,
-        heartbeat_interval=heartbeat_interval,
+        fmt, session_id, events, cursor, run_id=run_id, heartbeat_interval=heartbeat_interval
     )

@@ -85,6 +85,7 @@ _NO_LEADER_WAIT = 15.0  # seconds an append waits out a stream without a leader 
 _READ_ROUNDS = 5  # reads restarted because the log was deleted and rebuilt under them
 _BATCH = 256  # messages one direct get returns at most
 _MARKED_SESSIONS = 4096  # sessions whose batch positions a store remembers
+_HEAD_GETS = 32  # last-message gets a session_heads call keeps in flight
 _MARKS_PER_SESSION = 64
 WATCH_LINGER = 2.0
 """Seconds the store's consumer outlives its last tail (a new tail meanwhile reuses it)."""
@@ -165,6 +166,8 @@ class JetStreamEventStore:
         # session -> {helix seq a batch ends at: (its stream seq, its chain)}, as read:
         # a read from one of them starts right after that batch, in one request.
         self._marks: OrderedDict[str, dict[int, tuple[int, int | None]]] = OrderedDict()
+        # session_heads: each session's (message count, last seq) when last looked at.
+        self._heads: dict[str, tuple[int, int]] = {}
 
     def __repr__(self) -> str:
         state = " closed" if self._closed else ""
@@ -506,6 +509,7 @@ class JetStreamEventStore:
             )
         self._positions.pop(session_id, None)
         self._marks.pop(session_id, None)
+        self._heads.pop(session_id, None)
         existed = int(response.get("purged", 0)) > 0
         if existed:
             self._notifier.publish(session_id, [])
@@ -815,8 +819,50 @@ class JetStreamEventStore:
     async def list_sessions(self) -> list[str]:
         """Return every session id, sorted (from the stream's per-subject counts)."""
         self._ensure_open()
+        return sorted(await self._subject_counts())
+
+    async def session_heads(self) -> dict[str, int]:
+        """Return every session's last seq, by id.
+
+        One stream info call gives each session subject's message count (a
+        batch per message); the last message of a subject whose count changed
+        since this store last looked gives its last seq (``Helix-Last-Seq``),
+        so a call over sessions at rest costs one request. A subject another
+        process deleted and rebuilt to the same count in between keeps its old
+        head until it next moves.
+        """
+        self._ensure_open()
+        counts = await self._subject_counts()
+        for gone in set(self._heads) - set(counts):
+            del self._heads[gone]
+        moved = [
+            session_id
+            for session_id, count in counts.items()
+            if self._heads.get(session_id, (0, 0))[0] != count
+        ]
+        limiter = anyio.CapacityLimiter(_HEAD_GETS)
+
+        async def fetch(session_id: str) -> None:
+            async with limiter:
+                msg = await self._last_msg(self._subject(session_id))
+            if msg is not None:
+                last = self._helix_seqs(session_id, msg, 1)[1]
+                self._heads[session_id] = (counts[session_id], last)
+
+        with self._translate():
+            async with anyio.create_task_group() as tg:
+                for session_id in moved:
+                    tg.start_soon(fetch, session_id)
+        return {
+            session_id: self._heads[session_id][1]
+            for session_id in counts
+            if session_id in self._heads
+        }
+
+    async def _subject_counts(self) -> dict[str, int]:
+        """Every session's message count on the stream (one ``STREAM.INFO`` page at a time)."""
         prefix = f"{self.subject_prefix}."
-        sessions: list[str] = []
+        counts: dict[str, int] = {}
         offset = 0
         with self._translate():
             while True:
@@ -828,13 +874,12 @@ class JetStreamEventStore:
                 for subject, count in subjects.items():
                     if count > 0 and subject.startswith(prefix):
                         with contextlib.suppress(ValueError):  # not a subject we wrote
-                            sessions.append(
-                                validate_session_id(decode_session_token(subject[len(prefix) :]))
-                            )
+                            token = decode_session_token(subject[len(prefix) :])
+                            counts[validate_session_id(token)] = count
                 offset += len(subjects)
                 if not subjects or offset >= int(response.get("total", 0)):
                     break
-        return sorted(sessions)
+        return counts
 
     # --- lifecycle --------------------------------------------------------------------
 

@@ -74,6 +74,11 @@ class MemoryEventStore:
         self._ensure_open()
         return sorted(self._logs)
 
+    async def session_heads(self) -> dict[str, int]:
+        """Return every session's last seq, by id."""
+        self._ensure_open()
+        return {session_id: log[-1].seq for session_id, log in self._logs.items() if log}
+
     async def delete(self, session_id: str) -> bool:
         """Delete a session's log; return whether it existed."""
         self._ensure_open()

@@ -35,6 +35,7 @@ from helix_agents.errors import (
 from helix_agents.events import EVENT_TYPES, Event
 from helix_agents.ids import validate_session_id
 
+from ._batched import BatchedCall, BatchedCalls
 from ._chain import chain_of, verified_events
 from ._common import AppendNotifier, check_batch, tail_events
 
@@ -105,6 +106,7 @@ _MAX_CACHED_SESSIONS = 100_000
 _KNOWN_ENDS = 10_000  # sessions whose end this store remembers (for tails starting there)
 _READ_THREADS = 40  # worker threads reading at once (each with its own connection)
 _INLINE_READ = 512  # events a read may return to be done on the event loop's thread
+_READ_BATCH = 64  # reads one worker thread takes in one hop (see _batched.py)
 _PROBE_CHUNK = 500  # session ids per poller query (SQLite's bound on parameters is 32,766)
 
 
@@ -381,6 +383,8 @@ class SqliteEventStore:
         self._readers_lock = threading.Lock()
         self._active_reads = 0
         self._reads_idle: anyio.Event | None = None
+        # Concurrent reads share worker-thread hops (a burst of streams opening).
+        self._reads = BatchedCalls(self._run_reads, lanes=_READ_THREADS, max_batch=_READ_BATCH)
         # The poller's own connection: data_version is per connection.
         self._poll_conn: sqlite3.Connection | None = None
         self._loop_conn: sqlite3.Connection | None = None  # small reads on the loop's thread
@@ -605,7 +609,19 @@ class SqliteEventStore:
         events = self._read_here(session_id, from_seq)
         if events is not None:
             return events
-        return await self._in_thread(self._read_sync, session_id, from_seq)
+        read: list[Event] = await self._reads.call(session_id, from_seq)
+        return read
+
+    async def _run_reads(self, reads: list[BatchedCall]) -> None:
+        await self._in_thread(self._read_batch_sync, reads)
+
+    def _read_batch_sync(self, reads: list[BatchedCall]) -> None:
+        """Run on a worker thread: each read of the batch, its result or error kept apart."""
+        for read in reads:
+            try:
+                read.result = self._read_sync(*read.args)
+            except Exception as exc:
+                read.error = exc
 
     def _read_here(self, session_id: str, from_seq: int) -> list[Event] | None:
         """A small read, done on the event loop's own thread; None: leave it to a worker.
@@ -677,7 +693,12 @@ class SqliteEventStore:
         for gone in [session for session in self._own_ends if session not in watched]:
             del self._own_ends[gone]
         # The worker thread gets a copy: appends go on meanwhile on this thread.
-        changed = await self._in_thread(self._probe_sync, sessions, dict(self._own_ends))
+        # A session no tail watched when we last wrote it: the end that write left.
+        own_ends = dict(self._own_ends)
+        for session in sessions:
+            if session not in own_ends and session in self._ends:
+                own_ends[session] = self._ends[session]
+        changed = await self._in_thread(self._probe_sync, sessions, own_ends)
         for session in changed:
             self._ends.pop(session, None)  # written elsewhere: a new tail must read
         return changed
@@ -686,11 +707,13 @@ class SqliteEventStore:
         """One ``PRAGMA data_version`` when nothing changed; else each watched session's end.
 
         Runs on a worker thread, one probe at a time (there is one poller).
-        A session seen for the first time is always reported (its tail
-        re-reads once): its baseline is taken after its tail's catch-up read,
-        and an append in between must not be missed. A session that ends
-        where this store's own last append left it is not reported: its tails
-        have those events from memory.
+        A session that ends where this store's own last append left it is
+        not reported: its tails have those events, from memory or from their
+        catch-up read (an append made elsewhere before ours would show as a
+        gap when ours reached them, and they re-read then). Any other session
+        seen for the first time is reported (its tails re-read once): its
+        baseline is taken after its tails' catch-up reads, and an append made
+        elsewhere in between must not be missed.
         """
         if self._closed:
             return []
@@ -726,7 +749,7 @@ class SqliteEventStore:
         changed: list[str] = []
         for session in asked:
             end = ends.get(session, 0)
-            if session not in seen or (seen[session] != end and own_ends.get(session) != end):
+            if (session not in seen or seen[session] != end) and own_ends.get(session) != end:
                 changed.append(session)
             seen[session] = end
         return changed
@@ -738,6 +761,17 @@ class SqliteEventStore:
             self._scalar_sync, "SELECT session_id FROM helix_sessions ORDER BY session_id", ()
         )
         return [str(row[0]) for row in rows]
+
+    async def session_heads(self) -> dict[str, int]:
+        """Return every session's last seq, by id (one index probe per session, one query)."""
+        self._ensure_open()
+        rows = await self._in_thread(
+            self._scalar_sync,
+            "SELECT s.session_id, (SELECT MAX(e.seq) FROM helix_events e"
+            " WHERE e.session_id = s.session_id) FROM helix_sessions s",
+            (),
+        )
+        return {str(row[0]): int(row[1]) for row in rows if isinstance(row[1], int)}
 
     async def check_storage(self) -> list[tuple[str | None, str]]:
         """Damage beyond single logs, as (session or None, one line): for ``check_store``.

@@ -184,6 +184,18 @@ async def test_list_sessions_is_sorted(store: EventStore) -> None:
     assert await store.list_sessions() == sorted(ids)
 
 
+async def test_session_heads_are_each_sessions_last_seq(store: EventStore) -> None:
+    assert await store.session_heads() == {}
+    await create(store, "one", 1)
+    await create(store, "many", 7)
+    await create(store, "gone", 3)
+    assert await store.session_heads() == {"one": 1, "many": 7, "gone": 3}
+    await store.append("one", make_events("one", 2, 4), 1)
+    await store.delete("gone")
+    assert await store.session_heads() == {"one": 5, "many": 7}
+    assert sorted(await store.session_heads()) == await store.list_sessions()
+
+
 # --- delete -------------------------------------------------------------------------
 
 

@@ -35,6 +35,10 @@ class WrappedStore:
         """``inner.list_sessions``."""
         return await self.inner.list_sessions()
 
+    async def session_heads(self) -> dict[str, int]:
+        """``inner.session_heads``."""
+        return await self.inner.session_heads()
+
     async def delete(self, session_id: str) -> bool:
         """``inner.delete``."""
         return await self.inner.delete(session_id)

@@ -76,10 +76,10 @@ async def test_a_killed_parent_delivers_every_companion_outcome_once(tmp_path: P
                         RemoteMessageRequest(session_id=LEAD, message=text, message_id=f"m{n}")
                     )
                     await _until_end(remote, LEAD)
-            await server.stop()
+            await server.terminate()
     finally:
         with anyio.CancelScope(shield=True):
-            await server.stop()
+            await server.terminate()
     context = f"server output:\n{server.output()}"
     async with SqliteEventStore(db) as store:
         lead = await store.read(LEAD)

@@ -642,7 +642,7 @@ async def test_a_bad_run_request_is_refused_and_changes_nothing() -> None:
         async with serve(create_http_app(server)) as url, httpx.AsyncClient() as client:
             refusals = [
                 (f"{url}/sse", run, "INVALID_REQUEST", "needs format=ag-ui"),
-                (f"{url}/sse?format=ag-ui", run, "INVALID_REQUEST", "agentType"),
+                (f"{url}/sse?format=ag-ui", run, "NOT_FOUND", "agentType"),
                 (f"{url}/sse?format=ag-ui&agentType=nobody", run, "NOT_FOUND", "nobody"),
                 (
                     f"{url}/sse?format=ag-ui&agentType=chat",
@@ -662,8 +662,20 @@ async def test_a_bad_run_request_is_refused_and_changes_nothing() -> None:
                 (
                     f"{url}/sse?format=ai-sdk",
                     {"id": "new-1", "messages": [said]},
-                    "INVALID_REQUEST",
+                    "NOT_FOUND",
                     "agentType",
+                ),
+                (
+                    f"{url}/sse?format=ai-sdk&agentType=chat",
+                    {"id": "new-1", "messages": [{**said, "role": "assistant"}]},
+                    "INVALID_REQUEST",
+                    "no user message",
+                ),
+                (  # fits neither shape: the format's own error names what is missing
+                    f"{url}/sse?format=ai-sdk&agentType=chat",
+                    {"messages": [said]},
+                    "INVALID_REQUEST",
+                    "`id`",
                 ),
                 (
                     f"{url}/sse?format=ai-sdk&agentType=chat",
@@ -749,3 +761,42 @@ async def test_chat_transport_runs_a_tree_and_answers_a_client_tool_by_post() ->
     assert _ai_texts(followed["message"]) == {"chat-9": "Hello again."}
     assert followed["message"]["metadata"]["status"] == "completed"
     assert followed["message"]["id"] != first["message"]["id"]
+
+
+async def test_either_body_runs_under_either_format() -> None:
+    """``format`` picks the stream; the body is read as the shape it fits."""
+    server = AgentServer(_agents(), MemoryEventStore())
+    said = {"id": "u", "role": "user", "parts": [{"type": "text", "text": "go"}]}
+    with anyio.fail_after(LIMIT):
+        async with serve(create_http_app(server)) as url, httpx.AsyncClient() as client:
+            chat_body = {"id": "mixed-1", "messages": [said]}
+            as_ag_ui = await client.post(f"{url}/sse?format=ag-ui&agentType=chat", json=chat_body)
+            ag_ui_body = {
+                "threadId": "mixed-2",
+                "runId": "run-7",
+                "messages": [{"id": "u", "role": "user", "content": "go"}],
+            }
+            as_ai_sdk = await client.post(
+                f"{url}/sse?format=ai-sdk&agentType=chat", json=ag_ui_body
+            )
+    assert as_ag_ui.status_code == 200, as_ag_ui.text
+    frames = [
+        json.loads(line[5:]) for line in as_ag_ui.text.splitlines() if line.startswith("data:")
+    ]
+    kinds = [frame["type"] for frame in frames]
+    assert (kinds[0], frames[0]["threadId"]) == ("RUN_STARTED", "mixed-1")
+    assert kinds[-1] == "RUN_FINISHED"
+    assert "Hello." in "".join(f.get("delta", "") for f in frames)
+
+    assert as_ai_sdk.status_code == 200, as_ai_sdk.text
+    assert as_ai_sdk.headers["x-vercel-ai-ui-message-stream"] == "v1"
+    parts = [
+        json.loads(line[5:])
+        for line in as_ai_sdk.text.splitlines()
+        if line.startswith("data:") and line != "data: [DONE]"
+    ]
+    assert (parts[0]["type"], parts[0]["messageId"]) == ("start", "run-7")
+    assert "Hello." in "".join(p.get("delta", "") for p in parts)
+    assert parts[-1]["type"] == "finish"
+    assert (await server.get_status("mixed-1")).status == "completed"
+    assert (await server.get_status("mixed-2")).status == "completed"

@@ -72,6 +72,9 @@ class WatchedStore:
     async def list_sessions(self) -> list[str]:
         return await self.inner.list_sessions()
 
+    async def session_heads(self) -> dict[str, int]:
+        return await self.inner.session_heads()
+
     async def delete(self, session_id: str) -> bool:
         return await self.inner.delete(session_id)
 

@@ -115,12 +115,12 @@ async def test_kill_9_of_every_process_of_a_suspended_tree_loses_nothing(tmp_pat
                 held = max(p["sequence"] for kind, p in received if kind == "chunk")
                 received += await _read(a.url, held, lambda kind, _: kind != "chunk")
                 done = (await browser.get("/status", params={"sessionId": ROOT})).json()
-            await a.stop()
-            await b.stop()
+            await a.terminate()
+            await b.terminate()
     finally:
         with anyio.CancelScope(shield=True):
-            await a.stop()
-            await b.stop()
+            await a.terminate()
+            await b.terminate()
     context = f"A:\n{a.output()}\nB:\n{b.output()}"
     async with (
         SqliteEventStore(tmp_path / "a.db") as a_store,

@@ -121,10 +121,10 @@ async def test_the_parent_gets_the_whole_child_stream_across_a_server_crash(
                     await server.kill()
                     await server.start()  # same port, same file: it recovers the child
                     result = await handle.result()
-            await server.stop()
+            await server.terminate()
     finally:
         with anyio.CancelScope(shield=True):
-            await server.stop()
+            await server.terminate()
         output = server.output()
     parent_log = await store.read(PARENT)
     await store.close()

@@ -168,7 +168,7 @@ async def test_a_parent_delegates_to_two_served_agents_at_once(tmp_path: Path) -
                     ).json()
                     for call_id, child_id in CHILDREN.items()
                 }
-            exit_status = await server.stop()  # SIGTERM, as a service manager stops it
+            exit_status = await server.terminate()  # SIGTERM, as a service manager stops it
         output = server.output()
     await store.close()
     async with SqliteEventStore(db) as remote_store:
@@ -298,7 +298,7 @@ async def test_sigterm_closes_the_servers_store(tmp_path: Path) -> None:
                 events = await read_sse(client, server.url, "s-1")
             assert events[-1] == EndEvent(output=expected_summary("a b"), state={})
             assert wal.exists()  # the server's connections are open
-            await server.stop()
+            await server.terminate()
         output = server.output()
     assert "Application shutdown complete" in output
     assert not wal.exists(), f"SIGTERM left {wal.name} behind: the store was not closed\n{output}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from wrapped_store import WrappedStore
 
 from helix_agents import (
     Completed,
@@ -144,3 +145,25 @@ async def test_a_log_that_does_not_fold_is_left_out_and_the_others_listed() -> N
     headless = Completed(session_id="headless", seq=1, ts=2.0, output=None)
     await store.append("headless", [headless], expected_seq=0)
     assert ids(await SessionCatalog(store).page()) == ["good"]
+
+
+async def test_a_page_over_sessions_at_rest_reads_no_log() -> None:
+    class Counted(WrappedStore):
+        reads = 0
+
+        async def read(self, session_id: str, from_seq: int = 0) -> list[Event]:
+            Counted.reads += 1
+            return await self.inner.read(session_id, from_seq)
+
+    inner = MemoryEventStore()
+    for n in range(20):
+        await add(inner, f"s-{n:02d}", float(n))
+    catalog = SessionCatalog(Counted(inner))
+    await catalog.page()
+    assert Counted.reads == 20  # each folded once
+    await catalog.page(status="running")
+    assert Counted.reads == 20  # nothing moved: no log read
+    await end(inner, "s-07", Completed(session_id="s-07", seq=3, ts=30.0, output=None))
+    page = await catalog.page(status="completed")
+    assert ids(page) == ["s-07"]
+    assert Counted.reads == 21  # only the one that moved

@@ -63,6 +63,27 @@ class CountingReads:
         await reached.wait()
 
 
+class CountingProbes:
+    """Wraps a SQLite store's poller probe; tells when a probe has looked at a session."""
+
+    def __init__(self, store: Any) -> None:
+        self._probe = store._notifier._probe
+        self._seen: set[str] = set()
+        self._changed = anyio.Event()
+        store._notifier._probe = self
+
+    async def __call__(self, sessions: list[str]) -> Any:
+        changed = await self._probe(sessions)
+        self._seen.update(sessions)
+        self._changed.set()
+        self._changed = anyio.Event()
+        return changed
+
+    async def looked_at(self, session_id: str) -> None:
+        while session_id not in self._seen:
+            await self._changed.wait()
+
+
 async def start_tails(tg: TaskGroup, store: EventStore, sessions: list[str]) -> dict[str, Followed]:
     seen: dict[str, Followed] = {}
     for session_id in sessions:
@@ -87,21 +108,22 @@ async def test_idle_sqlite_tails_do_not_read_and_only_the_changed_session_wakes(
         with anyio.fail_after(TIMEOUT):
             async with anyio.create_task_group() as tg:
                 seen = await start_tails(tg, store, sessions)
-                # Each tail: its catch-up read, and one re-read when the poller
-                # first sees its session (an append may have come in between).
-                await reads.wait_for(2 * IDLE_TAILS)
-                assert all(count == 2 for count in reads.calls.values())
+                # Each tail: its catch-up read. The poller's first look at each
+                # session finds it where this store's own last append left it:
+                # no re-read.
+                await reads.wait_for(IDLE_TAILS)
+                assert all(count == 1 for count in reads.calls.values())
                 # Idle: about 15 poll intervals and not one read more (the old
                 # tails re-read every interval: 300 x 15 reads).
                 await anyio.sleep(0.3)
-                assert reads.total == 2 * IDLE_TAILS
+                assert reads.total == IDLE_TAILS
                 # Another process appends to one session: only its tail re-reads.
                 await other.append(sessions[7], [delta(sessions[7], 2)], 1)
-                await reads.wait_for(2 * IDLE_TAILS + 1)
+                await reads.wait_for(IDLE_TAILS + 1)
                 await seen[sessions[7]].reach(2)
                 assert seen[sessions[7]][-1] == delta(sessions[7], 2)
-                assert reads.calls[sessions[7]] == 3
-                assert reads.total == 2 * IDLE_TAILS + 1
+                assert reads.calls[sessions[7]] == 2
+                assert reads.total == IDLE_TAILS + 1
                 tg.cancel_scope.cancel()
 
 
@@ -187,14 +209,37 @@ async def test_a_tail_starting_where_this_store_left_the_log_does_not_read(
         await store.append("s", [created("s")], 0)
         reads = CountingReads(store)
         seen = Followed()
+        probes = CountingProbes(store)
         with anyio.fail_after(TIMEOUT):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(follow_from, store, "s", 1, seen)
-                await reads.wait_for(1)  # the poller's first look at the session: one re-read
+                await probes.looked_at("s")  # the poller's first look: s ends where we left it
                 await store.append("s", [delta("s", 2)], 1)
                 await seen.reach(1)
                 assert seen == [delta("s", 2)]
-                assert reads.total == 1  # no catch-up read: this store wrote seq 1 last
+                # No catch-up read (this store wrote seq 1 last) and no re-read.
+                assert reads.total == 0
+                tg.cancel_scope.cancel()
+
+
+async def test_an_append_made_elsewhere_before_ours_reaches_a_tail_that_did_not_read(
+    tmp_path: Path,
+) -> None:
+    """The poller skips a session ending at our own write; the gap our write shows is enough."""
+    path = tmp_path / "events.db"
+    async with (
+        SqliteEventStore(path, poll_interval=60) as store,  # the poller never gets to look
+        SqliteEventStore(path, poll_interval=None) as other,
+    ):
+        await store.append("s", [created("s")], 0)
+        seen = Followed()
+        with anyio.fail_after(TIMEOUT):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(follow_from, store, "s", 1, seen)  # no catch-up read
+                await other.append("s", [delta("s", 2)], 1)  # unseen by this store's tails
+                await store.append("s", [delta("s", 3)], 2)  # ours: its seq shows a gap
+                await seen.reach(2)
+                assert seen == [delta("s", 2), delta("s", 3)]
                 tg.cancel_scope.cancel()
 
 
