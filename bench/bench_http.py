@@ -82,9 +82,11 @@ def _raw_app(events: int) -> Starlette:
 
 async def _read_stream(client: httpx.AsyncClient, url: str, params: dict[str, Any]) -> int:
     frames = 0
+    last = b""  # a frame's blank line may be split between two reads
     async with client.stream("GET", url, params=params) as response:
         async for data in response.aiter_bytes():
-            frames += data.count(b"\n\n")
+            frames += (last + data).count(b"\n\n")
+            last = data[-1:]
     return frames
 
 

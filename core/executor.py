@@ -28,7 +28,7 @@ from .active_runs import ActiveRun, SessionLocks
 from .agent_config import OutputT
 from .agents import AgentConfig, AgentRegistry
 from .answers import child_transport
-from .errors import AgentServerError, HelixError, UsageError
+from .errors import AgentServerError, HelixError, OwnershipLost, UsageError
 from .events import Event, PendingInput, RunStarted
 from .handle import AgentHandle, AgentResult
 from .ids import new_run_id, validate_session_id
@@ -47,7 +47,7 @@ from .protocol import (
 from .recovery import ExpiryTimers, recover_sessions
 from .run_loop import RunEnv, SessionRun
 from .service import ExecutorService
-from .session_writer import SessionWriter
+from .session_writer import SessionWriter, StartCommit
 from .state import SessionState, SubSessionRef, UsageTotals
 from .store import EventStore
 from .tracing import NO_TRACER, Tracer, end_run_span, tokens_used
@@ -405,16 +405,35 @@ class AgentExecutor:
 
     # --- runs ---------------------------------------------------------------------------
 
-    def _launch(self, agent: AgentConfig, log_: Sequence[Event], run_id: str) -> None:
+    def _launch(
+        self, agent: AgentConfig, log_: Sequence[Event], run_id: str, *, unsaved: int = 0
+    ) -> StartCommit | None:
+        """Run ``agent`` on ``log_``; its last ``unsaved`` events go in with the run's first batch.
+
+        With ``unsaved``, the returned :class:`StartCommit` is settled once they
+        are durable (or will never be).
+        """
         if self._tg is None:
             raise UsageError("use the executor as 'async with AgentExecutor(...) as executor:'")
         session_id = log_[0].session_id
         active = ActiveRun(run_id, log_[-1].seq)  # the last event is the run's run_started
         self._runs[session_id] = active
-        self._tg.start_soon(self._run, agent, list(log_), active, name=f"run {session_id}")
+        start = StartCommit() if unsaved else None
+        self._tg.start_soon(
+            self._run, agent, list(log_), active, unsaved, start, name=f"run {session_id}"
+        )
+        return start
 
-    async def _run(self, agent: AgentConfig, log_: list[Event], active: ActiveRun) -> None:
+    async def _run(
+        self,
+        agent: AgentConfig,
+        log_: list[Event],
+        active: ActiveRun,
+        unsaved: int = 0,
+        start: StartCommit | None = None,
+    ) -> None:
         session_id = log_[0].session_id
+        writer: SessionWriter | None = None
         try:
             run: SessionRun | None = None
             writer = SessionWriter(
@@ -422,7 +441,16 @@ class AgentExecutor:
                 log_,
                 host_id=self.env.host_id,
                 on_stop=lambda request: run.request_stop(request) if run else None,
+                unsaved=unsaved,
+                start=start,
             )
+            if unsaved and _acts_before_its_loop(agent, writer.state):
+                # Workspaces and the start hook act outside the log: only once
+                # the start is durable (a lost start then runs nothing of them).
+                try:
+                    await writer.save_start()
+                except OwnershipLost:
+                    return
             # workspaces: open the session's registry for this run, close it at its end
             async with self.workspaces.session(agent, writer) as with_workspaces:
                 run = SessionRun(
@@ -439,9 +467,33 @@ class AgentExecutor:
                     end_run_span(span, writer.state, tokens_before)
             self._expiry.watch(writer.state)
         finally:
+            if start is not None and not start.settled:
+                await _settle_start(writer, start)
             if self._runs.get(session_id) is active:
                 del self._runs[session_id]
             active.done.set()
+
+
+def _acts_before_its_loop(agent: AgentConfig, state: SessionState) -> bool:
+    """Whether a run of ``agent`` does anything outside its log before its loop begins."""
+    return bool(
+        agent.workspaces or state.workspace_session_id or agent.hooks.on_agent_start is not None
+    )
+
+
+async def _settle_start(writer: SessionWriter | None, start: StartCommit) -> None:
+    """A run that ended before its start was saved (cancelled, crashed): save it, or say why not."""
+    with anyio.CancelScope(shield=True):
+        try:
+            if writer is not None:
+                await writer.save_start()
+        except Exception as exc:
+            start.settle(exc)
+        if writer is None or not writer.start_saved:
+            start.settle(
+                AgentServerError("UNAVAILABLE", "the run ended before its start was recorded")
+            )
+        start.settle()
 
 
 def _now() -> float:

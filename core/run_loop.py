@@ -186,6 +186,10 @@ class SessionRun:
         died) is opened again from the last event it gave, with backoff: a
         watcher's hiccup never ends a healthy run.
         """
+        # Nobody can append to a session before its start is in the store; from
+        # then on the tail begins where the writer's commit left the log, which
+        # the store knows without a read.
+        await self.writer.start_settled()
         store = self.env.store
         seen = self.writer.last_seq
         failures = 0

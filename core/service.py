@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import msgspec
 
 from .agents import AgentConfig
@@ -102,6 +103,7 @@ class ExecutorService:
 
     def __init__(self, executor: AgentExecutor) -> None:
         self._executor = executor
+        self._starting: dict[str, _Starting] = {}  # session -> the start deciding it here
 
     async def start(self, request: RemoteStartRequest) -> RemoteStartResponse:
         """Create and run a session; idempotent for the same id and request.
@@ -151,21 +153,61 @@ class ExecutorService:
             trace_context=traced,
         )
         started = RunStarted(session_id=session_id, seq=2, ts=created.ts, run_id=run_id)
+        ongoing = self._starting.get(session_id)
+        if ongoing is not None:
+            # The same id is being started here now: the same request gets
+            # the same answer, even if that run has ended by then.
+            joined = await ongoing.answer()
+            if joined is not None and ongoing.same_request(agent.name, messages):
+                return joined
+        mine = _Starting(agent.name, messages)
+        self._starting.setdefault(session_id, mine)
+        response: RemoteStartResponse | None = None
+        try:
+            response = await self._start_locked(agent, messages, created, started)
+        finally:
+            if self._starting.get(session_id) is mine:
+                del self._starting[session_id]
+            mine.settle(response)
+        return response
+
+    async def _start_locked(
+        self,
+        agent: AgentConfig,
+        messages: list[UserMessage],
+        created: SessionCreated,
+        started: RunStarted,
+    ) -> RemoteStartResponse:
+        session_id, run_id = created.session_id, created.run_id
         async with (
             self._executor._session_locks.hold(session_id),
             self._executor.guarded(session_id),
         ):
+            # An existing session (a retried start) launches nothing: its
+            # answer comes from its log. A new one starts running at once, its
+            # start events committed with the run's first batch (the writer's
+            # window bounds the wait); the answer waits for that commit.
+            log_ = await self._executor.store.read(session_id)
+            if log_:
+                return await self._existing(session_id, agent, messages, log_)
+            start = self._executor._launch(agent, [created, started], run_id, unsaved=2)
+            assert start is not None
             try:
-                await self._executor.store.append(session_id, [created, started], 0)
-            except ConcurrencyConflict:
+                await start.wait()
+            except ConcurrencyConflict:  # another process created it meanwhile
                 return await self._existing(session_id, agent, messages)
-            self._executor._launch(agent, [created, started], run_id)
         return RemoteStartResponse(session_id=session_id, stream_id=session_id, run_id=run_id)
 
     async def _existing(
-        self, session_id: str, agent: AgentConfig, messages: list[UserMessage]
+        self,
+        session_id: str,
+        agent: AgentConfig,
+        messages: list[UserMessage],
+        log_: Sequence[Event] | None = None,
     ) -> RemoteStartResponse:
-        state = project_state(await self._executor.store.read(session_id))
+        if log_ is None:
+            log_ = await self._executor.store.read(session_id)
+        state = project_state(log_)
         first = state.messages[: len(messages)]
         if state.agent_type != agent.name or first != messages:
             raise AgentServerError(
@@ -466,6 +508,32 @@ class ExecutorService:
         return await route_answer(
             self._executor, checked_session_id(session_id), tool_call_id, answer
         )
+
+
+class _Starting:
+    """A start under way in this process: what it asked for and, once known, its answer."""
+
+    __slots__ = ("_done", "agent_type", "messages", "response")
+
+    def __init__(self, agent_type: str, messages: list[UserMessage]) -> None:
+        self.agent_type = agent_type
+        self.messages = messages
+        self.response: RemoteStartResponse | None = None
+        self._done = anyio.Event()
+
+    def same_request(self, agent_type: str, messages: list[UserMessage]) -> bool:
+        """Whether a start of ``agent_type`` with ``messages`` asks for what this one did."""
+        return agent_type == self.agent_type and self.messages[: len(messages)] == messages
+
+    def settle(self, response: RemoteStartResponse | None) -> None:
+        """The answer (None: it failed; a joiner then decides on its own)."""
+        self.response = response
+        self._done.set()
+
+    async def answer(self) -> RemoteStartResponse | None:
+        """Wait for the answer."""
+        await self._done.wait()
+        return self.response
 
 
 def _ancestors(request: RemoteStartRequest) -> list[str]:

@@ -12,6 +12,13 @@ commits whatever has accumulated (group-commit style, so a burst shares one
 commit), and the next :meth:`append` carries any still pending in the same
 batch, before its own events. Order is kept; an emitted chunk is acknowledged,
 like any event, only once committed.
+
+A new session's start events can be handed over *unsaved* (``unsaved=``):
+the run begins at once on the state they make, and they go into the store
+in the same batch as the run's first events (the flusher's window bounds
+the wait), so a fast run's start and body share one commit. The
+:class:`StartCommit` tells the start when they are durable, or why they never
+will be: then the writer is abandoned and its run writes nothing.
 """
 
 from __future__ import annotations
@@ -34,12 +41,13 @@ from .events import (
     Interrupted,
     InterruptRequested,
     RunStarted,
+    SessionCreated,
 )
 from .projections import SessionProjector
 from .state import SessionState
 from .store import EventStore
 
-__all__ = ["SessionWriter", "StopRequest"]
+__all__ = ["SessionWriter", "StartCommit", "StopRequest"]
 
 
 class StopRequest(msgspec.Struct, frozen=True):
@@ -56,12 +64,44 @@ def _nothing(state: SessionState) -> Sequence[Event]:
     return ()
 
 
+class StartCommit:
+    """Whether a run's unsaved start events are durable yet (see the module doc)."""
+
+    __slots__ = ("_settled", "error")
+
+    def __init__(self) -> None:
+        self._settled = anyio.Event()
+        self.error: BaseException | None = None
+
+    @property
+    def settled(self) -> bool:
+        """Whether the outcome is known."""
+        return self._settled.is_set()
+
+    def settle(self, error: BaseException | None = None) -> None:
+        """Record the outcome (the first one counts): durable, or ``error``."""
+        if not self._settled.is_set():
+            self.error = error
+            self._settled.set()
+
+    async def wait_settled(self) -> None:
+        """Return once the outcome is known, whatever it is."""
+        await self._settled.wait()
+
+    async def wait(self) -> None:
+        """Return once the start events are durable; raise why they are not."""
+        await self._settled.wait()
+        if self.error is not None:
+            raise self.error
+
+
 class SessionWriter:
     """Appends to one session's log on behalf of its run loop.
 
     Events are built with any ``seq`` and ``ts`` (use 0); the writer stamps
     them. ``on_stop`` is called when a folded foreign event asks the run to
-    stop.
+    stop. ``unsaved``: how many events at the end of ``log`` (a new session's
+    start) are not in the store yet; ``start`` is settled when they are.
     """
 
     def __init__(
@@ -71,6 +111,8 @@ class SessionWriter:
         *,
         host_id: str | None = None,
         on_stop: Callable[[StopRequest], None] | None = None,
+        unsaved: int = 0,
+        start: StartCommit | None = None,
     ) -> None:
         self._store = store
         self._projector = SessionProjector()
@@ -82,6 +124,11 @@ class SessionWriter:
         self._pending: list[Event] = []
         self._pending_ready = anyio.Event()
         self._on_stop = on_stop
+        self._unsaved: list[Event] = list(log[len(log) - unsaved :]) if unsaved else []
+        self._start = start
+        self._abandoned: str | None = None  # why this writer may write nothing more
+        if self._unsaved:
+            self._pending_ready.set()  # the flusher's window runs from now
 
     @property
     def state(self) -> SessionState:
@@ -111,27 +158,84 @@ class SessionWriter:
         """
         async with self._lock:
             while True:
+                if self._abandoned is not None:
+                    raise OwnershipLost(self._abandoned)
                 state = self._projector.state
                 taken = len(self._pending)
+                prefix = self._unsaved
                 drafts = [*self._pending[:taken], *factory(state)]
-                if not drafts:
+                if not drafts and not prefix:
                     return state
                 base = state.last_seq
                 now = time.time()
                 batch = [
-                    msgspec.structs.replace(
-                        event, session_id=state.session_id, seq=base + offset, ts=now
-                    )
-                    for offset, event in enumerate(drafts, start=1)
+                    *prefix,
+                    *(
+                        msgspec.structs.replace(
+                            event, session_id=state.session_id, seq=base + offset, ts=now
+                        )
+                        for offset, event in enumerate(drafts, start=1)
+                    ),
                 ]
                 try:
-                    await self._store.append(state.session_id, batch, base)
+                    await self._store.append(state.session_id, batch, base - len(prefix))
                 except ConcurrencyConflict:
-                    await self.refresh_locked()
+                    if prefix:
+                        await self._start_conflict(prefix)
+                    else:
+                        await self.refresh_locked()
                     continue
+                except Exception as exc:
+                    if prefix:
+                        self._abandon(exc)
+                    raise
                 # Chunks emitted while this append was in flight stay pending.
                 del self._pending[:taken]
-                return self._projector.apply_all(batch)
+                if prefix:
+                    self._unsaved = []
+                    if self._start is not None:
+                        self._start.settle()
+                return self._projector.apply_all(batch[len(prefix) :])
+
+    @property
+    def start_saved(self) -> bool:
+        """Whether the start events handed over unsaved are in the store (or there were none)."""
+        return not self._unsaved
+
+    async def start_settled(self) -> None:
+        """Return once the start events handed over unsaved are durable or abandoned."""
+        if self._unsaved and self._start is not None:
+            await self._start.wait_settled()
+
+    async def save_start(self) -> None:
+        """Commit the unsaved start events now (with any pending chunks), if not done yet."""
+        if self._unsaved and self._abandoned is None:
+            await self.append_with(_nothing)
+
+    def _abandon(self, error: BaseException) -> None:
+        """The start events will never be written: stop every later append."""
+        self._abandoned = f"the start of session {self.session_id!r} was not recorded: {error}"
+        if self._start is not None:
+            self._start.settle(error)
+        raise OwnershipLost(self._abandoned) from error
+
+    async def _start_conflict(self, prefix: list[Event]) -> None:
+        """The log was not empty: our own start (an append cut short) or another's session."""
+        log_ = await self._store.read(self.session_id)
+        first = log_[0] if log_ else None
+        mine = prefix[0]
+        if (
+            isinstance(first, SessionCreated)
+            and isinstance(mine, SessionCreated)
+            and first.run_id == mine.run_id  # run ids are unique: this start wrote it
+        ):
+            self._unsaved = []
+            if self._start is not None:
+                self._start.settle()
+            await self.refresh_locked()
+            return
+        actual = log_[-1].seq if log_ else 0
+        self._abandon(ConcurrencyConflict(self.session_id, 0, actual))
 
     def emit(self, *events: Event) -> None:
         """Hand stream chunks over without waiting for their commit (see the module doc)."""
@@ -163,7 +267,7 @@ class SessionWriter:
             if linger:
                 await anyio.sleep(linger)
             self._pending_ready = anyio.Event()
-            if self._pending:
+            if self._pending or self._unsaved:
                 await self.append_with(_nothing)
 
     async def refresh_locked(self) -> None:

@@ -18,7 +18,13 @@ from .protocol import ChunkEvent, EndEvent, ErrorEvent, TransportEvent
 from .state import SessionState
 from .store import EventStore
 
-__all__ = ["RUN_ENDING_EVENTS", "final_event", "open_session_stream", "stream_session"]
+__all__ = [
+    "RUN_ENDING_EVENTS",
+    "EndedStream",
+    "final_event",
+    "open_session_stream",
+    "stream_session",
+]
 
 RUN_ENDING_EVENTS = (Completed, Failed, Aborted, Interrupted)
 """Events after which a run is over and its stream ends (unless a new run starts)."""
@@ -67,6 +73,33 @@ async def stream_session(
             yield event
 
 
+class EndedStream:
+    """A stream whose run had ended when it was opened: every item is at hand, no tail.
+
+    An async iterator like any stream; an edge may also take :attr:`items`
+    at once (``/sse`` writes them as one body).
+    """
+
+    __slots__ = ("_next", "items")
+
+    def __init__(self, items: list[TransportEvent]) -> None:
+        self.items = items
+        self._next = 0
+
+    def __aiter__(self) -> EndedStream:
+        return self
+
+    async def __anext__(self) -> TransportEvent:
+        if self._next >= len(self.items):
+            raise StopAsyncIteration
+        self._next += 1
+        return self.items[self._next - 1]
+
+    async def aclose(self) -> None:
+        """Nothing to release; the stream ends here."""
+        self._next = len(self.items)
+
+
 async def open_session_stream(
     store: EventStore, session_id: str, from_sequence: int = 0
 ) -> AsyncIterator[TransportEvent]:
@@ -74,12 +107,33 @@ async def open_session_stream(
 
     Raises ``NOT_FOUND`` now, before any event, for a session that does not
     exist: an edge can refuse the request before it answers (``/sse``'s 404)
-    without reading the log a second time.
+    without reading the log a second time. A session whose run has ended
+    comes back as an :class:`EndedStream`.
     """
     known = await store.read(session_id)
     if not known:
         raise _not_found(session_id)
+    final = final_event(known)
+    if final is not None:
+        return EndedStream(_ended_items(known, from_sequence, final))
     return _stream_from(store, session_id, from_sequence, known)
+
+
+def _ended_items(
+    known: list[Event], from_sequence: int, final: tuple[int, TransportEvent]
+) -> list[TransportEvent]:
+    """The items of a log whose last run has ended: its chunks after ``from_sequence``, its end."""
+    items: list[TransportEvent] = []
+    for event in known:
+        if event.seq <= from_sequence:
+            continue
+        if event.seq > final[0]:
+            break
+        item = stream_item(event)
+        if item is not None:
+            items.append(ChunkEvent(chunk=item.chunk, sequence=item.sequence))
+    items.append(final[1])
+    return items
 
 
 def _not_found(session_id: str) -> AgentServerError:
@@ -91,17 +145,16 @@ async def _stream_from(
 ) -> AsyncIterator[TransportEvent]:
     """The stream, given the log as one read found it (``known``)."""
     final = final_event(known)
+    if final is not None:
+        for ended in _ended_items(known, from_sequence, final):
+            yield ended
+        return
     for event in known:
         if event.seq <= from_sequence:
             continue
-        if final is not None and event.seq > final[0]:
-            break
         item = stream_item(event)
         if item is not None:
             yield ChunkEvent(chunk=item.chunk, sequence=item.sequence)
-    if final is not None:
-        yield final[1]
-        return
     cursor = max(from_sequence, known[-1].seq if known else 0)
     # Fold the log as the tail delivers it, so that the run's end needs no
     # second read of the whole log (only a look at what follows the end).

@@ -314,14 +314,23 @@ def end_tool_span(span: Span, error: str | None) -> None:
         span.fail(error, "tool_error")
 
 
-async def traced_stream(
+def traced_stream(
     tracer: Tracer, llm: LLMAdapter, request: LLMRequest
 ) -> AsyncIterator[LLMStreamEvent]:
     """``llm.stream(request)`` inside a ``chat`` span carrying the request and its usage.
 
     Read it in one task (``prefetch`` does): the span is current in the
-    reading task while the stream lasts.
+    reading task while the stream lasts. With :data:`NO_TRACER` it is the
+    model's stream itself: no span to keep, no generator between.
     """
+    if type(tracer) is NoTracer:
+        return llm.stream(request)
+    return _traced_stream(tracer, llm, request)
+
+
+async def _traced_stream(
+    tracer: Tracer, llm: LLMAdapter, request: LLMRequest
+) -> AsyncIterator[LLMStreamEvent]:
     model = request.model
     with tracer.span(
         f"chat {model}" if model else "chat",

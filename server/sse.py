@@ -18,6 +18,7 @@ import msgspec
 from starlette.types import Receive, Scope, Send
 
 from helix_agents import ChunkEvent, EndEvent, ErrorEvent, HelixError, TransportEvent
+from helix_agents.streaming import EndedStream
 
 from .edge import protocol_error
 
@@ -127,6 +128,13 @@ class SSEResponse:
                 await aclose()
             await send({"type": "http.response.start", "status": 200, "headers": _HEADERS})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return
+        if isinstance(self._events, EndedStream):
+            # Every item is at hand (the run had ended): one body, no tasks.
+            body = b"".join([encode_sse(event) for event in self._events.items])
+            with contextlib.suppress(OSError):  # the client went away
+                await send({"type": "http.response.start", "status": 200, "headers": _HEADERS})
+                await send({"type": "http.response.body", "body": body, "more_body": False})
             return
         outbox = _Outbox(_OUTBOX_LIMIT)
         sent = {"start": False, "end": False}

@@ -7,7 +7,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Seque
 
 import anyio
 
-from helix_agents.codec import decode_event, encode_event
+from helix_agents.codec import decode_event, decode_events, encode_event
 from helix_agents.errors import EventDecodeError, StoreError, UsageError
 from helix_agents.events import Event
 from helix_agents.ids import validate_session_id
@@ -36,16 +36,10 @@ def check_batch(
     if not events:
         raise UsageError("append needs at least one event")
     encoded: list[bytes] = []
-    decoded: list[Event] = []
     for offset, event in enumerate(events, start=1):
         if type(event.seq) is not int or type(event.session_id) is not str:
             raise UsageError(f"event {offset} of the batch has an ill-typed envelope")
-        data = encode_event(event)
-        try:
-            decoded.append(decode_event(data))
-        except EventDecodeError as exc:
-            raise UsageError(f"event {offset} of the batch is not a valid event: {exc}") from exc
-        encoded.append(data)
+        encoded.append(encode_event(event))
         if event.session_id != session_id:
             raise UsageError(
                 f"event {offset} of the batch belongs to session {event.session_id!r}, "
@@ -56,6 +50,17 @@ def check_batch(
                 f"event {offset} of the batch has seq {event.seq}; appending at "
                 f"{expected_seq} it must be {expected_seq + offset}"
             )
+    try:
+        decoded = decode_events(encoded)  # one pass for the batch; one by one only to blame
+    except EventDecodeError:
+        for offset, data in enumerate(encoded, start=1):
+            try:
+                decode_event(data)
+            except EventDecodeError as exc:
+                raise UsageError(
+                    f"event {offset} of the batch is not a valid event: {exc}"
+                ) from exc
+        raise
     return encoded, decoded
 
 

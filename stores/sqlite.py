@@ -105,6 +105,7 @@ _MAX_BATCH = 1000  # bounds one transaction; the rest waits for the next leader
 _MAX_CACHED_SESSIONS = 100_000
 _KNOWN_ENDS = 10_000  # sessions whose end this store remembers (for tails starting there)
 _READ_THREADS = 40  # worker threads reading at once (each with its own connection)
+_INLINE_READ = 512  # events a read may return to be done on the event loop's thread
 _READ_BATCH = 64  # reads one worker thread takes in one hop (see _batched.py)
 _PROBE_CHUNK = 500  # session ids per poller query (SQLite's bound on parameters is 32,766)
 
@@ -386,6 +387,7 @@ class SqliteEventStore:
         self._reads = BatchedCalls(self._run_reads, lanes=_READ_THREADS, max_batch=_READ_BATCH)
         # The poller's own connection: data_version is per connection.
         self._poll_conn: sqlite3.Connection | None = None
+        self._loop_conn: sqlite3.Connection | None = None  # small reads on the loop's thread
         self._poll_version: int | None = None
         self._poll_seen: dict[str, int] = {}  # watched session -> last seq the poller saw
         self._own_ends: dict[str, int] = {}  # watched session -> last seq we appended
@@ -407,9 +409,9 @@ class SqliteEventStore:
             )
         return self._thread_limiters
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, busy_ms: int | None = None) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+        conn.execute(f"PRAGMA busy_timeout = {self._busy_ms if busy_ms is None else busy_ms}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {self._synchronous}")
         return conn
@@ -553,7 +555,9 @@ class SqliteEventStore:
                 self._readers.append(conn)
         return conn
 
-    def _read_sync(self, session_id: str, from_seq: int) -> list[Event]:
+    def _read_sync(
+        self, session_id: str, from_seq: int, conn: sqlite3.Connection | None = None
+    ) -> list[Event]:
         if self._closed:
             raise StoreClosedError()
         if from_seq >= _SQLITE_MAX_INT:
@@ -563,7 +567,7 @@ class SqliteEventStore:
             # From from_seq itself, so the first event's chain can be checked
             # against its predecessor's.
             records: list[tuple[int, bytes, int | None]] = (
-                self._reader()
+                (conn or self._reader())
                 .execute(
                     "SELECT seq, data, chain FROM helix_events WHERE session_id = ? AND seq >= ? "
                     "ORDER BY seq",
@@ -600,8 +604,13 @@ class SqliteEventStore:
         """Return the events with seq > ``from_seq``."""
         self._ensure_open()
         validate_session_id(session_id)
-        events: list[Event] = await self._reads.call(session_id, from_seq)
-        return events
+        await anyio.lowlevel.checkpoint()  # a read is a checkpoint, however it is served
+        self._ensure_open()
+        events = self._read_here(session_id, from_seq)
+        if events is not None:
+            return events
+        read: list[Event] = await self._reads.call(session_id, from_seq)
+        return read
 
     async def _run_reads(self, reads: list[BatchedCall]) -> None:
         await self._in_thread(self._read_batch_sync, reads)
@@ -613,6 +622,40 @@ class SqliteEventStore:
                 read.result = self._read_sync(*read.args)
             except Exception as exc:
                 read.error = exc
+
+    def _read_here(self, session_id: str, from_seq: int) -> list[Event] | None:
+        """A small read, done on the event loop's own thread; None: leave it to a worker.
+
+        One look at the primary key says how many events follow ``from_seq``:
+        none, or at most ``_INLINE_READ``, are read here at once (a worker
+        thread's round trip costs more than such a read). Its connection
+        never waits for a lock: a busy file goes to a worker too.
+        """
+        if self._loop_conn is None:
+            try:
+                self._loop_conn = self._connect(busy_ms=0)
+            except sqlite3.Error:
+                return None
+        conn = self._loop_conn
+        try:
+            found = conn.execute(
+                "SELECT seq FROM helix_events WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
+                (session_id,),
+            ).fetchone()
+        except sqlite3.Error:
+            return None  # busy, or damaged: a worker's read says which
+        if found is None:
+            return []
+        if found[0] - from_seq > _INLINE_READ:
+            return None
+        try:
+            return self._read_sync(session_id, from_seq, conn)
+        except StoreError as exc:
+            if isinstance(exc.__cause__, sqlite3.OperationalError) and not isinstance(
+                exc, DamagedLogError
+            ):
+                return None  # busy: a worker waits for the lock
+            raise
 
     async def _in_thread(self, fn: Callable[..., T], *args: object) -> T:
         """Run a read on a worker thread; ``close`` waits for reads under way."""
@@ -785,6 +828,8 @@ class SqliteEventStore:
         self._high_water.close()
         if self._poll_conn is not None:
             self._poll_conn.close()
+        if self._loop_conn is not None:
+            self._loop_conn.close()
         with self._readers_lock:
             readers, self._readers = self._readers, []
         for conn in readers:

@@ -13,9 +13,10 @@ from __future__ import annotations
 import inspect
 import logging
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Self
 
+import anyio
 import httpx
 import msgspec
 
@@ -295,15 +296,21 @@ class HttpRemoteAgentTransport:
             ) as response:
                 await _succeeded(response)
                 parser = SSEParser()
-                async for data in response.aiter_bytes():
+                chunks = response.aiter_bytes()
+                async for data in chunks:
                     for message in parser.feed(data):
                         event = event_of(message, url)
                         if event is None:
                             continue
                         received = True
-                        yield event
                         if not isinstance(event, ChunkEvent):
+                            # The stream ends here: read the response to its end
+                            # first, so that its connection goes back to the pool
+                            # for the next request instead of being closed.
+                            await _drain(chunks)
+                            yield event
                             return
+                        yield event
         except httpx.TransportError as exc:
             if received:
                 logger.debug("stream %s of %s broke off: %r", url, session_id, exc)
@@ -316,6 +323,16 @@ class HttpRemoteAgentTransport:
         if isinstance(exc, httpx.TimeoutException):
             return TransportTimeoutError(f"{method} {url}", self._timeout_seconds)
         return TransportError(f"{method} {url}: agent server unreachable: {exc!r}")
+
+
+_DRAIN_WAIT = 0.05  # seconds a finished stream's end of body is waited for
+
+
+async def _drain(chunks: AsyncIterator[bytes]) -> None:
+    """Read what is left of a body whose stream has ended (bounded: else it is dropped)."""
+    with anyio.move_on_after(_DRAIN_WAIT):
+        async for _ in chunks:
+            pass
 
 
 async def _succeeded(response: httpx.Response) -> httpx.Response:

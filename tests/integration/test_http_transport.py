@@ -812,6 +812,32 @@ async def test_end_to_end_through_the_real_gateway() -> None:
     assert 1 < len(tail) < len(events)
 
 
+async def test_starts_and_streams_one_after_another_reuse_one_connection() -> None:
+    """A stream read to its end gives its connection back: every request goes over one."""
+    writer = define_agent("writer", llm=ScriptedLLM(["one two three"] * 3, chunk_words=1))
+    store = MemoryEventStore()
+    gateway = create_http_app(AgentServer([writer], store))
+    clients: list[tuple[str, int]] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            clients.append(scope["client"])
+        await gateway(scope, receive, send)
+
+    with anyio.fail_after(TIMEOUT):
+        async with serve(app) as url, transport(url) as remote:
+            for n in range(3):
+                session_id = f"reuse-{n}"
+                await remote.start(
+                    RemoteStartRequest(session_id=session_id, agent_type="writer", message="go")
+                )
+                events = await collect(remote, session_id)
+                assert isinstance(events[-1], EndEvent)
+        await store.close()
+    assert len(clients) == 6
+    assert len(set(clients)) == 1, clients  # one client address: one TCP connection
+
+
 async def test_end_to_end_auth_with_refreshed_tokens() -> None:
     """The real gateway with bearer auth: a token source is asked per request; none is 401."""
     issued: list[str] = []
