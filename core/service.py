@@ -183,11 +183,24 @@ class ExecutorService:
             self._executor._session_locks.hold(session_id),
             self._executor.guarded(session_id),
         ):
+            store = self._executor.store
+            if not getattr(store, "shares_start_commit", False):
+                # A commit costs a round trip, not an fsync (memory, JetStream, a
+                # store that does not say): the start is committed on its own, and
+                # a retried start finds the session by the conflict.
+                try:
+                    await store.append(session_id, [created, started], 0)
+                except ConcurrencyConflict:
+                    return await self._existing(session_id, agent, messages)
+                self._executor._launch(agent, [created, started], run_id)
+                return RemoteStartResponse(
+                    session_id=session_id, stream_id=session_id, run_id=run_id
+                )
             # An existing session (a retried start) launches nothing: its
             # answer comes from its log. A new one starts running at once, its
             # start events committed with the run's first batch (the writer's
             # window bounds the wait); the answer waits for that commit.
-            log_ = await self._executor.store.read(session_id)
+            log_ = await store.read(session_id)
             if log_:
                 return await self._existing(session_id, agent, messages, log_)
             start = self._executor._launch(agent, [created, started], run_id, unsaved=2)

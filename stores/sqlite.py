@@ -328,6 +328,9 @@ class SqliteEventStore:
             it holds them all. Anything else is logged as an error at once.
     """
 
+    shares_start_commit = True
+    """A start's events are committed with its run's first batch (one fsync for a fast task)."""
+
     def __init__(
         self,
         path: str | os.PathLike[str],

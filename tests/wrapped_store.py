@@ -19,6 +19,11 @@ class WrappedStore:
     def __init__(self, inner: EventStore) -> None:
         self.inner = inner
 
+    @property
+    def shares_start_commit(self) -> bool:
+        """``inner.shares_start_commit`` (False when it does not say)."""
+        return bool(getattr(self.inner, "shares_start_commit", False))
+
     async def append(self, session_id: str, events: Sequence[Event], expected_seq: int) -> int:
         """``inner.append``."""
         return await self.inner.append(session_id, events, expected_seq)
