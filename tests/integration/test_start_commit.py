@@ -35,7 +35,7 @@ from helix_agents import (
     define_agent,
 )
 from helix_agents.protocol import RemoteStartRequest
-from helix_agents.stores import SqliteEventStore
+from helix_agents.stores import MemoryEventStore, SqliteEventStore
 
 TIMEOUT = 20  # seconds per test; generous, nothing is timed
 
@@ -43,7 +43,7 @@ TIMEOUT = 20  # seconds per test; generous, nothing is timed
 class Watched(WrappedStore):
     """Records each append (session, first seq, size); can hold or fail a session's first one."""
 
-    def __init__(self, inner: SqliteEventStore) -> None:
+    def __init__(self, inner: SqliteEventStore | MemoryEventStore) -> None:
         super().__init__(inner)
         self.appends: list[tuple[str, int, int]] = []
         self.hold: dict[str, anyio.Event] = {}  # session -> released when set
@@ -266,3 +266,29 @@ async def test_a_start_whose_commit_fails_fails_and_leaves_nothing(store: Watche
     assert log[0].run_id == response.run_id  # type: ignore[attr-defined]
     assert isinstance(log[-1], Completed)
     assert sum(isinstance(event, SessionCreated) for event in log) == 1
+
+
+async def test_where_a_commit_is_no_fsync_the_start_commits_alone_and_first() -> None:
+    """The memory store (and JetStream) do not say ``shares_start_commit``: the start's two
+    events are their own append, before the run's, and a retry finds them by the conflict."""
+    store = Watched(MemoryEventStore())
+    writer, calls = _counting(["one two three"])
+    agent = define_agent("writer", llm=writer)
+    with anyio.fail_after(TIMEOUT):
+        async with AgentExecutor(store, [agent]) as executor:
+            response = await executor.service.start(_request("plain"))
+            # Durable on answering: the start is in the store whatever the run has done.
+            assert [type(e) for e in (await store.read("plain"))[:2]] == [
+                SessionCreated,
+                RunStarted,
+            ]
+            await executor.wait_idle("plain")
+            with pytest.raises(AgentServerError) as retried:
+                await executor.service.start(_request("plain"))
+            log = await store.read("plain")
+    assert store.appends[0] == ("plain", 1, 2)
+    assert len(store.appends) > 1  # the run's events came in later appends
+    assert log[0].run_id == response.run_id
+    assert retried.value.code == "ALREADY_COMPLETED"
+    assert calls == [1]  # the retried start ran nothing
+    assert isinstance(log[-1], Completed)
