@@ -11,7 +11,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 T = TypeVar("T")
 
-__all__ = ["Prefetched", "closing_iter", "collapsed_groups", "prefetch", "unwrap_group"]
+__all__ = ["Batched", "Prefetched", "closing_iter", "collapsed_groups", "prefetch", "unwrap_group"]
 
 
 @asynccontextmanager
@@ -62,8 +62,28 @@ def collapsed_groups() -> Iterator[None]:
         raise error from error.__cause__
 
 
-class Prefetched(Generic[T]):
-    """The consuming side of :func:`prefetch`."""
+class Batched(Generic[T]):
+    """What :func:`prefetch` hands over: the source's items, as batches."""
+
+    def batches(self, max_batch: int = 512) -> AsyncIterator[list[T]]:
+        """Yield lists of the items that have arrived."""
+        raise NotImplementedError
+
+
+class _InPlace(Batched[T]):
+    """A source read in the consumer's own task: each item a batch of one."""
+
+    def __init__(self, iterator: AsyncIterator[T]) -> None:
+        self._iterator = iterator
+
+    async def batches(self, max_batch: int = 512) -> AsyncIterator[list[T]]:
+        """Yield each item as it comes, as a batch of one."""
+        async for item in self._iterator:
+            yield [item]
+
+
+class Prefetched(Batched[T]):
+    """The consuming side of :func:`prefetch` reading in a task of its own."""
 
     def __init__(self, receive: MemoryObjectReceiveStream[T]) -> None:
         self._receive = receive
@@ -88,14 +108,22 @@ class Prefetched(Generic[T]):
 
 @asynccontextmanager
 async def prefetch(
-    iterator: AsyncIterator[T], *, buffer: int = 512
-) -> AsyncIterator[Prefetched[T]]:
+    iterator: AsyncIterator[T], *, buffer: int = 512, in_task: bool = True
+) -> AsyncIterator[Batched[T]]:
     """Read ``iterator`` in a task of its own into a bounded buffer.
 
     The consumer takes what has arrived as one batch (one append, one send)
     instead of paying per item, while a lone item still goes through at once.
     Leaving the block cancels the reader and closes the iterator.
+
+    ``in_task=False`` reads it in the consumer's own task instead, an item at
+    a time: no task and no hop per item, for a source that needs no task of
+    its own and a consumer that hands each item on without waiting.
     """
+    if not in_task:
+        async with closing_iter(iterator, shield=True):
+            yield _InPlace(iterator)
+        return
     send, receive = anyio.create_memory_object_stream[T](buffer)
     prefetched = Prefetched(receive)
 

@@ -69,7 +69,7 @@ from .tool_runner import (
     validate_finish,
 )
 from .tools import COMPANION_TOOL_PREFIX, FINISH_TOOL_NAME, Tool, json_schema_of
-from .tracing import call_error, end_tool_span, tool_span, traced_stream
+from .tracing import call_error, end_tool_span, stream_is_plain, tool_span, traced_stream
 
 __all__ = ["FINISH_REMINDER", "RunEnv", "SessionRun", "unanswered_calls"]
 
@@ -288,7 +288,13 @@ class SessionRun:
             session_id=state.session_id,
         )
         response: LLMResponse | None = None
-        async with prefetch(traced_stream(self.env.tracer, llm, request)) as parts:
+        # A traced stream is read in a task of its own (its span stays current
+        # there); the model's own stream right here, with no task hop per delta
+        # (the deltas it hands over at once still share one commit: the run
+        # emits them, its writer commits what has queued up).
+        plain = stream_is_plain(self.env.tracer)
+        stream = traced_stream(self.env.tracer, llm, request)
+        async with prefetch(stream, in_task=not plain) as parts:
             async for batch in parts.batches():
                 # Deltas that arrived together share one append.
                 deltas = [

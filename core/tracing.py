@@ -44,6 +44,7 @@ __all__ = [
     "run_span",
     "tokens_used",
     "session_trace_context",
+    "stream_is_plain",
     "tool_span",
     "trace_context_from_headers",
     "traced_stream",
@@ -314,6 +315,11 @@ def end_tool_span(span: Span, error: str | None) -> None:
         span.fail(error, "tool_error")
 
 
+def stream_is_plain(tracer: Tracer) -> bool:
+    """Whether :func:`traced_stream` hands back the model's own stream (no span to keep)."""
+    return type(tracer) is NoTracer
+
+
 def traced_stream(
     tracer: Tracer, llm: LLMAdapter, request: LLMRequest
 ) -> AsyncIterator[LLMStreamEvent]:
@@ -323,7 +329,7 @@ def traced_stream(
     reading task while the stream lasts. With :data:`NO_TRACER` it is the
     model's stream itself: no span to keep, no generator between.
     """
-    if type(tracer) is NoTracer:
+    if stream_is_plain(tracer):
         return llm.stream(request)
     return _traced_stream(tracer, llm, request)
 
