@@ -131,6 +131,8 @@ def create_http_app(
     """
     server = target if isinstance(target, AgentServer) else None
     transport: RemoteAgentTransport = target
+    # Decided once: a protocol's isinstance walks its members (tens of microseconds).
+    opener = target if isinstance(target, StreamOpener) else None
 
     async def authorized(request: Request) -> bool:
         if auth is None:
@@ -182,8 +184,8 @@ def create_http_app(
         session_id: SessionId, from_sequence: int
     ) -> AsyncIterator[TransportEvent]:
         """The stream, its session known to exist: a 404 comes before any byte of it."""
-        if isinstance(target, StreamOpener):  # an AgentServer, a NATS fleet: one read of the log
-            return await target.open_stream(session_id, from_sequence)
+        if opener is not None:  # an AgentServer, a NATS fleet: one read of the log
+            return await opener.open_stream(session_id, from_sequence)
         await transport.get_status(session_id)  # another gateway: ask it first
         return transport.stream(session_id, from_sequence)
 
