@@ -12,10 +12,9 @@ reader (``specs/streams.md``).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import AsyncIterator
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 import anyio
 import msgspec
@@ -27,6 +26,7 @@ from helix_agents.protocol import ChunkEvent, EndEvent, ErrorEvent, TransportEve
 
 from .ag_ui_stream import AG_UI_HEADERS, AgUiProjector
 from .ai_sdk_stream import AI_SDK_HEADERS, AiSdkProjector
+from .sse_writer import write_sse
 from .stream_tree import Frame
 
 __all__ = ["FORMATS", "Projector", "ProjectedStreamResponse", "project", "stream_format"]
@@ -38,7 +38,6 @@ StreamFormat = Literal["ai-sdk", "ag-ui"]
 FORMATS: tuple[str, ...] = ("helix", "ai-sdk", "ag-ui")
 """The values of ``/sse``'s ``format`` (``helix``, the default, is the protocol's own stream)."""
 
-_HEARTBEAT = b":heartbeat\n\n"
 _DONE = b"data: [DONE]\n\n"
 _encoder = msgspec.json.Encoder()
 
@@ -177,69 +176,31 @@ class ProjectedStreamResponse:
         self._heartbeat_interval = heartbeat_interval
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": self._headers})
-        if scope.get("method") == "HEAD":
-            # Headers only: a HEAD must not tail the log.
-            aclose = getattr(self._events, "aclose", None)
-            if aclose is not None:
-                await aclose()
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-            return
-        frames_in, frames_out = anyio.create_memory_object_stream[bytes](256)
+        await write_sse(
+            scope,
+            receive,
+            send,
+            self._encoded(),
+            headers=self._headers,
+            heartbeat_interval=self._heartbeat_interval,
+            release=self._release,
+        )
 
-        async def produce() -> None:
-            ended = False
-            try:
-                async for frame in self._frames:
-                    await frames_in.send(encode_frame(frame))
-                ended = True
-                if self.format == "ai-sdk":
-                    await frames_in.send(_DONE)
-            except (HelixError, ValueError) as exc:
-                # The stream behind us failed: close without an end; the client
-                # reconnects from its last id.
-                log.warning("stream failed: %s", exc)
-            finally:
-                frames_in.close()
-                if not ended:
-                    with anyio.CancelScope(shield=True):
-                        await self._frames.aclose()  # type: ignore[attr-defined]
-
-        async def heartbeat() -> None:
-            while True:
-                await anyio.sleep(self._heartbeat_interval)
-                await frames_in.send(_HEARTBEAT)
-
-        async def write(tg: Any) -> None:
-            async for frame in frames_out:
-                parts = [frame]
-                while True:
-                    try:
-                        parts.append(frames_out.receive_nowait())
-                    except (anyio.WouldBlock, anyio.EndOfStream):
-                        break
-                await send(
-                    {"type": "http.response.body", "body": b"".join(parts), "more_body": True}
-                )
-            tg.cancel_scope.cancel()
-
-        async def disconnected(tg: Any) -> None:
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    tg.cancel_scope.cancel()
-                    return
-
-        client_gone = False
+    async def _encoded(self) -> AsyncIterator[bytes]:
+        """The frames as SSE; a failure of the stream behind them ends it without an end."""
         try:
-            with frames_out:
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(produce)
-                    tg.start_soon(heartbeat)
-                    tg.start_soon(write, tg)
-                    tg.start_soon(disconnected, tg)
-        except* OSError:
-            client_gone = True
-        if not client_gone:
-            with contextlib.suppress(OSError):
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            async for frame in self._frames:
+                yield encode_frame(frame)
+        except (HelixError, ValueError) as exc:
+            # The client reconnects from its last id.
+            log.warning("stream failed: %s", exc)
+            return
+        if self.format == "ai-sdk":
+            yield _DONE
+
+    async def _release(self) -> None:
+        """Close the projection (it closes the stream it read) and the stream, if never read."""
+        await self._frames.aclose()  # type: ignore[attr-defined]
+        aclose = getattr(self._events, "aclose", None)
+        if aclose is not None:
+            await aclose()

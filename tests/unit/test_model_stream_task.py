@@ -94,7 +94,8 @@ async def test_a_traced_model_stream_is_read_in_a_task_of_its_own() -> None:
     run_task, deltas, status = await _run(model, tracer, "traced-1")
     assert status == "completed"
     assert deltas == model.words
-    assert len(set(model.tasks)) == 1 and run_task not in model.tasks
+    assert len(set(model.tasks)) == 1  # one reader task
+    assert run_task not in model.tasks  # not the run's own
     assert model.closed
 
 
