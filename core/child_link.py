@@ -157,7 +157,9 @@ class ChildLink:
         while True:
             before = held
             try:
-                async with prefetch(target.transport.stream(child_id, held)) as events:
+                async with prefetch(
+                    target.transport.stream(child_id, held), in_task=False
+                ) as events:
                     async for batch in events.batches():
                         forwarded: list[Event] = []
                         paused: InputRequired | None = None
