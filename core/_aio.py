@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
@@ -62,27 +62,38 @@ def collapsed_groups() -> Iterator[None]:
         raise error from error.__cause__
 
 
-class Batched(Generic[T]):
+class Batched(Protocol[T]):
     """What :func:`prefetch` hands over: the source's items, as batches."""
 
     def batches(self, max_batch: int = 512) -> AsyncIterator[list[T]]:
         """Yield lists of the items that have arrived."""
-        raise NotImplementedError
+        ...
 
 
-class _InPlace(Batched[T]):
-    """A source read in the consumer's own task: each item a batch of one."""
+class _InPlace(Generic[T]):
+    """A source read in the consumer's own task: each item a batch of one.
+
+    An iterator object, not a generator: a consumer that stops early leaves
+    nothing to finalize.
+    """
+
+    __slots__ = ("_iterator",)
 
     def __init__(self, iterator: AsyncIterator[T]) -> None:
         self._iterator = iterator
 
-    async def batches(self, max_batch: int = 512) -> AsyncIterator[list[T]]:
-        """Yield each item as it comes, as a batch of one."""
-        async for item in self._iterator:
-            yield [item]
+    def batches(self, max_batch: int = 512) -> AsyncIterator[list[T]]:
+        """Each item as it comes, as a batch of one."""
+        return self
+
+    def __aiter__(self) -> _InPlace[T]:
+        return self
+
+    async def __anext__(self) -> list[T]:
+        return [await anext(self._iterator)]
 
 
-class Prefetched(Batched[T]):
+class Prefetched(Generic[T]):
     """The consuming side of :func:`prefetch` reading in a task of its own."""
 
     def __init__(self, receive: MemoryObjectReceiveStream[T]) -> None:
