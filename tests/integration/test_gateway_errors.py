@@ -14,6 +14,7 @@ store. The table-driven tests send every case and report all mismatches at once.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -708,6 +709,35 @@ async def test_heartbeats_arrive_between_frames(tmp_path: Path) -> None:
         assert lines[0].startswith(b"id: "), frame
         assert lines[1:2] == [b"event: chunk"], frame
         assert lines[2].startswith(b"data: {"), frame  # a heartbeat never splits a frame
+
+
+@pytest.mark.parametrize("fmt", ["ai-sdk", "ag-ui"])
+async def test_front_end_streams_share_heartbeats_and_free_the_tail_on_disconnect(
+    tmp_path: Path, fmt: str
+) -> None:
+    """The front ends' streams run on /sse's own writer: heartbeats between whole frames,
+    and a client that leaves frees the tail behind its stream at once."""
+    async with gateway(tmp_path, heartbeat_interval=0.05) as gw:
+        params = {"sessionId": "wait-1", "format": fmt}
+        with anyio.fail_after(TIMEOUT):
+            async with gw.client.stream("GET", "/sse", params=params) as response:
+                assert response.status_code == 200
+                received = b""
+                async for data in response.aiter_raw():
+                    received += data
+                    if received.count(b":heartbeat\n\n") >= 3:
+                        break
+                await gw.store.wait_tails("wait-1", 1)  # the paused session's stream stays open
+            await gw.store.wait_tails("wait-1", 0)
+
+    blocks = received.split(b"\n\n")[:-1]  # whole blocks only
+    frames = [block for block in blocks if block != b":heartbeat"]
+    assert len(blocks) - len(frames) >= 3
+    assert frames, "no frame before the heartbeats"
+    for frame in frames:
+        data = frame.split(b"\n")[-1]
+        assert data.startswith(b"data: {"), frame  # a heartbeat never splits a frame
+        json.loads(data[len(b"data: ") :])
 
 
 async def test_a_cursor_past_sqlite_integers_does_not_break_the_stream(gw: Gateway) -> None:
