@@ -104,6 +104,7 @@ class ExecutorService:
     def __init__(self, executor: AgentExecutor) -> None:
         self._executor = executor
         self._starting: dict[str, _Starting] = {}  # session -> the start deciding it here
+        self._resuming: dict[str, _Starting] = {}  # session -> the plain resume deciding it
 
     async def start(self, request: RemoteStartRequest) -> RemoteStartResponse:
         """Create and run a session; idempotent for the same id and request.
@@ -239,11 +240,36 @@ class ExecutorService:
         ``ALREADY_RUNNING`` (a message was sent to a run that is active here).
         """
         session_id = checked_session_id(request.session_id)
+        messages = user_messages(request.message)
+        if messages:  # a message is delivered once: never an answer shared with another
+            return await self._resume_here(session_id, messages)
+        ongoing = self._resuming.get(session_id)
+        if ongoing is not None:
+            # A plain resume of this session is being decided here now (recover()
+            # and a parent reconciling its child): the same answer, even if its
+            # run has ended by then.
+            joined = await ongoing.answer()
+            if joined is not None:
+                return joined
+        mine = _Starting("", [])
+        self._resuming.setdefault(session_id, mine)
+        response: RemoteStartResponse | None = None
+        try:
+            response = await self._resume_here(session_id, [])
+        finally:
+            if self._resuming.get(session_id) is mine:
+                del self._resuming[session_id]
+            mine.settle(response)
+        return response
+
+    async def _resume_here(
+        self, session_id: str, messages: list[UserMessage]
+    ) -> RemoteStartResponse:
         async with (
             self._executor._session_locks.hold(session_id),
             self._executor.guarded(session_id),
         ):
-            response = await self._resume_locked(session_id, user_messages(request.message))
+            response = await self._resume_locked(session_id, messages)
         assert response is not None
         return response
 
@@ -524,7 +550,7 @@ class ExecutorService:
 
 
 class _Starting:
-    """A start under way in this process: what it asked for and, once known, its answer."""
+    """A start (or plain resume) under way in this process: what it asked for, then its answer."""
 
     __slots__ = ("_done", "agent_type", "messages", "response")
 
