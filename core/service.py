@@ -191,8 +191,8 @@ class ExecutorService:
                 # a retried start finds the session by the conflict.
                 try:
                     await store.append(session_id, [created, started], 0)
-                except ConcurrencyConflict:
-                    return await self._existing(session_id, agent, messages)
+                except ConcurrencyConflict:  # a retried start (one process writes here)
+                    return await self._existing(session_id, agent, messages, take_over=True)
                 self._executor._launch(agent, [created, started], run_id)
                 return RemoteStartResponse(
                     session_id=session_id, stream_id=session_id, run_id=run_id
@@ -203,7 +203,7 @@ class ExecutorService:
             # window bounds the wait); the answer waits for that commit.
             log_ = await store.read(session_id)
             if log_:
-                return await self._existing(session_id, agent, messages, log_)
+                return await self._existing(session_id, agent, messages, log_, take_over=True)
             start = self._executor._launch(agent, [created, started], run_id, unsaved=2)
             assert start is not None
             try:
@@ -218,7 +218,18 @@ class ExecutorService:
         agent: AgentConfig,
         messages: list[UserMessage],
         log_: Sequence[Event] | None = None,
+        *,
+        take_over: bool = False,
     ) -> RemoteStartResponse:
+        """The answer to a start of a session that exists: its run, if the same request.
+
+        ``take_over``: the start was retried (not a race another process won).
+        A session its log says is running, with no run here and no fleet to
+        claim it, was left by a process that died (a parent resumed after the
+        records of its child's start were lost starts that child again): the
+        start resumes it, as a resume would, or nothing would ever run it
+        while its caller waits for its end.
+        """
         if log_ is None:
             log_ = await self._executor.store.read(session_id)
         state = project_state(log_)
@@ -231,6 +242,15 @@ class ExecutorService:
             )
         if state.is_terminal:
             raise _finished(state)
+        if (
+            take_over
+            and state.status == "running"
+            and self._executor.takeover_claim is None
+            and not self._executor.is_executing(session_id, state)
+        ):
+            resumed = await self._resume_locked(session_id, [])
+            assert resumed is not None
+            return resumed
         return RemoteStartResponse(session_id=session_id, stream_id=session_id, run_id=state.run_id)
 
     async def resume(self, request: RemoteResumeRequest) -> RemoteStartResponse:

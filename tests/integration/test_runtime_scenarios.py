@@ -1076,6 +1076,36 @@ async def test_resume_after_a_process_restart_on_sqlite(tmp_path: Path) -> None:
 # --- start semantics -------------------------------------------------------------------------
 
 
+async def test_a_retried_start_of_a_session_left_running_resumes_it(store: EventStore) -> None:
+    """A start retried after the process that ran the session died (a parent resumed after
+    the records of its child's start were lost starts that child again) takes the session
+    over: without it nothing would ever run it while its caller waited for its end."""
+    worker = define_agent("worker", llm=ScriptedLLM([reply("Done.")]))
+    messages = [UserMessage(content="go")]
+    left = [
+        SessionCreated(
+            session_id="left-1",
+            seq=1,
+            ts=1.0,
+            agent_type="worker",
+            run_id="r-dead",
+            messages=messages,
+        ),
+        RunStarted(session_id="left-1", seq=2, ts=1.0, run_id="r-dead"),
+    ]
+    await store.append("left-1", left, 0)
+    with anyio.fail_after(LIMIT):
+        async with AgentExecutor(store, [worker]) as executor:
+            request = RemoteStartRequest(session_id="left-1", agent_type="worker", message="go")
+            answer = await executor.service.start(request)
+            await executor.wait_idle("left-1")
+    log = await store.read("left-1")
+    runs = [e for e in log if isinstance(e, RunStarted)]
+    assert [run.mode for run in runs] == ["start", "resume"]
+    assert answer.run_id == runs[-1].run_id  # the start answers with the run that took over
+    assert project_state(log).status == "completed"
+
+
 async def test_start_is_idempotent(store: EventStore) -> None:
     release = anyio.Event()
     entered = anyio.Event()
