@@ -84,11 +84,9 @@ CHECKS = {
     "unsupported_method",
 }
 """Checks that must have run in every run (the engine runs every built-in one that applies)."""
-NOT_YET: tuple[str, ...] = ("POST /sse",)
-"""Operations whose documents do not yet say all their servers check: a front-end run whose
-user message has no text, on a session that exists, is refused (an empty message resumes or
-follows up nothing) while the document accepts it. A session list's cursor, which must be one
-it gave out, is steered in ``map_case``."""
+NOT_YET: tuple[str, ...] = ()
+"""Operations whose documents do not yet say all their servers check (none now: a session
+list's cursor, which must be one it gave out, is steered in ``map_case``)."""
 _SESSION_ID = re.compile(r"[A-Za-z0-9_.:-]{1,256}")
 
 
