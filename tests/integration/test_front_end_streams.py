@@ -968,3 +968,31 @@ async def test_no_text_on_a_running_session_streams_its_run_live_from_its_start(
         if frame["type"] == "TEXT_MESSAGE_CONTENT":
             by_agent[frame.get("subagentRunId", ROOT)] += frame["delta"]
     assert dict(by_agent) == TEXTS
+
+
+async def test_a_reloaded_http_agent_reattaches_with_no_text_and_answers_the_interrupt() -> None:
+    """An unmodified HttpAgent whose user message is empty gets the thread's current run."""
+    server = AgentServer(_agents(), MemoryEventStore())
+    reload = {"HELIX_MESSAGE": ""}
+    with anyio.fail_after(LIMIT):
+        async with serve(create_http_app(server)) as url:
+            await _started(server, (ROOT, "lead"), ("desk-1", "desk"))
+            before = await server.get_status(ROOT)
+            tree = await _node("run_ag_ui.mjs", url, ROOT, "lead", env=reload)
+            assert await server.get_status(ROOT) == before
+            desk = await _node("run_ag_ui.mjs", url, "desk-1", "desk", '"yes"', env=reload)
+            assert (await server.get_status("desk-1")).status == "completed"
+
+    # The finished tree: its run again, rebuilt whole by the client; nothing ran.
+    assert tree["failures"] == [None]
+    assert tree["runs"] == [{"outcome": "success", "result": "All done: the research is in."}]
+    assert _ag_texts(tree["messages"]) == TEXTS
+    # The paused tree: its run up to the interrupt, which the reloaded client then answers.
+    assert desk["failures"] == [None, None]
+    asked, finished = desk["runs"]
+    assert asked["outcome"] == "interrupt"
+    assert finished == {"outcome": "success", "result": "The clerk filed it."}
+    assert _ag_texts(desk["messages"], "desk-1") == {
+        "desk-1-sub-c_clerk": "Filed.",
+        "desk-1": "The clerk filed it.",
+    }
