@@ -29,8 +29,8 @@ parent session in the server's own process may send (400 otherwise,
 specs/workspaces.md); every other valid front-end run (``POST /sse``)
 names a session that exists (one the run began with: completed, interrupted
 or aborted; or one a valid ``start`` named), and every fourth a served agent
-type, so it follows up, resumes, replays and starts sessions instead of
-finding none. The operations in :data:`NOT_YET` are left out.
+type and a fresh session id, so it follows up, resumes, replays and starts
+sessions instead of finding none. The operations in :data:`NOT_YET` are left out.
 """
 
 from __future__ import annotations
@@ -159,13 +159,20 @@ def _steered(schema: Any, seeded: list[str]) -> None:
         return st.just(body)
 
     def front_end_run(case: Any) -> None:
-        """Every other valid run names a session that exists, every fourth a served agent."""
+        """Every other valid run names a session that exists, every fourth a new one to start.
+
+        The new one's id is fresh, as a steered ``start``'s: a session at an id the
+        other operations' boundary values use would reach states they never did.
+        """
         turn = next(runs)
         key = next((k for k in ("threadId", "id") if isinstance(case.body.get(k), str)), None)
-        if key is not None and turn % 2 == 0:
+        if key is None:
+            return
+        if turn % 2 == 0:
             case.body[key] = started[(turn // 2) % len(started)]
-        elif isinstance(case.query, dict) and "agentType" in case.query and turn % 4 == 1:
+        elif turn % 4 == 1 and isinstance(case.query, dict) and "agentType" in case.query:
             case.query["agentType"] = names[(turn // 4) % len(names)]
+            case.body[key] = f"{case.body[key][:240]}.{next(fresh)}"
 
     def map_case(context: Any, case: Any) -> Any:
         positive = case.meta is not None and case.meta.generation.mode.is_positive
