@@ -123,6 +123,9 @@ class RemoteStatusResponse(_Wire, frozen=True):
     usage: UsageTotals | None = None
     """The session's own usage (not its children's): a parent's usage rollup reads a
     remote child's here."""
+    run_from_sequence: int = 0
+    """The ``fromSequence`` that reads the current (last) run only: the log's seq before
+    its ``run_started``, 0 for the first run (it began with the session)."""
 
 
 class SubmitToolResultRequest(_Wire, frozen=True):

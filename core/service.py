@@ -51,7 +51,7 @@ from .protocol import (
 )
 from .state import SessionState
 from .store import EventStore
-from .streaming import stream_session
+from .streaming import run_from_sequence, stream_session
 from .tracing import session_trace_context
 
 if TYPE_CHECKING:
@@ -474,7 +474,10 @@ class ExecutorService:
 
     async def get_status(self, session_id: str) -> RemoteStatusResponse:
         """The session's status; ``NOT_FOUND`` if it does not exist."""
-        state = await self._executor.state(checked_session_id(session_id))
+        log_ = await self._executor.store.read(checked_session_id(session_id))
+        if not log_:
+            raise AgentServerError("NOT_FOUND", f"session {session_id!r} not found")
+        state = project_state(log_)
         snapshot = status_of(state)
         return RemoteStatusResponse(
             session_id=session_id,
@@ -492,6 +495,7 @@ class ExecutorService:
             pending_inputs=snapshot.pending_inputs,
             awaiting_input=snapshot.awaiting_input,
             usage=state.usage,
+            run_from_sequence=run_from_sequence(log_),
         )
 
     async def interrupt(self, session_id: str, reason: str | None = None) -> None:

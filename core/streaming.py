@@ -23,6 +23,7 @@ __all__ = [
     "EndedStream",
     "final_event",
     "open_session_stream",
+    "run_from_sequence",
     "stream_session",
 ]
 
@@ -41,6 +42,14 @@ def final_event(events: Sequence[Event]) -> tuple[int, TransportEvent] | None:
                 return event.seq, _ending(event, None)
             return event.seq, _ending(event, project_state(events))
     return None
+
+
+def run_from_sequence(events: Sequence[Event]) -> int:
+    """The ``fromSequence`` that reads only the log's last run (0 for a session's first run)."""
+    for event in reversed(events):
+        if isinstance(event, RunStarted):
+            return 0 if event.mode == "start" else event.seq - 1
+    return 0
 
 
 def _ending(event: Event, state: SessionState | None) -> TransportEvent:

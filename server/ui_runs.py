@@ -7,9 +7,11 @@ session), whichever it fits, under either format: ``format`` chooses the
 stream, the body's shape how it is read. A new session is started (agent
 type from ``?agentType=``, or ``forwardedProps.agentType`` / the body's
 ``agentType``) with the last user message, a completed one takes it as a
-follow-up turn, any other existing one is resumed with it; answers to the
-tree's pending inputs (AG-UI ``resume`` entries; the AI SDK's tool outputs on
-the last assistant message) are submitted instead. The answer streams that
+follow-up turn, any other existing one is resumed with it (a known session
+given no text is a front end reattaching: it gets its current run, an
+interrupted one resumed with no message); answers to the tree's pending
+inputs (AG-UI ``resume`` entries; the AI SDK's tool outputs on the last
+assistant message) are submitted instead. The answer streams that
 run only, under the client's ids, and ends with it or when the tree waits for
 people again. Every check comes before anything changes: a bad request
 answers ``{"error", "code"}`` and touches nothing (specs/streams.md).
@@ -153,20 +155,24 @@ async def _start_or_resume(
     message: str,
     agent_type: Any,
     state: dict[str, Any] | None = None,
-) -> None:
+) -> int:
     """Start a new session (``agent_type`` required), or go on with a known one with ``message``.
 
     A completed session takes it as a follow-up turn (its conversation kept:
-    a chat's next message); any other known one is resumed with it.
+    a chat's next message); any other known one is resumed with it. A known
+    session given no text shows its current run (:func:`_current_run`).
+    Returns the cursor the answer streams from.
     """
     if status is not None:
+        if not message.strip():
+            return await _current_run(transport, session_id, status)
         if status.status == "completed":
             await transport.send_message(
                 RemoteMessageRequest(session_id=session_id, message=message)
             )
         else:
             await transport.resume(RemoteResumeRequest(session_id=session_id, message=message))
-        return
+        return status.latest_sequence
     if not isinstance(agent_type, str) or not agent_type:
         raise AgentServerError(
             "NOT_FOUND",
@@ -177,6 +183,24 @@ async def _start_or_resume(
         session_id=session_id, agent_type=agent_type, message=message, state=state
     )
     await transport.start(checked_start(request))
+    return 0
+
+
+async def _current_run(
+    transport: RemoteAgentTransport, session_id: str, status: RemoteStatusResponse
+) -> int:
+    """A known session asked to run with no text: the cursor its current run streams from.
+
+    There is nothing to say to it, so the request is a front end (re)attaching:
+    an interrupted session is resumed with no message and its new run is
+    streamed; any other's current run is streamed from its start, live
+    (running, or up to where it waits for people) or replayed to its end
+    (completed, failed).
+    """
+    if status.status == "interrupted":
+        await transport.resume(RemoteResumeRequest(session_id=session_id))
+        return status.latest_sequence
+    return status.run_from_sequence
 
 
 def _tool_outputs(
@@ -220,19 +244,18 @@ async def _chat_run(
             "INVALID_REQUEST", f"trigger: only submit-message is supported, not {chat.trigger!r}"
         )
     status = await _status(transport, session_id)
-    cursor = status.latest_sequence if status is not None else 0
     answers = _tool_outputs(session_id, status, chat.messages) if status is not None else []
-    message_id = f"{session_id}:{cursor}"
-    if answers:  # the continuation goes on in the assistant message that asked
-        message_id = str(chat.messages[-1].get("id") or message_id)
+    if status is not None and answers:  # the continuation goes on in the message that asked
+        cursor = status.latest_sequence
+        message_id = str(chat.messages[-1].get("id") or f"{session_id}:{cursor}")
         for call_id, output, error in answers:
             await transport.submit_tool_result(session_id, call_id, output, error)
-    else:
-        message = _user_text(chat.messages)
-        await _start_or_resume(
-            transport, session_id, status, message, agent_type or chat.agent_type
-        )
-    return session_id, cursor, message_id
+        return session_id, cursor, message_id
+    message = _user_text(chat.messages)
+    cursor = await _start_or_resume(
+        transport, session_id, status, message, agent_type or chat.agent_type
+    )
+    return session_id, cursor, f"{session_id}:{cursor}"
 
 
 async def _ag_ui_run(
@@ -241,10 +264,10 @@ async def _ag_ui_run(
     """Start, resume or answer the session ``run.thread_id``: its id, cursor and run id."""
     session_id = checked_id(run.thread_id, "threadId")
     status = await _status(transport, session_id)
-    cursor = status.latest_sequence if status is not None else 0
     if run.resume:
         if status is None:
             raise AgentServerError("NOT_FOUND", f"session {session_id!r} not found")
+        cursor = status.latest_sequence
         kinds = {entry.tool_call_id: entry.kind for entry in status.pending_inputs}
         answers: list[tuple[ResumeEntry, str, bool, str | None]] = []
         for entry in run.resume:  # all checked before any is sent
@@ -269,7 +292,7 @@ async def _ag_ui_run(
         name = agent_type or props.get("agentType")
         state = run.state if isinstance(run.state, dict) else None
         message = _user_text(run.messages)
-        await _start_or_resume(transport, session_id, status, message, name, state)
+        cursor = await _start_or_resume(transport, session_id, status, message, name, state)
     return session_id, cursor, run.run_id
 
 

@@ -34,6 +34,7 @@ from helix_agents import (
     ScriptedLLM,
     ScriptStep,
     ToolContext,
+    UserMessage,
     create_sub_agent_tool,
     define_agent,
     define_tool,
@@ -42,6 +43,7 @@ from helix_agents import (
 from helix_agents.events import (
     Completed,
     Event,
+    Interrupted,
     RunStarted,
     SessionCreated,
     StepRestarted,
@@ -800,3 +802,197 @@ async def test_either_body_runs_under_either_format() -> None:
     assert parts[-1]["type"] == "finish"
     assert (await server.get_status("mixed-1")).status == "completed"
     assert (await server.get_status("mixed-2")).status == "completed"
+
+
+def _sse_data(text: str) -> list[dict[str, Any]]:
+    """The JSON of each ``data:`` frame of a front-end stream (the AI SDK's ``[DONE]`` left out)."""
+    return [
+        json.loads(line[5:])
+        for line in text.splitlines()
+        if line.startswith("data:") and line != "data: [DONE]"
+    ]
+
+
+def _said(frames: list[dict[str, Any]]) -> str:
+    """The text deltas of a stream, joined (AG-UI's ``delta`` and the AI SDK's alike)."""
+    return "".join(
+        frame.get("delta", "")
+        for frame in frames
+        if frame["type"] in ("TEXT_MESSAGE_CONTENT", "text-delta")
+    )
+
+
+def _blank(session_id: str, fmt: str) -> dict[str, Any]:
+    """A front end's run on ``session_id`` whose user message has no text (in ``fmt``'s shape)."""
+    if fmt == "ag-ui":
+        return {
+            "threadId": session_id,
+            "runId": "again-1",
+            "messages": [{"id": "u", "role": "user", "content": "  "}],
+        }
+    return {"id": session_id, "messages": [{"id": "u", "role": "user", "parts": []}]}
+
+
+async def _interrupted_chat(store: MemoryEventStore) -> None:
+    """A ``chat`` session interrupted mid-answer: ``Hel`` said, then ``interrupted``."""
+    events: list[Event] = [
+        SessionCreated(agent_type="chat", run_id="r1"),
+        RunStarted(run_id="r1", messages=[UserMessage(content="go")]),
+        TextDelta(agent_id="stop-1", agent_type="chat", delta="Hel"),
+        Interrupted(reason="user pressed stop"),
+    ]
+    stamped = [
+        msgspec.structs.replace(event, session_id="stop-1", seq=index, ts=0.0)
+        for index, event in enumerate(events, start=1)
+    ]
+    await store.append("stop-1", stamped, expected_seq=0)
+
+
+@pytest.mark.parametrize("fmt", ["ag-ui", "ai-sdk"])
+async def test_no_text_on_a_finished_session_replays_its_last_run(fmt: str) -> None:
+    """Completed or failed: the last run's stream again, to its end; nothing is run."""
+    server = AgentServer(_agents(), MemoryEventStore())
+    said = {"id": "u", "role": "user", "parts": [{"type": "text", "text": "go"}]}
+    with anyio.fail_after(LIMIT):
+        async with serve(create_http_app(server)) as url, httpx.AsyncClient() as client:
+            target = f"{url}/sse?format={fmt}&agentType=chat"
+            first = await client.post(target, json={"id": "chat-1", "messages": [said]})
+            before = await server.get_status("chat-1")
+            second = await client.post(target, json={"id": "chat-1", "messages": [said]})
+            after = await server.get_status("chat-1")
+            assert after.run_from_sequence == before.latest_sequence
+            again = await client.post(target, json=_blank("chat-1", fmt))
+            assert again.status_code == 200, again.text
+            assert await server.get_status("chat-1") == after  # nothing ran, nothing was logged
+            await _started(server, ("doomed-1", "doomed"))
+            failed_before = await server.get_status("doomed-1")
+            failed = await client.post(f"{url}/sse?format={fmt}", json=_blank("doomed-1", fmt))
+            assert await server.get_status("doomed-1") == failed_before
+
+    assert _said(_sse_data(first.text)) == "Hello."
+    replayed, original = _sse_data(again.text), _sse_data(second.text)
+    assert _said(replayed) == _said(original) == "Hello again."  # that run only
+    if fmt == "ag-ui":
+        assert (replayed[0]["type"], replayed[0]["runId"]) == ("RUN_STARTED", "again-1")
+        assert replayed[-1] == {**original[-1], "runId": "again-1"}
+        assert replayed[-1]["type"] == "RUN_FINISHED"
+    else:
+        # The same message id as the reply it replays: the client replaces it in place.
+        assert replayed == original
+        assert replayed[-1]["type"] == "finish"
+        assert again.text.endswith("data: [DONE]\n\n")
+    assert failed.status_code == 200, failed.text
+    ending = _sse_data(failed.text)[-1]
+    if fmt == "ag-ui":
+        assert ending["type"] == "RUN_ERROR"
+        assert ending["message"].endswith("the model is down")
+    else:
+        assert ending["messageMetadata"]["status"] == "failed"
+
+
+async def test_no_text_on_a_paused_session_streams_its_run_up_to_the_interrupt() -> None:
+    server = AgentServer(_agents(), MemoryEventStore())
+    with anyio.fail_after(LIMIT):
+        async with serve(create_http_app(server)) as url, httpx.AsyncClient() as client:
+            await _started(server, ("desk-1", "desk"))
+            before = await server.get_status("desk-1")
+            (pending,) = before.pending_inputs
+            runs = {
+                fmt: await client.post(f"{url}/sse?format={fmt}", json=_blank("desk-1", fmt))
+                for fmt in ("ag-ui", "ai-sdk")
+            }
+            assert await server.get_status("desk-1") == before  # still waiting, unanswered
+
+    ag_ui = _sse_data(runs["ag-ui"].text)
+    assert runs["ag-ui"].status_code == 200, runs["ag-ui"].text
+    assert ag_ui[0]["type"] == "RUN_STARTED"
+    assert ag_ui[-1]["type"] == "RUN_FINISHED"
+    assert ag_ui[-1]["outcome"]["type"] == "interrupt"
+    assert [i["id"] for i in ag_ui[-1]["outcome"]["interrupts"]] == [pending.tool_call_id]
+    ai_sdk = _sse_data(runs["ai-sdk"].text)
+    assert runs["ai-sdk"].status_code == 200, runs["ai-sdk"].text
+    (waiting,) = [p["data"] for p in ai_sdk if p["type"] == "data-input-required"]
+    assert [p["toolCallId"] for p in waiting["pending"]] == [pending.tool_call_id]
+    assert ai_sdk[-1]["messageMetadata"]["status"] == "paused"
+
+
+@pytest.mark.parametrize("fmt", ["ag-ui", "ai-sdk"])
+async def test_no_text_on_an_interrupted_session_resumes_it_with_no_message(fmt: str) -> None:
+    store = MemoryEventStore()
+    await _interrupted_chat(store)
+    server = AgentServer(_agents(), store)
+    with anyio.fail_after(LIMIT):
+        async with serve(create_http_app(server)) as url, httpx.AsyncClient() as client:
+            answer = await client.post(f"{url}/sse?format={fmt}", json=_blank("stop-1", fmt))
+            assert answer.status_code == 200, answer.text
+            await server.executor.wait_idle("stop-1")
+            assert (await server.get_status("stop-1")).status == "completed"
+
+    frames = _sse_data(answer.text)
+    assert _said(frames) == "Hello."  # the new run only: not the interrupted "Hel"
+    assert frames[-1]["type"] == ("RUN_FINISHED" if fmt == "ag-ui" else "finish")
+    # Resumed with no message: the conversation holds no empty user message.
+    resumed = [e for e in await store.read("stop-1") if isinstance(e, RunStarted)][-1]
+    assert resumed.mode == "resume"
+    assert resumed.messages == []
+
+
+async def test_no_text_on_a_running_session_streams_its_run_live_from_its_start() -> None:
+    """A front end reattaching: what the run said so far, then the rest as it comes."""
+    gate = anyio.Event()
+    server = AgentServer(_agents(gate), MemoryEventStore())
+    with anyio.fail_after(LIMIT):
+        async with serve(create_http_app(server)) as url, httpx.AsyncClient() as client:
+            await server.start_agent(
+                RemoteStartRequest(session_id=ROOT, agent_type="lead", message="go")
+            )
+            frames: list[dict[str, Any]] = []
+            body = _blank(ROOT, "ag-ui")
+            async with client.stream("POST", f"{url}/sse?format=ag-ui", json=body) as answer:
+                assert answer.status_code == 200
+                async for line in answer.aiter_lines():
+                    if line.startswith("data:"):
+                        frames.append(json.loads(line[5:]))
+                    # The tree waits at the gate: what it said so far came first.
+                    if not gate.is_set() and "Let me plan this." in _said(frames):
+                        assert (await server.get_status(ROOT)).status == "running"
+                        gate.set()
+            assert (await server.get_status(ROOT)).status == "completed"
+
+    assert gate.is_set()
+    assert frames[0] == {"type": "RUN_STARTED", "threadId": ROOT, "runId": "again-1"}
+    assert frames[-1]["type"] == "RUN_FINISHED"
+    assert frames[-1]["result"] == "All done: the research is in."
+    by_agent: dict[str, str] = defaultdict(str)
+    for frame in frames:
+        if frame["type"] == "TEXT_MESSAGE_CONTENT":
+            by_agent[frame.get("subagentRunId", ROOT)] += frame["delta"]
+    assert dict(by_agent) == TEXTS
+
+
+async def test_a_reloaded_http_agent_reattaches_with_no_text_and_answers_the_interrupt() -> None:
+    """An unmodified HttpAgent whose user message is empty gets the thread's current run."""
+    server = AgentServer(_agents(), MemoryEventStore())
+    reload = {"HELIX_MESSAGE": ""}
+    with anyio.fail_after(LIMIT):
+        async with serve(create_http_app(server)) as url:
+            await _started(server, (ROOT, "lead"), ("desk-1", "desk"))
+            before = await server.get_status(ROOT)
+            tree = await _node("run_ag_ui.mjs", url, ROOT, "lead", env=reload)
+            assert await server.get_status(ROOT) == before
+            desk = await _node("run_ag_ui.mjs", url, "desk-1", "desk", '"yes"', env=reload)
+            assert (await server.get_status("desk-1")).status == "completed"
+
+    # The finished tree: its run again, rebuilt whole by the client; nothing ran.
+    assert tree["failures"] == [None]
+    assert tree["runs"] == [{"outcome": "success", "result": "All done: the research is in."}]
+    assert _ag_texts(tree["messages"]) == TEXTS
+    # The paused tree: its run up to the interrupt, which the reloaded client then answers.
+    assert desk["failures"] == [None, None]
+    asked, finished = desk["runs"]
+    assert asked["outcome"] == "interrupt"
+    assert finished == {"outcome": "success", "result": "The clerk filed it."}
+    assert _ag_texts(desk["messages"], "desk-1") == {
+        "desk-1-sub-c_clerk": "Filed.",
+        "desk-1": "The clerk filed it.",
+    }

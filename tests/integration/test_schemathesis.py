@@ -21,12 +21,16 @@ and without it, and the same gateway app without auth, in this process, in
 front of the same host (its document declares no security).
 
 Generation is bounded (:data:`EXAMPLES`, :data:`SHORT`) so the module fits
-CI. Two things are steered, both only towards requests the document allows:
+CI. Three things are steered, all only towards requests the document allows:
 a generated ``start`` names one of the served agent types half of the time
 and gets a fresh session id, so scenarios reach running and finished
 sessions; a valid ``start`` drops ``workspaceSessionId``, which only a
 parent session in the server's own process may send (400 otherwise,
-specs/workspaces.md). The operations in :data:`NOT_YET` are left out.
+specs/workspaces.md); every other valid front-end run (``POST /sse``)
+names a session that exists (one the run began with: completed, interrupted
+or aborted; or one a valid ``start`` named), and every fourth a served agent
+type and a fresh session id, so it follows up, resumes, replays and starts
+sessions instead of finding none. The operations in :data:`NOT_YET` are left out.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import re
 import signal
 import subprocess
 import sys
+import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -45,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import nats
 import pytest
 import schemathesis
@@ -84,11 +90,9 @@ CHECKS = {
     "unsupported_method",
 }
 """Checks that must have run in every run (the engine runs every built-in one that applies)."""
-NOT_YET: tuple[str, ...] = ("POST /sse",)
-"""Operations whose documents do not yet say all their servers check: a front-end run whose
-user message has no text, on a session that exists, is refused (an empty message resumes or
-follows up nothing) while the document accepts it. A session list's cursor, which must be one
-it gave out, is steered in ``map_case``."""
+NOT_YET: tuple[str, ...] = ()
+"""Operations whose documents do not yet say all their servers check (none now: a session
+list's cursor, which must be one it gave out, is steered in ``map_case``)."""
 _SESSION_ID = re.compile(r"[A-Za-z0-9_.:-]{1,256}")
 
 
@@ -109,9 +113,37 @@ class Run:
         )
 
 
-def _steered(schema: Any) -> None:
-    """Register the two steering hooks (module docstring) on ``schema``."""
+def _seeded(url: str, headers: dict[str, str] | None) -> list[str]:
+    """Sessions for front-end runs to find: one completed, one interrupted, one aborted.
+
+    None without the token (every start is refused). The stops race the slow
+    agent's six words: whichever state a session ends in, it exists.
+    """
+    run = uuid.uuid4().hex[:8]
+    plan = [
+        ("done", "quick", None),
+        ("stopped", "slow", "/interrupt"),
+        ("aborted", "slow", "/abort"),
+    ]
+    seeded: list[str] = []
+    with httpx.Client(base_url=url, headers=headers, timeout=REQUEST_TIMEOUT) as client:
+        for name, agent_type, stop in plan:
+            session_id = f"front-end-{run}.{name}"
+            body = {"sessionId": session_id, "agentType": agent_type, "message": "go"}
+            if client.post("/start", json=body).status_code != 200:
+                continue
+            if stop is not None:
+                client.post(stop, json={"sessionId": session_id})
+            seeded.append(session_id)
+    return seeded
+
+
+def _steered(schema: Any, seeded: list[str]) -> None:
+    """Register the steering hooks (module docstring) on ``schema``."""
     fresh = itertools.count()
+    runs = itertools.count()
+    names = sorted(agents)
+    started = list(seeded)  # and the session ids of valid starts that named a served agent
 
     def unique(body: dict[str, Any]) -> dict[str, Any]:
         session_id = body.get("sessionId")
@@ -126,10 +158,31 @@ def _steered(schema: Any) -> None:
             return st.sampled_from([body, body, *named]).map(unique)
         return st.just(body)
 
+    def front_end_run(case: Any) -> None:
+        """Every other valid run names a session that exists, every fourth a new one to start.
+
+        The new one's id is fresh, as a steered ``start``'s: a session at an id the
+        other operations' boundary values use would reach states they never did.
+        """
+        turn = next(runs)
+        key = next((k for k in ("threadId", "id") if isinstance(case.body.get(k), str)), None)
+        if key is None:
+            return
+        if turn % 2 == 0:
+            case.body[key] = started[(turn // 2) % len(started)]
+        elif turn % 4 == 1 and isinstance(case.query, dict) and "agentType" in case.query:
+            case.query["agentType"] = names[(turn // 4) % len(names)]
+            case.body[key] = f"{case.body[key][:240]}.{next(fresh)}"
+
     def map_case(context: Any, case: Any) -> Any:
         positive = case.meta is not None and case.meta.generation.mode.is_positive
         if positive and case.operation.path == "/start" and isinstance(case.body, dict):
             case.body.pop("workspaceSessionId", None)
+            if case.body.get("agentType") in agents and isinstance(case.body["sessionId"], str):
+                started.append(case.body["sessionId"])
+        run = case.operation.path == "/sse" and case.operation.method == "post"
+        if positive and run and isinstance(case.body, dict) and started:
+            front_end_run(case)
         if positive and case.operation.path == "/sessions" and isinstance(case.query, dict):
             case.query.pop("cursor", None)  # only a cursor the list gave out is valid
         return case
@@ -172,7 +225,7 @@ def fuzz(url: str, *, token: str | None, examples: int) -> Run:
     # routes). Links inferred from shared field names (GET /sessions' ids into /snapshot)
     # took every scenario once /snapshot was in, so no scenario started a session.
     schema.config.phases.stateful.inference.algorithms = []
-    _steered(schema)
+    _steered(schema, _seeded(url, headers))
     run = Run()
     for event in engine.from_schema(schema).execute():
         if isinstance(event, events.ScenarioFinished | events.FuzzScenarioFinished):

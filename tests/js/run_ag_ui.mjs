@@ -5,7 +5,8 @@
 //   node run_ag_ui.mjs BASE_URL THREAD_ID AGENT_TYPE [ANSWER_JSON]
 //
 // With ANSWER_JSON, a run that ends with an `interrupt` outcome is followed by a second
-// run whose `resume` answers every interrupt with that payload.
+// run whose `resume` answers every interrupt with that payload. $HELIX_MESSAGE is the
+// user message's text ("go" when unset; "" is a reloaded page reattaching to the thread).
 import { HttpAgent } from "@ag-ui/client";
 
 const [base, threadId, agentType, answer] = process.argv.slice(2);
@@ -13,7 +14,7 @@ const [base, threadId, agentType, answer] = process.argv.slice(2);
 const agent = new HttpAgent({
   url: `${base}/sse?format=ag-ui&agentType=${encodeURIComponent(agentType)}`,
   threadId,
-  initialMessages: [{ id: "user-1", role: "user", content: "go" }],
+  initialMessages: [{ id: "user-1", role: "user", content: process.env.HELIX_MESSAGE ?? "go" }],
 });
 const events = [];
 const runs = [];

@@ -21,7 +21,7 @@ from helix_agents import (
     TransportEvent,
 )
 from helix_agents.stores import MemoryEventStore
-from helix_agents.streaming import open_session_stream
+from helix_agents.streaming import open_session_stream, run_from_sequence
 
 SID = "live"
 
@@ -98,3 +98,14 @@ async def test_a_run_started_right_after_an_end_keeps_the_stream_open() -> None:
     assert [event.sequence for event in seen if isinstance(event, ChunkEvent)][-1] == 5
     assert seen[-1] == EndEvent(output=1, state={"n": 0})
     assert not any(isinstance(event, ErrorEvent) for event in seen)
+
+
+def test_run_from_sequence_reads_only_the_last_run() -> None:
+    """0 for the first run (it began with the session); else the seq before its run_started."""
+    first = [*_opening(), _delta(3, "a"), Completed(session_id=SID, seq=4, ts=0.0, output="a")]
+    assert run_from_sequence(first) == 0
+    turn = RunStarted(session_id=SID, seq=5, ts=0.0, run_id="r2", mode="continue")
+    later = [*first, turn, _delta(6, "b")]
+    assert run_from_sequence(later) == 4
+    stopped = [*later, Interrupted(session_id=SID, seq=7, ts=0.0)]
+    assert run_from_sequence(stopped) == 4  # still that run's, until another starts
