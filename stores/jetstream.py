@@ -711,10 +711,12 @@ class JetStreamEventStore:
     async def _tail(self, session_id: str, from_seq: int) -> AsyncIterator[Event]:
         validate_session_id(session_id)
         self._ensure_open()
-        # The consumer exists before the catch-up read: whatever another process
-        # stores after that read rings the tail.
-        await self._watch_store()
+        watching = False
         try:
+            # The consumer exists before the catch-up read: whatever another process
+            # stores after that read rings the tail.
+            await self._watch_store()
+            watching = True
             events = tail_events(
                 self.read,
                 self._notifier,
@@ -728,8 +730,9 @@ class JetStreamEventStore:
                 async for event in events:
                     yield event
         finally:
-            with anyio.move_on_after(self._timeout, shield=True):
-                await self._unwatch_store()
+            if watching:
+                with anyio.move_on_after(self._timeout, shield=True):
+                    await self._unwatch_store()
 
     def _ends_at(self, session_id: str, seq: int) -> bool:
         """Whether the log surely ends at ``seq``, as far as a tail subscribed now can tell.
@@ -766,7 +769,9 @@ class JetStreamEventStore:
                 async def ring(msg: Msg) -> None:
                     self._on_stored(msg, prefix)
 
-                with self._translate():
+                # Not cancelled half-way: a consumer the server made must be ours to
+                # delete (a run ending while its watcher subscribed left one behind).
+                with self._translate(), anyio.CancelScope(shield=True):
                     self._watch = await self._js.subscribe(
                         f"{prefix}*",
                         stream=self.stream,
@@ -778,8 +783,10 @@ class JetStreamEventStore:
                         # process that died, or by an ordered consumer's reset.
                         inactive_threshold=5.0,
                     )
+                watch = self._watch
+                assert watch is not None  # (a shielded scope could, to a type checker, skip it)
                 self._last_pending = (0, 0)
-                self._chore(self._cover(self._watch))
+                self._chore(self._cover(watch))
             self._watch_refs += 1
 
     async def _cover(self, watch: JetStreamContext.PushSubscription) -> None:

@@ -99,3 +99,42 @@ async def _first(events: object) -> object:
     async for event in events:  # type: ignore[attr-defined]
         yield event
         break
+
+
+async def test_a_tail_cancelled_while_its_consumer_is_made_leaves_none(
+    nats_server: NatsServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that ends while its watcher's tail is still subscribing cancels that tail
+    in the middle of making the store's consumer: the consumer the server made is still
+    the store's, deleted after the linger, not left to lapse (found by ``bench/run.py
+    nats``: 4-30 consumers left once runs got faster)."""
+    monkeypatch.setattr(jetstream, "WATCH_LINGER", 0.05)
+    stream = fresh_stream_name()
+    with anyio.fail_after(LIMIT):
+        store = await JetStreamEventStore.connect(nats_server.url, stream=stream)
+        try:
+            await store.append("s", _created("s"), 0)
+            made = anyio.Event()
+            subscribe = store._js.subscribe
+
+            async def slow_subscribe(*args: object, **kwargs: object) -> object:
+                subscription = await subscribe(*args, **kwargs)  # type: ignore[arg-type]
+                made.set()
+                await anyio.sleep(0.5)  # the answer is still on its way when the tail is cut
+                return subscription
+
+            monkeypatch.setattr(store._js, "subscribe", slow_subscribe)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_tail_once, store, "s")
+                await made.wait()
+                assert await _consumers(nats_server.url, stream) == 1
+                tg.cancel_scope.cancel()
+            # Well within the server's inactivity threshold (5 s): deleted, not lapsed.
+            for _ in range(40):
+                if (left := await _consumers(nats_server.url, stream)) == 0:
+                    break
+                await anyio.sleep(0.05)
+            assert store._watch_refs == 0
+        finally:
+            await store.close()
+    assert left == 0
