@@ -191,7 +191,7 @@ class ExecutorService:
                 # a retried start finds the session by the conflict.
                 try:
                     await store.append(session_id, [created, started], 0)
-                except ConcurrencyConflict:  # a retried start (one process writes here)
+                except ConcurrencyConflict:  # retried: a memory store, or a fleet's (claims)
                     return await self._existing(session_id, agent, messages, take_over=True)
                 self._executor._launch(agent, [created, started], run_id)
                 return RemoteStartResponse(
