@@ -493,17 +493,6 @@ def openapi_document(*, auth: bool = True) -> dict[str, Any]:
             "each resumable by the same ids (specs/streams.md)"
         ),
     }
-    stream_format = {
-        "name": "format",
-        "in": "query",
-        "required": False,
-        "schema": {"type": "string", "enum": ["helix", "ai-sdk", "ag-ui"], "default": "helix"},
-        "description": (
-            "helix: the protocol's stream; ai-sdk: an AI SDK UI message stream "
-            "(header x-vercel-ai-ui-message-stream: v1); ag-ui: AG-UI events; "
-            "each resumable by the same ids (specs/streams.md)"
-        ),
-    }
     paths["/sse"] = {
         "get": {
             "operationId": "sse",
