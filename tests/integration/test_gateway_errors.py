@@ -687,9 +687,12 @@ async def test_a_client_that_disconnects_mid_stream_frees_the_tail(gw: Gateway) 
     assert status["pendingClientToolCallIds"] == ["confirm_1"]
 
 
-async def test_heartbeats_arrive_between_frames(tmp_path: Path) -> None:
+async def _frames_between_heartbeats(tmp_path: Path, params: dict[str, str]) -> list[bytes]:
+    """Follow the paused ``wait-1`` until three heartbeats came; the whole frames among them.
+
+    Its one tail is open while the stream is, and gone once the client leaves.
+    """
     async with gateway(tmp_path, heartbeat_interval=0.05) as gw:
-        params = {"sessionId": "wait-1", "fromSequence": "0"}
         with anyio.fail_after(TIMEOUT):
             async with gw.client.stream("GET", "/sse", params=params) as response:
                 assert response.status_code == 200
@@ -698,12 +701,19 @@ async def test_heartbeats_arrive_between_frames(tmp_path: Path) -> None:
                     received += data
                     if received.count(b":heartbeat\n\n") >= 3:
                         break
+                await gw.store.wait_tails("wait-1", 1)  # the paused session's stream stays open
             await gw.store.wait_tails("wait-1", 0)
-
     blocks = received.split(b"\n\n")[:-1]  # whole blocks only
     frames = [block for block in blocks if block != b":heartbeat"]
     assert len(blocks) - len(frames) >= 3
-    assert frames, "no chunk frame before the heartbeats"
+    assert frames, "no frame before the heartbeats"
+    return frames
+
+
+async def test_heartbeats_arrive_between_frames(tmp_path: Path) -> None:
+    frames = await _frames_between_heartbeats(
+        tmp_path, {"sessionId": "wait-1", "fromSequence": "0"}
+    )
     for frame in frames:
         lines = frame.split(b"\n")
         assert lines[0].startswith(b"id: "), frame
@@ -717,23 +727,7 @@ async def test_front_end_streams_share_heartbeats_and_free_the_tail_on_disconnec
 ) -> None:
     """The front ends' streams run on /sse's own writer: heartbeats between whole frames,
     and a client that leaves frees the tail behind its stream at once."""
-    async with gateway(tmp_path, heartbeat_interval=0.05) as gw:
-        params = {"sessionId": "wait-1", "format": fmt}
-        with anyio.fail_after(TIMEOUT):
-            async with gw.client.stream("GET", "/sse", params=params) as response:
-                assert response.status_code == 200
-                received = b""
-                async for data in response.aiter_raw():
-                    received += data
-                    if received.count(b":heartbeat\n\n") >= 3:
-                        break
-                await gw.store.wait_tails("wait-1", 1)  # the paused session's stream stays open
-            await gw.store.wait_tails("wait-1", 0)
-
-    blocks = received.split(b"\n\n")[:-1]  # whole blocks only
-    frames = [block for block in blocks if block != b":heartbeat"]
-    assert len(blocks) - len(frames) >= 3
-    assert frames, "no frame before the heartbeats"
+    frames = await _frames_between_heartbeats(tmp_path, {"sessionId": "wait-1", "format": fmt})
     for frame in frames:
         data = frame.split(b"\n")[-1]
         assert data.startswith(b"data: {"), frame  # a heartbeat never splits a frame

@@ -14,6 +14,8 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -104,23 +106,31 @@ async def _completed(store: EventStore, session_id: str) -> None:
         await tail.aclose()  # type: ignore[attr-defined]
 
 
-async def test_a_scan_that_meets_a_nats_error_runs_again_and_claims_the_orphan(
+@asynccontextmanager
+async def _orphaned(
     nats_server: NatsServer,
-) -> None:
+) -> AsyncIterator[tuple[JetStreamEventStore, Any, AgentServer, str]]:
+    """A fresh stream holding one session cut mid-run, a connection, and a server for it."""
     orphan = f"orphan-{uuid.uuid4().hex[:8]}"
     store = await JetStreamEventStore.connect(nats_server.url, stream=fresh_stream_name())
     nc = await nats.connect(nats_server.url)
     try:
         await _orphan(store, orphan)
-        server = AgentServer([_researcher()], store, recover=False)
+        yield store, nc, AgentServer([_researcher()], store, recover=False), orphan
+    finally:
+        await nc.close()
+        await store.close()
+
+
+async def test_a_scan_that_meets_a_nats_error_runs_again_and_claims_the_orphan(
+    nats_server: NatsServer,
+) -> None:
+    async with _orphaned(nats_server) as (store, nc, server, orphan):
         with anyio.fail_after(LIMIT):
             async with NatsAgentHost(server, nc, host_id="survivor", lease_ttl=TTL) as host:
                 host._kv = FailingGets(host._kv, failures=3)  # type: ignore[assignment]
                 await _completed(store, orphan)  # the host's own loop claims and resumes it
             log = await store.read(orphan)
-    finally:
-        await nc.close()
-        await store.close()
     claims = [event for event in log if isinstance(event, HostClaimed)]
     assert [claim.host_id for claim in claims] == ["survivor"]
     assert [event.seq for event in log] == list(range(1, len(log) + 1))
@@ -130,21 +140,13 @@ async def test_a_scan_that_meets_a_nats_error_runs_again_and_claims_the_orphan(
 async def test_a_resume_that_takes_over_a_cut_run_claims_it_first(
     nats_server: NatsServer,
 ) -> None:
-    orphan = f"orphan-{uuid.uuid4().hex[:8]}"
-    store = await JetStreamEventStore.connect(nats_server.url, stream=fresh_stream_name())
-    nc = await nats.connect(nats_server.url)
-    try:
-        await _orphan(store, orphan)
-        server = AgentServer([_researcher()], store, recover=False)
+    async with _orphaned(nats_server) as (store, nc, server, orphan):
         with anyio.fail_after(LIMIT):
             # A long TTL: the host's scan never runs; the request takes the session over.
             async with NatsAgentHost(server, nc, host_id="survivor", lease_ttl=60.0):
                 await server.resume_agent(RemoteResumeRequest(session_id=orphan))
                 await _completed(store, orphan)
             log = await store.read(orphan)
-    finally:
-        await nc.close()
-        await store.close()
     kinds = [type(event).__name__ for event in log[:5]]
     assert kinds == ["SessionCreated", "RunStarted", "HostClaimed", "RunStarted", "StepStarted"]
     claim = log[2]
