@@ -40,6 +40,18 @@ async def _consumers(url: str, stream: str) -> int:
     return int(info.state.consumer_count)
 
 
+async def _consumers_after(url: str, stream: str, seconds: float) -> int:
+    """The stream's consumer count once it reaches 0, or after ``seconds``.
+
+    The server's count is the only signal of a deletion: ask until it is 0.
+    """
+    for _ in range(max(1, int(seconds / 0.05))):
+        if (left := await _consumers(url, stream)) == 0:
+            break
+        await anyio.sleep(0.05)
+    return left
+
+
 async def _tail_once(store: JetStreamEventStore, session_id: str) -> None:
     events = store.tail(session_id)
     try:
@@ -81,11 +93,7 @@ async def test_an_unused_consumer_is_deleted_after_the_linger(
         try:
             await store.append("s", _created("s"), 0)
             await _tail_once(store, "s")
-            # The server's count is the only signal of the deletion: ask until it is 0.
-            for _ in range(400):
-                if (left := await _consumers(nats_server.url, stream)) == 0:
-                    break
-                await anyio.sleep(0.05)
+            left = await _consumers_after(nats_server.url, stream, 20.0)
             # The next tail makes a new one and works as before.
             await store.append("s", [RunStarted(session_id="s", seq=3, ts=1.0, run_id="r2")], 2)
             again = [event.seq async for event in _first(store.tail("s", 2))]
@@ -130,10 +138,7 @@ async def test_a_tail_cancelled_while_its_consumer_is_made_leaves_none(
                 assert await _consumers(nats_server.url, stream) == 1
                 tg.cancel_scope.cancel()
             # Well within the server's inactivity threshold (5 s): deleted, not lapsed.
-            for _ in range(40):
-                if (left := await _consumers(nats_server.url, stream)) == 0:
-                    break
-                await anyio.sleep(0.05)
+            left = await _consumers_after(nats_server.url, stream, 2.0)
             assert store._watch_refs == 0
         finally:
             await store.close()
