@@ -515,8 +515,8 @@ def openapi_document(*, auth: bool = True) -> dict[str, Any]:
             "operationId": "sseRun",
             "summary": "A run a front end asks for (AG-UI's RunAgentInput, or useChat's "
             "{id, messages, trigger}): start, resume or answer the session, then stream "
-            "that run; a user message with no text on a known session streams its current "
-            "run (specs/streams.md)",
+            "that run; a known session's new message is the body's last, if the user's: "
+            "without one (or with no text) it streams its current run (specs/streams.md)",
             "parameters": [
                 {**stream_format, "required": True, "schema": {"enum": ["ag-ui", "ai-sdk"]}},
                 {

@@ -6,12 +6,13 @@ sends for ``useChat`` (``{id, messages, trigger}``; its ``id`` is the
 session), whichever it fits, under either format: ``format`` chooses the
 stream, the body's shape how it is read. A new session is started (agent
 type from ``?agentType=``, or ``forwardedProps.agentType`` / the body's
-``agentType``) with the last user message, a completed one takes it as a
-follow-up turn, any other existing one is resumed with it (a known session
-given no text is a front end reattaching: it gets its current run, an
-interrupted one resumed with no message); answers to the tree's pending
-inputs (AG-UI ``resume`` entries; the AI SDK's tool outputs on the last
-assistant message) are submitted instead. The answer streams that
+``agentType``) with the last user message; a known one's new message is the
+body's last, if the user said it: a completed session takes it as a
+follow-up turn, any other is resumed with it (a known session given no new
+text is a front end reattaching: it gets its current run, an interrupted
+one resumed with no message); answers to the tree's pending inputs (AG-UI
+``resume`` entries, or the ``tool`` messages ending ``messages``; the AI
+SDK's tool outputs on the last assistant message) are submitted instead. The answer streams that
 run only, under the client's ids, and ends with it or when the tree waits for
 people again. Every check comes before anything changes: a bad request
 answers ``{"error", "code"}`` and touches nothing (specs/streams.md).
@@ -24,7 +25,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from helix_agents import AgentServerError, RemoteAgentTransport
+from helix_agents import AgentServerError, PendingInput, RemoteAgentTransport
 from helix_agents.ids import SessionId
 from helix_agents.protocol import (
     RemoteMessageRequest,
@@ -104,10 +105,24 @@ def decode_run(raw: bytes, fmt: StreamFormat) -> RunAgentInput | ChatRequest:
 
 
 def _user_text(messages: list[dict[str, Any]]) -> str:
-    """The last user message's text: a string, or its text parts joined (else empty)."""
+    """A new session's message: the last user message's text (see :func:`_text`)."""
     message = next((message for message in reversed(messages) if _said(message)), None)
     if message is None:  # decode_run lets no such run through; a caller's bug is still a 400
         raise AgentServerError("INVALID_REQUEST", "messages: no user message to run with")
+    return _text(message)
+
+
+def _new_text(messages: list[dict[str, Any]]) -> str:
+    """A known session's new message: the body's last message if the user said it, else none.
+
+    A body ending in anything else (the assistant's reply, tool results that
+    answer nothing pending) says nothing new: the front end is reattaching.
+    """
+    return _text(messages[-1]) if messages and _said(messages[-1]) else ""
+
+
+def _text(message: dict[str, Any]) -> str:
+    """A user message's text: a string ``content``, or its text parts joined (else empty)."""
     content = message.get("content", message.get("parts"))
     if isinstance(content, str):
         return content
@@ -203,17 +218,13 @@ async def _current_run(
     return status.run_from_sequence
 
 
-def _tool_outputs(
-    session_id: str, status: RemoteStatusResponse, messages: list[dict[str, Any]]
-) -> list[tuple[str, Any, str | None]]:
-    """The client tool results the last assistant message carries for pending calls.
+def _client_calls(session_id: str, status: RemoteStatusResponse) -> dict[str, PendingInput]:
+    """The pending client tool calls, by their id on the front-end streams.
 
-    A tool part's ``toolCallId`` is the stream's id (``<owner>:<id>`` for a
-    descendant's call); the answer goes to the pending call's own id.
+    That is the stream's ``toolCallId``: the call's own id at the root,
+    ``<owner>:<id>`` for a descendant's (answers go to the call's own id).
     """
-    if not messages or messages[-1].get("role") != "assistant":
-        return []
-    pending = {
+    return {
         (
             p.tool_call_id
             if p.owner_session_id == session_id
@@ -222,6 +233,15 @@ def _tool_outputs(
         for p in status.pending_inputs
         if p.kind == "client_tool"
     }
+
+
+def _tool_outputs(
+    session_id: str, status: RemoteStatusResponse, messages: list[dict[str, Any]]
+) -> list[tuple[str, Any, str | None]]:
+    """The client tool results the last assistant message carries for pending calls (AI SDK)."""
+    if not messages or messages[-1].get("role") != "assistant":
+        return []
+    pending = _client_calls(session_id, status)
     answers: list[tuple[str, Any, str | None]] = []
     for part in messages[-1].get("parts") or []:
         if not isinstance(part, dict) or part.get("toolCallId") not in pending:
@@ -232,6 +252,42 @@ def _tool_outputs(
         elif part.get("state") == "output-error":
             answers.append((call_id, None, str(part.get("errorText") or "failed")))
     return answers
+
+
+def _tool_messages(
+    session_id: str, status: RemoteStatusResponse, messages: list[dict[str, Any]]
+) -> list[tuple[str, Any, str | None]]:
+    """AG-UI's frontend tool results: the ``tool`` messages ending ``messages`` for pending calls.
+
+    A message's ``error`` is the call's error; else its ``content`` is the
+    result, a JSON object or array decoded, any other text as it is. Tool
+    messages of calls no longer pending are history, and skipped.
+    """
+    pending = _client_calls(session_id, status)
+    answers: list[tuple[str, Any, str | None]] = []
+    for message in reversed(messages):
+        if not isinstance(message, dict) or message.get("role") != "tool":
+            break
+        call = pending.get(message.get("toolCallId"))  # type: ignore[arg-type]
+        if call is None:
+            continue
+        error = message.get("error")
+        if isinstance(error, str) and error:
+            answers.append((call.tool_call_id, None, error))
+        else:
+            answers.append((call.tool_call_id, _tool_content(message.get("content")), None))
+    answers.reverse()
+    return answers
+
+
+def _tool_content(content: Any) -> Any:
+    """A tool message's content as a result: a JSON object or array decoded, else as it is."""
+    if isinstance(content, str) and content.lstrip()[:1] in ("{", "["):
+        try:
+            return msgspec.json.decode(content)
+        except msgspec.DecodeError:
+            return content
+    return content
 
 
 async def _chat_run(
@@ -251,7 +307,7 @@ async def _chat_run(
         for call_id, output, error in answers:
             await transport.submit_tool_result(session_id, call_id, output, error)
         return session_id, cursor, message_id
-    message = _user_text(chat.messages)
+    message = _user_text(chat.messages) if status is None else _new_text(chat.messages)
     cursor = await _start_or_resume(
         transport, session_id, status, message, agent_type or chat.agent_type
     )
@@ -287,11 +343,15 @@ async def _ag_ui_run(
                 )
             else:
                 await transport.submit_tool_result(session_id, entry.interrupt_id, entry.payload)
+    elif status is not None and (outputs := _tool_messages(session_id, status, run.messages)):
+        cursor = status.latest_sequence
+        for call_id, output, error in outputs:
+            await transport.submit_tool_result(session_id, call_id, output, error)
     else:
         props = run.forwarded_props if isinstance(run.forwarded_props, dict) else {}
         name = agent_type or props.get("agentType")
         state = run.state if isinstance(run.state, dict) else None
-        message = _user_text(run.messages)
+        message = _user_text(run.messages) if status is None else _new_text(run.messages)
         cursor = await _start_or_resume(transport, session_id, status, message, name, state)
     return session_id, cursor, run.run_id
 

@@ -48,6 +48,7 @@ from helix_agents.events import (
     SessionCreated,
     StepRestarted,
     TextDelta,
+    ToolEnd,
 )
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore
@@ -996,3 +997,99 @@ async def test_a_reloaded_http_agent_reattaches_with_no_text_and_answers_the_int
         "desk-1-sub-c_clerk": "Filed.",
         "desk-1": "The clerk filed it.",
     }
+
+
+def _history(session_id: str, fmt: str, *said: tuple[str, str]) -> dict[str, Any]:
+    """A front end's run on ``session_id`` with ``(role, text)`` messages, in ``fmt``'s shape."""
+    if fmt == "ag-ui":
+        messages = [
+            {"id": f"m{index}", "role": role, "content": text}
+            for index, (role, text) in enumerate(said)
+        ]
+        return {"threadId": session_id, "runId": "run-h", "messages": messages}
+    messages = [
+        {"id": f"m{index}", "role": role, "parts": [{"type": "text", "text": text}]}
+        for index, (role, text) in enumerate(said)
+    ]
+    return {"id": session_id, "messages": messages}
+
+
+@pytest.mark.parametrize("fmt", ["ag-ui", "ai-sdk"])
+async def test_a_body_ending_in_the_reply_says_nothing_new_to_a_known_session(fmt: str) -> None:
+    """A known session's new message is the body's last one, and only if the user said it.
+
+    A body whose user message is followed by the assistant's reply is the
+    conversation so far: the front end reattaches, and the question is not
+    asked again as a new turn.
+    """
+    server = AgentServer(_agents(), MemoryEventStore())
+    with anyio.fail_after(LIMIT):
+        async with serve(create_http_app(server)) as url, httpx.AsyncClient() as client:
+            target = f"{url}/sse?format={fmt}&agentType=chat"
+            first = await client.post(target, json=_history("chat-2", fmt, ("user", "go")))
+            before = await server.get_status("chat-2")
+            again = await client.post(
+                target, json=_history("chat-2", fmt, ("user", "go"), ("assistant", "Hello."))
+            )
+            assert again.status_code == 200, again.text
+            assert await server.get_status("chat-2") == before  # nothing ran, nothing was logged
+            follow = await client.post(
+                target,
+                json=_history(
+                    "chat-2", fmt, ("user", "go"), ("assistant", "Hello."), ("user", "and?")
+                ),
+            )
+            assert follow.status_code == 200, follow.text
+
+    assert _said(_sse_data(first.text)) == "Hello."
+    assert _said(_sse_data(again.text)) == "Hello."  # the last run, replayed
+    assert _said(_sse_data(follow.text)) == "Hello again."  # a new last user message: a turn
+    runs = [e for e in await server.executor.store.read("chat-2") if isinstance(e, RunStarted)]
+    assert len(runs) == 2  # the start's, then the follow-up's: "go" was not asked again
+    assert [m.content for m in runs[1].messages] == ["and?"]
+
+
+async def test_ag_ui_tool_messages_answer_the_pending_client_tool() -> None:
+    """AG-UI's frontend tool flow: the result comes back as a ``tool`` message in the next run.
+
+    Its ``toolCallId`` is the stream's id of the call; a JSON object in
+    ``content`` is the result decoded. The same body again answers nothing
+    (the call is no longer pending): it reattaches, and nothing runs.
+    """
+    server = AgentServer(_agents(), MemoryEventStore())
+    clerk = "desk-2-sub-c_clerk"
+    with anyio.fail_after(LIMIT):
+        async with serve(create_http_app(server)) as url, httpx.AsyncClient() as client:
+            await _started(server, ("desk-2", "desk"))
+            (pending,) = (await server.get_status("desk-2")).pending_inputs
+            stream_id = f"{clerk}:{pending.tool_call_id}"  # its TOOL_CALL_START's id
+            messages = [
+                {"id": "u", "role": "user", "content": "go"},
+                {"id": "t", "role": "tool", "toolCallId": stream_id, "content": '{"ok": 1}'},
+            ]
+            body = {"threadId": "desk-2", "runId": "run-t", "messages": messages}
+            answered = await client.post(f"{url}/sse?format=ag-ui", json=body)
+            assert answered.status_code == 200, answered.text
+            await server.executor.wait_idle("desk-2")
+            done = await server.get_status("desk-2")
+            again = await client.post(f"{url}/sse?format=ag-ui", json=body)
+            assert again.status_code == 200, again.text
+            assert await server.get_status("desk-2") == done
+
+    assert done.status == "completed"
+    frames = _sse_data(answered.text)
+    assert (frames[0]["type"], frames[0]["runId"]) == ("RUN_STARTED", "run-t")
+    assert frames[-1]["type"] == "RUN_FINISHED"
+    assert frames[-1].get("outcome", {}).get("type", "success") == "success"
+    (result,) = [
+        f for f in frames if f["type"] == "TOOL_CALL_RESULT" and f["toolCallId"] == stream_id
+    ]
+    assert json.loads(result["content"]) == {"ok": 1}
+    assert _said(frames) == "Filed.The clerk filed it."
+    (ended,) = [
+        e
+        for e in await server.executor.store.read(clerk)
+        if isinstance(e, ToolEnd) and e.tool_call_id == pending.tool_call_id
+    ]
+    assert ended.result == {"ok": 1}
+    assert _said(_sse_data(again.text)) == "Filed.The clerk filed it."  # the run replayed
