@@ -241,12 +241,16 @@ def _tool_outputs(
     """The client tool results the last assistant message carries for pending calls (AI SDK)."""
     if not messages or messages[-1].get("role") != "assistant":
         return []
+    parts = messages[-1].get("parts")
+    if not isinstance(parts, list):
+        return []
     pending = _client_calls(session_id, status)
     answers: list[tuple[str, Any, str | None]] = []
-    for part in messages[-1].get("parts") or []:
-        if not isinstance(part, dict) or part.get("toolCallId") not in pending:
+    for part in parts:
+        call = pending.get(_call_id(part))
+        if call is None:
             continue
-        call_id = pending[part["toolCallId"]].tool_call_id
+        call_id = call.tool_call_id
         if part.get("state") == "output-available":
             answers.append((call_id, part.get("output"), None))
         elif part.get("state") == "output-error":
@@ -268,7 +272,7 @@ def _tool_messages(
     for message in reversed(messages):
         if not isinstance(message, dict) or message.get("role") != "tool":
             break
-        call = pending.get(message.get("toolCallId"))  # type: ignore[arg-type]
+        call = pending.get(_call_id(message))
         if call is None:
             continue
         error = message.get("error")
@@ -278,6 +282,12 @@ def _tool_messages(
             answers.append((call.tool_call_id, _tool_content(message.get("content")), None))
     answers.reverse()
     return answers
+
+
+def _call_id(item: Any) -> str:
+    """The ``toolCallId`` of a message or part, if it names one (else ``""``, no call's id)."""
+    call_id = item.get("toolCallId") if isinstance(item, dict) else None
+    return call_id if isinstance(call_id, str) else ""
 
 
 def _tool_content(content: Any) -> Any:

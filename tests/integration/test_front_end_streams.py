@@ -1093,3 +1093,46 @@ async def test_ag_ui_tool_messages_answer_the_pending_client_tool() -> None:
     ]
     assert ended.result == {"ok": 1}
     assert _said(_sse_data(again.text)) == "Filed.The clerk filed it."  # the run replayed
+
+
+async def test_malformed_tool_answers_answer_nothing() -> None:
+    """Tool parts or messages whose ``toolCallId`` is not a string, or ``parts`` not a list.
+
+    They name no pending call, so they answer nothing: the front end
+    reattaches to the paused tree (200, nothing submitted), never a 500.
+    """
+    server = AgentServer(_agents(), MemoryEventStore())
+    asked = {"id": "u", "role": "user", "parts": [{"type": "text", "text": "go"}]}
+    tool_part = {"type": "tool-confirm", "state": "output-available", "output": "yes"}
+    bodies = [
+        (
+            "ai-sdk",
+            {
+                "id": "desk-4",
+                "messages": [
+                    asked,
+                    {"id": "a", "role": "assistant", "parts": [{**tool_part, "toolCallId": ["x"]}]},
+                ],
+            },
+        ),
+        ("ai-sdk", {"id": "desk-4", "messages": [asked, {"role": "assistant", "parts": 5}]}),
+        (
+            "ag-ui",
+            {
+                "threadId": "desk-4",
+                "runId": "r-4",
+                "messages": [
+                    {"id": "u", "role": "user", "content": "go"},
+                    {"id": "t", "role": "tool", "toolCallId": {"id": 1}, "content": "yes"},
+                ],
+            },
+        ),
+    ]
+    with anyio.fail_after(LIMIT):
+        async with serve(create_http_app(server)) as url, httpx.AsyncClient() as client:
+            await _started(server, ("desk-4", "desk"))
+            before = await server.get_status("desk-4")
+            for fmt, body in bodies:
+                answer = await client.post(f"{url}/sse?format={fmt}", json=body)
+                assert answer.status_code == 200, answer.text
+                assert await server.get_status("desk-4") == before  # still waiting, unanswered
