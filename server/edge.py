@@ -36,7 +36,6 @@ __all__ = [
     "checked_id",
     "checked_start",
     "decode",
-    "deeper_than",
     "protocol_error",
     "with_trace_headers",
 ]
@@ -78,12 +77,12 @@ def decode(raw: bytes, kind: type[T]) -> T:
         raise AgentServerError("INVALID_REQUEST", f"malformed JSON: {exc}") from exc
     except RecursionError:
         raise AgentServerError("INVALID_REQUEST", _TOO_DEEP) from None
-    if deeper_than(decoded, MAX_JSON_DEPTH):
+    if _deeper_than(decoded, MAX_JSON_DEPTH):
         raise AgentServerError("INVALID_REQUEST", _TOO_DEEP)
     return decoded
 
 
-def deeper_than(value: Any, limit: int) -> bool:
+def _deeper_than(value: Any, limit: int) -> bool:
     """Whether ``value`` nests objects and arrays (and structs) more than ``limit`` deep."""
     pending: list[tuple[Any, int]] = [(value, 0)]
     while pending:

@@ -12,9 +12,9 @@ follow-up turn, any other is resumed with it (a known session given no new
 text is a front end reattaching: it gets its current run, an interrupted
 one resumed with no message); answers to the tree's pending inputs (AG-UI
 ``resume`` entries, or the ``tool`` messages ending ``messages``; the AI
-SDK's tool outputs on the last assistant message) are submitted instead.
-The answer streams that run only, under the client's ids, and ends with it
-or when the tree waits for people again. Every check comes before anything changes: a bad request
+SDK's tool outputs on the last assistant message) are submitted instead. The answer streams that
+run only, under the client's ids, and ends with it or when the tree waits for
+people again. Every check comes before anything changes: a bad request
 answers ``{"error", "code"}`` and touches nothing (specs/streams.md).
 """
 
@@ -35,7 +35,7 @@ from helix_agents.protocol import (
     TransportEvent,
 )
 
-from .edge import MAX_JSON_DEPTH, checked_id, checked_start, decode, deeper_than
+from .edge import checked_id, checked_start, decode
 from .ui_streams import ProjectedStreamResponse, StreamFormat
 
 __all__ = ["ChatRequest", "ResumeEntry", "RunAgentInput", "decode_run", "run_front_end"]
@@ -291,16 +291,12 @@ def _call_id(item: Any) -> str:
 
 
 def _tool_content(content: Any) -> Any:
-    """A tool message's content as a result: a JSON object or array decoded, else as it is.
-
-    Text that does not decode, or nests deeper than a request may, stays text.
-    """
+    """A tool message's content as a result: a JSON object or array decoded, else as it is."""
     if isinstance(content, str) and content.lstrip()[:1] in ("{", "["):
         try:
-            decoded = msgspec.json.decode(content)
-        except (msgspec.DecodeError, RecursionError):
+            return msgspec.json.decode(content)
+        except msgspec.DecodeError:
             return content
-        return content if deeper_than(decoded, MAX_JSON_DEPTH) else decoded
     return content
 
 
