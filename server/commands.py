@@ -147,8 +147,11 @@ def _where(exc: BaseException) -> str:
 
 def _import_failure(module_name: str, exc: Exception) -> TargetError:
     """One line for a module that failed to import: where, and what."""
-    if isinstance(exc, ModuleNotFoundError) and exc.name == module_name:
-        return TargetError(f"cannot import {module_name!r}: no module named {module_name!r}")
+    missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+    if missing is not None and (module_name + ".").startswith(missing + "."):
+        # The module, or a package on its path, is not there (not a dependency
+        # the module imports, which keeps its file and line).
+        return TargetError(f"cannot import {module_name!r}: no module named {missing!r}")
     what = exc.msg if isinstance(exc, SyntaxError) else str(exc)
     where = _where(exc)
     place = f" ({where})" if where else ""

@@ -86,6 +86,21 @@ def test_a_module_that_does_not_exist_is_named(tmp_path: Path) -> None:
     assert not (tmp_path / "helix.db").exists()
 
 
+@pytest.mark.parametrize(
+    ("target", "missing"),
+    [("nowhere.agents:agents", "nowhere"), ("pkg.nowhere:agents", "pkg.nowhere")],
+)
+def test_a_missing_package_on_the_module_path_is_named_without_a_file(
+    tmp_path: Path, target: str, missing: str
+) -> None:
+    """Nothing of the user's failed: no file and line of the import machinery's own."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    error = one_error_line(run(tmp_path, "serve", target), 2)
+    module = target.partition(":")[0]
+    assert error == (f"helix-agents: error: cannot import {module!r}: no module named {missing!r}")
+
+
 @pytest.mark.parametrize("port", ["99999", "0", "-1", "http"])
 def test_a_port_out_of_range_is_a_usage_error(tmp_path: Path, port: str) -> None:
     (tmp_path / "good.py").write_text(GOOD_MODULE)
