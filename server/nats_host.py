@@ -184,6 +184,9 @@ class NatsAgentHost:
         self._locks = _Locks()  # a session's lease is taken, and given back, under its lock
         self._held: dict[str, int] = {}  # session -> revision of the lease this host wrote
         self._releasing: set[str] = set()  # sessions whose lease goes when their run ends
+        # What the orphan scan last read of each session: the seq its log ended
+        # at, and whether it was a candidate (running, of an agent type here).
+        self._scanned: dict[str, tuple[int, bool]] = {}
 
     async def __aenter__(self) -> NatsAgentHost:
         if self.server.run_guard is not None:
@@ -564,21 +567,37 @@ class NatsAgentHost:
         Only sessions of this host's agent types, whose host died (its lease
         expired). This host takes the lease first (only if no host holds it),
         then claims by compare-and-append of ``host_claimed``.
+
+        The scan reads a session's log only when it is new to it or its log
+        moved since it last read it (the store's ``session_heads``, one call):
+        a session at rest keeps what the last read found (a finished session
+        is never read again). A running one is read afresh before it is
+        claimed, and one a live host holds is not read at all.
         """
         store = self.server.store
         executor = self.server.executor
+        heads = await store.session_heads()
+        scanned = self._scanned
+        for gone in [session_id for session_id in scanned if session_id not in heads]:
+            del scanned[gone]
         taken: list[str] = []
-        for session_id in await store.list_sessions():
+        for session_id, head in heads.items():
             if executor.is_executing(session_id):
                 continue
-            log_ = await store.read(session_id)
-            if not log_:
-                continue
-            state = project_state(log_)
-            if state.status != "running" or state.agent_type not in self.server.agent_types:
-                continue
+            known = scanned.get(session_id)
+            candidate: SessionState | None = None
+            if known is None or not known[1]:
+                if known is not None and known[0] == head:
+                    continue  # read at this very head: not running, or not ours
+                candidate = await self._scan(session_id)
+                if candidate is None:
+                    continue
             if await self._lease_holder(session_id) is not None:
                 continue  # a live host holds it
+            # Known running from an earlier scan: read afresh, it may have moved on.
+            state = candidate or await self._scan(session_id)
+            if state is None:
+                continue
             async with self._locks.hold(session_id):
                 lease = await self._take_lease(session_id)
                 if lease.created is None:
@@ -600,6 +619,21 @@ class NatsAgentHost:
             await self.server.resume_agent(RemoteResumeRequest(session_id=session_id))
             taken.append(session_id)
         return taken
+
+    async def _scan(self, session_id: str) -> SessionState | None:
+        """Read ``session_id``'s log for the orphan scan: its state if it is a candidate.
+
+        A candidate is running and of an agent type this host serves; what
+        was found is kept (``_scanned``) with the seq the log ended at.
+        """
+        log_ = await self.server.store.read(session_id)
+        if not log_:
+            self._scanned.pop(session_id, None)
+            return None
+        state = project_state(log_)
+        candidate = state.status == "running" and state.agent_type in self.server.agent_types
+        self._scanned[session_id] = (state.last_seq, candidate)
+        return state if candidate else None
 
     def _claim_on_resume(self, log_: Sequence[Event], state: SessionState) -> list[Event]:
         """The claim a resume appends with its ``run_started`` when it takes over a session.

@@ -29,6 +29,7 @@ from test_nats_owner_routing import single_run_violations
 
 from helix_agents import (
     Completed,
+    Event,
     EventStore,
     HostClaimed,
     RemoteResumeRequest,
@@ -39,6 +40,7 @@ from helix_agents import (
     define_agent,
 )
 from helix_agents.server import AgentServer, NatsAgentHost
+from helix_agents.server.nats_host import LEASE_BUCKET, lease_key
 from helix_agents.stores import JetStreamEventStore
 
 pytestmark = [pytest.mark.slow, pytest.mark.nats]
@@ -154,3 +156,67 @@ async def test_a_resume_that_takes_over_a_cut_run_claims_it_first(
     assert (claim.host_id, claim.previous_host_id) == ("survivor", None)
     assert single_run_violations(log) == []
     assert [event.seq for event in log] == list(range(1, len(log) + 1))
+
+
+async def test_the_orphan_scan_reads_a_log_only_when_it_moved(nats_server: NatsServer) -> None:
+    """A scan reads what is new to it or moved since; a takeover still happens after that.
+
+    Three finished sessions, an orphan and a session a live host ("other")
+    holds: the first scan reads each once and claims the orphan; later scans
+    read only the orphan, whose log its takeover moved, then nothing. When
+    "other" dies (its lease goes), the next scan reads the held session
+    afresh and claims it.
+    """
+    tag = uuid.uuid4().hex[:8]
+    finished = [f"done-{tag}-{index}" for index in range(3)]
+    orphan, held = f"orphan-{tag}", f"held-{tag}"
+    store = await JetStreamEventStore.connect(nats_server.url, stream=fresh_stream_name())
+    nc = await nats.connect(nats_server.url)
+    server = AgentServer([_researcher()], store, recover=False)
+    reads: list[str] = []
+    try:
+        for session_id in finished:
+            await _orphan(store, session_id)
+            await store.append(
+                session_id,
+                [Completed(session_id=session_id, seq=3, ts=1.0, output={"findings": "old"})],
+                2,
+            )
+        await _orphan(store, orphan)
+        await _orphan(store, held)
+        with anyio.fail_after(LIMIT):
+            # A long TTL: the host's own loop never scans; the test calls the scan.
+            async with NatsAgentHost(server, nc, host_id="survivor", lease_ttl=60.0) as host:
+                leases = await nc.jetstream().key_value(LEASE_BUCKET)
+                await leases.put(lease_key(held), b"other")
+                read = store.read
+
+                async def counted(session_id: str, from_seq: int = 0) -> list[Event]:
+                    reads.append(session_id)
+                    return await read(session_id, from_seq)
+
+                store.read = counted  # type: ignore[method-assign]
+                assert await host.take_over_orphans() == [orphan]
+                # Each once (the orphan's resume reads it again, after the scan).
+                assert set(reads) == {*finished, orphan, held}
+                assert [reads.count(session_id) for session_id in [*finished, held]] == [1] * 4
+                await server.executor.wait_idle(orphan)
+                reads.clear()
+                assert await host.take_over_orphans() == []
+                assert reads == [orphan]  # its takeover moved it; "other" holds the rest
+                reads.clear()
+                assert await host.take_over_orphans() == []
+                assert reads == []
+                await leases.delete(lease_key(held))  # "other" died: its lease lapsed
+                assert await host.take_over_orphans() == [held]
+                assert set(reads) == {held}  # the scan's read afresh, then its resume's
+                await server.executor.wait_idle(held)
+                store.read = read  # type: ignore[method-assign]
+                for session_id in (orphan, held):
+                    log = await store.read(session_id)
+                    claims = [event for event in log if isinstance(event, HostClaimed)]
+                    assert [claim.host_id for claim in claims] == ["survivor"]
+                    assert isinstance(log[-1], Completed)
+    finally:
+        await nc.close()
+        await store.close()
