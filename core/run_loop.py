@@ -81,6 +81,7 @@ FINISH_REMINDER = (
 """Sent when an agent with an output schema answers with text instead of finishing."""
 
 _CALL_ID = re.compile(r"[A-Za-z0-9_\-]{1,64}")
+_STOP_REQUESTS: tuple[type[Event], ...] = (InterruptRequested, AbortRequested)
 
 
 def unanswered_calls(state: SessionState) -> list[ToolCall]:
@@ -195,7 +196,9 @@ class SessionRun:
         failures = 0
         while True:
             try:
-                async with closing_iter(store.tail(self.writer.session_id, seen)) as events:
+                # Only stop requests: the run's own appends do not wake the watcher.
+                tail = store.tail(self.writer.session_id, seen, kinds=_STOP_REQUESTS)
+                async with closing_iter(tail) as events:
                     async for event in events:
                         seen, failures = event.seq, 0
                         if isinstance(event, InterruptRequested):

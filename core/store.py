@@ -40,11 +40,20 @@ class EventStore(Protocol):
         """Return the events with seq > ``from_seq``, in order (empty for an unknown session)."""
         ...
 
-    def tail(self, session_id: str, from_seq: int = 0) -> AsyncIterator[Event]:
+    def tail(
+        self,
+        session_id: str,
+        from_seq: int = 0,
+        *,
+        kinds: tuple[type[Event], ...] | None = None,
+    ) -> AsyncIterator[Event]:
         """Yield the events with seq > ``from_seq``, then each new one as it is appended.
 
         Never ends by itself; the caller stops it by leaving the loop (or
-        cancelling). Each event is yielded exactly once, in order.
+        cancelling). Each event is yielded exactly once, in order. With
+        ``kinds``, only events of those types are yielded (a run's watcher
+        wants only stop requests), and a store may then spare the tail the
+        wake-ups of everything else.
         """
         ...
 

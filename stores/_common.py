@@ -65,22 +65,52 @@ def check_batch(
 
 
 class Subscription:
-    """One tail's inbox: the events appended through this store since it subscribed."""
+    """One tail's inbox: the events appended through this store since it subscribed.
 
-    __slots__ = ("buffer", "overflowed", "promoted", "wake")
+    With ``kinds`` it keeps, and wakes its tail for, only events of those
+    types; it still notes the seqs every delivery covered (``first``,
+    ``covered``), so the tail's cursor moves past the rest without a read,
+    and a delivery that does not follow the one before (``broken``) makes the
+    tail re-read.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = (
+        "broken",
+        "buffer",
+        "covered",
+        "first",
+        "kinds",
+        "overflowed",
+        "promoted",
+        "wake",
+    )
+
+    def __init__(self, kinds: tuple[type[Event], ...] | None = None) -> None:
         self.buffer: list[Event] = []
         self.overflowed = False
         self.promoted = False  # asked to take over the store's poller
         self.wake = anyio.Event()
+        self.kinds = kinds
+        self.first: int | None = None  # with kinds: the first seq delivered since the last take
+        self.covered = 0  # with kinds: the last seq delivered since the last take
+        self.broken = False  # with kinds: a delivery did not follow the one before
 
     @property
     def ready(self) -> bool:
         """Whether there is something to take (events, or a note to re-read the store)."""
-        return bool(self.buffer) or self.overflowed
+        return bool(self.buffer) or self.overflowed or self.broken
 
     def deliver(self, events: Sequence[Event]) -> None:
+        kinds = self.kinds
+        if kinds is not None and events:
+            if self.first is None:
+                self.first = events[0].seq
+            elif events[0].seq != self.covered + 1:
+                self.broken = True
+            self.covered = events[-1].seq
+            events = [event for event in events if isinstance(event, kinds)]
+            if not events and not self.broken:
+                return  # nothing the tail wants: its cursor moves at its next take
         if self.overflowed:
             pass
         elif len(self.buffer) + len(events) > _MAX_BUFFERED:
@@ -92,10 +122,16 @@ class Subscription:
 
     def take(self) -> tuple[list[Event], bool]:
         """The buffered events and whether some were dropped; resets the inbox."""
-        events, overflowed = self.buffer, self.overflowed
-        self.buffer, self.overflowed = [], False
+        events, overflowed = self.buffer, self.overflowed or self.broken
+        self.buffer, self.overflowed, self.broken = [], False, False
         self.wake = anyio.Event()
         return events, overflowed
+
+    def take_covered(self) -> tuple[int | None, int]:
+        """With ``kinds``: the seqs the deliveries since the last call covered; resets them."""
+        first, covered = self.first, self.covered
+        self.first, self.covered = None, 0
+        return first, covered
 
 
 Probe = Callable[[list[str]], Awaitable[Iterable[str]]]
@@ -128,9 +164,11 @@ class AppendNotifier:
         self._polling = False
         self._idle: dict[Subscription, None] = {}  # waiting tails, in arrival order
 
-    def subscribe(self, session_id: str) -> Subscription:
-        """Start collecting the session's appends."""
-        subscription = Subscription()
+    def subscribe(
+        self, session_id: str, kinds: tuple[type[Event], ...] | None = None
+    ) -> Subscription:
+        """Start collecting the session's appends (only events of ``kinds``, if given)."""
+        subscription = Subscription(kinds)
         self._subscriptions.setdefault(session_id, set()).add(subscription)
         if self._closed:
             subscription.wake.set()
@@ -254,6 +292,7 @@ async def tail_events(
     is_closed: Callable[[], bool],
     closed_error: Callable[[], Exception],
     ends_at: Callable[[str, int], bool] | None = None,
+    kinds: tuple[type[Event], ...] | None = None,
 ) -> AsyncGenerator[Event, None]:
     """Yield a session's events after ``from_seq``, then each new one, exactly once, in order.
 
@@ -264,11 +303,12 @@ async def tail_events(
     subscribed, that the log ends at ``seq`` as far as this process has
     seen: the catch-up read is then skipped (appends made elsewhere reach
     the tail through the poller, which always reports a session the first
-    time it watches it).
+    time it watches it). With ``kinds``, only events of those types are
+    yielded, and appends of nothing else do not wake the tail at all.
     """
     validate_session_id(session_id)
     cursor = from_seq
-    subscription = notifier.subscribe(session_id)
+    subscription = notifier.subscribe(session_id, kinds)
     try:
         need_read = ends_at is None or not ends_at(session_id, cursor)
         while True:
@@ -277,18 +317,27 @@ async def tail_events(
             if need_read:
                 need_read = False
                 batch = await read(session_id, cursor)
+                end = batch[-1].seq if batch else cursor
             else:
                 await notifier.wait(subscription)
                 if is_closed():
                     raise closed_error()
                 batch, overflowed = subscription.take()
                 batch = [event for event in batch if event.seq > cursor]
-                if overflowed or (batch and batch[0].seq != cursor + 1):
-                    need_read = True  # a gap: fill it from the store
-                    continue
+                if kinds is None:
+                    if overflowed or (batch and batch[0].seq != cursor + 1):
+                        need_read = True  # a gap: fill it from the store
+                        continue
+                    end = batch[-1].seq if batch else cursor
+                else:
+                    first, covered = subscription.take_covered()
+                    if overflowed or (first is not None and first > cursor + 1):
+                        need_read = True  # a gap: fill it from the store
+                        continue
+                    end = max(cursor, covered)
             for event in batch:
-                yield event
-            if batch:
-                cursor = batch[-1].seq
+                if kinds is None or isinstance(event, kinds):
+                    yield event
+            cursor = max(cursor, end)
     finally:
         notifier.unsubscribe(session_id, subscription)

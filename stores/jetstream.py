@@ -704,11 +704,19 @@ class JetStreamEventStore:
                 low = msg.seq + 1
         return found
 
-    def tail(self, session_id: str, from_seq: int = 0) -> AsyncIterator[Event]:
-        """Yield the events after ``from_seq``, then new ones as they are appended."""
-        return self._tail(session_id, from_seq)
+    def tail(
+        self,
+        session_id: str,
+        from_seq: int = 0,
+        *,
+        kinds: tuple[type[Event], ...] | None = None,
+    ) -> AsyncIterator[Event]:
+        """Yield the events after ``from_seq`` (of ``kinds``, if given), then new ones."""
+        return self._tail(session_id, from_seq, kinds)
 
-    async def _tail(self, session_id: str, from_seq: int) -> AsyncIterator[Event]:
+    async def _tail(
+        self, session_id: str, from_seq: int, kinds: tuple[type[Event], ...] | None
+    ) -> AsyncIterator[Event]:
         validate_session_id(session_id)
         self._ensure_open()
         watching = False
@@ -725,6 +733,7 @@ class JetStreamEventStore:
                 is_closed=lambda: self._closed,
                 closed_error=StoreClosedError,
                 ends_at=self._ends_at,
+                kinds=kinds,
             )
             async with contextlib.aclosing(events):
                 async for event in events:

@@ -58,8 +58,14 @@ class MemoryEventStore:
         # seq n sits at index n - 1, so the events after from_seq start at index from_seq.
         return log[max(from_seq, 0) :]
 
-    def tail(self, session_id: str, from_seq: int = 0) -> AsyncIterator[Event]:
-        """Yield the events after ``from_seq``, then new ones as they are appended."""
+    def tail(
+        self,
+        session_id: str,
+        from_seq: int = 0,
+        *,
+        kinds: tuple[type[Event], ...] | None = None,
+    ) -> AsyncIterator[Event]:
+        """Yield the events after ``from_seq`` (of ``kinds``, if given), then new ones."""
         return tail_events(
             self.read,
             self._notifier,
@@ -67,6 +73,7 @@ class MemoryEventStore:
             from_seq,
             is_closed=lambda: self._closed,
             closed_error=StoreClosedError,
+            kinds=kinds,
         )
 
     async def list_sessions(self) -> list[str]:

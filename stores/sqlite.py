@@ -672,8 +672,14 @@ class SqliteEventStore:
             if self._active_reads == 0 and self._reads_idle is not None:
                 self._reads_idle.set()
 
-    def tail(self, session_id: str, from_seq: int = 0) -> AsyncIterator[Event]:
-        """Yield the events after ``from_seq``, then new ones as they are appended."""
+    def tail(
+        self,
+        session_id: str,
+        from_seq: int = 0,
+        *,
+        kinds: tuple[type[Event], ...] | None = None,
+    ) -> AsyncIterator[Event]:
+        """Yield the events after ``from_seq`` (of ``kinds``, if given), then new ones."""
         return tail_events(
             self.read,
             self._notifier,
@@ -682,6 +688,7 @@ class SqliteEventStore:
             is_closed=lambda: self._closed,
             closed_error=StoreClosedError,
             ends_at=self._ends_at if self._notifier.polls else None,
+            kinds=kinds,
         )
 
     def _ends_at(self, session_id: str, seq: int) -> bool:

@@ -739,6 +739,51 @@ async def test_a_tail_that_falls_behind_yields_every_event_once(
     assert seen == make_events(SID, 1, total + 1)
 
 
+async def test_a_tail_of_kinds_yields_only_those_exactly_once_in_order(store: EventStore) -> None:
+    """``kinds``: from the log, then live, past long runs of other events (a run's watcher)."""
+    await create(store, SID, 3)  # created, a delta, a step
+    with anyio.fail_after(TIMEOUT):
+        async with closing_iter(store.tail(SID, 0, kinds=(StepStarted,))) as tail:
+            seen = [await anext(tail)]
+            last = 3
+            for round_ in range(6):
+                # Many appends of nothing it wants, then one step among deltas.
+                for _ in range(round_ * 7):
+                    last = await store.append(SID, [delta(SID, last + 1, "x")], last)
+                last = await store.append(SID, make_events(SID, last + 1, 3), last)
+                while len(seen) < round_ + 2:
+                    seen.append(await anext(tail))
+            # A tail of kinds from the middle of the log.
+            async with closing_iter(store.tail(SID, last - 4, kinds=(StepStarted,))) as later:
+                middle = [await anext(later)]
+                last = await store.append(SID, make_events(SID, last + 1, 2), last)
+                middle.append(await anext(later))
+    steps = [event for event in await store.read(SID) if isinstance(event, StepStarted)]
+    assert seen == steps[: len(seen)]
+    assert [event.seq for event in seen] == sorted({event.seq for event in seen})
+    assert len(seen) == 7
+    assert middle == [event for event in steps if event.seq > last - 6][:2]
+
+
+@pytest.mark.parametrize("appended", [300, 1500])
+async def test_a_tail_of_kinds_that_falls_behind_yields_each_of_them_once(
+    store: EventStore, appended: int
+) -> None:
+    await create(store, SID, 2)
+    total = 2 + appended
+    with anyio.fail_after(TIMEOUT):
+        async with closing_iter(store.tail(SID, kinds=(TextDelta,))) as tail:
+            seen = [await anext(tail)]  # the delta at seq 2
+            last = 2
+            while last < total:
+                size = min(7, total - last)
+                last = await store.append(SID, make_events(SID, last + 1, size), last)
+            wanted = [e for e in await store.read(SID) if isinstance(e, TextDelta)]
+            while len(seen) < len(wanted):
+                seen.append(await anext(tail))
+    assert seen == wanted
+
+
 async def test_a_tail_yields_the_same_events_as_read(store_factory: Any) -> None:
     store = await store_factory.open()
     await create(store, SID)

@@ -32,9 +32,15 @@ class WrappedStore:
         """``inner.read``."""
         return await self.inner.read(session_id, from_seq)
 
-    def tail(self, session_id: str, from_seq: int = 0) -> AsyncIterator[Event]:
+    def tail(
+        self,
+        session_id: str,
+        from_seq: int = 0,
+        *,
+        kinds: tuple[type[Event], ...] | None = None,
+    ) -> AsyncIterator[Event]:
         """``inner.tail``."""
-        return self.inner.tail(session_id, from_seq)
+        return self.inner.tail(session_id, from_seq, kinds=kinds)
 
     async def list_sessions(self) -> list[str]:
         """``inner.list_sessions``."""

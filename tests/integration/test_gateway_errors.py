@@ -82,10 +82,16 @@ class WatchedStore:
     async def close(self) -> None:
         await self.inner.close()
 
-    async def tail(self, session_id: str, from_seq: int = 0) -> AsyncIterator[Event]:
+    async def tail(
+        self,
+        session_id: str,
+        from_seq: int = 0,
+        *,
+        kinds: tuple[type[Event], ...] | None = None,
+    ) -> AsyncIterator[Event]:
         self._count(session_id, +1)
         try:
-            async with closing_iter(self.inner.tail(session_id, from_seq)) as events:
+            async with closing_iter(self.inner.tail(session_id, from_seq, kinds=kinds)) as events:
                 async for event in events:
                     yield event
         finally:

@@ -1854,8 +1854,14 @@ class LateAckStore:
     async def read(self, session_id: str, from_seq: int = 0) -> list[Event]:
         return await self.inner.read(session_id, from_seq)
 
-    def tail(self, session_id: str, from_seq: int = 0) -> AsyncIterator[Event]:
-        return self.inner.tail(session_id, from_seq)
+    def tail(
+        self,
+        session_id: str,
+        from_seq: int = 0,
+        *,
+        kinds: tuple[type[Event], ...] | None = None,
+    ) -> AsyncIterator[Event]:
+        return self.inner.tail(session_id, from_seq, kinds=kinds)
 
     async def list_sessions(self) -> list[str]:
         return await self.inner.list_sessions()

@@ -40,13 +40,19 @@ class HiccupTails(WrappedStore):
         self.opened: list[int] = []
         self.watching = anyio.Event()  # a tail opened after the failures
 
-    def tail(self, session_id: str, from_seq: int = 0) -> AsyncIterator[Event]:
+    def tail(
+        self,
+        session_id: str,
+        from_seq: int = 0,
+        *,
+        kinds: tuple[type[Event], ...] | None = None,
+    ) -> AsyncIterator[Event]:
         self.opened.append(from_seq)
         if self.failures > 0:
             self.failures -= 1
             return self._broken()
         self.watching.set()
-        return self.inner.tail(session_id, from_seq)
+        return self.inner.tail(session_id, from_seq, kinds=kinds)
 
     async def _broken(self) -> AsyncIterator[Event]:
         raise StoreError("jetstream store 'HELIX_EVENTS': TimeoutError()")

@@ -27,7 +27,8 @@ from store_conformance import (
     race_round,
 )
 
-from helix_agents import ConcurrencyConflict, Event, UsageError
+from helix_agents import ConcurrencyConflict, Event, StepStarted, UsageError
+from helix_agents._aio import closing_iter
 from helix_agents.stores import MemoryEventStore, SqliteEventStore, open_store
 
 
@@ -166,6 +167,28 @@ async def test_a_sqlite_tail_sees_appends_through_its_store_and_another_in_order
                     if index % 5 == 0:
                         await anyio.wait_all_tasks_blocked()
         assert seen == make_events(SID, 1, total)
+
+
+async def test_a_sqlite_tail_of_kinds_sees_them_through_its_store_and_another(
+    tmp_path: Path,
+) -> None:
+    """As a run's watcher: its own store's appends of other kinds, a stop request from another."""
+    path = tmp_path / "shared.db"
+    async with SqliteEventStore(path, poll_interval=0.01) as a, SqliteEventStore(path) as b:
+        await create(a, SID)
+        with anyio.fail_after(TIMEOUT):
+            async with closing_iter(a.tail(SID, 1, kinds=(StepStarted,))) as tail:
+                last = 1
+                seen: list[Event] = []
+                for index in range(12):
+                    writer = b if index % 4 == 3 else a  # b's appends reach a by its poller
+                    last = await writer.append(SID, [delta(SID, last + 1, "x")], last)
+                    step = StepStarted(session_id=SID, seq=last + 1, ts=1.0, step=index)
+                    last = await writer.append(SID, [step], last)
+                    seen.append(await anext(tail))
+        steps = [event for event in await a.read(SID) if isinstance(event, StepStarted)]
+        assert seen == steps
+        assert [event.step for event in seen] == list(range(12))
 
 
 async def test_a_sqlite_tail_is_woken_by_appends_without_polling(tmp_path: Path) -> None:
