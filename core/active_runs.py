@@ -16,7 +16,12 @@ __all__ = ["ActiveRun", "SessionLocks"]
 
 
 class SessionLocks:
-    """One lock per session id, held only while someone uses it."""
+    """One lock per key (a session id), kept only while someone holds or waits for it.
+
+    Taking a lock nobody holds does not yield to the event loop (anyio's
+    ``fast_acquire``): under load, a yield there would queue each start
+    behind every other task ready to run.
+    """
 
     def __init__(self) -> None:
         self._locks: dict[str, tuple[anyio.Lock, int]] = {}
@@ -24,7 +29,8 @@ class SessionLocks:
     @asynccontextmanager
     async def hold(self, session_id: str) -> AsyncIterator[None]:
         """Hold ``session_id``'s lock for the block (other holders wait)."""
-        lock, users = self._locks.get(session_id, (anyio.Lock(), 0))
+        held = self._locks.get(session_id)
+        lock, users = held if held is not None else (anyio.Lock(fast_acquire=True), 0)
         self._locks[session_id] = (lock, users + 1)
         try:
             async with lock:

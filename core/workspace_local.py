@@ -189,7 +189,7 @@ class LocalWorkspaceProvider:
                     )
 
         await anyio.to_thread.run_sync(make)
-        self._locks.setdefault(ref, anyio.Lock())
+        self._locks.setdefault(ref, anyio.Lock(fast_acquire=True))
 
     async def close(self, ref: WorkspaceRef) -> None:
         """Stop serving the workspace; its files stay on disk."""

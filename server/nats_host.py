@@ -57,6 +57,7 @@ from helix_agents import (
     encode_session_token,
     project_state,
 )
+from helix_agents.active_runs import SessionLocks
 from helix_agents.ids import SessionId
 from helix_agents.stores._nats_inbox import (
     EXPECTED_LAST_SUBJECT_SEQ,
@@ -116,27 +117,6 @@ class _HeldElsewhere(HelixError):
         self.holder = holder
 
 
-class _Locks:
-    """One lock per session, kept only while someone holds or waits for it."""
-
-    def __init__(self) -> None:
-        self._locks: dict[str, tuple[anyio.Lock, int]] = {}
-
-    @asynccontextmanager
-    async def hold(self, key: str) -> AsyncIterator[None]:
-        lock, users = self._locks.get(key, (anyio.Lock(), 0))
-        self._locks[key] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[key]
-            if users == 1:
-                del self._locks[key]
-            else:
-                self._locks[key] = (lock, users - 1)
-
-
 class NatsAgentHost:
     """Serves ``server`` on NATS; use it as ``async with NatsAgentHost(server, nc):``.
 
@@ -181,7 +161,7 @@ class NatsAgentHost:
         self._subscriptions: list[Subscription] = []
         self._tg: TaskGroup | None = None
         self._entered_server = False
-        self._locks = _Locks()  # a session's lease is taken, and given back, under its lock
+        self._locks = SessionLocks()  # a session's lease is taken, and given back, under its lock
         self._held: dict[str, int] = {}  # session -> revision of the lease this host wrote
         self._releasing: set[str] = set()  # sessions whose lease goes when their run ends
         # What the orphan scan last read of each session: the seq its log ended

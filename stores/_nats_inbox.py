@@ -91,7 +91,7 @@ class NatsInbox:
         self.timeout = timeout
         self._prefix: str | None = None
         self._subscription: Subscription | None = None
-        self._opening = anyio.Lock()
+        self._opening = anyio.Lock(fast_acquire=True)
         self._asks: dict[str, asyncio.Future[Msg]] = {}
         self._streams: dict[str, _Replies] = {}
         self._ids = 0

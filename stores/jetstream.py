@@ -160,7 +160,7 @@ class JetStreamEventStore:
         # One consumer for the whole store rings the tails of whichever session changed.
         self._watch: JetStreamContext.PushSubscription | None = None
         self._watch_refs = 0
-        self._watch_lock = anyio.Lock()
+        self._watch_lock = anyio.Lock(fast_acquire=True)
         self._linger: asyncio.TimerHandle | None = None  # the unused consumer's deletion, due
         self._chores: set[asyncio.Task[None]] = set()  # the consumer's deletion, its coverage
         self._last_pending: tuple[int, int] = (0, 0)  # the consumer's (pending, delivered)
