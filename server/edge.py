@@ -33,6 +33,7 @@ from helix_agents.tracing import trace_context_from_headers
 __all__ = [
     "MAX_JSON_DEPTH",
     "StreamOpener",
+    "checked_depth",
     "checked_id",
     "checked_start",
     "decode",
@@ -103,6 +104,16 @@ def _deeper_than(value: Any, limit: int) -> bool:
             if isinstance(child, dict | list | tuple | msgspec.Struct)
         )
     return False
+
+
+def checked_depth(value: Any, field: str) -> Any:
+    """``value`` (JSON decoded from a string inside a body) if it nests at most
+    :data:`MAX_JSON_DEPTH` deep; ``INVALID_REQUEST`` naming ``field`` otherwise."""
+    if _deeper_than(value, MAX_JSON_DEPTH):
+        raise AgentServerError(
+            "INVALID_REQUEST", f"{field}: JSON nested deeper than {MAX_JSON_DEPTH} levels"
+        )
+    return value
 
 
 def checked_id(value: object, field: str = "sessionId") -> SessionId:
