@@ -369,6 +369,9 @@ async def _ag_ui_run(
                 )
             approved, reason = _decision(entry) if found == "approval" else (False, None)
             answers.append((entry, found, approved, reason))
+        # Client tool results first: a result can still be refused (the tool's
+        # output_schema is checked where the call waits), an approval no longer.
+        answers.sort(key=lambda answer: answer[1] == "approval")
         for entry, kind, approved, reason in answers:
             if kind == "approval":
                 await transport.submit_approval(session_id, entry.interrupt_id, approved, reason)

@@ -25,6 +25,7 @@ import anyio
 import httpx
 import msgspec
 import pytest
+from hitl_app import worker
 from pydantic import BaseModel
 from servers import serve
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -1243,3 +1244,28 @@ async def test_a_tool_message_whose_content_nests_too_deep_is_refused() -> None:
                     "code": "INVALID_REQUEST",
                 }
                 assert await server.get_status("desk-6") == before
+
+
+async def test_a_refused_result_beside_an_approval_submits_neither() -> None:
+    """AG-UI ``resume`` approving one call and answering a client tool with a bad result.
+
+    The result fails the tool's ``output_schema``, which only the call's
+    owner checks: results are submitted before approvals, so its ``400``
+    comes before the approval was sent (it used to be recorded first).
+    """
+    server = AgentServer([worker("worker", ("rm", "ask_user"))], MemoryEventStore())
+    with anyio.fail_after(LIMIT):
+        async with serve(create_http_app(server)) as url, httpx.AsyncClient() as client:
+            await _started(server, ("bench-1", "worker"))
+            before = await server.get_status("bench-1")
+            ids = {p.kind: p.tool_call_id for p in before.pending_inputs}
+            entries = [
+                {"interruptId": ids["approval"], "status": "resolved", "payload": True},
+                {"interruptId": ids["client_tool"], "status": "resolved", "payload": {"hue": 1}},
+            ]
+            body = {"threadId": "bench-1", "runId": "r-1", "messages": [], "resume": entries}
+            answer = await client.post(f"{url}/sse?format=ag-ui", json=body)
+            assert answer.status_code == 400, answer.text
+            assert answer.json()["code"] == "INVALID_REQUEST"
+            assert "color" in answer.json()["error"]
+            assert await server.get_status("bench-1") == before  # the approval was not sent
