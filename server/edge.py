@@ -106,12 +106,12 @@ def _deeper_than(value: Any, limit: int) -> bool:
     return False
 
 
-def checked_depth(value: Any, field: str) -> Any:
-    """``value`` (JSON decoded from a string inside a body) if it nests at most
-    :data:`MAX_JSON_DEPTH` deep; ``INVALID_REQUEST`` naming ``field`` otherwise."""
-    if _deeper_than(value, MAX_JSON_DEPTH):
+def checked_depth(value: Any, field: str, limit: int = MAX_JSON_DEPTH) -> Any:
+    """``value`` (JSON decoded from a string inside a body) if it nests at most ``limit``
+    levels deep; ``INVALID_REQUEST`` naming ``field`` otherwise."""
+    if _deeper_than(value, limit):
         raise AgentServerError(
-            "INVALID_REQUEST", f"{field}: JSON nested deeper than {MAX_JSON_DEPTH} levels"
+            "INVALID_REQUEST", f"{field}: JSON nested deeper than {limit} levels"
         )
     return value
 

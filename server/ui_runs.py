@@ -44,6 +44,10 @@ StreamOpener = Callable[[SessionId, int], Awaitable[AsyncIterator[TransportEvent
 
 A = TypeVar("A")
 
+RESULT_DEPTH = MAX_JSON_DEPTH - 1
+"""Levels a tool message's decoded content may nest: a result in a ``/submit-tool-result``
+body (one level down) may nest no deeper, so every transport takes it."""
+
 
 class ResumeEntry(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """An answer to one interrupt of the previous run."""
@@ -308,7 +312,8 @@ def _call_id(item: Any) -> str:
 def _tool_content(content: Any) -> Any:
     """A tool message's content as a result: a JSON object or array decoded, else as it is.
 
-    Decoded JSON nested deeper than a body may be (:data:`MAX_JSON_DEPTH`) is ``INVALID_REQUEST``.
+    Decoded, it must fit where a result goes, one level into a body: JSON
+    nested deeper than :data:`RESULT_DEPTH` is ``INVALID_REQUEST``.
     """
     if isinstance(content, str) and content.lstrip()[:1] in ("{", "["):
         field = "messages: a tool message's content"
@@ -318,9 +323,9 @@ def _tool_content(content: Any) -> Any:
             return content
         except RecursionError:  # thousands deep: msgspec gives up before the check below
             raise AgentServerError(
-                "INVALID_REQUEST", f"{field}: JSON nested deeper than {MAX_JSON_DEPTH} levels"
+                "INVALID_REQUEST", f"{field}: JSON nested deeper than {RESULT_DEPTH} levels"
             ) from None
-        return checked_depth(decoded, field)
+        return checked_depth(decoded, field, RESULT_DEPTH)
     return content
 
 

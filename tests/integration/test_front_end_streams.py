@@ -1213,11 +1213,13 @@ async def test_two_different_answers_to_one_call_are_refused_and_change_nothing(
 
 
 async def test_a_tool_message_whose_content_nests_too_deep_is_refused() -> None:
-    """A ``tool`` message's JSON content is held to a body's nesting limit (64 levels).
+    """A ``tool`` message's JSON content is held to a result's nesting limit (63 levels).
 
     Thousands deep, decoding it raised ``RecursionError`` (a 500); a little
-    over the limit, it reached the log although the same result in a body is
-    refused. Either is a ``400`` naming the content, and nothing is submitted.
+    over the limit, it reached the log although the same result in a
+    ``/submit-tool-result`` body (one level down) is refused. Either is a
+    ``400`` naming the content, and nothing is submitted; at the limit it is
+    the call's result.
     """
     server = AgentServer(_agents(), MemoryEventStore())
     with anyio.fail_after(LIMIT):
@@ -1226,7 +1228,7 @@ async def test_a_tool_message_whose_content_nests_too_deep_is_refused() -> None:
             before = await server.get_status("desk-6")
             (pending,) = before.pending_inputs
             stream_id = f"desk-6-sub-c_clerk:{pending.tool_call_id}"
-            for depth in (MAX_JSON_DEPTH + 1, 5000):
+            for depth in (MAX_JSON_DEPTH, 5000):
                 content = "[" * depth + "]" * depth
                 body = {
                     "threadId": "desk-6",
@@ -1240,10 +1242,16 @@ async def test_a_tool_message_whose_content_nests_too_deep_is_refused() -> None:
                 assert answer.status_code == 400, answer.text
                 assert answer.json() == {
                     "error": "messages: a tool message's content: JSON nested deeper than "
-                    f"{MAX_JSON_DEPTH} levels",
+                    f"{MAX_JSON_DEPTH - 1} levels",
                     "code": "INVALID_REQUEST",
                 }
                 assert await server.get_status("desk-6") == before
+            depth = MAX_JSON_DEPTH - 1
+            body["messages"][-1]["content"] = "[" * depth + "]" * depth
+            answered = await client.post(f"{url}/sse?format=ag-ui", json=body)
+            assert answered.status_code == 200, answered.text
+            await server.executor.wait_idle("desk-6")
+    assert (await server.get_status("desk-6")).status == "completed"
 
 
 async def test_a_refused_result_beside_an_approval_submits_neither() -> None:
