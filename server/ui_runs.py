@@ -365,8 +365,7 @@ async def _ag_ui_run(
         cursor = status.latest_sequence
         kinds = {entry.tool_call_id: entry.kind for entry in status.pending_inputs}
         answers: list[tuple[ResumeEntry, str, bool, str | None]] = []
-        entries = _once(run.resume, lambda entry: entry.interrupt_id, "resume")
-        for entry in entries:  # all checked before any is sent
+        for entry in run.resume:  # all checked before any is sent
             found = kinds.get(entry.interrupt_id)
             if found is None:
                 raise AgentServerError(
@@ -374,6 +373,7 @@ async def _ag_ui_run(
                 )
             approved, reason = _decision(entry) if found == "approval" else (False, None)
             answers.append((entry, found, approved, reason))
+        answers = _once(answers, lambda answer: answer[0].interrupt_id, "resume")
         # Client tool results first: a result can still be refused (the tool's
         # output_schema is checked where the call waits), an approval no longer.
         answers.sort(key=lambda answer: answer[1] == "approval")
