@@ -288,9 +288,28 @@ def _with_cors(app: Any, origins: tuple[str, ...]) -> Any:
     """``app`` answering browsers from ``origins`` (preflights included, before any auth)."""
     if not origins:
         return app
+    from starlette.datastructures import Headers
     from starlette.middleware.cors import CORSMiddleware
+    from starlette.responses import Response
 
-    return CORSMiddleware(
+    class ProtocolCORS(CORSMiddleware):
+        """Starlette's CORS, a refused preflight answered in the protocol's error shape."""
+
+        def preflight_response(self, request_headers: Headers) -> Response:
+            """Starlette's answer; its ``400`` (``text/plain``) as ``{"error", "code"}``."""
+            answer = super().preflight_response(request_headers)
+            if answer.status_code != 400:
+                return answer
+            reason = bytes(answer.body).decode()  # "Disallowed CORS origin, method"
+            headers = {
+                name: value
+                for name, value in answer.headers.items()
+                if name not in ("content-type", "content-length")
+            }
+            body = msgspec.json.encode({"error": reason, "code": "INVALID_REQUEST"})
+            return Response(body, 400, headers, media_type="application/json")
+
+    return ProtocolCORS(
         app,
         allow_origins=list(origins),
         allow_methods=["GET", "POST"],

@@ -33,6 +33,7 @@ from helix_agents.tracing import trace_context_from_headers
 __all__ = [
     "MAX_JSON_DEPTH",
     "StreamOpener",
+    "checked_depth",
     "checked_id",
     "checked_start",
     "decode",
@@ -103,6 +104,16 @@ def _deeper_than(value: Any, limit: int) -> bool:
             if isinstance(child, dict | list | tuple | msgspec.Struct)
         )
     return False
+
+
+def checked_depth(value: Any, field: str, limit: int = MAX_JSON_DEPTH) -> Any:
+    """``value`` (JSON decoded from a string inside a body) if it nests at most ``limit``
+    levels deep; ``INVALID_REQUEST`` naming ``field`` otherwise."""
+    if _deeper_than(value, limit):
+        raise AgentServerError(
+            "INVALID_REQUEST", f"{field}: JSON nested deeper than {limit} levels"
+        )
+    return value
 
 
 def checked_id(value: object, field: str = "sessionId") -> SessionId:

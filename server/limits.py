@@ -6,7 +6,8 @@
 - :func:`bounded_http_protocol`: uvicorn's HTTP/1.1 protocol with a cap on
   open connections (the connection that has waited longest for its request's
   headers is closed to make room; if none waits, the newcomer gets a 503) and
-  a time limit on receiving a request's headers (slowloris).
+  a time limit on receiving a request's headers (slowloris); a request it
+  cannot parse is answered ``400 INVALID_REQUEST`` in the protocol's shape.
 - :func:`quiet_accept_errors`: asyncio logs "socket.accept() out of system
   resource" once per failed accept, with a traceback; this lets one through
   per 10 seconds.
@@ -268,6 +269,25 @@ def bounded_http_protocol(
             self._headers_received()
             if not self.transport.is_closing():
                 self.transport.close()
+
+        def send_400_response(self, msg: str) -> None:
+            """A request that is not HTTP uvicorn can parse: ``400`` in the protocol's shape.
+
+            uvicorn's own answer is ``text/plain``; a client of the protocol
+            reads every refusal as ``{"error", "code"}``. The connection closes
+            (at once, when a response is under way: no answer fits in it).
+            """
+            cycle = getattr(self, "cycle", None)  # the last request's, on a keep-alive one
+            if cycle is not None and cycle.response_started and not cycle.response_complete:
+                self.transport.close()
+                return
+            body = _encode({"error": "malformed HTTP request", "code": "INVALID_REQUEST"})
+            head = (
+                "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
+                f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+            )
+            self.transport.write(head.encode() + body)
+            self.transport.close()
 
         def _refuse(self) -> None:
             body = _error_body(f"too many open connections ({max_connections}); retry later")

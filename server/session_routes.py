@@ -37,11 +37,18 @@ def _flag(name: str, raw: str | None) -> bool:
 def _limit(raw: str | None) -> int:
     if raw is None:
         return DEFAULT_PAGE_SIZE
-    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_PAGE_SIZE:
+    # The length first: int() of over 4,300 digits raises ValueError (a 500).
+    digits = raw.lstrip("0") or "0"
+    if (
+        not (raw.isascii() and raw.isdigit())
+        or len(digits) > len(str(MAX_PAGE_SIZE))
+        or not 1 <= int(digits) <= MAX_PAGE_SIZE
+    ):
+        shown = raw if len(raw) <= 40 else f"{raw[:40]}..."
         raise AgentServerError(
-            "INVALID_REQUEST", f"limit must be an integer from 1 to {MAX_PAGE_SIZE}, not {raw!r}"
+            "INVALID_REQUEST", f"limit must be an integer from 1 to {MAX_PAGE_SIZE}, not {shown!r}"
         )
-    return int(raw)
+    return int(digits)
 
 
 def session_list_endpoint(target: Any) -> Callable[[Request], Awaitable[Response]]:

@@ -21,7 +21,7 @@ answers ``{"error", "code"}`` and touches nothing (specs/streams.md).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
@@ -35,12 +35,18 @@ from helix_agents.protocol import (
     TransportEvent,
 )
 
-from .edge import checked_id, checked_start, decode
+from .edge import MAX_JSON_DEPTH, checked_depth, checked_id, checked_start, decode
 from .ui_streams import ProjectedStreamResponse, StreamFormat
 
 __all__ = ["ChatRequest", "ResumeEntry", "RunAgentInput", "decode_run", "run_front_end"]
 
 StreamOpener = Callable[[SessionId, int], Awaitable[AsyncIterator[TransportEvent]]]
+
+A = TypeVar("A")
+
+RESULT_DEPTH = MAX_JSON_DEPTH - 1
+"""Levels a tool message's decoded content may nest: a result in a ``/submit-tool-result``
+body (one level down) may nest no deeper, so every transport takes it."""
 
 
 class ResumeEntry(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -255,7 +261,7 @@ def _tool_outputs(
             answers.append((call_id, part.get("output"), None))
         elif part.get("state") == "output-error":
             answers.append((call_id, None, str(part.get("errorText") or "failed")))
-    return answers
+    return _once(answers, lambda answer: answer[0], "messages")
 
 
 def _tool_messages(
@@ -281,7 +287,20 @@ def _tool_messages(
         else:
             answers.append((call.tool_call_id, _tool_content(message.get("content")), None))
     answers.reverse()
-    return answers
+    return _once(answers, lambda answer: answer[0], "messages")
+
+
+def _once(answers: list[A], call_id: Callable[[A], str], where: str) -> list[A]:
+    """``answers`` with identical repeats dropped: two different answers to one call are
+    ``INVALID_REQUEST`` (one request cannot answer a call twice; checked before any is sent)."""
+    kept: dict[str, A] = {}
+    for answer in answers:
+        earlier = kept.setdefault(call_id(answer), answer)
+        if earlier != answer:
+            raise AgentServerError(
+                "INVALID_REQUEST", f"{where}: two different answers to {call_id(answer)!r}"
+            )
+    return list(kept.values())
 
 
 def _call_id(item: Any) -> str:
@@ -291,12 +310,22 @@ def _call_id(item: Any) -> str:
 
 
 def _tool_content(content: Any) -> Any:
-    """A tool message's content as a result: a JSON object or array decoded, else as it is."""
+    """A tool message's content as a result: a JSON object or array decoded, else as it is.
+
+    Decoded, it must fit where a result goes, one level into a body: JSON
+    nested deeper than :data:`RESULT_DEPTH` is ``INVALID_REQUEST``.
+    """
     if isinstance(content, str) and content.lstrip()[:1] in ("{", "["):
+        field = "messages: a tool message's content"
         try:
-            return msgspec.json.decode(content)
+            decoded = msgspec.json.decode(content)
         except msgspec.DecodeError:
             return content
+        except RecursionError:  # thousands deep: msgspec gives up before the check below
+            raise AgentServerError(
+                "INVALID_REQUEST", f"{field}: JSON nested deeper than {RESULT_DEPTH} levels"
+            ) from None
+        return checked_depth(decoded, field, RESULT_DEPTH)
     return content
 
 
@@ -344,6 +373,10 @@ async def _ag_ui_run(
                 )
             approved, reason = _decision(entry) if found == "approval" else (False, None)
             answers.append((entry, found, approved, reason))
+        answers = _once(answers, lambda answer: answer[0].interrupt_id, "resume")
+        # Client tool results first: a result can still be refused (the tool's
+        # output_schema is checked where the call waits), an approval no longer.
+        answers.sort(key=lambda answer: answer[1] == "approval")
         for entry, kind, approved, reason in answers:
             if kind == "approval":
                 await transport.submit_approval(session_id, entry.interrupt_id, approved, reason)

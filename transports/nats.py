@@ -172,6 +172,14 @@ class NatsRemoteAgentTransport:
                 raise TransportError(f"{subject}: {missing}") from exc
             except nats.errors.TimeoutError as exc:
                 raise TransportTimeoutError(subject, self.timeout) from exc
+            except nats.errors.MaxPayloadError:
+                # Over what the NATS server takes in one message: the caller's to
+                # make smaller (a gateway answers 413), not a host out of reach.
+                raise AgentServerError(
+                    "PAYLOAD_TOO_LARGE",
+                    f"request of {len(body)} bytes over the NATS message limit "
+                    f"({self.nc.max_payload} bytes)",
+                ) from None
             except nats.errors.Error as exc:
                 raise TransportError(f"{subject}: {exc}") from exc
 

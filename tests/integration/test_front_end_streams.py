@@ -25,6 +25,7 @@ import anyio
 import httpx
 import msgspec
 import pytest
+from hitl_app import worker
 from pydantic import BaseModel
 from servers import serve
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -51,6 +52,7 @@ from helix_agents.events import (
     ToolEnd,
 )
 from helix_agents.server import AgentServer, create_http_app
+from helix_agents.server.edge import MAX_JSON_DEPTH
 from helix_agents.stores import MemoryEventStore
 
 pytestmark = pytest.mark.slow
@@ -1136,3 +1138,142 @@ async def test_malformed_tool_answers_answer_nothing() -> None:
                 answer = await client.post(f"{url}/sse?format={fmt}", json=body)
                 assert answer.status_code == 200, answer.text
                 assert await server.get_status("desk-4") == before  # still waiting, unanswered
+
+
+async def test_two_different_answers_to_one_call_are_refused_and_change_nothing() -> None:
+    """One body answering a call twice, differently: ``400``, and neither answer is submitted.
+
+    An AG-UI ``resume`` naming an interrupt twice, two ``tool`` messages for
+    one call, two AI SDK tool parts for one call. (The first used to be
+    submitted before the second was refused: the request changed the tree.)
+    The same answer twice is one answer.
+    """
+    server = AgentServer(_agents(), MemoryEventStore())
+    clerk = "desk-5-sub-c_clerk"
+    asked = {"id": "u", "role": "user", "parts": [{"type": "text", "text": "go"}]}
+    with anyio.fail_after(LIMIT):
+        async with serve(create_http_app(server)) as url, httpx.AsyncClient() as client:
+            await _started(server, ("desk-5", "desk"))
+            before = await server.get_status("desk-5")
+            (pending,) = before.pending_inputs
+            stream_id = f"{clerk}:{pending.tool_call_id}"
+
+            def resume(*payloads: str) -> dict[str, Any]:
+                entries = [
+                    {"interruptId": pending.tool_call_id, "status": "resolved", "payload": p}
+                    for p in payloads
+                ]
+                return {"threadId": "desk-5", "runId": "r-5", "messages": [], "resume": entries}
+
+            def tool_messages(*contents: str) -> dict[str, Any]:
+                said = [{"id": "u", "role": "user", "content": "go"}]
+                told = [
+                    {"id": f"t{n}", "role": "tool", "toolCallId": stream_id, "content": content}
+                    for n, content in enumerate(contents)
+                ]
+                return {"threadId": "desk-5", "runId": "r-5", "messages": said + told}
+
+            def tool_parts(*outputs: str) -> dict[str, Any]:
+                parts = [
+                    {
+                        "type": "tool-confirm",
+                        "toolCallId": stream_id,
+                        "state": "output-available",
+                        "output": output,
+                    }
+                    for output in outputs
+                ]
+                reply = {"id": "a", "role": "assistant", "parts": parts}
+                return {"id": "desk-5", "messages": [asked, reply]}
+
+            refused = [
+                ("ag-ui", resume("yes", "no"), "resume"),
+                ("ag-ui", tool_messages("yes", "no"), "messages"),
+                ("ai-sdk", tool_parts("yes", "no"), "messages"),
+            ]
+            for fmt, body, field in refused:
+                answer = await client.post(f"{url}/sse?format={fmt}", json=body)
+                assert answer.status_code == 400, answer.text
+                assert answer.json() == {
+                    "error": f"{field}: two different answers to {pending.tool_call_id!r}",
+                    "code": "INVALID_REQUEST",
+                }
+                assert await server.get_status("desk-5") == before  # nothing submitted
+
+            answered = await client.post(f"{url}/sse?format=ag-ui", json=resume("yes", "yes"))
+            assert answered.status_code == 200, answered.text
+            await server.executor.wait_idle("desk-5")
+    assert (await server.get_status("desk-5")).status == "completed"
+    (ended,) = [
+        e
+        for e in await server.executor.store.read(clerk)
+        if isinstance(e, ToolEnd) and e.tool_call_id == pending.tool_call_id
+    ]
+    assert ended.result == "yes"
+
+
+async def test_a_tool_message_whose_content_nests_too_deep_is_refused() -> None:
+    """A ``tool`` message's JSON content is held to a result's nesting limit (63 levels).
+
+    Thousands deep, decoding it raised ``RecursionError`` (a 500); a little
+    over the limit, it reached the log although the same result in a
+    ``/submit-tool-result`` body (one level down) is refused. Either is a
+    ``400`` naming the content, and nothing is submitted; at the limit it is
+    the call's result.
+    """
+    server = AgentServer(_agents(), MemoryEventStore())
+    with anyio.fail_after(LIMIT):
+        async with serve(create_http_app(server)) as url, httpx.AsyncClient() as client:
+            await _started(server, ("desk-6", "desk"))
+            before = await server.get_status("desk-6")
+            (pending,) = before.pending_inputs
+            stream_id = f"desk-6-sub-c_clerk:{pending.tool_call_id}"
+            for depth in (MAX_JSON_DEPTH, 5000):
+                content = "[" * depth + "]" * depth
+                body = {
+                    "threadId": "desk-6",
+                    "runId": "r-6",
+                    "messages": [
+                        {"id": "u", "role": "user", "content": "go"},
+                        {"id": "t", "role": "tool", "toolCallId": stream_id, "content": content},
+                    ],
+                }
+                answer = await client.post(f"{url}/sse?format=ag-ui", json=body)
+                assert answer.status_code == 400, answer.text
+                assert answer.json() == {
+                    "error": "messages: a tool message's content: JSON nested deeper than "
+                    f"{MAX_JSON_DEPTH - 1} levels",
+                    "code": "INVALID_REQUEST",
+                }
+                assert await server.get_status("desk-6") == before
+            depth = MAX_JSON_DEPTH - 1
+            body["messages"][-1]["content"] = "[" * depth + "]" * depth
+            answered = await client.post(f"{url}/sse?format=ag-ui", json=body)
+            assert answered.status_code == 200, answered.text
+            await server.executor.wait_idle("desk-6")
+    assert (await server.get_status("desk-6")).status == "completed"
+
+
+async def test_a_refused_result_beside_an_approval_submits_neither() -> None:
+    """AG-UI ``resume`` approving one call and answering a client tool with a bad result.
+
+    The result fails the tool's ``output_schema``, which only the call's
+    owner checks: results are submitted before approvals, so its ``400``
+    comes before the approval was sent (it used to be recorded first).
+    """
+    server = AgentServer([worker("worker", ("rm", "ask_user"))], MemoryEventStore())
+    with anyio.fail_after(LIMIT):
+        async with serve(create_http_app(server)) as url, httpx.AsyncClient() as client:
+            await _started(server, ("bench-1", "worker"))
+            before = await server.get_status("bench-1")
+            ids = {p.kind: p.tool_call_id for p in before.pending_inputs}
+            entries = [
+                {"interruptId": ids["approval"], "status": "resolved", "payload": True},
+                {"interruptId": ids["client_tool"], "status": "resolved", "payload": {"hue": 1}},
+            ]
+            body = {"threadId": "bench-1", "runId": "r-1", "messages": [], "resume": entries}
+            answer = await client.post(f"{url}/sse?format=ag-ui", json=body)
+            assert answer.status_code == 400, answer.text
+            assert answer.json()["code"] == "INVALID_REQUEST"
+            assert "color" in answer.json()["error"]
+            assert await server.get_status("bench-1") == before  # the approval was not sent

@@ -356,3 +356,16 @@ async def test_a_snapshot_cursor_of_thousands_of_digits_is_400_not_a_500(tmp_pat
         with anyio.fail_after(TIMEOUT):
             answer = await client.get("/snapshot", params={"sessionId": "s", "at": "9" * 5000})
     assert "at must be an integer" in _shape(answer, 400, "INVALID_REQUEST")
+
+
+async def test_a_page_limit_of_thousands_of_digits_is_400_not_a_500(tmp_path: Path) -> None:
+    # int() of over 4,300 digits raises ValueError: the length is checked first.
+    async with _served(tmp_path) as (client, _):
+        with anyio.fail_after(TIMEOUT):
+            long = await client.get("/sessions", params={"limit": "9" * 5000})
+            zeros = await client.get("/sessions", params={"limit": "0" * 5000 + "2"})
+    error = _shape(long, 400, "INVALID_REQUEST")
+    assert "limit must be an integer" in error
+    assert len(error) < 200  # the value is shown cut short, not echoed whole
+    assert zeros.status_code == 200, zeros.text  # leading zeros are digits: a limit of 2
+    assert zeros.json() == {"sessions": [], "nextCursor": None}

@@ -6,16 +6,20 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import anyio
+import httpx
 import msgspec
 import nats
 import pytest
 from conftest import fresh_stream_name
 from nats.aio.client import Client as NatsClient
 from pydantic import BaseModel
+from servers import serve
 
 from helix_agents import ScriptedLLM, define_agent, encode_session_token
-from helix_agents.server import AgentServer, NatsAgentHost
+from helix_agents.server import AgentServer, NatsAgentHost, create_http_app
+from helix_agents.server.http_app import DEFAULT_MAX_BODY_BYTES
 from helix_agents.stores import JetStreamEventStore
+from helix_agents.transports.nats import NatsRemoteAgentTransport
 
 pytestmark = pytest.mark.nats
 
@@ -103,3 +107,28 @@ async def test_unknown_sessions_are_not_found_and_a_good_start_works(
     assert isinstance(started["result"], dict)
     assert started["result"]["sessionId"] == "s1"
     assert await store.list_sessions() == ["s1"]
+
+
+@pytest.mark.slow
+async def test_a_body_over_the_nats_message_limit_is_413_at_the_gateway(
+    raw: tuple[NatsClient, JetStreamEventStore],
+) -> None:
+    """Within the gateway's 1 MiB but, with the subject, over what NATS takes in one message.
+
+    It was ``500 agent host unreachable`` (``MaxPayloadError`` as a transport
+    failure); the caller can do something about it: ``413``, nothing sent.
+    """
+    client, store = raw
+    app = create_http_app(NatsRemoteAgentTransport(client, store, max_retries=0))
+    text = "x" * (DEFAULT_MAX_BODY_BYTES - 100)
+    body = {"sessionId": "s-big", "agentType": "researcher", "message": text}
+    assert client.max_payload <= DEFAULT_MAX_BODY_BYTES  # nats-server's default: 1 MiB
+    async with serve(app) as url, httpx.AsyncClient(base_url=url, timeout=20) as http:
+        with anyio.fail_after(20):
+            answer = await http.post("/start", json=body)
+            small = await http.post("/start", json={**body, "message": "go"})
+    assert answer.status_code == 413, answer.text
+    assert answer.json()["code"] == "PAYLOAD_TOO_LARGE"
+    assert "NATS message limit" in answer.json()["error"]
+    assert small.status_code == 200, small.text  # the same request, smaller, goes through
+    assert await store.list_sessions() == ["s-big"]

@@ -112,6 +112,21 @@ async def test_token_flag_cors_and_log_level(tmp_path: Path) -> None:
         assert preflight.headers["access-control-allow-origin"] == APP
         assert "POST" in preflight.headers["access-control-allow-methods"]
         assert "authorization" in preflight.headers["access-control-allow-headers"].lower()
+        # A preflight the policy refuses is a 400 in the protocol's shape, not text/plain.
+        refused = [
+            {"Origin": APP, "Access-Control-Request-Method": "DELETE"},
+            {
+                "Origin": APP,
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "x-evil",
+            },
+            {"Origin": "http://evil.test", "Access-Control-Request-Method": "POST"},
+        ]
+        for headers, what in zip(refused, ("method", "headers", "origin"), strict=True):
+            answer = await client.options(f"{url}/start", headers=headers)
+            assert answer.status_code == 400, answer.text
+            assert answer.headers["content-type"] == "application/json"
+            assert answer.json() == {"error": f"Disallowed CORS {what}", "code": "INVALID_REQUEST"}
         ok = {"Authorization": f"Bearer {TOKEN}", "Origin": APP}
         listed = await client.get(f"{url}/sessions", headers=ok)
         assert listed.headers["access-control-allow-origin"] == APP

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import anyio
 import httpx
+import msgspec
 import pytest
 from _serve_process import ServeProcess
 from anyio.abc import SocketStream
@@ -156,6 +157,65 @@ async def test_a_stalled_request_is_closed_after_the_header_timeout(
                 assert answer.startswith(b"HTTP/1.1 200 ")
                 await kept.send(PARTIAL)
                 await closed_by_server(kept)
+
+
+MALFORMED = [
+    b"GARBAGE\r\n\r\n",
+    b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nBad Header: x\r\n\r\n",
+    b"POST /start HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+    b"POST /start HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: -5\r\n\r\n",
+    b"POST /start HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+]
+
+
+async def _answer_to(port: int, request: bytes) -> bytes:
+    """Everything the server sends back to ``request`` on a new connection, until it closes."""
+    answer = b""
+    async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+        await stream.send(request)
+        try:
+            while True:
+                answer += await stream.receive()
+        except (anyio.EndOfStream, anyio.BrokenResourceError):
+            pass
+    return answer
+
+
+@LOOPS
+async def test_a_request_that_is_not_http_is_400_in_the_protocols_shape(
+    tmp_path: Path, loop: str
+) -> None:
+    """uvicorn's own answer is ``text/plain``; the protocol's is ``{"error", "code"}``."""
+    server = ServeProcess(tmp_path, SLOW, "--loop", loop)
+    with anyio.fail_after(TIMEOUT):
+        async with running(server):
+            answers = [await _answer_to(server.port, request) for request in MALFORMED]
+            # A keep-alive connection's second request is answered the same way.
+            async with await anyio.connect_tcp("127.0.0.1", server.port) as kept_alive:
+                await kept_alive.send(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                first = b""
+                while not first.endswith(b"}"):
+                    first += await kept_alive.receive()
+                await kept_alive.send(b"GARBAGE\r\n\r\n")
+                second = b""
+                try:
+                    while True:
+                        second += await kept_alive.receive()
+                except (anyio.EndOfStream, anyio.BrokenResourceError):
+                    pass
+            async with httpx.AsyncClient(timeout=10) as client:
+                assert (await client.get(f"{server.url}/health")).status_code == 200
+    for request, answer in zip(MALFORMED, answers, strict=True):
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400 "), (request, answer)
+        assert b"content-type: application/json" in head.lower(), (request, answer)
+        assert msgspec.json.decode(body) == {
+            "error": "malformed HTTP request",
+            "code": "INVALID_REQUEST",
+        }
+    assert first.startswith(b"HTTP/1.1 200 "), first
+    assert second.startswith(b"HTTP/1.1 400 "), second
+    assert second.endswith(b'{"error":"malformed HTTP request","code":"INVALID_REQUEST"}'), second
 
 
 @LOOPS
