@@ -209,9 +209,10 @@ def create_http_app(
 
     async def sse(request: Request) -> SSEResponse | ProjectedStreamResponse:
         session_id = checked_id(request.query_params.get("sessionId", ""))
-        # Both are checked when present; the query parameter wins.
+        # Both are checked when present; the query parameter wins. An empty
+        # Last-Event-ID (a client that has received no id yet) is no cursor.
         header = request.headers.get("last-event-id")
-        cursor = _cursor(header, "Last-Event-ID") if header is not None else 0
+        cursor = _cursor(header, "Last-Event-ID") if header else 0
         query = request.query_params.get("fromSequence")
         if query is not None:
             cursor = _cursor(query, "fromSequence")

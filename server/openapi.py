@@ -479,8 +479,11 @@ def openapi_document(*, auth: bool = True) -> dict[str, Any]:
         "name": "Last-Event-ID",
         "in": "header",
         "required": False,
-        "schema": {"type": "string", "pattern": decimal_at_most(MAX_SEQUENCE)},
-        "description": "The last `id:` received: a decimal from 0 to 2^63-1 (fromSequence wins)",
+        "schema": {"type": "string", "pattern": f"^$|{decimal_at_most(MAX_SEQUENCE)}"},
+        "description": (
+            "The last `id:` received: a decimal from 0 to 2^63-1 (fromSequence wins); "
+            "empty: none received yet, as if absent"
+        ),
     }
     stream_format = {
         "name": "format",

@@ -369,3 +369,22 @@ async def test_a_page_limit_of_thousands_of_digits_is_400_not_a_500(tmp_path: Pa
     assert len(error) < 200  # the value is shown cut short, not echoed whole
     assert zeros.status_code == 200, zeros.text  # leading zeros are digits: a limit of 2
     assert zeros.json() == {"sessions": [], "nextCursor": None}
+
+
+async def test_an_empty_last_event_id_is_no_cursor(tmp_path: Path) -> None:
+    """A client that has received no id yet may send the header empty: the stream from 0."""
+    async with _served(tmp_path) as (client, _):
+        with anyio.fail_after(TIMEOUT):
+            started = await client.post(
+                "/start", json={"sessionId": "s", "agentType": "writer", "message": "go"}
+            )
+            assert started.status_code == 200, started.text
+            absent = await client.get("/sse", params={"sessionId": "s"})
+            empty = await client.get(
+                "/sse", params={"sessionId": "s"}, headers={"Last-Event-ID": ""}
+            )
+    assert absent.status_code == 200, absent.text
+    assert empty.status_code == 200, empty.text
+    assert empty.text == absent.text
+    assert "event: chunk" in empty.text  # the whole run: its first chunk, then its end
+    assert "event: end" in empty.text
