@@ -44,6 +44,7 @@ from .agent_server import AgentServer
 from .collector import tune_collector
 from .http_app import create_http_app
 from .limits import (
+    DEFAULT_BODY_TIMEOUT,
     DEFAULT_GRACE,
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_KEEP_ALIVE,
@@ -94,6 +95,7 @@ class ServeLimits:
 
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    body_timeout: float = DEFAULT_BODY_TIMEOUT
     keep_alive: int = DEFAULT_KEEP_ALIVE
     max_streams: int = DEFAULT_MAX_STREAMS
     grace: float = DEFAULT_GRACE
@@ -374,6 +376,7 @@ def _bounded(
         http=bounded_http_protocol(
             connections,
             limits.header_timeout,
+            body_timeout=limits.body_timeout,
             parser="httptools" if limits.loop == "uvloop" else "h11",
         ),
         timeout_keep_alive=limits.keep_alive,
@@ -657,6 +660,7 @@ def serve_limits(args: argparse.Namespace) -> ServeLimits:
     return ServeLimits(
         max_connections=args.max_connections,
         header_timeout=args.header_timeout,
+        body_timeout=args.body_timeout,
         keep_alive=args.keep_alive,
         max_streams=args.max_streams,
         grace=args.grace,
@@ -776,6 +780,14 @@ def add_commands(commands: Any, store_help: str) -> None:
         default=DEFAULT_HEADER_TIMEOUT,
         metavar="SECONDS",
         help="time a connection has to send a request's headers (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--body-timeout",
+        type=_bounded_number(float, 0.001),
+        default=DEFAULT_BODY_TIMEOUT,
+        metavar="SECONDS",
+        help="time a request's body has to arrive once its headers have; then the "
+        "connection is closed (default: %(default)s)",
     )
     serve.add_argument(
         "--keep-alive",

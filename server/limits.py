@@ -31,6 +31,7 @@ from helix_agents import UsageError
 
 __all__ = [
     "DEFAULT_GRACE",
+    "DEFAULT_BODY_TIMEOUT",
     "DEFAULT_HEADER_TIMEOUT",
     "DEFAULT_KEEP_ALIVE",
     "DEFAULT_MAX_CONNECTIONS",
@@ -53,6 +54,8 @@ DEFAULT_MAX_CONNECTIONS = 1000
 """Open connections ``serve`` keeps at most (lowered to fit the descriptor limit)."""
 DEFAULT_HEADER_TIMEOUT = 10.0
 """Seconds a connection may take to send a request's headers before it is closed."""
+DEFAULT_BODY_TIMEOUT = 30.0
+"""Seconds a request's body may take to arrive, once its headers have, before it is closed."""
 DEFAULT_KEEP_ALIVE = 5
 """Seconds an idle keep-alive connection stays open between requests (uvicorn's default)."""
 DEFAULT_MAX_STREAMS = 500
@@ -204,7 +207,11 @@ HTTP_PARSERS = ("h11", "httptools")
 
 
 def bounded_http_protocol(
-    max_connections: int, header_timeout: float, *, parser: str = "h11"
+    max_connections: int,
+    header_timeout: float,
+    *,
+    body_timeout: float = DEFAULT_BODY_TIMEOUT,
+    parser: str = "h11",
 ) -> type[asyncio.Protocol]:
     """uvicorn's HTTP/1.1 protocol, bounded: pass it as ``uvicorn.Config(http=...)``.
 
@@ -215,6 +222,9 @@ def bounded_http_protocol(
     - A request's headers must arrive within ``header_timeout`` seconds of
       the connection opening (or of the previous response on a keep-alive
       connection), else the connection is closed.
+    - Its body must then arrive whole within ``body_timeout`` seconds, else
+      the connection is closed unanswered (a request whose response has
+      begun is left alone: the application took it without its body).
     - The writes of one turn of the event loop leave in one syscall.
 
     ``parser`` is uvicorn's ``"h11"`` (pure Python) or ``"httptools"`` (C).
@@ -223,8 +233,9 @@ def bounded_http_protocol(
         raise UsageError(f"max_connections must be an int, not {max_connections!r}")
     if max_connections < 1:
         raise UsageError(f"max_connections must be at least 1, not {max_connections}")
-    if not (isinstance(header_timeout, int | float) and 0 < header_timeout < math.inf):
-        raise UsageError(f"header_timeout must be a positive number, not {header_timeout!r}")
+    for name, value in (("header_timeout", header_timeout), ("body_timeout", body_timeout)):
+        if isinstance(value, bool) or not (isinstance(value, int | float) and 0 < value < math.inf):
+            raise UsageError(f"{name} must be a positive number, not {value!r}")
     if parser not in HTTP_PARSERS:
         raise UsageError(f"parser must be one of {', '.join(HTTP_PARSERS)}, not {parser!r}")
 
@@ -234,6 +245,7 @@ def bounded_http_protocol(
         """What both bounded protocols add: the cap, the header timer, coalesced writes."""
 
         _header_timer: asyncio.TimerHandle | None = None
+        _body_timer: asyncio.TimerHandle | None = None
         connections: set[Any]
         loop: asyncio.AbstractEventLoop
         transport: asyncio.Transport
@@ -267,6 +279,24 @@ def bounded_http_protocol(
         def _give_up(self) -> None:
             """No request came in time (or room was needed): close without answering."""
             self._headers_received()
+            if not self.transport.is_closing():
+                self.transport.close()
+
+        def _await_body(self) -> None:
+            if self._body_timer is None:
+                self._body_timer = self.loop.call_later(body_timeout, self._body_too_slow)
+
+        def _body_received(self) -> None:
+            if self._body_timer is not None:
+                self._body_timer.cancel()
+                self._body_timer = None
+
+        def _body_too_slow(self) -> None:
+            """The body did not arrive in time: close unanswered, unless a response is under way."""
+            self._body_timer = None
+            cycle = getattr(self, "cycle", None)
+            if cycle is not None and cycle.response_started:
+                return  # answered without its body (it never read it): not stalled
             if not self.transport.is_closing():
                 self.transport.close()
 
@@ -311,6 +341,11 @@ def bounded_http_protocol(
             def on_headers_complete(self) -> None:
                 super().on_headers_complete()
                 self._headers_received()
+                self._await_body()  # on_message_complete ends it (at once for a small body)
+
+            def on_message_complete(self) -> None:
+                super().on_message_complete()
+                self._body_received()
 
             def on_response_complete(self) -> None:
                 queued = bool(self.pipeline)  # the next request's headers are in already
@@ -320,6 +355,7 @@ def bounded_http_protocol(
 
             def connection_lost(self, exc: Exception | None) -> None:
                 self._headers_received()
+                self._body_received()
                 super().connection_lost(exc)
 
         return BoundedHttpToolsProtocol
@@ -336,8 +372,13 @@ def bounded_http_protocol(
 
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
-            if self in waiting.connections and self.conn.their_state is not h11.IDLE:
+            state = self.conn.their_state
+            if self in waiting.connections and state is not h11.IDLE:
                 self._headers_received()
+            if state is h11.SEND_BODY:
+                self._await_body()
+            else:
+                self._body_received()
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
@@ -346,6 +387,7 @@ def bounded_http_protocol(
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._headers_received()
+            self._body_received()
             super().connection_lost(exc)
 
     return BoundedH11Protocol

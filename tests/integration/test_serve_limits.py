@@ -159,6 +159,43 @@ async def test_a_stalled_request_is_closed_after_the_header_timeout(
                 await closed_by_server(kept)
 
 
+def _post_head(length: int) -> bytes:
+    return (
+        b"POST /start HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n" % length
+    )
+
+
+@LOOPS
+async def test_a_body_that_stalls_is_closed_after_the_body_timeout(
+    tmp_path: Path, loop: str
+) -> None:
+    """Headers in time, then part of the body and nothing: closed unanswered.
+
+    A body that trickles in within the time is answered as usual.
+    """
+    server = ServeProcess(
+        tmp_path, SLOW, "--header-timeout", "5", "--body-timeout", "0.5", "--loop", loop
+    )
+    with anyio.fail_after(TIMEOUT):
+        async with running(server):
+            async with await anyio.connect_tcp("127.0.0.1", server.port) as stalled:
+                await stalled.send(_post_head(100) + b'{"sessionId":')
+                started = time.perf_counter()
+                await closed_by_server(stalled)  # unanswered
+                assert time.perf_counter() - started >= 0.4
+            body = b'{"sessionId": "s-1", "agentType": "nobody", "message": "hi"}'
+            async with await anyio.connect_tcp("127.0.0.1", server.port) as slow:
+                await slow.send(_post_head(len(body)) + body[:10])
+                await anyio.sleep(0.1)
+                await slow.send(body[10:])
+                answer = b""
+                while b"\r\n\r\n" not in answer or not answer.endswith(b"}"):
+                    answer += await slow.receive()
+    assert answer.startswith(b"HTTP/1.1 404 "), answer  # answered: no such agent type
+    assert b'"code":"NOT_FOUND"' in answer
+
+
 MALFORMED = [
     b"GARBAGE\r\n\r\n",
     b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nBad Header: x\r\n\r\n",
@@ -242,6 +279,8 @@ async def test_an_idle_keep_alive_connection_is_closed_after_keep_alive(
         "--max-connections 0",
         "--max-streams -1",
         "--header-timeout 0",
+        "--body-timeout 0",
+        "--body-timeout inf",
         "--keep-alive x",
         "--grace -1",
         "--grace nan",
