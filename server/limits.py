@@ -282,12 +282,12 @@ def bounded_http_protocol(
             if not self.transport.is_closing():
                 self.transport.close()
 
-        def _await_body(self) -> None:
-            if self._body_timer is None:
-                self._body_timer = self.loop.call_later(body_timeout, self._body_too_slow)
-
-        def _body_received(self) -> None:
-            if self._body_timer is not None:
+        def _watch_body(self, pending: bool) -> None:
+            """After the bytes that came in: time the request's body while some is still due."""
+            if pending:
+                if self._body_timer is None:
+                    self._body_timer = self.loop.call_later(body_timeout, self._body_too_slow)
+            elif self._body_timer is not None:
                 self._body_timer.cancel()
                 self._body_timer = None
 
@@ -341,11 +341,14 @@ def bounded_http_protocol(
             def on_headers_complete(self) -> None:
                 super().on_headers_complete()
                 self._headers_received()
-                self._await_body()  # on_message_complete ends it (at once for a small body)
 
-            def on_message_complete(self) -> None:
-                super().on_message_complete()
-                self._body_received()
+            def data_received(self, data: bytes) -> None:
+                super().data_received(data)
+                # A request whose body came with its headers (most) sets no timer.
+                cycle = self.cycle
+                self._watch_body(
+                    cycle is not None and cycle.more_body and not cycle.response_started
+                )
 
             def on_response_complete(self) -> None:
                 queued = bool(self.pipeline)  # the next request's headers are in already
@@ -355,7 +358,7 @@ def bounded_http_protocol(
 
             def connection_lost(self, exc: Exception | None) -> None:
                 self._headers_received()
-                self._body_received()
+                self._watch_body(False)
                 super().connection_lost(exc)
 
         return BoundedHttpToolsProtocol
@@ -375,10 +378,7 @@ def bounded_http_protocol(
             state = self.conn.their_state
             if self in waiting.connections and state is not h11.IDLE:
                 self._headers_received()
-            if state is h11.SEND_BODY:
-                self._await_body()
-            else:
-                self._body_received()
+            self._watch_body(state is h11.SEND_BODY)
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
@@ -387,7 +387,7 @@ def bounded_http_protocol(
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._headers_received()
-            self._body_received()
+            self._watch_body(False)
             super().connection_lost(exc)
 
     return BoundedH11Protocol
