@@ -89,11 +89,21 @@ async def create(store: EventStore, session_id: str, count: int = 1) -> list[Eve
 
 @asynccontextmanager
 async def tailing(
-    store: EventStore, session_id: Any, from_seq: int = 0
+    store: EventStore,
+    session_id: Any,
+    from_seq: int = 0,
+    kinds: tuple[type[Event], ...] | None = None,
 ) -> AsyncIterator[AsyncIterator[Event]]:
-    """``store.tail(session_id, from_seq)``, closed on exit if it can be (async generators)."""
-    async with closing_iter(store.tail(session_id, from_seq)) as tail:
+    """``store.tail(session_id, from_seq, kinds=kinds)``, closed on exit if it can be."""
+    async with closing_iter(store.tail(session_id, from_seq, kinds=kinds)) as tail:
         yield tail
+
+
+async def append_in_batches(store: EventStore, session_id: str, last: int, total: int) -> None:
+    """Append ``make_events`` up to 7 at a time until the log, now at ``last``, holds ``total``."""
+    while last < total:
+        size = min(7, total - last)
+        last = await store.append(session_id, make_events(session_id, last + 1, size), last)
 
 
 async def first_tail_event(store: EventStore, session_id: Any) -> Event:
@@ -727,10 +737,7 @@ async def test_a_tail_that_falls_behind_yields_every_event_once(
             seen = [await anext(tail), await anext(tail)]
             # The tail is parked at a yield while many appends land (1500 is
             # more than a store may buffer for one tail).
-            last = 2
-            while last < total:
-                size = min(7, total - last)
-                last = await store.append(SID, make_events(SID, last + 1, size), last)
+            await append_in_batches(store, SID, 2, total)
             while len(seen) < total:
                 seen.append(await anext(tail))
             # And it keeps following.
@@ -743,7 +750,7 @@ async def test_a_tail_of_kinds_yields_only_those_exactly_once_in_order(store: Ev
     """``kinds``: from the log, then live, past long runs of other events (a run's watcher)."""
     await create(store, SID, 3)  # created, a delta, a step
     with anyio.fail_after(TIMEOUT):
-        async with closing_iter(store.tail(SID, 0, kinds=(StepStarted,))) as tail:
+        async with tailing(store, SID, 0, (StepStarted,)) as tail:
             seen = [await anext(tail)]
             last = 3
             for round_ in range(6):
@@ -754,7 +761,7 @@ async def test_a_tail_of_kinds_yields_only_those_exactly_once_in_order(store: Ev
                 while len(seen) < round_ + 2:
                     seen.append(await anext(tail))
             # A tail of kinds from the middle of the log.
-            async with closing_iter(store.tail(SID, last - 4, kinds=(StepStarted,))) as later:
+            async with tailing(store, SID, last - 4, (StepStarted,)) as later:
                 middle = [await anext(later)]
                 last = await store.append(SID, make_events(SID, last + 1, 2), last)
                 middle.append(await anext(later))
@@ -772,12 +779,9 @@ async def test_a_tail_of_kinds_that_falls_behind_yields_each_of_them_once(
     await create(store, SID, 2)
     total = 2 + appended
     with anyio.fail_after(TIMEOUT):
-        async with closing_iter(store.tail(SID, kinds=(TextDelta,))) as tail:
+        async with tailing(store, SID, kinds=(TextDelta,)) as tail:
             seen = [await anext(tail)]  # the delta at seq 2
-            last = 2
-            while last < total:
-                size = min(7, total - last)
-                last = await store.append(SID, make_events(SID, last + 1, size), last)
+            await append_in_batches(store, SID, 2, total)
             wanted = [e for e in await store.read(SID) if isinstance(e, TextDelta)]
             while len(seen) < len(wanted):
                 seen.append(await anext(tail))

@@ -20,6 +20,7 @@ import anyio.lowlevel
 import msgspec
 import pytest
 from pydantic import BaseModel
+from wrapped_store import WrappedStore
 
 from helix_agents import (
     AgentConfig,
@@ -1836,41 +1837,17 @@ async def test_resume_with_a_message_keeps_tool_results_next_to_their_calls() ->
 # --- one run per session --------------------------------------------------------------------------
 
 
-class LateAckStore:
+class LateAckStore(WrappedStore):
     """A store whose ``append`` commits at once but acknowledges after a scheduling point.
 
     Any networked store behaves so (the write is visible to readers before the
     writer hears back); SQLite's group commit does too, under load.
     """
 
-    def __init__(self, inner: EventStore) -> None:
-        self.inner = inner
-
     async def append(self, session_id: str, events: Sequence[Event], expected_seq: int) -> int:
         seq = await self.inner.append(session_id, events, expected_seq)
         await anyio.lowlevel.checkpoint()
         return seq
-
-    async def read(self, session_id: str, from_seq: int = 0) -> list[Event]:
-        return await self.inner.read(session_id, from_seq)
-
-    def tail(
-        self,
-        session_id: str,
-        from_seq: int = 0,
-        *,
-        kinds: tuple[type[Event], ...] | None = None,
-    ) -> AsyncIterator[Event]:
-        return self.inner.tail(session_id, from_seq, kinds=kinds)
-
-    async def list_sessions(self) -> list[str]:
-        return await self.inner.list_sessions()
-
-    async def delete(self, session_id: str) -> bool:
-        return await self.inner.delete(session_id)
-
-    async def close(self) -> None:
-        await self.inner.close()
 
 
 async def test_concurrent_resumes_of_one_session_start_one_run() -> None:

@@ -25,10 +25,10 @@ from store_conformance import (
     delta,
     make_events,
     race_round,
+    tailing,
 )
 
 from helix_agents import ConcurrencyConflict, Event, StepStarted, UsageError
-from helix_agents._aio import closing_iter
 from helix_agents.stores import MemoryEventStore, SqliteEventStore, open_store
 
 
@@ -177,7 +177,7 @@ async def test_a_sqlite_tail_of_kinds_sees_them_through_its_store_and_another(
     async with SqliteEventStore(path, poll_interval=0.01) as a, SqliteEventStore(path) as b:
         await create(a, SID)
         with anyio.fail_after(TIMEOUT):
-            async with closing_iter(a.tail(SID, 1, kinds=(StepStarted,))) as tail:
+            async with tailing(a, SID, 1, (StepStarted,)) as tail:
                 last = 1
                 seen: list[Event] = []
                 for index in range(12):
