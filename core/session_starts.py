@@ -223,7 +223,7 @@ class StartsAndResumes:
             and self._executor.takeover_claim is None
             and not self._executor.is_executing(session_id, state)
         ):
-            resumed = await self._resume_locked(session_id, [])
+            resumed = await self._resume_locked(session_id, [], log_=log_)
             assert resumed is not None
             return resumed
         return RemoteStartResponse(session_id=session_id, stream_id=session_id, run_id=state.run_id)
@@ -278,10 +278,17 @@ class StartsAndResumes:
             return await self._resume_locked(session_id, [], paused_only=True) is not None
 
     async def _resume_locked(
-        self, session_id: str, messages: list[UserMessage], *, paused_only: bool = False
+        self,
+        session_id: str,
+        messages: list[UserMessage],
+        *,
+        paused_only: bool = False,
+        log_: Sequence[Event] | None = None,
     ) -> RemoteStartResponse | None:
+        """Resume under the session's lock; ``log_``: the log just read, if the caller has it."""
         while True:
-            log_ = await self._executor.store.read(session_id)
+            if log_ is None:
+                log_ = await self._executor.store.read(session_id)
             if not log_:
                 raise AgentServerError("NOT_FOUND", f"session {session_id!r} not found")
             state = project_state(log_)
@@ -296,6 +303,7 @@ class StartsAndResumes:
                 # Its run recorded its end (it paused as an answer arrived) and
                 # is winding down: let it go, then start the new run.
                 await active.done.wait()
+                log_ = None
                 continue
             if active is not None:
                 if messages:
@@ -328,6 +336,7 @@ class StartsAndResumes:
             try:
                 await self._executor.store.append(session_id, batch, state.last_seq)
             except ConcurrencyConflict:
+                log_ = None
                 continue  # someone else moved the log: decide again on the new state
             self._executor._launch(agent, [*log_, *batch], run_id)
             return RemoteStartResponse(session_id=session_id, stream_id=session_id, run_id=run_id)

@@ -1095,16 +1095,32 @@ async def test_a_retried_start_of_a_session_left_running_resumes_it(store: Event
         RunStarted(session_id="left-1", seq=2, ts=1.0, run_id="r-dead"),
     ]
     await store.append("left-1", left, 0)
+    watched = WholeLogReads(store)
     with anyio.fail_after(LIMIT):
-        async with AgentExecutor(store, [worker]) as executor:
+        async with AgentExecutor(watched, [worker]) as executor:
             request = RemoteStartRequest(session_id="left-1", agent_type="worker", message="go")
             answer = await executor.service.start(request)
+            # The start read the log once, and its takeover used that read.
+            assert watched.reads == ["left-1"]
             await executor.wait_idle("left-1")
     log = await store.read("left-1")
     runs = [e for e in log if isinstance(e, RunStarted)]
     assert [run.mode for run in runs] == ["start", "resume"]
     assert answer.run_id == runs[-1].run_id  # the start answers with the run that took over
     assert project_state(log).status == "completed"
+
+
+class WholeLogReads(WrappedStore):
+    """Notes each read of a whole log (from seq 0), by session."""
+
+    def __init__(self, inner: EventStore) -> None:
+        super().__init__(inner)
+        self.reads: list[str] = []
+
+    async def read(self, session_id: str, from_seq: int = 0) -> list[Event]:
+        if from_seq == 0:
+            self.reads.append(session_id)
+        return await super().read(session_id, from_seq)
 
 
 async def test_start_is_idempotent(store: EventStore) -> None:
