@@ -6,7 +6,7 @@ transport seams, workspaces and errors. Everything else lives in the module
 named for it: the event classes a stream carries in ``helix_agents.events``
 (``from helix_agents.events import TextDelta``), the wire structs in
 ``helix_agents.protocol``, session ids in ``helix_agents.ids``, the JSON
-codec in ``helix_agents.codec``, projections in ``helix_agents.projections``.
+codec in ``helix_agents.log.codec``, projections in ``helix_agents.log.projections``.
 Those names stay importable from here, so older code keeps working, but are
 not part of ``__all__``. Stores, transports and the server live in
 ``helix_agents.stores``, ``.transports`` and ``.server``.
@@ -15,7 +15,7 @@ not part of ``__all__``. Stores, transports and the server live in
 from __future__ import annotations
 
 # --- the API (``__all__``) ---
-from .agents import (
+from helix_agents.agents.define import (
     AgentConfig as AgentConfig,
     AgentHooks as AgentHooks,
     AgentRegistry as AgentRegistry,
@@ -28,7 +28,15 @@ from .agents import (
     create_sub_agent_tool as create_sub_agent_tool,
     define_agent as define_agent,
 )
-from .errors import (
+from helix_agents.agents.tools import (
+    ApprovalPredicate as ApprovalPredicate,
+    ApprovalRule as ApprovalRule,
+    Tool as Tool,
+    ToolContext as ToolContext,
+    ToolExecute as ToolExecute,
+    define_tool as define_tool,
+)
+from helix_agents.errors import (
     AgentRunError as AgentRunError,
     AgentServerError as AgentServerError,
     AgentServerErrorCode as AgentServerErrorCode,
@@ -55,18 +63,33 @@ from .errors import (
     WorkspaceLimitError as WorkspaceLimitError,
     WorkspacePathError as WorkspacePathError,
 )
-from .events import (
+from helix_agents.events import (
     PendingInput as PendingInput,
 )
-from .executor import (
-    AgentExecutor as AgentExecutor,
-    AgentHandle as AgentHandle,
-    AgentResult as AgentResult,
+from helix_agents.log.projections import (
+    project_state as project_state,
 )
-from .inprocess import (
-    InProcessTransport as InProcessTransport,
+from helix_agents.log.state import (
+    SessionState as SessionState,
+    SessionStatus as SessionStatus,
+    StreamItem as StreamItem,
 )
-from .llm import (
+from helix_agents.log.store import (
+    EventStore as EventStore,
+)
+from helix_agents.log.usage import (
+    UsageRollup as UsageRollup,
+    get_usage_rollup as get_usage_rollup,
+)
+from helix_agents.messages import (
+    AssistantMessage as AssistantMessage,
+    Message as Message,
+    SystemMessage as SystemMessage,
+    ToolCall as ToolCall,
+    ToolResultMessage as ToolResultMessage,
+    UserMessage as UserMessage,
+)
+from helix_agents.models.base import (
     LLMAdapter as LLMAdapter,
     LLMError as LLMError,
     LLMRequest as LLMRequest,
@@ -76,77 +99,56 @@ from .llm import (
     TokenUsage as TokenUsage,
     ToolSpec as ToolSpec,
 )
-from .messages import (
-    AssistantMessage as AssistantMessage,
-    Message as Message,
-    SystemMessage as SystemMessage,
-    ToolCall as ToolCall,
-    ToolResultMessage as ToolResultMessage,
-    UserMessage as UserMessage,
-)
-from .openai_llm import (
+from helix_agents.models.openai import (
     OpenAIChatLLM as OpenAIChatLLM,
 )
-from .projections import (
-    project_state as project_state,
-)
-from .replay_llm import (
+from helix_agents.models.replay import (
     ReplayLLM as ReplayLLM,
 )
-from .run_sync import (
-    run_sync as run_sync,
-)
-from .scripted_llm import (
+from helix_agents.models.scripted import (
     ScriptedLLM as ScriptedLLM,
     ScriptStep as ScriptStep,
 )
-from .state import (
-    SessionState as SessionState,
-    SessionStatus as SessionStatus,
-    StreamItem as StreamItem,
+from helix_agents.runtime.executor import (
+    AgentExecutor as AgentExecutor,
+    AgentHandle as AgentHandle,
+    AgentResult as AgentResult,
 )
-from .store import (
-    EventStore as EventStore,
+from helix_agents.runtime.inprocess import (
+    InProcessTransport as InProcessTransport,
 )
-from .tools import (
-    ApprovalPredicate as ApprovalPredicate,
-    ApprovalRule as ApprovalRule,
-    Tool as Tool,
-    ToolContext as ToolContext,
-    ToolExecute as ToolExecute,
-    define_tool as define_tool,
+from helix_agents.runtime.run_sync import (
+    run_sync as run_sync,
 )
-from .transport import (
+from helix_agents.transport import (
     RemoteAgentTransport as RemoteAgentTransport,
 )
-from .usage import (
-    UsageRollup as UsageRollup,
-    get_usage_rollup as get_usage_rollup,
-)
-from .workspace_local import (
-    LocalWorkspaceProvider as LocalWorkspaceProvider,
-)
-from .workspace_memory import (
-    MemoryWorkspaceProvider as MemoryWorkspaceProvider,
-)
-from .workspaces import (
+from helix_agents.workspaces.base import (
     Workspace as Workspace,
     WorkspaceProvider as WorkspaceProvider,
+)
+from helix_agents.workspaces.local import (
+    LocalWorkspaceProvider as LocalWorkspaceProvider,
+)
+from helix_agents.workspaces.memory import (
+    MemoryWorkspaceProvider as MemoryWorkspaceProvider,
 )
 
 # isort: split
 # --- importable from here for older code; their home is the module named ---
-from .codec import (
-    decode_event as decode_event,
-    decode_events as decode_events,
-    decode_jsonl as decode_jsonl,
-    encode_event as encode_event,
-    encode_jsonl as encode_jsonl,
+from helix_agents.agents.tools import (
+    COMPANION_TOOL_PREFIX as COMPANION_TOOL_PREFIX,
+    FINISH_TOOL_NAME as FINISH_TOOL_NAME,
+    RESERVED_TOOL_PREFIXES as RESERVED_TOOL_PREFIXES,
+    SUBAGENT_TOOL_PREFIX as SUBAGENT_TOOL_PREFIX,
+    WORKSPACE_TOOL_PREFIX as WORKSPACE_TOOL_PREFIX,
+    is_sub_agent_tool as is_sub_agent_tool,
+    validate_tool_name as validate_tool_name,
 )
-from .errors import (
+from helix_agents.errors import (
     HTTP_STATUS as HTTP_STATUS,
 )
-from .events import (
+from helix_agents.events import (
     CHUNK_TYPES as CHUNK_TYPES,
     EVENT_TYPES as EVENT_TYPES,
     Aborted as Aborted,
@@ -199,11 +201,7 @@ from .events import (
     WorkspaceDeleted as WorkspaceDeleted,
     WorkspaceWritten as WorkspaceWritten,
 )
-from .executor import (
-    RunGuard as RunGuard,
-    TakeoverClaim as TakeoverClaim,
-)
-from .ids import (
+from helix_agents.ids import (
     MAX_SESSION_ID_LENGTH as MAX_SESSION_ID_LENGTH,
     SESSION_ID_ALPHABET as SESSION_ID_ALPHABET,
     decode_session_token as decode_session_token,
@@ -211,7 +209,14 @@ from .ids import (
     new_run_id as new_run_id,
     validate_session_id as validate_session_id,
 )
-from .projections import (
+from helix_agents.log.codec import (
+    decode_event as decode_event,
+    decode_events as decode_events,
+    decode_jsonl as decode_jsonl,
+    encode_event as encode_event,
+    encode_jsonl as encode_jsonl,
+)
+from helix_agents.log.projections import (
     SessionProjector as SessionProjector,
     pending_inputs as pending_inputs,
     project_status as project_status,
@@ -219,7 +224,26 @@ from .projections import (
     status_of as status_of,
     stream_item as stream_item,
 )
-from .protocol import (
+from helix_agents.log.state import (
+    MessageReceipt as MessageReceipt,
+    PendingApproval as PendingApproval,
+    PendingClientTool as PendingClientTool,
+    StatusSnapshot as StatusSnapshot,
+    SubSessionRef as SubSessionRef,
+    SubSessionStatus as SubSessionStatus,
+    ToolOwnership as ToolOwnership,
+    UsageTotals as UsageTotals,
+    WorkspaceFile as WorkspaceFile,
+)
+from helix_agents.log.streaming import (
+    RUN_ENDING_EVENTS as RUN_ENDING_EVENTS,
+    final_event as final_event,
+    stream_session as stream_session,
+)
+from helix_agents.models.replay import (
+    Divergence as Divergence,
+)
+from helix_agents.protocol import (
     ChunkEvent as ChunkEvent,
     EndEvent as EndEvent,
     ErrorEvent as ErrorEvent,
@@ -239,44 +263,20 @@ from .protocol import (
     checked_session_id as checked_session_id,
     message_from_input as message_from_input,
 )
-from .replay_llm import (
-    Divergence as Divergence,
+from helix_agents.runtime.executor import (
+    RunGuard as RunGuard,
+    TakeoverClaim as TakeoverClaim,
 )
-from .service import (
+from helix_agents.runtime.service import (
     ExecutorService as ExecutorService,
 )
-from .state import (
-    MessageReceipt as MessageReceipt,
-    PendingApproval as PendingApproval,
-    PendingClientTool as PendingClientTool,
-    StatusSnapshot as StatusSnapshot,
-    SubSessionRef as SubSessionRef,
-    SubSessionStatus as SubSessionStatus,
-    ToolOwnership as ToolOwnership,
-    UsageTotals as UsageTotals,
-    WorkspaceFile as WorkspaceFile,
-)
-from .streaming import (
-    RUN_ENDING_EVENTS as RUN_ENDING_EVENTS,
-    final_event as final_event,
-    stream_session as stream_session,
-)
-from .tools import (
-    COMPANION_TOOL_PREFIX as COMPANION_TOOL_PREFIX,
-    FINISH_TOOL_NAME as FINISH_TOOL_NAME,
-    RESERVED_TOOL_PREFIXES as RESERVED_TOOL_PREFIXES,
-    SUBAGENT_TOOL_PREFIX as SUBAGENT_TOOL_PREFIX,
-    WORKSPACE_TOOL_PREFIX as WORKSPACE_TOOL_PREFIX,
-    is_sub_agent_tool as is_sub_agent_tool,
-    validate_tool_name as validate_tool_name,
-)
-from .workspace_tools import (
-    WORKSPACE_TOOL_NAMES as WORKSPACE_TOOL_NAMES,
-)
-from .workspaces import (
+from helix_agents.workspaces.base import (
     WorkspaceEntry as WorkspaceEntry,
     WorkspaceRef as WorkspaceRef,
     normalize_workspace_path as normalize_workspace_path,
+)
+from helix_agents.workspaces.tools import (
+    WORKSPACE_TOOL_NAMES as WORKSPACE_TOOL_NAMES,
 )
 
 __all__ = [

@@ -9,7 +9,7 @@ Every error derives from :class:`HelixError`::
     │   ├── DamagedLogError           a stored log failed its integrity check (checksum, gap...)
     │   └── DamagedStoreError         a store's storage is damaged as a whole (cannot be opened)
     ├── OwnershipLost                 another host claimed the session a run was writing
-    ├── LLMError                      a model call failed (defined in helix_agents.llm)
+    ├── LLMError                      a model call failed (defined in helix_agents.models.base)
     ├── LogError                      a log is not a valid session log
     │   ├── EventDecodeError          bytes that do not decode to an event (also ValueError)
     │   └── CorruptLogError           events that do not form a valid log (gap, wrong session...)

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from .messages import Message, UserMessage
+from helix_agents.messages import Message, UserMessage
 
 __all__ = [
     "CHUNK_TYPES",

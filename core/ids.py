@@ -10,7 +10,7 @@ import re
 import uuid
 from typing import NewType
 
-from .errors import InvalidSessionIdError
+from helix_agents.errors import InvalidSessionIdError
 
 __all__ = [
     "MAX_SESSION_ID_LENGTH",

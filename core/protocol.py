@@ -11,11 +11,11 @@ from typing import Any
 
 import msgspec
 
-from .errors import AgentServerError, UsageError
-from .events import Chunk, PendingInput, SuspensionReason
-from .ids import validate_session_id
-from .messages import UserMessage
-from .state import SessionStatus, UsageTotals
+from helix_agents.errors import AgentServerError, UsageError
+from helix_agents.events import Chunk, PendingInput, SuspensionReason
+from helix_agents.ids import validate_session_id
+from helix_agents.log.state import SessionStatus, UsageTotals
+from helix_agents.messages import UserMessage
 
 __all__ = [
     "ChunkEvent",

@@ -13,7 +13,7 @@ from typing import TypeVar
 
 import anyio
 
-from .errors import AgentServerError, StreamDropError, TransportError
+from helix_agents.errors import AgentServerError, StreamDropError, TransportError
 
 __all__ = ["retries_spent", "retrying", "retrying_stream", "transient", "transient_unspent"]
 

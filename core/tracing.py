@@ -23,11 +23,11 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Literal, Protocol
 
-from ._aio import closing_iter
-from .errors import AgentServerError
-from .llm import LLMAdapter, LLMRequest, LLMResponse, LLMStreamEvent
-from .messages import ToolCall, ToolResultMessage
-from .state import SessionState
+from helix_agents._aio import closing_iter
+from helix_agents.errors import AgentServerError
+from helix_agents.log.state import SessionState
+from helix_agents.messages import ToolCall, ToolResultMessage
+from helix_agents.models.base import LLMAdapter, LLMRequest, LLMResponse, LLMStreamEvent
 
 __all__ = [
     "NO_TRACER",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
-from .protocol import (
+from helix_agents.protocol import (
     RemoteMessageRequest,
     RemoteMessageResponse,
     RemoteResumeRequest,

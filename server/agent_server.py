@@ -41,7 +41,7 @@ from helix_agents import (
 )
 from helix_agents._aio import closing_iter
 from helix_agents.ids import SessionId
-from helix_agents.streaming import open_session_stream
+from helix_agents.log.streaming import open_session_stream
 from helix_agents.tracing import Tracer
 
 __all__ = ["AgentServer", "RunGuard"]

@@ -23,7 +23,6 @@ import anyio
 import msgspec
 
 from helix_agents._aio import unwrap_group
-from helix_agents.codec import decode_jsonl, encode_jsonl
 from helix_agents.errors import (
     CorruptLogError,
     DamagedStoreError,
@@ -33,8 +32,9 @@ from helix_agents.errors import (
 )
 from helix_agents.events import Event
 from helix_agents.ids import validate_session_id
-from helix_agents.projections import project_state
-from helix_agents.store import EventStore
+from helix_agents.log.codec import decode_jsonl, encode_jsonl
+from helix_agents.log.projections import project_state
+from helix_agents.log.store import EventStore
 from helix_agents.stores import DEFAULT_STORE_URL, StoreCheck, check_store, open_store
 
 from .chat import ChatError, run_chat

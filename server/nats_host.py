@@ -57,8 +57,8 @@ from helix_agents import (
     encode_session_token,
     project_state,
 )
-from helix_agents.active_runs import SessionLocks
 from helix_agents.ids import SessionId
+from helix_agents.runtime.runs import SessionLocks
 from helix_agents.stores._nats_inbox import (
     EXPECTED_LAST_SUBJECT_SEQ,
     WRONG_LAST_SEQUENCE,

@@ -28,7 +28,7 @@ from helix_agents import (
     SubmitToolResultRequest,
 )
 from helix_agents.ids import MAX_SESSION_ID_LENGTH
-from helix_agents.session_list import MAX_PAGE_SIZE, SessionListPage
+from helix_agents.log.session_list import MAX_PAGE_SIZE, SessionListPage
 from helix_agents.transports.bodies import SessionRequest
 
 from .ui.openapi import UI_MODELS, ui_paths

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from helix_agents.events import Event
+from helix_agents.log.projections import project_state
+from helix_agents.log.state import SessionState
 from helix_agents.messages import Message
-from helix_agents.projections import project_state
-from helix_agents.state import SessionState
 
 from .timeline import format_event, json_text, one_line, quoted, tag_of, tag_of_message
 

@@ -2,7 +2,7 @@
 
 Query parameters: ``status``, ``agent``, ``topLevel`` (``true``/``false``),
 ``limit`` (1-500, default 50) and ``cursor`` (a previous page's
-``nextCursor``). The answer is a :class:`~helix_agents.session_list.SessionListPage`.
+``nextCursor``). The answer is a :class:`~helix_agents.log.session_list.SessionListPage`.
 A gateway whose target has no store of its own (it fronts another gateway)
 answers ``NOT_FOUND``.
 """
@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from helix_agents import AgentServerError
-from helix_agents.session_list import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, SessionCatalog
+from helix_agents.log.session_list import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, SessionCatalog
 
 from .ui import store_of
 

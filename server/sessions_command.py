@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from helix_agents.session_list import (
+from helix_agents.log.session_list import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_SIZE,
     SessionCatalog,

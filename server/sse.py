@@ -14,7 +14,7 @@ import msgspec
 from starlette.types import Receive, Scope, Send
 
 from helix_agents import ChunkEvent, EndEvent, ErrorEvent, HelixError, TransportEvent
-from helix_agents.streaming import EndedStream
+from helix_agents.log.streaming import EndedStream
 
 from .edge import protocol_error
 from .sse_writer import HEARTBEAT, write_sse

@@ -54,6 +54,7 @@ from helix_agents.events import (
     WorkspaceDeleted,
     WorkspaceWritten,
 )
+from helix_agents.log.state import StreamItem
 from helix_agents.messages import (
     AssistantMessage,
     Message,
@@ -61,7 +62,6 @@ from helix_agents.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from helix_agents.state import StreamItem
 
 __all__ = [
     "StreamPrinter",

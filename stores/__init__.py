@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 import anyio
 
 from helix_agents.errors import UsageError
-from helix_agents.store import EventStore
+from helix_agents.log.store import EventStore
 
 from .check import StoreCheck as StoreCheck, check_store as check_store
 from .jetstream import DEFAULT_STREAM, JetStreamEventStore as JetStreamEventStore, nats_servers

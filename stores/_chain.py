@@ -15,9 +15,9 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 
-from helix_agents.codec import decode_event, decode_events
 from helix_agents.errors import DamagedLogError, EventDecodeError
 from helix_agents.events import Event
+from helix_agents.log.codec import decode_event, decode_events
 
 __all__ = ["chain_of", "verified_events"]
 

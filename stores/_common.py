@@ -7,10 +7,10 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Seque
 
 import anyio
 
-from helix_agents.codec import decode_event, decode_events, encode_event
 from helix_agents.errors import EventDecodeError, StoreError, UsageError
 from helix_agents.events import Event
 from helix_agents.ids import validate_session_id
+from helix_agents.log.codec import decode_event, decode_events, encode_event
 
 __all__ = ["AppendNotifier", "Probe", "Subscription", "check_batch", "tail_events"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from helix_agents.errors import CorruptLogError, DamagedLogError, StoreClosedError, StoreError
-from helix_agents.projections import project_state
-from helix_agents.store import EventStore
+from helix_agents.log.projections import project_state
+from helix_agents.log.store import EventStore
 
 __all__ = ["StoreCheck", "check_store"]
 

@@ -32,7 +32,7 @@ from helix_agents import (
     UserMessage,
     define_agent,
 )
-from helix_agents.scripted_llm import ScriptItem
+from helix_agents.models.scripted import ScriptItem
 
 call = ScriptedLLM.call
 finish = ScriptedLLM.finish

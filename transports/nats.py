@@ -47,8 +47,8 @@ from helix_agents import (
     stream_session,
 )
 from helix_agents._aio import closing_iter
+from helix_agents.log.streaming import open_session_stream
 from helix_agents.retry import retrying
-from helix_agents.streaming import open_session_stream
 from helix_agents.tracing import trace_context_from_headers
 
 from .bodies import SessionRequest

@@ -16,8 +16,8 @@ from helix_agents.events import (
     SubSessionFinished,
     SubSessionStarted,
 )
-from helix_agents.projections import project_state, project_stream, status_of
-from helix_agents.state import StatusSnapshot, UsageTotals
+from helix_agents.log.projections import project_state, project_stream, status_of
+from helix_agents.log.state import StatusSnapshot, UsageTotals
 
 from .view import TreeView, fold_view
 

@@ -27,7 +27,7 @@ from helix_agents.events import (
     ToolEnd,
     ToolStart,
 )
-from helix_agents.state import StreamItem, UsageTotals
+from helix_agents.log.state import StreamItem, UsageTotals
 
 __all__ = [
     "AgentEntry",

@@ -42,7 +42,7 @@ from helix_agents import (
     get_usage_rollup,
     project_state,
 )
-from helix_agents.scripted_llm import ScriptItem
+from helix_agents.models.scripted import ScriptItem
 
 LIMIT = 60.0  # generous: a liveness bound on a shared machine
 SPAWN = "companion__spawnAgent"

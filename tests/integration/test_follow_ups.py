@@ -38,7 +38,7 @@ from helix_agents import (
     define_tool,
     project_state,
 )
-from helix_agents.scripted_llm import ScriptItem
+from helix_agents.models.scripted import ScriptItem
 
 LIMIT = 10.0
 

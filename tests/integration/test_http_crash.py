@@ -44,7 +44,7 @@ from helix_agents import (
     project_stream,
 )
 from helix_agents._aio import closing_iter
-from helix_agents.scripted_llm import ScriptItem
+from helix_agents.models.scripted import ScriptItem
 from helix_agents.stores import MemoryEventStore, SqliteEventStore
 from helix_agents.transports import HttpRemoteAgentTransport
 

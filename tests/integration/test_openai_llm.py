@@ -28,7 +28,14 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from helix_agents.errors import UsageError
-from helix_agents.llm import (
+from helix_agents.messages import (
+    AssistantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+from helix_agents.models.base import (
     LLMAdapter,
     LLMError,
     LLMRequest,
@@ -38,14 +45,7 @@ from helix_agents.llm import (
     TokenUsage,
     ToolSpec,
 )
-from helix_agents.messages import (
-    AssistantMessage,
-    SystemMessage,
-    ToolCall,
-    ToolResultMessage,
-    UserMessage,
-)
-from helix_agents.openai_llm import OpenAIChatLLM
+from helix_agents.models.openai import OpenAIChatLLM
 
 pytestmark = pytest.mark.slow
 

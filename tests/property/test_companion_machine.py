@@ -47,7 +47,7 @@ from helix_agents import (
     define_agent,
     project_state,
 )
-from helix_agents.scripted_llm import ScriptItem
+from helix_agents.models.scripted import ScriptItem
 from helix_agents.stores import MemoryEventStore
 
 PARENT = "lead"

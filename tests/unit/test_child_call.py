@@ -60,10 +60,10 @@ from helix_agents import (
     project_state,
     project_stream,
 )
-from helix_agents.child_calls import ChildCall, ChildOutcome, SubAgentToolLike
-from helix_agents.run_env import RunEnv
-from helix_agents.run_loop import unanswered_calls
-from helix_agents.session_writer import SessionWriter, StopRequest
+from helix_agents.children.call import ChildCall, ChildOutcome, SubAgentToolLike
+from helix_agents.runtime.env import RunEnv
+from helix_agents.runtime.run_loop import unanswered_calls
+from helix_agents.runtime.writer import SessionWriter, StopRequest
 from helix_agents.stores import MemoryEventStore
 from helix_agents.transports import Fault, FaultyTransport
 

@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel
 
 from helix_agents import PersistentAgent, ScriptedLLM, UsageError, define_agent
-from helix_agents.companion_tools import (
+from helix_agents.companions.tools import (
     GET_CHILD_STATUS,
     LIST_CHILDREN,
     SEND_MESSAGE,

@@ -71,7 +71,7 @@ from helix_agents import (
     status_of,
     stream_item,
 )
-from helix_agents.projections import _CHUNKS, _HANDLERS
+from helix_agents.log.projections import _CHUNKS, _HANDLERS
 
 SID = "parent-1"
 CHILD = f"{SID}-sub-call_r"

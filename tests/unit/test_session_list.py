@@ -14,7 +14,7 @@ from helix_agents import (
     UsageError,
     UserMessage,
 )
-from helix_agents.session_list import SessionCatalog, SessionListPage
+from helix_agents.log.session_list import SessionCatalog, SessionListPage
 from helix_agents.stores import MemoryEventStore
 
 

@@ -37,9 +37,9 @@ from helix_agents import (
     ToolCall,
     define_agent,
 )
-from helix_agents.session_writer import SessionWriter, StopRequest
+from helix_agents.runtime.tool_runner import ToolOutcome, result_events, tool_end, tool_start
+from helix_agents.runtime.writer import SessionWriter, StopRequest
 from helix_agents.stores import MemoryEventStore
-from helix_agents.tool_runner import ToolOutcome, result_events, tool_end, tool_start
 
 LIMIT = 5.0
 """Seconds any one test may take."""

@@ -20,8 +20,8 @@ from helix_agents import (
     TextDelta,
     TransportEvent,
 )
+from helix_agents.log.streaming import open_session_stream, run_from_sequence
 from helix_agents.stores import MemoryEventStore
-from helix_agents.streaming import open_session_stream, run_from_sequence
 
 SID = "live"
 

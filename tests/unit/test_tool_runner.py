@@ -41,9 +41,7 @@ from helix_agents import (
     define_agent,
     define_tool,
 )
-from helix_agents.session_writer import SessionWriter
-from helix_agents.stores import MemoryEventStore
-from helix_agents.tool_runner import (
+from helix_agents.runtime.tool_runner import (
     ToolOutcome,
     encode_result,
     run_tool_call,
@@ -51,6 +49,8 @@ from helix_agents.tool_runner import (
     validate_finish,
     validation_message,
 )
+from helix_agents.runtime.writer import SessionWriter
+from helix_agents.stores import MemoryEventStore
 
 LIMIT = 5.0
 """Seconds any one test may take."""

@@ -19,7 +19,7 @@ REVEALED = re.compile(r":(?P<line>\d+): note: Revealed type is \"(?P<type>.+)\"$
 
 
 def _short(type_text: str) -> str:
-    """``helix_agents.agents.AgentConfig[typed_results.Findings]`` -> ``AgentConfig[Findings]``."""
+    """``helix_agents.agents.define.AgentConfig[x.Findings]`` -> ``AgentConfig[Findings]``."""
     return re.sub(r"\b(?:[a-z_]+\.)+(?=[A-Za-z_]+)", "", type_text)
 
 

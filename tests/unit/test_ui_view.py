@@ -16,8 +16,8 @@ from helix_agents.events import (
     ToolEnd,
     ToolStart,
 )
+from helix_agents.log.state import StreamItem
 from helix_agents.server.ui import fold_view
-from helix_agents.state import StreamItem
 
 ROOT = "r"
 CHILD = "r-sub-c1"

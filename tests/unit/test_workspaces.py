@@ -42,7 +42,7 @@ from helix_agents import (
 )
 from helix_agents.server import AgentServer
 from helix_agents.stores import MemoryEventStore
-from helix_agents.workspace_local import session_directory_name
+from helix_agents.workspaces.local import session_directory_name
 
 LIMIT = 10.0
 

@@ -1,0 +1,211 @@
+"""``ChildCall``: one sub-agent call, from its tool call to its tool result.
+
+``ChildLink`` holds what every call that follows a child shares (follow,
+finish, halt); ``ChildCall`` adds how a sub-agent tool opens its child, and a
+blocking companion call (``companion_spawn.py``) how a spawn opens a persistent one.
+``ChildLink`` lives in ``child_link.py`` (re-exported here).
+
+Every child, local or remote, is its own session reached through a
+:class:`~helix_agents.RemoteAgentTransport` (local children through the
+in-process one). A call's life:
+
+- **open**: start the child (idempotent: its session id is deterministic; a
+  start answered ``ALREADY_COMPLETED`` finds this call's child already ended,
+  and follows it all the same), or, when the parent's log already knows it (a
+  resumed parent), re-open it and resume the child if nothing runs it;
+- **follow**: append each chunk the child streams as ``child_chunk_forwarded``
+  with the child's seq, until the child's run ends (bounded by the tool's
+  timeout). Whether a chunk is new is decided against the parent's *log*
+  (``SubSessionRef.last_child_seq``) plus what this call has emitted, so a
+  redelivered chunk is dropped, never appended, and after a crash
+  forwarding resumes from exactly the last seq held;
+- **finish**: check a remote child's output against the tool's schema and
+  record ``sub_session_finished``, ``subagent_end``, the tool result and
+  ``tool_end`` in one batch;
+- **halt** (when the parent stops): send the stop to the child, follow it
+  until it acknowledges (bounded), and record the acknowledgement on the
+  child's ref with no tool result, so the parent's resume re-opens the call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from helix_agents.agents.define import AgentConfig
+from helix_agents.children.link import ChildLink
+from helix_agents.children.target import ChildOutcome, SubAgentToolLike, child_target, fits
+from helix_agents.errors import AgentServerError, TransportError
+from helix_agents.events import SubSessionResumed, SubSessionStarted
+from helix_agents.messages import ToolCall
+from helix_agents.protocol import RemoteResumeRequest, RemoteStartRequest, message_from_input
+from helix_agents.runtime.env import Fire, RunEnv
+from helix_agents.runtime.tool_runner import (
+    ToolOutcome,
+    result_events,
+    tool_start,
+    validation_message,
+)
+from helix_agents.runtime.writer import SessionWriter
+from helix_agents.workspaces.hub import inherited_workspace
+
+__all__ = ["ChildCall", "ChildLink", "ChildOutcome", "SubAgentToolLike"]
+
+
+class ChildCall(ChildLink):
+    """One sub-agent call of a running parent: open, follow, finish, or halt.
+
+    Args:
+        writer: the parent's writer (every record goes through it).
+        agent: the parent's agent.
+        call: the parent's tool call.
+        tool: the sub-agent tool called.
+        env: the parent run's environment (local transport, stop grace).
+        fire: the parent run's hook callback.
+    """
+
+    def __init__(
+        self,
+        writer: SessionWriter,
+        agent: AgentConfig,
+        call: ToolCall,
+        tool: SubAgentToolLike,
+        env: RunEnv,
+        fire: Fire,
+    ) -> None:
+        target = child_target(tool, writer.session_id, call.id, env.local_transport)
+        super().__init__(writer, agent, call, target, env, fire)
+        self.tool = tool
+
+    async def run(self) -> bool:
+        """Open the child, follow it to its end and record the call's result.
+
+        Returns True when the child suspended waiting for people: the call then
+        keeps no result and its segment stays open until the parent re-opens it.
+        """
+        try:
+            value = self.tool.input_schema.model_validate(self.call.arguments)
+        except ValidationError as exc:
+            sid = self.writer.session_id
+            await self.writer.append(
+                tool_start(self.agent, sid, self.call),
+                *result_events(
+                    self.agent,
+                    sid,
+                    self.call,
+                    ToolOutcome(error=validation_message(exc)),
+                    usage=False,
+                ),
+            )
+            return False
+        payload = value.model_dump(mode="json")
+        try:
+            if self.session_id in self.writer.state.sub_sessions:
+                await self._reopen(payload)
+            elif not await self._start(payload):
+                return False
+            outcome = await self._await()
+        except (TransportError, AgentServerError) as exc:
+            outcome = ChildOutcome(status="failed", error=str(exc))
+        if outcome.status == "suspended":
+            await self.suspended(outcome)
+            return True
+        await self.finish(outcome)
+        return False
+
+    # --- open ---------------------------------------------------------------------
+
+    async def _start(self, payload: Any) -> bool:
+        """Start the child; False if the start failed (the call is then finished)."""
+        state = self.writer.state
+        target = self.target
+        await self.fire("before_sub_agent", self.call)
+        # Written behind: start is idempotent with a deterministic child id, so
+        # if these were lost in a crash, the resumed call (still without a
+        # result) reaches the same child again.
+        self.writer.emit(
+            tool_start(self.agent, state.session_id, self.call),
+            SubSessionStarted(
+                sub_session_id=target.session_id,
+                agent_type=target.agent_type,
+                tool_call_id=self.call.id,
+                input=payload,
+                remote=target.remote,
+            ),
+            self._segment_start(state, payload),
+        )
+        self.opened = True
+        try:
+            await self._send_start(payload)
+        except (TransportError, AgentServerError) as exc:
+            await self.finish(ChildOutcome(status="failed", error=str(exc)))
+            return False
+        return True
+
+    async def _send_start(self, payload: Any) -> None:
+        """Ask the child's server to start it (idempotent: the child's id is fixed)."""
+        state = self.writer.state
+        target = self.target
+        request = RemoteStartRequest(
+            session_id=target.session_id,
+            agent_type=target.agent_type,
+            message=message_from_input(payload),
+            state=payload if target.remote is None and fits(target.state_schema, payload) else None,
+            parent_session_id=state.session_id,
+            root_session_id=state.root_session_id,
+            input=payload,
+            parent_tool_call_id=self.call.id,
+            ancestors=[*state.ancestors, state.session_id],
+            workspace_session_id=inherited_workspace(self.tool, state, self.agent),
+            trace_context=self.env.tracer.trace_context() or None,
+        )
+        try:
+            await target.retry(lambda: target.transport.start(request))
+        except AgentServerError as exc:
+            if exc.code != "ALREADY_COMPLETED":
+                raise
+            # This call started it before (its id is this call's; a start with
+            # another request is ALREADY_RUNNING), and it has ended since: a
+            # start retried after a lost answer, or a parent resumed after the
+            # records of its start were lost. Its stream tells how it ended.
+
+    async def _reopen(self, payload: Any) -> None:
+        """Re-open a child the parent's log already knows, resuming it if nothing runs it."""
+        state = self.writer.state
+        ref = state.sub_sessions[self.session_id]
+        if ref.status == "interrupted":
+            # The segment was closed at the interrupt; open a new one.
+            await self.writer.append(
+                tool_start(self.agent, state.session_id, self.call),
+                self._segment_start(state, payload),
+                SubSessionResumed(sub_session_id=self.session_id),
+            )
+        elif ref.status == "paused_awaiting_client":
+            # The segment is still open: the child paused for people.
+            await self.writer.append(SubSessionResumed(sub_session_id=self.session_id))
+        self.opened = True
+        target = self.target
+        try:
+            status = await target.retry(lambda: target.transport.get_status(target.session_id))
+        except AgentServerError as exc:
+            if exc.code != "NOT_FOUND":
+                raise
+            # The parent recorded the start, then stopped (a crash, an
+            # interrupt) before the start reached the child: start it now.
+            await self._send_start(payload)
+            return
+        # A paused child is resumed too: if its answers are all in it goes on,
+        # otherwise it suspends again at once and says so on its stream.
+        if status.status in ("interrupted", "paused") or (
+            status.status == "running" and not status.is_executing
+        ):
+            try:
+                await target.retry(
+                    lambda: target.transport.resume(
+                        RemoteResumeRequest(session_id=target.session_id)
+                    )
+                )
+            except AgentServerError as exc:
+                if exc.code != "ALREADY_COMPLETED":
+                    raise

@@ -1,0 +1,164 @@
+"""Where a sub-agent call's child lives: its deterministic session id, transport and limits.
+
+Local children are ``{parent}-sub-{call id}`` reached through the executor's
+in-process transport; remote ones are ``{parent}-remote-{call id}`` reached
+through their tool's transport; persistent companions are
+``{parent}-agent-{name}`` (``.2``, ``.3``... for a fresh re-spawn), reached
+through their :class:`~helix_agents.PersistentAgent`'s transport or the
+in-process one. The same lookup routes a person's answer to a child
+(``answers.py``) and opens a call (``child_calls.py``, ``companions.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import msgspec
+from pydantic import BaseModel
+
+from helix_agents.agents.define import PersistentAgent, RemoteSubAgentTool, SubAgentTool
+from helix_agents.events import PendingInput, RemoteRef
+from helix_agents.retry import retrying, transient_unspent
+from helix_agents.transport import RemoteAgentTransport
+
+__all__ = [
+    "ChildOutcome",
+    "ChildTarget",
+    "SubAgentToolLike",
+    "child_session_id",
+    "child_target",
+    "companion_session_id",
+    "companion_target",
+    "fits",
+    "remote_session_id",
+]
+
+SubAgentToolLike = SubAgentTool[Any] | RemoteSubAgentTool[Any]
+"""A tool that calls a sub-agent: local or remote."""
+
+
+class ChildOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """How a child's run ended, as seen through its stream.
+
+    ``suspended``: it paused waiting for people (``pending``); the call has no
+    result yet and the parent waits too.
+    """
+
+    status: Literal["completed", "failed", "interrupted", "suspended"]
+    output: Any = None
+    error: str | None = None
+    pending: list[PendingInput] = []
+
+
+def child_session_id(parent_session_id: str, tool_call_id: str) -> str:
+    """The deterministic id of a local sub-agent's session: ``{parent}-sub-{call id}``."""
+    return f"{parent_session_id}-sub-{tool_call_id}"
+
+
+def remote_session_id(parent_session_id: str, tool_call_id: str) -> str:
+    """The deterministic id of a remote sub-agent's session: ``{parent}-remote-{call id}``."""
+    return f"{parent_session_id}-remote-{tool_call_id}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChildTarget:
+    """Where one sub-agent call's child session lives and how to reach it."""
+
+    session_id: str
+    agent_type: str
+    transport: RemoteAgentTransport
+    remote: RemoteRef | None = None
+    state_schema: type[BaseModel] | None = None
+    output_schema: type[BaseModel] | None = None
+    timeout: float | None = None
+    stream_retries: int = 3
+    stream_retry_base: float = 0.1
+
+    async def retry(self, call: Any) -> Any:
+        """Await an idempotent control call with this target's retry budget.
+
+        A failure the transport already retried to the end of its own budget
+        is not retried again here (one budget per call, not one per layer).
+        """
+        return await retrying(
+            call,
+            retries=self.stream_retries,
+            base_delay=self.stream_retry_base,
+            retry_if=transient_unspent,
+        )
+
+
+def child_target(
+    tool: SubAgentToolLike,
+    parent_session_id: str,
+    tool_call_id: str,
+    local_transport: RemoteAgentTransport,
+) -> ChildTarget:
+    """Where the child of call ``tool_call_id`` (of ``tool``) lives: local or remote."""
+    if isinstance(tool, SubAgentTool):
+        return ChildTarget(
+            session_id=child_session_id(parent_session_id, tool_call_id),
+            agent_type=tool.agent.name,
+            transport=local_transport,
+            state_schema=tool.agent.state_schema,
+            timeout=tool.timeout,
+        )
+    return ChildTarget(
+        session_id=remote_session_id(parent_session_id, tool_call_id),
+        agent_type=tool.remote_agent_type,
+        transport=tool.transport,
+        remote=RemoteRef(
+            transport=type(tool.transport).__name__,
+            remote_agent_type=tool.remote_agent_type,
+            url=getattr(tool.transport, "url", None),
+        ),
+        output_schema=tool.output_schema,
+        timeout=tool.timeout,
+        stream_retries=tool.stream_retries,
+        stream_retry_base=tool.stream_retry_base,
+    )
+
+
+def companion_session_id(parent_session_id: str, name: str, generation: int = 1) -> str:
+    """A companion's session id: ``{parent}-agent-{name}``, then ``.2``, ``.3``... per fresh spawn.
+
+    A log is append-only, so a fresh child after a failed or terminated one
+    is a new session; the first keeps the seeds' plain id.
+    """
+    base = f"{parent_session_id}-agent-{name}"
+    return base if generation <= 1 else f"{base}.{generation}"
+
+
+def companion_target(
+    entry: PersistentAgent, session_id: str, local_transport: RemoteAgentTransport
+) -> ChildTarget:
+    """Where companion session ``session_id`` (of type ``entry``) lives and how to reach it."""
+    if entry.transport is None:
+        return ChildTarget(
+            session_id=session_id,
+            agent_type=entry.agent.name,
+            transport=local_transport,
+        )
+    return ChildTarget(
+        session_id=session_id,
+        agent_type=entry.agent.name,
+        transport=entry.transport,
+        remote=RemoteRef(
+            transport=type(entry.transport).__name__,
+            remote_agent_type=entry.agent.name,
+            url=getattr(entry.transport, "url", None),
+        ),
+        output_schema=entry.agent.output_schema,
+    )
+
+
+def fits(schema: type[BaseModel] | None, value: Any) -> bool:
+    """True when ``value`` can seed a child's state: it fits the schema (or is a dict)."""
+    if schema is None:
+        return isinstance(value, dict)
+    try:
+        schema.model_validate(value)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,239 @@
+"""``Companions``: the companion tools of one parent run (specs/companions.md).
+
+A persistent child ("companion") is its own session, ``{parent}-agent-{name}``,
+reached through its :class:`~helix_agents.PersistentAgent`'s transport (the
+in-process one for a local child). The parent's log is the only record of
+what the parent knows about it (its ``SubSessionRef``): every decision here is
+taken under the writer's lock on the latest log, so concurrent calls in one
+step, a restarted parent and a re-entered one all agree.
+
+Every child outcome (the end of one of its turns) reaches the parent's model
+exactly once, recorded by ``completion_delivered`` in the batch that delivers
+it: pulled (a blocking spawn's result, ``waitForResult``, ``terminateChild``;
+a re-consult that supersedes an outcome not yet seen carries it as
+``previous``) or pushed (a message at the start of the parent's next step).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import anyio
+
+from helix_agents.companions.base import _CallFailure, _turn_end
+from helix_agents.companions.refs import (
+    ENDED,
+    LIVE,
+    ended_events,
+    no_child,
+    outcome_notice,
+    outcome_view,
+    send_problem,
+    supersede,
+    undelivered,
+)
+from helix_agents.companions.spawn import CompanionLink, CompanionSpawning
+from helix_agents.companions.stop import CompanionStopping
+from helix_agents.companions.tools import (
+    GET_CHILD_STATUS,
+    LIST_CHILDREN,
+    SEND_MESSAGE,
+    SPAWN_AGENT,
+    TERMINATE_CHILD,
+    WAIT_FOR_RESULT,
+    CompanionArgs,
+    check_arguments,
+    companion_tool_names,
+)
+from helix_agents.errors import AgentServerError, HelixError
+from helix_agents.events import CompletionDelivered, Event, MessageAppended, SubSessionResumed
+from helix_agents.hitl.gates import Waiting
+from helix_agents.log.state import SessionState
+from helix_agents.messages import ToolCall, UserMessage
+from helix_agents.runtime.tool_runner import tool_start
+
+__all__ = ["CompanionLink", "Companions"]
+
+log = logging.getLogger("helix_agents")
+
+
+class Companions(CompanionSpawning, CompanionStopping):
+    """The companion tools of one run of a parent with ``persistent_agents``.
+
+    Constructed as :class:`~helix_agents.core.companion_core.CompanionCore` (its
+    arguments); the spawn and stop operations are its bases (``companion_spawn.py``,
+    ``companion_stop.py``), the other tools and the push of outcomes are here.
+    """
+
+    # --- dispatch -------------------------------------------------------------------
+
+    async def call(self, call: ToolCall, waiting: Waiting) -> None:
+        """Run one companion call and record its result (an ``{error}`` for a bad one)."""
+        if call.name not in companion_tool_names(self.agent):
+            await self._answer(call, error=f"unknown tool {call.name!r}")
+            return
+        args, problem = check_arguments(call.name, call.arguments, self.agent)
+        self._open_tools[call.id] = call
+        try:
+            if args is None:
+                await self._answer(call, error=problem)
+                return
+            handlers = {
+                SPAWN_AGENT: self._spawn,
+                SEND_MESSAGE: self._send,
+                LIST_CHILDREN: self._list,
+                GET_CHILD_STATUS: self._status,
+                TERMINATE_CHILD: self._terminate,
+                WAIT_FOR_RESULT: self._wait,
+            }
+            try:
+                await handlers[call.name](call, args, waiting)
+            except _CallFailure as exc:  # a transport's failure is data for the model
+                self._open_tools[call.id] = call
+                await self._answer(call, error=f"{type(exc).__name__}: {exc}")
+        finally:
+            self._open_tools.pop(call.id, None)
+
+    # --- push -----------------------------------------------------------------------
+
+    async def deliver(self) -> None:
+        """Push every ended, undelivered outcome to the model: a message each, once.
+
+        Called at the start of each step of the parent. Live children are
+        synced first; terminated children are skipped (the parent stopped them).
+        """
+        for ref in list(self.writer.state.sub_sessions.values()):
+            if ref.mode == "persistent" and ref.status in LIVE:
+                try:
+                    await self.sync(ref)
+                except (HelixError, OSError) as exc:  # unreachable now: the next step asks again
+                    log.info("could not sync companion %s: %s", ref.sub_session_id, exc)
+
+        def build(state: SessionState) -> list[Event]:
+            events: list[Event] = []
+            for ref in sorted(state.sub_sessions.values(), key=lambda r: r.finished_seq or 0):
+                if ref.mode == "persistent" and undelivered(ref):
+                    events.append(MessageAppended(message=UserMessage(content=outcome_notice(ref))))
+                    events.append(
+                        CompletionDelivered(sub_session_id=ref.sub_session_id, via="push")
+                    )
+            return events
+
+        await self.writer.append_with(build)
+
+    # --- sendMessage ----------------------------------------------------------------
+
+    async def _send(self, call: ToolCall, args: CompanionArgs, waiting: Waiting) -> None:
+        assert args.name is not None
+        previous: dict[str, Any] | None = None
+        owned = self._owned(call.id)
+        if owned is None:
+            ref, status = await self._synced(args.name)
+            problem = send_problem(args.name, ref, status)
+            if problem is not None:
+                await self._answer(call, error=problem)
+                return
+            assert ref is not None
+            decided: dict[str, Any] = {}
+
+            def reopen(state: SessionState) -> list[Event]:
+                current = state.sub_sessions[ref.sub_session_id]
+                decided["previous"] = outcome_view(current) if undelivered(current) else None
+                return [
+                    tool_start(self.agent, self.writer.session_id, call),
+                    *supersede(current),
+                    SubSessionResumed(sub_session_id=current.sub_session_id, tool_call_id=call.id),
+                ]
+
+            await self.writer.append_with(reopen)
+            owned = self.writer.state.sub_sessions[ref.sub_session_id]
+            previous = decided["previous"]
+        target = self._target(owned)
+        sid = target.session_id
+        self._sending.add(sid)
+        try:
+            await self._send_turn(target, call, args.message)
+        except AgentServerError as exc:
+            if exc.code != "SESSION_FAILED":
+                raise
+            # It failed between its status and the send: not stranded, not delivered.
+            status = await target.retry(lambda: target.transport.get_status(sid))
+            await self._answer(
+                call,
+                {"delivered": False},
+                extra=lambda latest: ended_events(latest, owned, status),
+                started=True,
+            )
+            return
+        finally:
+            self._sending.discard(sid)
+        result: dict[str, Any] = {"delivered": True}
+        if previous is not None:
+            result["previous"] = previous
+        await self._answer(call, result, started=True)
+
+    # --- listChildren / getChildStatus ----------------------------------------------
+
+    async def _list(self, call: ToolCall, args: CompanionArgs, waiting: Waiting) -> None:
+        state = self.writer.state
+        names: dict[str, int] = {}
+        for ref in state.sub_sessions.values():
+            if ref.mode == "persistent" and ref.name is not None:
+                names.setdefault(ref.name, ref.started_seq)
+        listed = []
+        for name in sorted(names, key=names.__getitem__):
+            current, status = await self._synced(name)
+            assert current is not None
+            word = self._status_word(current, status)
+            listed.append({"name": name, "agent": current.agent_type, "status": word})
+        await self._answer(call, listed)
+
+    async def _status(self, call: ToolCall, args: CompanionArgs, waiting: Waiting) -> None:
+        assert args.name is not None
+        ref, status = await self._synced(args.name)
+        if ref is None:
+            await self._answer(call, error=no_child(args.name))
+            return
+        shown: dict[str, Any] = {
+            "name": args.name,
+            "agent": ref.agent_type,
+            "status": self._status_word(ref, status),
+        }
+        if ref.status == "completed":
+            shown["lastOutput"] = ref.output
+        elif ref.error is not None and ref.status not in LIVE:
+            shown["error"] = ref.error
+        await self._answer(call, shown)
+
+    # --- waitForResult ----------------------------------------------------------------
+
+    async def _wait(self, call: ToolCall, args: CompanionArgs, waiting: Waiting) -> None:
+        assert args.name is not None
+        name = args.name
+        ref, status = await self._synced(name)
+        if ref is None:
+            await self._answer(call, error=no_child(name))
+            return
+        if ref.status in LIVE and not (status is not None and status.status == "paused"):
+            target = self._target(ref)
+            start = status.latest_sequence if status is not None else 0
+            with anyio.move_on_after(args.timeout):
+                await _turn_end(target, start)
+            ref, status = await self._synced(name)
+            assert ref is not None
+        if ref.status in LIVE:
+            paused = status is not None and status.status == "paused"
+            word = "paused_awaiting_client" if paused else "timeout"
+            await self._answer(call, {"name": name, "status": word})
+            return
+        sid = ref.sub_session_id
+        shown = {"name": name, **outcome_view(ref)}
+
+        def delivered(state: SessionState) -> list[Event]:
+            current = state.sub_sessions[sid]
+            if current.completion_delivered or current.status not in ENDED:
+                return []
+            return [CompletionDelivered(sub_session_id=sid)]
+
+        await self._answer(call, shown, extra=delivered)

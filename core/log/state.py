@@ -1,0 +1,221 @@
+"""What the projections produce: a session's state, its status, its stream items."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from helix_agents.events import (
+    Chunk,
+    PendingInput,
+    PendingInputKind,
+    RemoteRef,
+    SubSessionMode,
+    SuspensionReason,
+)
+from helix_agents.messages import Message, UserMessage
+
+__all__ = [
+    "MessageReceipt",
+    "PendingApproval",
+    "PendingClientTool",
+    "SessionState",
+    "SessionStatus",
+    "StatusSnapshot",
+    "StreamItem",
+    "SubSessionRef",
+    "SubSessionStatus",
+    "ToolOwnership",
+    "UsageTotals",
+    "WorkspaceFile",
+]
+
+SessionStatus = Literal["running", "completed", "failed", "interrupted", "paused"]
+"""The protocol's status values; ``paused`` is a session suspended on outside input."""
+
+SubSessionStatus = Literal[
+    "running", "completed", "failed", "interrupted", "terminated", "paused_awaiting_client"
+]
+"""A child's status as its parent's log knows it."""
+
+
+class SubSessionRef(msgspec.Struct, kw_only=True, rename="camel"):
+    """A parent's record of one child session, folded from its child events."""
+
+    sub_session_id: str
+    agent_type: str
+    tool_call_id: str
+    mode: SubSessionMode
+    status: SubSessionStatus = "running"
+    name: str | None = None
+    remote: RemoteRef | None = None
+    output: Any = None
+    error: str | None = None
+    last_child_seq: int = 0
+    completion_delivered: bool = False
+    started_seq: int = 0
+    finished_seq: int | None = None
+    suspended_seq: int | None = None
+    """The seq of the child's latest ``sub_session_suspended`` on this log."""
+    spawn_call_id: str | None = None
+    """The call that created the ref (``tool_call_id`` is the one owning its current turn)."""
+
+
+class PendingClientTool(msgspec.Struct, kw_only=True, rename="camel"):
+    """A tool call waiting for the client; ``submitted`` once its result has arrived."""
+
+    tool_call_id: str
+    tool_name: str
+    arguments: Any = None
+    submitted: bool = False
+    result: Any = None
+    error: str | None = None
+    expires_in: float | None = None
+    expires_at: float | None = None
+    expired: bool = False
+
+
+class PendingApproval(msgspec.Struct, kw_only=True, rename="camel"):
+    """A tool call waiting for a human's approval; ``approved`` is None until decided."""
+
+    tool_call_id: str
+    tool_name: str
+    arguments: Any = None
+    approved: bool | None = None
+    reason: str | None = None
+    expires_in: float | None = None
+    expires_at: float | None = None
+    expired: bool = False
+
+
+class ToolOwnership(msgspec.Struct, kw_only=True, rename="camel"):
+    """A descendant's pending entry as an ancestor knows it: the route, and its answer."""
+
+    owner_session_id: str
+    remote: RemoteRef | None = None
+    via_session_id: str | None = None
+    kind: PendingInputKind = "client_tool"
+    tool_name: str = ""
+    arguments: Any = None
+    path: list[str] = []
+    expires_in: float | None = None
+    expires_at: float | None = None
+    answered: bool = False
+    answered_seq: int | None = None
+    result: Any = None
+    error: str | None = None
+    approved: bool | None = None
+    reason: str | None = None
+    expired: bool = False
+
+
+class WorkspaceFile(msgspec.Struct, kw_only=True, rename="camel"):
+    """A file this session's tools wrote to a workspace, as its log records it (a reference)."""
+
+    workspace: str
+    path: str
+    size: int
+    sha256: str
+    seq: int
+    """The seq of the ``workspace_written`` event."""
+
+
+class UsageTotals(msgspec.Struct, kw_only=True, rename="camel"):
+    """This session's own usage (children are aggregated by the usage rollup, not here)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    llm_calls: int = 0
+    tool_calls: int = 0
+    sub_agent_calls: int = 0
+    custom: dict[str, float] = {}
+
+
+class MessageReceipt(msgspec.Struct, kw_only=True, rename="camel"):
+    """What became of a message sent with an id: the run it started or joined, and its text."""
+
+    run_id: str
+    messages: list[UserMessage]
+    queued: bool = False
+    """True when it was queued into a run under way rather than starting one."""
+
+
+class SessionState(msgspec.Struct, kw_only=True, rename="camel"):
+    """Everything known about a session, folded from its log by ``project_state``."""
+
+    session_id: str
+    agent_type: str
+    run_id: str
+    status: SessionStatus = "running"
+    suspension: SuspensionReason | None = None
+    parent_session_id: str | None = None
+    root_session_id: str
+    parent_tool_call_id: str | None = None
+    ancestors: list[str] = []
+    """Session ids from the root to the parent (root first)."""
+    metadata: dict[str, str] = {}
+    input: Any = None
+    messages: list[Message] = []
+    awaiting_results: list[str] = []
+    """Call ids of the last assistant turn that have no result message yet."""
+    deferred_messages: list[Message] = []
+    """Input given while ``awaiting_results``: joins ``messages`` after the last result."""
+    queued_messages: list[UserMessage] = []
+    """Follow-up messages sent while a run went on, not yet taken into the conversation."""
+    message_ids: dict[str, MessageReceipt] = {}
+    """Client message ids seen (``send_message``), so a repeat starts nothing new."""
+    custom_state: dict[str, Any] = {}
+    step_count: int = 0
+    run_step_count: int = 0
+    output: Any = None
+    error: str | None = None
+    recoverable: bool = False
+    interrupt_requested: bool = False
+    abort_requested: bool = False
+    stop_reason: str | None = None
+    sub_sessions: dict[str, SubSessionRef] = {}
+    pending_client_tools: dict[str, PendingClientTool] = {}
+    client_tool_ownership: dict[str, ToolOwnership] = {}
+    pending_approvals: dict[str, PendingApproval] = {}
+    usage: UsageTotals = msgspec.field(default_factory=UsageTotals)
+    host_id: str | None = None
+    workspace_session_id: str | None = None
+    """The session whose workspaces this one uses (inherited); None: its own."""
+    workspace_files: dict[str, dict[str, WorkspaceFile]] = {}
+    """Files this session wrote and did not delete since, by workspace name, then path."""
+    last_seq: int = 0
+    created_ts: float = 0.0
+    updated_ts: float = 0.0
+
+    @property
+    def is_terminal(self) -> bool:
+        """True when the session completed or failed (it cannot be resumed)."""
+        return self.status in ("completed", "failed")
+
+
+class StatusSnapshot(msgspec.Struct, kw_only=True, rename="camel"):
+    """A session's status as the protocol reports it (``latest_sequence`` = last seq)."""
+
+    session_id: str
+    run_id: str
+    status: SessionStatus
+    step_count: int
+    latest_sequence: int
+    output: Any = None
+    error: str | None = None
+    recoverable: bool = False
+    state: dict[str, Any] = {}
+    suspension: SuspensionReason | None = None
+    pending_client_tool_call_ids: list[str] = []
+    pending_inputs: list[PendingInput] = []
+    awaiting_input: bool = False
+    interrupt_requested: bool = False
+    abort_requested: bool = False
+
+
+class StreamItem(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """One stream position: the chunk and its sequence (the seq of the event holding it)."""
+
+    sequence: int
+    chunk: Chunk

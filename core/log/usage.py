@@ -1,0 +1,87 @@
+"""Usage rollups: a session's usage plus, optionally, every descendant's, each counted once."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import msgspec
+
+from helix_agents.log.projections import project_state
+from helix_agents.log.state import SessionState, SubSessionRef, UsageTotals
+from helix_agents.log.store import EventStore
+
+__all__ = ["RemoteUsage", "UsageRollup", "get_usage_rollup"]
+
+RemoteUsage = Callable[[SessionState, SubSessionRef], Awaitable[UsageTotals | None]]
+"""``remote(parent state, child ref)``: a remote child's own usage, asked of its server."""
+
+
+class UsageRollup(msgspec.Struct, kw_only=True, rename="camel"):
+    """Usage summed over a session and (optionally) its sub-sessions."""
+
+    session_id: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    llm_calls: int = 0
+    tool_calls: int = 0
+    sub_agent_calls: int = 0
+    custom: dict[str, float] = {}
+    sessions: list[str] = []
+    """Every session counted, root first."""
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+
+async def get_usage_rollup(
+    store: EventStore,
+    session_id: str,
+    *,
+    include_sub_agents: bool = True,
+    remote: RemoteUsage | None = None,
+) -> UsageRollup:
+    """Sum the usage recorded in ``session_id``'s log and, recursively, its children's.
+
+    Each session is counted once, however many times it was resumed or
+    re-consulted (a companion's rounds are one session), and whatever path
+    reaches it. A child whose log lives in another store (a remote sub-agent or
+    companion) is counted through ``remote`` (its own usage, from its server's
+    status; ``AgentExecutor.usage_rollup`` wires it), or skipped without it.
+    """
+    rollup = UsageRollup(session_id=session_id)
+    queue = [session_id]
+    seen: set[str] = set()
+    while queue:
+        current = queue.pop(0)
+        if current in seen:
+            continue
+        seen.add(current)
+        log = await store.read(current)
+        if not log:
+            continue
+        state = project_state(log)
+        _add(rollup, current, state.usage)
+        if not include_sub_agents:
+            continue
+        for ref_id, ref in state.sub_sessions.items():
+            if ref.remote is None:
+                queue.append(ref_id)
+            elif remote is not None and ref_id not in seen:
+                seen.add(ref_id)
+                usage = await remote(state, ref)
+                if usage is not None:
+                    _add(rollup, ref_id, usage)
+    return rollup
+
+
+def _add(rollup: UsageRollup, session_id: str, usage: UsageTotals) -> None:
+    rollup.input_tokens += usage.input_tokens
+    rollup.output_tokens += usage.output_tokens
+    rollup.llm_calls += usage.llm_calls
+    rollup.tool_calls += usage.tool_calls
+    rollup.sub_agent_calls += usage.sub_agent_calls
+    for name, value in usage.custom.items():
+        rollup.custom[name] = rollup.custom.get(name, 0.0) + value
+    rollup.sessions.append(session_id)

@@ -1,0 +1,104 @@
+"""The ``LLMAdapter`` seam: how the run loop talks to a language model.
+
+An adapter turns an :class:`LLMRequest` (system prompt, conversation, tool
+specs) into a stream of :class:`LLMTextDelta` pieces ended by exactly one
+:class:`LLMResponse` (the whole assistant turn: text, tool calls, usage).
+Structured output is a tool call to ``__finish__`` whose parameters are the
+agent's output schema, so adapters need no special case for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
+
+import msgspec
+
+from helix_agents.errors import HelixError
+from helix_agents.messages import Message, ToolCall
+
+__all__ = [
+    "LLMAdapter",
+    "LLMError",
+    "LLMRequest",
+    "LLMResponse",
+    "LLMStreamEvent",
+    "LLMTextDelta",
+    "TokenUsage",
+    "ToolSpec",
+]
+
+
+class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool as the LLM sees it: name, description, JSON Schema of its arguments."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = {}
+
+
+class LLMRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """One call to the model: the conversation so far and the tools it may call."""
+
+    messages: list[Message]
+    system_prompt: str | None = None
+    tools: list[ToolSpec] = []
+    model: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    agent_type: str | None = None
+    session_id: str | None = None
+
+
+class TokenUsage(msgspec.Struct, frozen=True, kw_only=True):
+    """Tokens one model call used."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class LLMTextDelta(msgspec.Struct, frozen=True, kw_only=True):
+    """A piece of streamed assistant text."""
+
+    text: str
+
+
+class LLMResponse(msgspec.Struct, frozen=True, kw_only=True):
+    """The model's whole turn; always the last item of a stream."""
+
+    content: str = ""
+    tool_calls: list[ToolCall] = []
+    usage: TokenUsage | None = None
+    finish_reason: str | None = None
+    model: str | None = None
+
+
+LLMStreamEvent = LLMTextDelta | LLMResponse
+"""What an adapter's stream yields: text deltas, then one response."""
+
+
+class LLMError(HelixError):
+    """The model call failed; ``retryable`` says whether trying again may help."""
+
+    def __init__(self, message: str, *, retryable: bool = False, status: int | None = None):
+        self.message = message
+        self.retryable = retryable
+        self.status = status
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        code = f" (HTTP {self.status})" if self.status is not None else ""
+        return f"LLM call failed{code}: {self.message}"
+
+
+class LLMAdapter(Protocol):
+    """A language model the run loop can call."""
+
+    def stream(self, request: LLMRequest) -> AsyncIterator[LLMStreamEvent]:
+        """Yield text deltas as they arrive, then exactly one :class:`LLMResponse`.
+
+        Raises :class:`LLMError` when the call fails for good (after any
+        retries the adapter does itself). Cancellation must close the
+        underlying connection.
+        """
+        ...

@@ -1,0 +1,29 @@
+"""``RunEnv``: what a run, and each sub-agent call in it, needs from its executor."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from helix_agents.log.store import EventStore
+from helix_agents.models.base import LLMAdapter
+from helix_agents.tracing import NO_TRACER, Tracer
+from helix_agents.transport import RemoteAgentTransport
+
+__all__ = ["Fire", "RunEnv"]
+
+Fire = Callable[..., Awaitable[None]]
+"""``fire(hook name, *args)``: call an agent's lifecycle hook (a failing hook is logged)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunEnv:
+    """What a run needs from its executor."""
+
+    store: EventStore
+    llm: LLMAdapter | None
+    llm_override: LLMAdapter | None
+    local_transport: RemoteAgentTransport
+    host_id: str | None = None
+    stop_grace: float = 10.0
+    tracer: Tracer = NO_TRACER

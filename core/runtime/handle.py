@@ -1,0 +1,133 @@
+"""``AgentHandle`` and ``AgentResult``: a run as its caller holds it, and how it ended."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, Generic
+
+import msgspec
+
+from helix_agents._aio import closing_iter
+from helix_agents.agents.config import OutputT
+from helix_agents.errors import AgentRunError, AgentServerError
+from helix_agents.events import PendingInput, Suspended
+from helix_agents.log.projections import stream_item
+from helix_agents.log.state import SessionStatus, StreamItem
+from helix_agents.log.streaming import RUN_ENDING_EVENTS
+from helix_agents.protocol import SubmitResponse
+
+if TYPE_CHECKING:
+    from helix_agents.runtime.executor import AgentExecutor
+
+__all__ = ["AgentHandle", "AgentResult"]
+
+
+class AgentResult(msgspec.Struct, Generic[OutputT], frozen=True, kw_only=True):
+    """How a run ended: status, output or error, custom state.
+
+    ``output`` is an instance of the agent's ``output_schema`` when it has one
+    (the log holds its JSON, validated back into the class here), else the
+    final text; None unless ``status`` is ``completed``.
+    """
+
+    session_id: str
+    status: SessionStatus
+    output: OutputT | None = None
+    error: str | None = None
+    state: dict[str, Any] = {}
+    step_count: int = 0
+
+    def unwrap(self) -> OutputT:
+        """The output of a completed run; :class:`AgentRunError` for any other ending."""
+        if self.status != "completed":
+            raise AgentRunError(self.session_id, self.status, self.error)
+        return self.output  # type: ignore[return-value]  # None only for an agent typed so
+
+
+class AgentHandle(Generic[OutputT]):
+    """A started or resumed run: wait for it, stream it, stop it."""
+
+    def __init__(self, executor: AgentExecutor, session_id: str, run_id: str, start_seq: int):
+        self.executor = executor
+        self.session_id = session_id
+        self.run_id = run_id
+        self.start_seq = start_seq
+        """The seq of this run's ``run_started`` event."""
+
+    def __repr__(self) -> str:
+        return (
+            f"<AgentHandle session={self.session_id!r} run={self.run_id!r} "
+            f"from seq {self.start_seq}>"
+        )
+
+    async def result(self) -> AgentResult[OutputT]:
+        """Wait until this run ends (completed, failed, interrupted or paused) and report it.
+
+        Never raises for how the run ended: look at ``status``. A completed
+        agent's output is validated into its ``output_schema`` class (an
+        ``AgentServerError`` ``INTERNAL_ERROR`` if the recorded JSON no longer
+        fits it, as after a schema change).
+        """
+        await self.executor.wait_idle(self.session_id)
+        state = await self.executor.state(self.session_id)
+        output = state.output
+        agent = self.executor.registry.get(state.agent_type)
+        schema = agent.output_schema if agent is not None else None
+        if state.status == "completed" and schema is not None and output is not None:
+            try:
+                output = schema.model_validate(output)
+            except ValueError as exc:
+                raise AgentServerError(
+                    "INTERNAL_ERROR",
+                    f"session {self.session_id!r}: its recorded output does not fit "
+                    f"{schema.__name__}: {exc}",
+                ) from exc
+        return AgentResult(
+            session_id=self.session_id,
+            status=state.status,
+            output=output,
+            error=state.error,
+            state=state.custom_state,
+            step_count=state.step_count,
+        )
+
+    async def stream(self, from_sequence: int | None = None) -> AsyncIterator[StreamItem]:
+        """Yield this run's stream items (nested children flattened) until the run ends.
+
+        ``from_sequence`` defaults to where this run started.
+        """
+        cursor = self.start_seq if from_sequence is None else from_sequence
+        store = self.executor.store
+        async with closing_iter(store.tail(self.session_id, cursor)) as events:
+            async for event in events:
+                item = stream_item(event)
+                if item is not None:
+                    yield item
+                elif isinstance(event, (*RUN_ENDING_EVENTS, Suspended)):
+                    return
+
+    async def pending_inputs(self) -> list[PendingInput]:
+        """The open entries (client tools, approvals) of this session's whole tree."""
+        return await self.executor.pending_inputs(self.session_id)
+
+    async def submit_tool_result(
+        self, tool_call_id: str, result: Any = None, error: str | None = None
+    ) -> SubmitResponse:
+        """Answer a client tool call anywhere in this session's tree."""
+        return await self.executor.submit_tool_result(self.session_id, tool_call_id, result, error)
+
+    async def approve(self, tool_call_id: str, reason: str | None = None) -> SubmitResponse:
+        """Approve a gated call anywhere in this session's tree."""
+        return await self.executor.submit_approval(self.session_id, tool_call_id, True, reason)
+
+    async def deny(self, tool_call_id: str, reason: str | None = None) -> SubmitResponse:
+        """Deny a gated call; the LLM gets an error result with ``reason``."""
+        return await self.executor.submit_approval(self.session_id, tool_call_id, False, reason)
+
+    async def interrupt(self, reason: str | None = None) -> None:
+        """Ask the run to stop softly; it can be resumed."""
+        await self.executor.service.interrupt(self.session_id, reason)
+
+    async def abort(self, reason: str | None = None) -> None:
+        """Ask the run to stop for good."""
+        await self.executor.service.abort(self.session_id, reason)

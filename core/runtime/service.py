@@ -1,0 +1,319 @@
+"""``ExecutorService``: the remote-agent protocol, implemented once, over an executor.
+
+It is the one :class:`~helix_agents.RemoteAgentTransport` every edge talks to:
+local sub-agents through :class:`~helix_agents.InProcessTransport`, the HTTP
+gateway and the NATS host through :class:`~helix_agents.server.AgentServer`.
+Starts and resumes live in ``session_starts.py`` (a mixin); here are
+follow-up messages, status, streams, stops and answers. Interrupts and
+aborts are events in the log, so they reach a run in any process that
+shares the store.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from helix_agents.errors import AgentServerError, ConcurrencyConflict
+from helix_agents.events import (
+    Aborted,
+    AbortRequested,
+    ErrorChunk,
+    Event,
+    Interrupted,
+    InterruptRequested,
+    MessageQueued,
+    RunStarted,
+)
+from helix_agents.hitl.paused_abort import abort_waiting_children, waiting_children_ended
+from helix_agents.hitl.routing import Answer, route_answer
+from helix_agents.ids import new_run_id
+from helix_agents.log.projections import project_state, status_of
+from helix_agents.log.state import SessionState
+from helix_agents.log.store import EventStore
+from helix_agents.log.streaming import run_from_sequence, stream_session
+from helix_agents.messages import UserMessage
+from helix_agents.protocol import (
+    RemoteMessageRequest,
+    RemoteMessageResponse,
+    RemoteStatusResponse,
+    SubmitResponse,
+    TransportEvent,
+    checked_from_sequence,
+    checked_message_id,
+    checked_messages,
+    checked_session_id,
+)
+from helix_agents.runtime.starts import (
+    PendingAnswer,
+    StartsAndResumes,
+    already_finished,
+    user_messages,
+)
+
+if TYPE_CHECKING:
+    from helix_agents.runtime.executor import AgentExecutor
+
+__all__ = ["ExecutorService", "append_decided", "user_messages"]
+
+
+async def append_decided(
+    store: EventStore, session_id: str, decide: Callable[[SessionState], Sequence[Event]]
+) -> SessionState:
+    """Append what ``decide(state)`` returns at the log's end, deciding again on a conflict.
+
+    ``decide`` gets the state folded from the whole log and returns events
+    with any envelope (stamped here), or raises to refuse; an empty result
+    appends nothing. ``NOT_FOUND`` for a session with no log.
+    """
+    while True:
+        log_ = await store.read(session_id)
+        if not log_:
+            raise AgentServerError("NOT_FOUND", f"session {session_id!r} not found")
+        state = project_state(log_)
+        events = list(decide(state))
+        if not events:
+            return state
+        now = time.time()
+        stamped = [
+            msgspec.structs.replace(event, session_id=session_id, seq=state.last_seq + n, ts=now)
+            for n, event in enumerate(events, start=1)
+        ]
+        try:
+            await store.append(session_id, stamped, state.last_seq)
+        except ConcurrencyConflict:
+            continue
+        return project_state([*log_, *stamped])
+
+
+class ExecutorService(StartsAndResumes):
+    """The protocol's operations on ``executor``'s sessions (a ``RemoteAgentTransport``)."""
+
+    def __init__(self, executor: AgentExecutor) -> None:
+        self._executor = executor
+        self._starting: dict[str, PendingAnswer] = {}
+        self._resuming: dict[str, PendingAnswer] = {}
+
+    async def send_message(self, request: RemoteMessageRequest) -> RemoteMessageResponse:
+        """A follow-up message: a new turn of a completed session, with its memory.
+
+        A ``completed`` session starts a new run (``run_started(continue)``:
+        its messages and state kept, ``max_steps`` counted afresh); an
+        ``interrupted`` one resumes with the message; a ``running`` or
+        ``paused`` one queues it (``message_queued``) for its run's next step
+        (``queued`` in the answer). With ``message_id``, a repeat changes
+        nothing and answers the same run.
+
+        Raises :class:`AgentServerError`: ``INVALID_REQUEST`` (bad id, empty
+        message, a message id already used for another message), ``NOT_FOUND``,
+        ``SESSION_FAILED`` (a failed or aborted session takes no more turns).
+        """
+        session_id = checked_session_id(request.session_id)
+        messages = checked_messages(request.message)
+        message_id = None if request.message_id is None else checked_message_id(request.message_id)
+        async with (
+            self._executor._session_locks.hold(session_id),
+            self._executor.guarded(session_id),
+        ):
+            return await self._send_locked(session_id, messages, message_id)
+
+    async def _send_locked(
+        self, session_id: str, messages: list[UserMessage], message_id: str | None
+    ) -> RemoteMessageResponse:
+        while True:
+            log_ = await self._executor.store.read(session_id)
+            if not log_:
+                raise AgentServerError("NOT_FOUND", f"session {session_id!r} not found")
+            state = project_state(log_)
+            receipt = None if message_id is None else state.message_ids.get(message_id)
+            if receipt is not None:
+                if receipt.messages != messages:
+                    raise AgentServerError(
+                        "INVALID_REQUEST",
+                        f"message id {message_id!r} was already used for another message",
+                    )
+                return _message_response(session_id, receipt.run_id, queued=receipt.queued)
+            if state.status == "failed":
+                raise AgentServerError(
+                    "SESSION_FAILED",
+                    f"session {session_id!r} failed ({state.error}); it takes no more "
+                    "messages: start a new session",
+                )
+            if state.status in ("running", "paused"):
+                queued = MessageQueued(
+                    session_id=session_id,
+                    seq=state.last_seq + 1,
+                    ts=_now(),
+                    messages=messages,
+                    message_id=message_id,
+                )
+                try:
+                    await self._executor.store.append(session_id, [queued], state.last_seq)
+                except ConcurrencyConflict:
+                    continue
+                return _message_response(session_id, state.run_id, queued=True)
+            active = self._executor._runs.get(session_id)
+            if active is not None:
+                await active.done.wait()  # the ended run is winding down here
+                continue
+            run_id = await self._new_run(state, log_, messages, message_id)
+            if run_id is not None:
+                return _message_response(session_id, run_id, queued=False)
+
+    async def _new_run(
+        self,
+        state: SessionState,
+        log_: Sequence[Event],
+        messages: list[UserMessage],
+        message_id: str | None,
+    ) -> str | None:
+        """Start the next run of a completed or interrupted session; None if the log moved."""
+        agent = self._executor.registry.get(state.agent_type)
+        if agent is None:
+            raise AgentServerError(
+                "NOT_FOUND",
+                f"agent type not found: {state.agent_type} (session {state.session_id!r})",
+            )
+        run_id = new_run_id()
+        event = RunStarted(
+            session_id=state.session_id,
+            seq=state.last_seq + 1,
+            ts=_now(),
+            run_id=run_id,
+            mode="continue" if state.status == "completed" else "resume",
+            messages=messages,
+            message_id=message_id,
+        )
+        try:
+            await self._executor.store.append(state.session_id, [event], state.last_seq)
+        except ConcurrencyConflict:
+            return None
+        self._executor._launch(agent, [*log_, event], run_id)
+        return run_id
+
+    def stream(
+        self, session_id: str, from_sequence: int = 0, *, must_exist: bool = True
+    ) -> AsyncIterator[TransportEvent]:
+        """The session's protocol stream from ``from_sequence`` (see ``stream_session``).
+
+        An unknown session raises ``NOT_FOUND`` at the first iteration; with
+        ``must_exist=False`` the stream waits for the session to be created.
+        """
+        checked_session_id(session_id)
+        checked_from_sequence(from_sequence)
+        return stream_session(
+            self._executor.store, session_id, from_sequence, must_exist=must_exist
+        )
+
+    async def get_status(self, session_id: str) -> RemoteStatusResponse:
+        """The session's status; ``NOT_FOUND`` if it does not exist."""
+        log_ = await self._executor.store.read(checked_session_id(session_id))
+        if not log_:
+            raise AgentServerError("NOT_FOUND", f"session {session_id!r} not found")
+        state = project_state(log_)
+        snapshot = status_of(state)
+        return RemoteStatusResponse(
+            session_id=session_id,
+            run_id=snapshot.run_id,
+            status=snapshot.status,
+            step_count=snapshot.step_count,
+            is_executing=self._executor.is_executing(session_id, state),
+            stream_id=session_id,
+            latest_sequence=snapshot.latest_sequence,
+            output=snapshot.output,
+            state=snapshot.state,
+            error=snapshot.error,
+            suspension=snapshot.suspension,
+            pending_client_tool_call_ids=snapshot.pending_client_tool_call_ids,
+            pending_inputs=snapshot.pending_inputs,
+            awaiting_input=snapshot.awaiting_input,
+            usage=state.usage,
+            run_from_sequence=run_from_sequence(log_),
+        )
+
+    async def interrupt(self, session_id: str, reason: str | None = None) -> None:
+        """Record an interrupt request; the run (in any process) stops and can be resumed.
+
+        A paused session has no run to stop: it is interrupted at once (answers
+        given to it afterwards are kept, and ``resume`` goes on).
+        """
+        await self._request(
+            session_id,
+            InterruptRequested(reason=reason),
+            lambda state: [Interrupted(reason=reason)],
+        )
+
+    async def abort(self, session_id: str, reason: str | None = None) -> None:
+        """Record an abort request; the run (in any process) stops for good.
+
+        A paused session has no run to stop: it is aborted at once, and so are
+        the children waiting with it (``core/paused_stop.py``).
+        """
+        session_id = checked_session_id(session_id)
+        error = f"aborted: {reason}" if reason else "aborted"
+        ended = await abort_waiting_children(self._executor, session_id, reason)
+        await self._request(
+            session_id,
+            AbortRequested(reason=reason),
+            lambda state: [
+                *waiting_children_ended(state, ended, error),
+                ErrorChunk(agent_id=session_id, agent_type=state.agent_type, error=error),
+                Aborted(reason=reason),
+            ],
+        )
+
+    async def _request(
+        self,
+        session_id: str,
+        request: Event,
+        stop_paused: Callable[[SessionState], list[Event]],
+    ) -> None:
+        session_id = checked_session_id(session_id)
+
+        def decide(state: SessionState) -> list[Event]:
+            if state.is_terminal:
+                raise already_finished(state)
+            # A paused session has no run to watch for the request: it takes
+            # effect in the same batch (compare-and-append against a resume).
+            return [request, *(stop_paused(state) if state.status == "paused" else [])]
+
+        await append_decided(self._executor.store, session_id, decide)
+
+    async def submit_tool_result(
+        self, session_id: str, tool_call_id: str, result: Any = None, error: str | None = None
+    ) -> SubmitResponse:
+        """Answer client tool call ``tool_call_id`` at ``session_id`` (the root; see hitl.md).
+
+        The answer is routed to the owning session, local or remote, and the
+        tree resumes once the owner has every answer. Raises
+        :class:`AgentServerError`: ``NOT_FOUND`` (no such entry on this
+        session's path), ``INVALID_REQUEST`` (an approval entry, or a result
+        failing the tool's ``output_schema``), ``ALREADY_ANSWERED``.
+        """
+        answer = Answer(kind="client_tool", result=result, error=error)
+        return await route_answer(
+            self._executor, checked_session_id(session_id), tool_call_id, answer
+        )
+
+    async def submit_approval(
+        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+    ) -> SubmitResponse:
+        """Approve or deny call ``tool_call_id`` at ``session_id`` (the root); see
+        :meth:`submit_tool_result` for the routing and the errors."""
+        answer = Answer(kind="approval", approved=bool(approved), reason=reason)
+        return await route_answer(
+            self._executor, checked_session_id(session_id), tool_call_id, answer
+        )
+
+
+def _message_response(session_id: str, run_id: str, *, queued: bool) -> RemoteMessageResponse:
+    return RemoteMessageResponse(
+        session_id=session_id, stream_id=session_id, run_id=run_id, queued=queued
+    )
+
+
+def _now() -> float:
+    return time.time()
