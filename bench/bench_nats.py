@@ -59,7 +59,7 @@ from helix_agents import (
     define_agent,
 )
 from helix_agents.server import AgentServer
-from helix_agents.server.nats_host import LEASE_BUCKET, NatsAgentHost
+from helix_agents.server.fleet.host import LEASE_BUCKET, NatsAgentHost
 from helix_agents.stores.jetstream import WATCH_LINGER, JetStreamEventStore
 from helix_agents.transports.nats import NatsRemoteAgentTransport
 
@@ -202,7 +202,7 @@ def _start_host(url: str, log_path: Path) -> subprocess.Popen[bytes]:
             [
                 sys.executable,
                 "-c",
-                "import sys; from helix_agents.server.cli import main; sys.exit(main())",
+                "import sys; from helix_agents.server.cli.main import main; sys.exit(main())",
                 "host",
                 "nats_agents:agents",
                 "--nats",

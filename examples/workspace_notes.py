@@ -37,7 +37,7 @@ from helix_agents import (
     create_sub_agent_tool,
     define_agent,
 )
-from helix_agents.server.replay import replay_lines
+from helix_agents.server.cli.replay import replay_lines
 from helix_agents.stores import SqliteEventStore
 
 SESSION = "notes-demo"

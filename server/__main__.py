@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from .cli import main
+from helix_agents.server.cli.main import main
 
 raise SystemExit(main())

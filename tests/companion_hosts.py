@@ -32,7 +32,7 @@ from helix_agents import (
     RemoteAgentTransport,
 )
 from helix_agents.server import AgentServer, create_http_app
-from helix_agents.server.nats_host import NatsAgentHost
+from helix_agents.server.fleet.host import NatsAgentHost
 from helix_agents.stores import JetStreamEventStore, MemoryEventStore
 from helix_agents.transports import HttpRemoteAgentTransport
 from helix_agents.transports.nats import NatsRemoteAgentTransport

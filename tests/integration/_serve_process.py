@@ -33,7 +33,7 @@ _WITH_NOFILE = (
     "import resource, sys\n"
     "limit = int(sys.argv.pop(1))\n"
     "resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))\n"
-    "from helix_agents.server.cli import main\n"
+    "from helix_agents.server.cli.main import main\n"
     "sys.exit(main(sys.argv[1:]))\n"
 )
 

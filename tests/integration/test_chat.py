@@ -24,7 +24,7 @@ from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
 from helix_agents import OpenAIChatLLM, RunStarted, define_agent, project_state
-from helix_agents.server.chat import ChatError, run_chat
+from helix_agents.server.cli.chat import ChatError, run_chat
 from helix_agents.stores import SqliteEventStore
 
 pytestmark = pytest.mark.slow

@@ -51,7 +51,7 @@ from helix_agents import (
     encode_jsonl,
     project_state,
 )
-from helix_agents.server import cli, demo
+from helix_agents.server.cli import demo, main as cli
 from helix_agents.stores import SqliteEventStore
 
 pytestmark = pytest.mark.slow

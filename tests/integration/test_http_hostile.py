@@ -35,7 +35,7 @@ from helix_agents import (
 )
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.server.edge import MAX_JSON_DEPTH
-from helix_agents.server.openapi import openapi_document
+from helix_agents.server.gateway.openapi import openapi_document
 from helix_agents.stores import MemoryEventStore, SqliteEventStore
 from helix_agents.transports import HttpRemoteAgentTransport
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from nats_server import NatsServer
 
-from helix_agents.server import cli
+from helix_agents.server.cli import main as cli
 
 pytestmark = [pytest.mark.nats]
 

@@ -35,7 +35,7 @@ from nats_cluster import NatsCluster
 from test_nats_fleet import TARGET, _delegate, _process
 
 from helix_agents import ConcurrencyConflict, Event, StoreError, TextDelta, project_state
-from helix_agents.server.nats_host import LEASE_BUCKET
+from helix_agents.server.fleet.host import LEASE_BUCKET
 from helix_agents.stores import JetStreamEventStore, open_store
 from helix_agents.transports.nats import HOSTS_BUCKET, NatsRemoteAgentTransport
 

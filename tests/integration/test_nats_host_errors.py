@@ -17,7 +17,7 @@ from servers import serve
 
 from helix_agents import ScriptedLLM, define_agent, encode_session_token
 from helix_agents.server import AgentServer, NatsAgentHost, create_http_app
-from helix_agents.server.http_app import DEFAULT_MAX_BODY_BYTES
+from helix_agents.server.gateway.app import DEFAULT_MAX_BODY_BYTES
 from helix_agents.stores import JetStreamEventStore
 from helix_agents.transports.nats import NatsRemoteAgentTransport
 

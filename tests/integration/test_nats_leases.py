@@ -46,7 +46,7 @@ from helix_agents import (
     define_tool,
 )
 from helix_agents.server import AgentServer, NatsAgentHost
-from helix_agents.server.nats_host import LEASE_BUCKET, lease_key
+from helix_agents.server.fleet.host import LEASE_BUCKET, lease_key
 from helix_agents.stores import JetStreamEventStore
 from helix_agents.transports.nats import NatsRemoteAgentTransport
 

@@ -46,7 +46,7 @@ from helix_agents import (
     define_agent,
 )
 from helix_agents.server import AgentServer, NatsAgentHost
-from helix_agents.server.nats_host import lease_key
+from helix_agents.server.fleet.host import lease_key
 from helix_agents.stores import JetStreamEventStore, MemoryEventStore
 from helix_agents.transports.nats import NatsRemoteAgentTransport
 

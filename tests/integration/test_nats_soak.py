@@ -74,7 +74,7 @@ from helix_agents import (
     project_state,
     project_stream,
 )
-from helix_agents.server.nats_host import ANNOUNCE_EVERY, LEASE_BUCKET, lease_key
+from helix_agents.server.fleet.host import ANNOUNCE_EVERY, LEASE_BUCKET, lease_key
 from helix_agents.stores import JetStreamEventStore
 from helix_agents.transports.nats import HOSTS_BUCKET, NatsRemoteAgentTransport
 

@@ -40,7 +40,7 @@ from helix_agents import (
     define_agent,
 )
 from helix_agents.server import AgentServer, NatsAgentHost
-from helix_agents.server.nats_host import LEASE_BUCKET, lease_key
+from helix_agents.server.fleet.host import LEASE_BUCKET, lease_key
 from helix_agents.stores import JetStreamEventStore
 
 pytestmark = [pytest.mark.slow, pytest.mark.nats]

@@ -31,7 +31,7 @@ from starlette.routing import Mount, Route
 
 from helix_agents import UsageError
 from helix_agents.server import StreamLimit, cli
-from helix_agents.server.limits import quiet_accept_errors
+from helix_agents.server.serving.limits import quiet_accept_errors
 
 pytestmark = pytest.mark.slow
 

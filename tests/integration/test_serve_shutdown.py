@@ -24,7 +24,7 @@ from _served_agents import read_sse
 from anyio.abc import TaskStatus
 
 from helix_agents import EndEvent, Interrupted, InterruptRequested, project_state
-from helix_agents.server.graceful import SHUTDOWN_REASON
+from helix_agents.server.serving.graceful import SHUTDOWN_REASON
 from helix_agents.stores import SqliteEventStore
 from helix_agents.transports.sse import SSEParser
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from helix_agents.server.collector import YOUNG_THRESHOLD, tune_collector
+from helix_agents.server.serving.collector import YOUNG_THRESHOLD, tune_collector
 
 
 @pytest.fixture

@@ -20,9 +20,9 @@ from helix_agents.events import (
     ToolStart,
 )
 from helix_agents.protocol import ChunkEvent, ErrorEvent, TransportEvent
-from helix_agents.server.ag_ui_stream import AgUiProjector
-from helix_agents.server.ai_sdk_stream import AiSdkProjector
-from helix_agents.server.ui_streams import Projector, project
+from helix_agents.server.streams.ag_ui import AgUiProjector
+from helix_agents.server.streams.ai_sdk import AiSdkProjector
+from helix_agents.server.streams.front_end import Projector, project
 
 ROOT = "s-1"
 CHILD = "s-1-sub-c1"

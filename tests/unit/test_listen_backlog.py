@@ -6,8 +6,8 @@ import resource
 
 import pytest
 
-from helix_agents.server import limits
-from helix_agents.server.limits import (
+from helix_agents.server.serving import limits
+from helix_agents.server.serving.limits import (
     LISTEN_BACKLOG,
     MAX_LISTEN_BACKLOG,
     RESERVED_DESCRIPTORS,

@@ -11,7 +11,7 @@ from starlette.routing import Route
 
 from helix_agents import AgentServerError
 from helix_agents.server import AgentServer, create_http_app
-from helix_agents.server.openapi import openapi_document
+from helix_agents.server.gateway.openapi import openapi_document
 from helix_agents.stores import MemoryEventStore
 from helix_agents.tracing import checked_trace_context
 

@@ -9,8 +9,8 @@ import anyio
 import pytest
 
 from helix_agents import UsageError
-from helix_agents.server.commands import loop_options, resolve_loop
-from helix_agents.server.limits import _CoalescedWrites, bounded_http_protocol
+from helix_agents.server.cli.commands import loop_options, resolve_loop
+from helix_agents.server.serving.limits import _CoalescedWrites, bounded_http_protocol
 
 
 class _Reader(asyncio.Protocol):

@@ -28,7 +28,7 @@ from helix_agents import (
     TextDelta,
     encode_event,
 )
-from helix_agents.server import cli
+from helix_agents.server.cli import main as cli
 from helix_agents.stores import SqliteEventStore
 
 SESSIONS = 4

@@ -1,4 +1,4 @@
-"""The replay views in ``helix_agents.server.timeline``: one line per event, any valid log."""
+"""The replay views in ``helix_agents.server.cli.timeline``: one line per event, any valid log."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from helix_agents import (
     TextDelta,
     project_state,
 )
-from helix_agents.server.replay import format_state, replay_lines
-from helix_agents.server.timeline import (
+from helix_agents.server.cli.replay import format_state, replay_lines
+from helix_agents.server.cli.timeline import (
     StreamPrinter,
     format_event,
     format_time,

@@ -35,10 +35,8 @@ from helix_agents.ids import validate_session_id
 from helix_agents.log.codec import decode_jsonl, encode_jsonl
 from helix_agents.log.projections import project_state
 from helix_agents.log.store import EventStore
-from helix_agents.stores import DEFAULT_STORE_URL, StoreCheck, check_store, open_store
-
-from .chat import ChatError, run_chat
-from .commands import (
+from helix_agents.server.cli.chat import ChatError, run_chat
+from helix_agents.server.cli.commands import (
     TargetError,
     add_commands,
     chat_agents,
@@ -51,10 +49,11 @@ from .commands import (
     serve_options,
     serve_tokens,
 )
-from .demo import run_demo
-from .demo_hitl import run_hitl_demo
-from .replay import replay_lines
-from .sessions_command import add_sessions_command, session_page, sessions_lines
+from helix_agents.server.cli.demo import run_demo
+from helix_agents.server.cli.demo_hitl import run_hitl_demo
+from helix_agents.server.cli.replay import replay_lines
+from helix_agents.server.cli.sessions import add_sessions_command, session_page, sessions_lines
+from helix_agents.stores import DEFAULT_STORE_URL, StoreCheck, check_store, open_store
 
 __all__ = ["DAMAGE_FOUND", "CliError", "main", "store_url"]
 

@@ -28,9 +28,8 @@ from helix_agents import (
     define_agent,
     define_tool,
 )
+from helix_agents.server.cli.timeline import StreamPrinter, json_text
 from helix_agents.stores import open_store
-
-from .timeline import StreamPrinter, json_text
 
 __all__ = ["build_hitl_agents", "run_hitl_demo"]
 

@@ -32,10 +32,9 @@ from helix_agents import (
     define_agent,
     define_tool,
 )
+from helix_agents.server.cli.replay import replay_lines
+from helix_agents.server.cli.timeline import StreamPrinter
 from helix_agents.stores import open_store
-
-from .replay import replay_lines
-from .timeline import StreamPrinter
 
 __all__ = ["build_agents", "record_demo", "run_demo"]
 

@@ -38,12 +38,11 @@ from helix_agents import (
     WorkspaceProvider,
     project_state,
 )
-from helix_agents.stores import MemoryEventStore, open_store
-
-from .agent_server import AgentServer
-from .collector import tune_collector
-from .http_app import create_http_app
-from .limits import (
+from helix_agents.server.agent_server import AgentServer
+from helix_agents.server.gateway.app import create_http_app
+from helix_agents.server.gateway.openapi import openapi_document
+from helix_agents.server.serving.collector import tune_collector
+from helix_agents.server.serving.limits import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_GRACE,
     DEFAULT_HEADER_TIMEOUT,
@@ -56,12 +55,12 @@ from .limits import (
     fit_listen_backlog,
     quiet_accept_errors,
 )
-from .openapi import openapi_document
+from helix_agents.stores import MemoryEventStore, open_store
 
 if TYPE_CHECKING:
     from nats.aio.client import Client as NatsClient
 
-    from .graceful import GracefulServer
+    from helix_agents.server.serving.graceful import GracefulServer
 
 __all__ = [
     "LOG_LEVELS",
@@ -364,7 +363,7 @@ def _bounded(
     options: ServeOptions,
 ) -> GracefulServer:
     """uvicorn for ``app``, under ``limits``, with ``options``' CORS origins and log level."""
-    from .graceful import GracefulServer
+    from helix_agents.server.serving.graceful import GracefulServer
 
     quiet_accept_errors()
     connections = fit_descriptor_limit(limits.max_connections)
@@ -469,9 +468,8 @@ async def run_host(
     """
     import signal
 
+    from helix_agents.server.fleet.host import NatsAgentHost
     from helix_agents.stores.jetstream import JetStreamEventStore
-
-    from .nats_host import NatsAgentHost
 
     # A host's log on stderr: which sessions it runs, takes over, or fails to lease.
     handler = logging.StreamHandler()

@@ -35,10 +35,8 @@ from helix_agents import (
     TransportEvent,
 )
 from helix_agents.ids import SessionId
-from helix_agents.transports.bodies import SessionRequest
-
-from .agent_server import AgentServer
-from .edge import (
+from helix_agents.server.agent_server import AgentServer
+from helix_agents.server.edge import (
     StreamOpener,
     checked_id,
     checked_start,
@@ -46,12 +44,13 @@ from .edge import (
     protocol_error,
     with_trace_headers,
 )
-from .openapi import MAX_SEQUENCE, openapi_document
-from .session_routes import session_list_endpoint
-from .sse import SSEResponse
-from .ui import store_of, ui_routes
-from .ui_runs import decode_run, run_front_end
-from .ui_streams import ProjectedStreamResponse, stream_format
+from helix_agents.server.gateway.openapi import MAX_SEQUENCE, openapi_document
+from helix_agents.server.gateway.sessions import session_list_endpoint
+from helix_agents.server.streams.front_end import ProjectedStreamResponse, stream_format
+from helix_agents.server.streams.front_end_runs import decode_run, run_front_end
+from helix_agents.server.streams.sse import SSEResponse
+from helix_agents.server.ui import store_of, ui_routes
+from helix_agents.transports.bodies import SessionRequest
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "AgentDirectory", "Auth", "SessionRequest", "create_http_app"]
 

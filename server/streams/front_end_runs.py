@@ -34,9 +34,14 @@ from helix_agents.protocol import (
     RemoteStatusResponse,
     TransportEvent,
 )
-
-from .edge import MAX_JSON_DEPTH, checked_depth, checked_id, checked_start, decode
-from .ui_streams import ProjectedStreamResponse, StreamFormat
+from helix_agents.server.edge import (
+    MAX_JSON_DEPTH,
+    checked_depth,
+    checked_id,
+    checked_start,
+    decode,
+)
+from helix_agents.server.streams.front_end import ProjectedStreamResponse, StreamFormat
 
 __all__ = ["ChatRequest", "ResumeEntry", "RunAgentInput", "decode_run", "run_front_end"]
 

@@ -29,10 +29,9 @@ from helix_agents import (
 )
 from helix_agents.ids import MAX_SESSION_ID_LENGTH
 from helix_agents.log.session_list import MAX_PAGE_SIZE, SessionListPage
+from helix_agents.server.streams.front_end_runs import ChatRequest, RunAgentInput
+from helix_agents.server.ui.openapi import UI_MODELS, ui_paths
 from helix_agents.transports.bodies import SessionRequest
-
-from .ui.openapi import UI_MODELS, ui_paths
-from .ui_runs import ChatRequest, RunAgentInput
 
 __all__ = [
     "MAX_SEQUENCE",

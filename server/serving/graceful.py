@@ -23,9 +23,8 @@ import anyio
 import uvicorn
 
 from helix_agents import HelixError, RemoteResumeRequest
-
-from .agent_server import AgentServer
-from .limits import DEFAULT_GRACE
+from helix_agents.server.agent_server import AgentServer
+from helix_agents.server.serving.limits import DEFAULT_GRACE
 
 __all__ = ["DEFAULT_GRACE", "SHUTDOWN_REASON", "GracefulServer", "resume_interrupted_by_shutdown"]
 

@@ -23,11 +23,10 @@ from starlette.types import Receive, Scope, Send
 from helix_agents import AgentServerError, HelixError
 from helix_agents.events import Chunk
 from helix_agents.protocol import ChunkEvent, EndEvent, ErrorEvent, TransportEvent
-
-from .ag_ui_stream import AG_UI_HEADERS, AgUiProjector
-from .ai_sdk_stream import AI_SDK_HEADERS, AiSdkProjector
-from .sse_writer import write_sse
-from .stream_tree import Frame
+from helix_agents.server.streams.ag_ui import AG_UI_HEADERS, AgUiProjector
+from helix_agents.server.streams.ai_sdk import AI_SDK_HEADERS, AiSdkProjector
+from helix_agents.server.streams.sse_writer import write_sse
+from helix_agents.server.streams.tree import Frame
 
 __all__ = ["FORMATS", "Projector", "ProjectedStreamResponse", "project", "stream_format"]
 

@@ -18,8 +18,7 @@ from starlette.responses import Response
 
 from helix_agents import AgentServerError
 from helix_agents.log.session_list import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, SessionCatalog
-
-from .ui import store_of
+from helix_agents.server.ui import store_of
 
 __all__ = ["session_list_endpoint"]
 

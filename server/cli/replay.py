@@ -11,8 +11,14 @@ from helix_agents.events import Event
 from helix_agents.log.projections import project_state
 from helix_agents.log.state import SessionState
 from helix_agents.messages import Message
-
-from .timeline import format_event, json_text, one_line, quoted, tag_of, tag_of_message
+from helix_agents.server.cli.timeline import (
+    format_event,
+    json_text,
+    one_line,
+    quoted,
+    tag_of,
+    tag_of_message,
+)
 
 __all__ = ["format_state", "replay_lines"]
 

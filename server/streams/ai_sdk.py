@@ -25,8 +25,7 @@ from helix_agents.events import (
     ToolStart,
 )
 from helix_agents.protocol import EndEvent, ErrorEvent
-
-from .stream_tree import AgentNode, AgentTree, Frame, builtins
+from helix_agents.server.streams.tree import AgentNode, AgentTree, Frame, builtins
 
 __all__ = ["AI_SDK_HEADERS", "AiSdkProjector"]
 

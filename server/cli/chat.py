@@ -24,9 +24,8 @@ from helix_agents import (
     AgentServerError,
     TextDelta,
 )
+from helix_agents.server.cli.timeline import StreamPrinter
 from helix_agents.stores import open_store
-
-from .timeline import StreamPrinter
 
 __all__ = ["EXIT_WORDS", "ChatError", "run_chat"]
 

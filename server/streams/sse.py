@@ -1,7 +1,7 @@
 """Server-sent events in the protocol's own format: ``/sse``'s frames and its response.
 
 ``SSEResponse`` sends a finished session's stream as one body, and any other
-through :func:`~helix_agents.server.sse_writer.write_sse` (heartbeats, one
+through :func:`~helix_agents.server.streams.sse_writer.write_sse` (heartbeats, one
 writer, disconnects), the machine every ``/sse`` format shares.
 """
 
@@ -15,9 +15,8 @@ from starlette.types import Receive, Scope, Send
 
 from helix_agents import ChunkEvent, EndEvent, ErrorEvent, HelixError, TransportEvent
 from helix_agents.log.streaming import EndedStream
-
-from .edge import protocol_error
-from .sse_writer import HEARTBEAT, write_sse
+from helix_agents.server.edge import protocol_error
+from helix_agents.server.streams.sse_writer import HEARTBEAT, write_sse
 
 __all__ = ["HEARTBEAT", "SSEResponse", "encode_sse"]
 

@@ -59,6 +59,14 @@ from helix_agents import (
 )
 from helix_agents.ids import SessionId
 from helix_agents.runtime.runs import SessionLocks
+from helix_agents.server.agent_server import AgentServer
+from helix_agents.server.edge import (
+    checked_id,
+    checked_start,
+    decode,
+    protocol_error,
+    with_trace_headers,
+)
 from helix_agents.stores._nats_inbox import (
     EXPECTED_LAST_SUBJECT_SEQ,
     WRONG_LAST_SEQUENCE,
@@ -73,9 +81,6 @@ from helix_agents.transports.nats import (
     Reply,
     StatusRequest,
 )
-
-from .agent_server import AgentServer
-from .edge import checked_id, checked_start, decode, protocol_error, with_trace_headers
 
 __all__ = ["LEASE_BUCKET", "NatsAgentHost", "lease_key"]
 

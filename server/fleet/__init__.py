@@ -1,0 +1,1 @@
+"""The NATS fleet: ``NatsAgentHost`` serving the protocol on NATS subjects with failover."""
