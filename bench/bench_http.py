@@ -25,19 +25,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
-from helix_agents import (
-    AgentExecutor,
+from helix_agents import AgentExecutor, create_remote_sub_agent_tool, define_agent
+from helix_agents.events import (
     Completed,
     Event,
     RunStarted,
-    ScriptedLLM,
     SessionCreated,
     TextDelta,
     ToolEnd,
     ToolStart,
-    create_remote_sub_agent_tool,
-    define_agent,
 )
+from helix_agents.models import ScriptedLLM
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import SqliteEventStore
 from helix_agents.transports import HttpRemoteAgentTransport

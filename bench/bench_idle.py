@@ -19,13 +19,8 @@ from typing import Any
 
 import anyio
 
-from helix_agents import (
-    AgentExecutor,
-    EventStore,
-    LLMRequest,
-    LLMStreamEvent,
-    define_agent,
-)
+from helix_agents import AgentExecutor, EventStore, define_agent
+from helix_agents.models import LLMRequest, LLMStreamEvent
 from helix_agents.stores import SqliteEventStore
 
 POLL = 0.5  # seconds: the old per-tail interval, and the store's poll interval

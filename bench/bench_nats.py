@@ -45,19 +45,10 @@ from _nats import cpu_seconds, nats_server, stop_process
 from nats_agents import CHUNKS, Found, Query, researcher
 from pydantic import BaseModel
 
-from helix_agents import (
-    AgentExecutor,
-    Completed,
-    EndEvent,
-    RemoteStartRequest,
-    RunStarted,
-    ScriptedLLM,
-    SessionCreated,
-    ToolEnd,
-    ToolStart,
-    create_remote_sub_agent_tool,
-    define_agent,
-)
+from helix_agents import AgentExecutor, create_remote_sub_agent_tool, define_agent
+from helix_agents.events import Completed, RunStarted, SessionCreated, ToolEnd, ToolStart
+from helix_agents.models import ScriptedLLM
+from helix_agents.protocol import EndEvent, RemoteStartRequest
 from helix_agents.server import AgentServer
 from helix_agents.server.fleet.host import LEASE_BUCKET, NatsAgentHost
 from helix_agents.stores.jetstream import WATCH_LINGER, JetStreamEventStore

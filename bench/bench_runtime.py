@@ -14,11 +14,11 @@ from helix_agents import (
     AgentConfig,
     AgentExecutor,
     EventStore,
-    ScriptedLLM,
     create_sub_agent_tool,
     define_agent,
     define_tool,
 )
+from helix_agents.models import ScriptedLLM
 from helix_agents.stores import MemoryEventStore, SqliteEventStore
 
 

@@ -11,8 +11,7 @@ from typing import Any
 
 import anyio
 
-from helix_agents import (
-    AssistantMessage,
+from helix_agents.events import (
     ChildChunkForwarded,
     Event,
     MessageAppended,
@@ -22,13 +21,11 @@ from helix_agents import (
     StepStarted,
     SubSessionStarted,
     TextDelta,
-    ToolCall,
     ToolEnd,
     ToolStart,
-    UserMessage,
-    encode_event,
-    project_state,
 )
+from helix_agents.log import encode_event, project_state
+from helix_agents.messages import AssistantMessage, ToolCall, UserMessage
 from helix_agents.stores import SqliteEventStore
 
 SESSIONS = 100

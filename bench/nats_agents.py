@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from helix_agents import AgentConfig, ScriptedLLM, define_agent
+from helix_agents import AgentConfig, define_agent
+from helix_agents.models import ScriptedLLM
 
 CHUNKS = 10
 

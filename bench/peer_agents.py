@@ -8,7 +8,8 @@
 
 from __future__ import annotations
 
-from helix_agents import ScriptedLLM, define_agent
+from helix_agents import define_agent
+from helix_agents.models import ScriptedLLM
 
 CHUNKS = 100
 CHUNK_CHARS = 100

@@ -31,16 +31,14 @@ from helix_agents import (
     AgentConfig,
     AgentExecutor,
     AgentResult,
-    LLMRequest,
     PersistentAgent,
-    ScriptedLLM,
     ToolContext,
-    ToolResultMessage,
     UsageRollup,
-    UserMessage,
     define_agent,
     define_tool,
 )
+from helix_agents.messages import ToolResultMessage, UserMessage
+from helix_agents.models import LLMRequest, ScriptedLLM
 from helix_agents.stores import SqliteEventStore
 
 SESSION = "critic-loop"

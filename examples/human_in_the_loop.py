@@ -26,17 +26,13 @@ from pydantic import BaseModel
 
 from helix_agents import (
     AgentExecutor,
-    AssistantMessage,
-    LLMRequest,
-    ScriptedLLM,
-    ScriptStep,
-    ToolCall,
     ToolContext,
-    ToolResultMessage,
     create_sub_agent_tool,
     define_agent,
     define_tool,
 )
+from helix_agents.messages import AssistantMessage, ToolCall, ToolResultMessage
+from helix_agents.models import LLMRequest, ScriptedLLM, ScriptStep
 from helix_agents.stores import MemoryEventStore
 
 SESSION = "hitl-example"

@@ -21,8 +21,9 @@ import argparse
 import anyio
 from pydantic import BaseModel
 
-from helix_agents import AgentExecutor, ScriptedLLM, create_sub_agent_tool, define_agent
+from helix_agents import AgentExecutor, create_sub_agent_tool, define_agent
 from helix_agents.events import TextDelta
+from helix_agents.models import ScriptedLLM
 from helix_agents.stores import open_store
 
 SESSION = "tree-demo"

@@ -26,13 +26,8 @@ import anyio
 import nats
 from pydantic import BaseModel
 
-from helix_agents import (
-    AgentConfig,
-    AgentExecutor,
-    ScriptedLLM,
-    create_remote_sub_agent_tool,
-    define_agent,
-)
+from helix_agents import AgentConfig, AgentExecutor, create_remote_sub_agent_tool, define_agent
+from helix_agents.models import ScriptedLLM
 from helix_agents.server import AgentServer, NatsAgentHost
 from helix_agents.stores import JetStreamEventStore, MemoryEventStore
 from helix_agents.transports.nats import NatsRemoteAgentTransport

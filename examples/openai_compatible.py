@@ -21,14 +21,8 @@ import argparse
 import anyio
 from pydantic import BaseModel
 
-from helix_agents import (
-    AgentConfig,
-    AgentExecutor,
-    OpenAIChatLLM,
-    ToolContext,
-    define_agent,
-    define_tool,
-)
+from helix_agents import AgentConfig, AgentExecutor, ToolContext, define_agent, define_tool
+from helix_agents.models import OpenAIChatLLM
 from helix_agents.stores import MemoryEventStore
 
 TEXT = "An append-only log makes recovery a replay and debugging a read."

@@ -25,14 +25,9 @@ import anyio
 import uvicorn
 from pydantic import BaseModel
 
-from helix_agents import (
-    AgentConfig,
-    AgentExecutor,
-    ScriptedLLM,
-    create_remote_sub_agent_tool,
-    define_agent,
-)
+from helix_agents import AgentConfig, AgentExecutor, create_remote_sub_agent_tool, define_agent
 from helix_agents.events import ChildChunkForwarded
+from helix_agents.models import ScriptedLLM
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore
 from helix_agents.transports import HttpRemoteAgentTransport

@@ -28,17 +28,14 @@ from helix_agents import (
     AgentConfig,
     AgentExecutor,
     AgentResult,
-    AssistantMessage,
-    LLMRequest,
-    LocalWorkspaceProvider,
-    ScriptedLLM,
-    ToolResultMessage,
-    Workspace,
     create_sub_agent_tool,
     define_agent,
 )
+from helix_agents.messages import AssistantMessage, ToolResultMessage
+from helix_agents.models import LLMRequest, ScriptedLLM
 from helix_agents.server.cli.replay import replay_lines
 from helix_agents.stores import SqliteEventStore
+from helix_agents.workspaces import LocalWorkspaceProvider, Workspace
 
 SESSION = "notes-demo"
 NOTES = {

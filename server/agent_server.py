@@ -19,30 +19,25 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from types import TracebackType
 from typing import Any, TypeVar
 
-from helix_agents import (
-    AgentConfig,
-    AgentExecutor,
-    AgentServerError,
-    EventStore,
-    HelixError,
-    LLMAdapter,
+from helix_agents import AgentConfig, AgentExecutor, EventStore, LLMAdapter
+from helix_agents._aio import closing_iter
+from helix_agents.errors import AgentServerError, HelixError, UsageError
+from helix_agents.ids import SessionId
+from helix_agents.log.streaming import open_session_stream
+from helix_agents.protocol import (
     RemoteMessageRequest,
     RemoteMessageResponse,
     RemoteResumeRequest,
     RemoteStartRequest,
     RemoteStartResponse,
     RemoteStatusResponse,
-    RunGuard,
     SubmitResponse,
     TransportEvent,
-    UsageError,
-    WorkspaceProvider,
     checked_session_id,
 )
-from helix_agents._aio import closing_iter
-from helix_agents.ids import SessionId
-from helix_agents.log.streaming import open_session_stream
+from helix_agents.runtime import RunGuard
 from helix_agents.tracing import Tracer
+from helix_agents.workspaces import WorkspaceProvider
 
 __all__ = ["AgentServer", "RunGuard"]
 

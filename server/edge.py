@@ -17,17 +17,16 @@ from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 import msgspec
 
-from helix_agents import (
+from helix_agents.errors import (
     AgentServerError,
     DamagedLogError,
     HelixError,
     LogError,
-    RemoteStartRequest,
     TransportError,
-    TransportEvent,
     UsageError,
 )
 from helix_agents.ids import SessionId, validate_session_id
+from helix_agents.protocol import RemoteStartRequest, TransportEvent
 from helix_agents.tracing import trace_context_from_headers
 
 __all__ = [

@@ -26,11 +26,11 @@ from servers import closed_port, serve
 from helix_agents import (
     AgentConfig,
     AgentExecutor,
-    Event,
     EventStore,
     PersistentAgent,
     RemoteAgentTransport,
 )
+from helix_agents.events import Event
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.server.fleet.host import NatsAgentHost
 from helix_agents.stores import JetStreamEventStore, MemoryEventStore

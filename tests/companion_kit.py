@@ -16,22 +16,21 @@ from pydantic import BaseModel
 
 from helix_agents import (
     AgentConfig,
-    AssistantMessage,
-    CompletionDelivered,
-    Event,
     EventStore,
-    LLMRequest,
-    MessageAppended,
     PersistentAgent,
     RemoteAgentTransport,
-    ScriptedLLM,
+    define_agent,
+)
+from helix_agents.events import (
+    CompletionDelivered,
+    Event,
+    MessageAppended,
     SubSessionFinished,
     SubSessionResumed,
     SubSessionStarted,
-    ToolResultMessage,
-    UserMessage,
-    define_agent,
 )
+from helix_agents.messages import AssistantMessage, ToolResultMessage, UserMessage
+from helix_agents.models import LLMRequest, ScriptedLLM
 from helix_agents.models.scripted import ScriptItem
 
 call = ScriptedLLM.call
@@ -160,7 +159,7 @@ def model_calls(log: Sequence[Event]) -> int:
 
 async def settled(store: EventStore, session_id: str, status: str = "completed") -> list[Event]:
     """Wait (tailing the log, no polling) until ``session_id``'s log says ``status``."""
-    from helix_agents import project_state
+    from helix_agents.log import project_state
 
     async for _ in store.tail(session_id, 0):
         log = await store.read(session_id)

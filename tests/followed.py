@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import anyio
 
-from helix_agents import Event, EventStore
+from helix_agents import EventStore
+from helix_agents.events import Event
 
 
 class Followed(list[Event]):

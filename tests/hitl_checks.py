@@ -21,21 +21,17 @@ import anyio
 import httpx
 import msgspec
 
-from helix_agents import (
+from helix_agents import EventStore, PendingInput
+from helix_agents._aio import closing_iter
+from helix_agents.events import (
     ApprovalGiven,
     ApprovalRequested,
     ChildChunkForwarded,
     ClientToolPending,
     ClientToolResultSubmitted,
     Event,
-    EventStore,
-    PendingInput,
-    encode_event,
-    project_state,
-    project_stream,
-    stream_item,
 )
-from helix_agents._aio import closing_iter
+from helix_agents.log import encode_event, project_state, project_stream, stream_item
 from helix_agents.transports.sse import SSEParser
 
 __all__ = [

@@ -23,23 +23,18 @@ from pydantic import BaseModel
 
 from helix_agents import (
     AgentConfig,
-    AssistantMessage,
-    Event,
-    LLMRequest,
     RemoteAgentTransport,
-    RemoteSubAgentTool,
-    ScriptedLLM,
-    ScriptStep,
-    SubAgentTool,
-    TokenUsage,
     ToolContext,
-    ToolResultMessage,
     create_remote_sub_agent_tool,
     create_sub_agent_tool,
     define_agent,
     define_tool,
-    project_state,
 )
+from helix_agents.agents import RemoteSubAgentTool, SubAgentTool
+from helix_agents.events import Event
+from helix_agents.log import project_state
+from helix_agents.messages import AssistantMessage, ToolResultMessage
+from helix_agents.models import LLMRequest, ScriptedLLM, ScriptStep, TokenUsage
 from helix_agents.otel import OtelTracer
 
 __all__ = [

@@ -18,21 +18,17 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from helix_agents import (
+from helix_agents import EventStore
+from helix_agents._aio import closing_iter
+from helix_agents.errors import (
     ConcurrencyConflict,
-    Event,
-    EventStore,
     InvalidSessionIdError,
-    SessionCreated,
-    StepStarted,
     StoreClosedError,
     StoreError,
-    TextDelta,
-    ToolStart,
     UsageError,
-    UserMessage,
 )
-from helix_agents._aio import closing_iter
+from helix_agents.events import Event, SessionCreated, StepStarted, TextDelta, ToolStart
+from helix_agents.messages import UserMessage
 
 SID = "session-1"
 AGENT = "tester"

@@ -19,14 +19,14 @@ from typing import Any
 import msgspec
 from hypothesis import strategies as st
 
-from helix_agents import (
+from helix_agents import PendingInput
+from helix_agents.events import (
     CHUNK_TYPES,
     EVENT_TYPES,
     Aborted,
     AbortRequested,
     ApprovalGiven,
     ApprovalRequested,
-    AssistantMessage,
     ChildChunkForwarded,
     ChunkBase,
     ClientToolOwnershipRecorded,
@@ -46,7 +46,6 @@ from helix_agents import (
     MessageAppended,
     MessageQueued,
     OutputChunk,
-    PendingInput,
     RemoteRef,
     RunStarted,
     SessionCreated,
@@ -61,15 +60,13 @@ from helix_agents import (
     SubSessionSuspended,
     Suspended,
     TextDelta,
-    ToolCall,
     ToolEnd,
-    ToolResultMessage,
     ToolStart,
     UsageRecorded,
-    UserMessage,
     WorkspaceDeleted,
     WorkspaceWritten,
 )
+from helix_agents.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 
 __all__ = [
     "ALLOWED_STATUSES",

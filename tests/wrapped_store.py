@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 
-from helix_agents import Event, EventStore
+from helix_agents import EventStore
+from helix_agents.events import Event
 
 __all__ = ["WrappedStore"]
 

@@ -16,9 +16,10 @@ from typing import Any, Literal
 import anyio
 import msgspec
 
-from helix_agents import (
-    AgentServerError,
-    RemoteAgentTransport,
+from helix_agents import RemoteAgentTransport
+from helix_agents._aio import closing_iter
+from helix_agents.errors import AgentServerError, TransportError
+from helix_agents.protocol import (
     RemoteMessageRequest,
     RemoteMessageResponse,
     RemoteResumeRequest,
@@ -26,10 +27,8 @@ from helix_agents import (
     RemoteStartResponse,
     RemoteStatusResponse,
     SubmitResponse,
-    TransportError,
     TransportEvent,
 )
-from helix_agents._aio import closing_iter
 
 __all__ = ["Fault", "FaultyTransport", "Operation"]
 

@@ -23,31 +23,33 @@ import nats.js.errors
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 
-from helix_agents import (
+from helix_agents import EventStore
+from helix_agents._aio import closing_iter
+from helix_agents.errors import (
     HTTP_STATUS,
     AgentServerError,
-    EventStore,
+    StoreClosedError,
+    StoreError,
+    TransportError,
+    TransportTimeoutError,
+)
+from helix_agents.ids import encode_session_token
+from helix_agents.log import stream_session
+from helix_agents.log.streaming import open_session_stream
+from helix_agents.protocol import (
     RemoteMessageRequest,
     RemoteMessageResponse,
     RemoteResumeRequest,
     RemoteStartRequest,
     RemoteStartResponse,
     RemoteStatusResponse,
-    StoreClosedError,
-    StoreError,
     SubmitApprovalRequest,
     SubmitResponse,
     SubmitToolResultRequest,
-    TransportError,
     TransportEvent,
-    TransportTimeoutError,
     checked_from_sequence,
     checked_session_id,
-    encode_session_token,
-    stream_session,
 )
-from helix_agents._aio import closing_iter
-from helix_agents.log.streaming import open_session_stream
 from helix_agents.retry import retrying
 from helix_agents.tracing import trace_context_from_headers
 

@@ -5,3 +5,94 @@
 ``define_tool``, the tool context). May import models and the log; never the
 runtime.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from helix_agents._exports import lazy_exports
+
+if TYPE_CHECKING:
+    from helix_agents.agents.config import (
+        AgentConfig as AgentConfig,
+        AgentHooks as AgentHooks,
+        HookContext as HookContext,
+        LLMConfig as LLMConfig,
+        PersistentAgent as PersistentAgent,
+    )
+    from helix_agents.agents.define import (
+        AgentRegistry as AgentRegistry,
+        define_agent as define_agent,
+    )
+    from helix_agents.agents.tools import (
+        COMPANION_TOOL_PREFIX as COMPANION_TOOL_PREFIX,
+        RESERVED_TOOL_PREFIXES as RESERVED_TOOL_PREFIXES,
+        SUBAGENT_TOOL_PREFIX as SUBAGENT_TOOL_PREFIX,
+        WORKSPACE_TOOL_PREFIX as WORKSPACE_TOOL_PREFIX,
+        ApprovalPredicate as ApprovalPredicate,
+        ApprovalRule as ApprovalRule,
+        Tool as Tool,
+        ToolContext as ToolContext,
+        ToolExecute as ToolExecute,
+        define_tool as define_tool,
+        is_sub_agent_tool as is_sub_agent_tool,
+        validate_tool_name as validate_tool_name,
+    )
+    from helix_agents.children.tools import (
+        RemoteSubAgentTool as RemoteSubAgentTool,
+        SubAgentTool as SubAgentTool,
+        create_remote_sub_agent_tool as create_remote_sub_agent_tool,
+        create_sub_agent_tool as create_sub_agent_tool,
+    )
+
+_HOMES = {
+    "AgentConfig": "helix_agents.agents.config",
+    "AgentHooks": "helix_agents.agents.config",
+    "HookContext": "helix_agents.agents.config",
+    "LLMConfig": "helix_agents.agents.config",
+    "PersistentAgent": "helix_agents.agents.config",
+    "AgentRegistry": "helix_agents.agents.define",
+    "define_agent": "helix_agents.agents.define",
+    "ApprovalPredicate": "helix_agents.agents.tools",
+    "ApprovalRule": "helix_agents.agents.tools",
+    "COMPANION_TOOL_PREFIX": "helix_agents.agents.tools",
+    "RESERVED_TOOL_PREFIXES": "helix_agents.agents.tools",
+    "SUBAGENT_TOOL_PREFIX": "helix_agents.agents.tools",
+    "Tool": "helix_agents.agents.tools",
+    "ToolContext": "helix_agents.agents.tools",
+    "ToolExecute": "helix_agents.agents.tools",
+    "WORKSPACE_TOOL_PREFIX": "helix_agents.agents.tools",
+    "define_tool": "helix_agents.agents.tools",
+    "is_sub_agent_tool": "helix_agents.agents.tools",
+    "validate_tool_name": "helix_agents.agents.tools",
+    "RemoteSubAgentTool": "helix_agents.children.tools",
+    "SubAgentTool": "helix_agents.children.tools",
+    "create_remote_sub_agent_tool": "helix_agents.children.tools",
+    "create_sub_agent_tool": "helix_agents.children.tools",
+}
+__all__ = [
+    "AgentConfig",
+    "AgentHooks",
+    "HookContext",
+    "LLMConfig",
+    "PersistentAgent",
+    "AgentRegistry",
+    "define_agent",
+    "ApprovalPredicate",
+    "ApprovalRule",
+    "COMPANION_TOOL_PREFIX",
+    "RESERVED_TOOL_PREFIXES",
+    "SUBAGENT_TOOL_PREFIX",
+    "Tool",
+    "ToolContext",
+    "ToolExecute",
+    "WORKSPACE_TOOL_PREFIX",
+    "define_tool",
+    "is_sub_agent_tool",
+    "validate_tool_name",
+    "RemoteSubAgentTool",
+    "SubAgentTool",
+    "create_remote_sub_agent_tool",
+    "create_sub_agent_tool",
+]
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES)

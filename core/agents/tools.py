@@ -19,11 +19,10 @@ import msgspec
 from pydantic import BaseModel
 
 from helix_agents.errors import UsageError
-from helix_agents.models.base import ToolSpec
+from helix_agents.models.base import FINISH_TOOL_NAME, ToolSpec
 
 __all__ = [
     "COMPANION_TOOL_PREFIX",
-    "FINISH_TOOL_NAME",
     "RESERVED_TOOL_PREFIXES",
     "SUBAGENT_TOOL_PREFIX",
     "WORKSPACE_TOOL_PREFIX",
@@ -60,7 +59,6 @@ COMPANION_TOOL_PREFIX = "companion__"
 WORKSPACE_TOOL_PREFIX = "workspace_"
 """Prefix reserved for workspace tools."""
 
-FINISH_TOOL_NAME = "__finish__"
 """The tool an agent with an output schema calls to finish with its output."""
 
 RESERVED_TOOL_PREFIXES = (

@@ -5,3 +5,67 @@ chat completions over httpx), ``scripted`` (a deterministic model for tests and
 demos), ``replay`` (answers from recorded logs). May import the log and the
 agents' tool types; never the runtime.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from helix_agents._exports import lazy_exports
+
+if TYPE_CHECKING:
+    from helix_agents.models.base import (
+        FINISH_TOOL_NAME as FINISH_TOOL_NAME,
+        LLMAdapter as LLMAdapter,
+        LLMError as LLMError,
+        LLMRequest as LLMRequest,
+        LLMResponse as LLMResponse,
+        LLMStreamEvent as LLMStreamEvent,
+        LLMTextDelta as LLMTextDelta,
+        TokenUsage as TokenUsage,
+        ToolSpec as ToolSpec,
+    )
+    from helix_agents.models.openai import (
+        OpenAIChatLLM as OpenAIChatLLM,
+    )
+    from helix_agents.models.replay import (
+        Divergence as Divergence,
+        ReplayLLM as ReplayLLM,
+    )
+    from helix_agents.models.scripted import (
+        ScriptedLLM as ScriptedLLM,
+        ScriptStep as ScriptStep,
+    )
+
+_HOMES = {
+    "FINISH_TOOL_NAME": "helix_agents.models.base",
+    "LLMAdapter": "helix_agents.models.base",
+    "LLMError": "helix_agents.models.base",
+    "LLMRequest": "helix_agents.models.base",
+    "LLMResponse": "helix_agents.models.base",
+    "LLMStreamEvent": "helix_agents.models.base",
+    "LLMTextDelta": "helix_agents.models.base",
+    "TokenUsage": "helix_agents.models.base",
+    "ToolSpec": "helix_agents.models.base",
+    "OpenAIChatLLM": "helix_agents.models.openai",
+    "Divergence": "helix_agents.models.replay",
+    "ReplayLLM": "helix_agents.models.replay",
+    "ScriptStep": "helix_agents.models.scripted",
+    "ScriptedLLM": "helix_agents.models.scripted",
+}
+__all__ = [
+    "FINISH_TOOL_NAME",
+    "LLMAdapter",
+    "LLMError",
+    "LLMRequest",
+    "LLMResponse",
+    "LLMStreamEvent",
+    "LLMTextDelta",
+    "TokenUsage",
+    "ToolSpec",
+    "OpenAIChatLLM",
+    "Divergence",
+    "ReplayLLM",
+    "ScriptStep",
+    "ScriptedLLM",
+]
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES)

@@ -18,6 +18,7 @@ from helix_agents.errors import HelixError
 from helix_agents.messages import Message, ToolCall
 
 __all__ = [
+    "FINISH_TOOL_NAME",
     "LLMAdapter",
     "LLMError",
     "LLMRequest",
@@ -27,6 +28,9 @@ __all__ = [
     "TokenUsage",
     "ToolSpec",
 ]
+
+
+FINISH_TOOL_NAME = "__finish__"
 
 
 class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):

@@ -15,9 +15,9 @@ from typing import Any
 import anyio
 import msgspec
 
-from helix_agents.agents.tools import FINISH_TOOL_NAME
 from helix_agents.messages import AssistantMessage, ToolCall
 from helix_agents.models.base import (
+    FINISH_TOOL_NAME,
     LLMError,
     LLMRequest,
     LLMResponse,

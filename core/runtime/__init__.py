@@ -4,5 +4,53 @@
 ``run_loop`` (``SessionRun``, one run of a session's loop), ``writer`` (its one
 gateway to the log), ``tool_runner``, ``env``, ``service`` (the remote-agent
 protocol implemented once), ``starts``, ``recovery``, ``handle``, ``inprocess``
-(the in-process transport), ``run_sync``.
+(the in-process transport), ``sync`` (``run_sync``).
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from helix_agents._exports import lazy_exports
+
+if TYPE_CHECKING:
+    from helix_agents.runtime.executor import (
+        AgentExecutor as AgentExecutor,
+        RunGuard as RunGuard,
+        TakeoverClaim as TakeoverClaim,
+    )
+    from helix_agents.runtime.handle import (
+        AgentHandle as AgentHandle,
+        AgentResult as AgentResult,
+    )
+    from helix_agents.runtime.inprocess import (
+        InProcessTransport as InProcessTransport,
+    )
+    from helix_agents.runtime.sync import (
+        run_sync as run_sync,
+    )
+    from helix_agents.runtime.service import (
+        ExecutorService as ExecutorService,
+    )
+
+_HOMES = {
+    "AgentExecutor": "helix_agents.runtime.executor",
+    "RunGuard": "helix_agents.runtime.executor",
+    "TakeoverClaim": "helix_agents.runtime.executor",
+    "AgentHandle": "helix_agents.runtime.handle",
+    "AgentResult": "helix_agents.runtime.handle",
+    "InProcessTransport": "helix_agents.runtime.inprocess",
+    "run_sync": "helix_agents.runtime.sync",
+    "ExecutorService": "helix_agents.runtime.service",
+}
+__all__ = [
+    "AgentExecutor",
+    "RunGuard",
+    "TakeoverClaim",
+    "AgentHandle",
+    "AgentResult",
+    "InProcessTransport",
+    "run_sync",
+    "ExecutorService",
+]
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES)

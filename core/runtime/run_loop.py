@@ -27,7 +27,7 @@ import msgspec
 
 from helix_agents._aio import closing_iter, prefetch, unwrap_group
 from helix_agents.agents.define import AgentConfig, HookContext, RemoteSubAgentTool, SubAgentTool
-from helix_agents.agents.tools import COMPANION_TOOL_PREFIX, FINISH_TOOL_NAME, Tool, json_schema_of
+from helix_agents.agents.tools import COMPANION_TOOL_PREFIX, Tool, json_schema_of
 from helix_agents.children.call import ChildCall, ChildLink, SubAgentToolLike
 from helix_agents.companions.parent import Companions
 from helix_agents.companions.tools import companion_specs
@@ -58,7 +58,14 @@ from helix_agents.hitl.gates import (
 )
 from helix_agents.log.state import SessionState
 from helix_agents.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
-from helix_agents.models.base import LLMError, LLMRequest, LLMResponse, LLMTextDelta, ToolSpec
+from helix_agents.models.base import (
+    FINISH_TOOL_NAME,
+    LLMError,
+    LLMRequest,
+    LLMResponse,
+    LLMTextDelta,
+    ToolSpec,
+)
 from helix_agents.runtime.env import RunEnv
 from helix_agents.runtime.tool_runner import (
     ToolOutcome,

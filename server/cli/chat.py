@@ -17,13 +17,9 @@ from collections.abc import Awaitable, Callable
 
 import msgspec
 
-from helix_agents import (
-    AgentConfig,
-    AgentExecutor,
-    AgentHandle,
-    AgentServerError,
-    TextDelta,
-)
+from helix_agents import AgentConfig, AgentExecutor, AgentHandle
+from helix_agents.errors import AgentServerError
+from helix_agents.events import TextDelta
 from helix_agents.server.cli.timeline import StreamPrinter
 from helix_agents.stores import open_store
 

@@ -26,18 +26,13 @@ from urllib.parse import urlsplit
 import anyio
 import msgspec
 
-from helix_agents import (
-    AgentConfig,
-    AgentExecutor,
-    AgentRegistry,
-    MemoryWorkspaceProvider,
-    RemoteStartRequest,
-    ReplayLLM,
-    SessionCreated,
-    UsageError,
-    WorkspaceProvider,
-    project_state,
-)
+from helix_agents import AgentConfig, AgentExecutor
+from helix_agents.agents import AgentRegistry
+from helix_agents.errors import UsageError
+from helix_agents.events import SessionCreated
+from helix_agents.log import project_state
+from helix_agents.models import ReplayLLM
+from helix_agents.protocol import RemoteStartRequest
 from helix_agents.server.agent_server import AgentServer
 from helix_agents.server.gateway.app import create_http_app
 from helix_agents.server.gateway.openapi import openapi_document
@@ -56,6 +51,7 @@ from helix_agents.server.serving.limits import (
     quiet_accept_errors,
 )
 from helix_agents.stores import MemoryEventStore, open_store
+from helix_agents.workspaces import MemoryWorkspaceProvider, WorkspaceProvider
 
 if TYPE_CHECKING:
     from nats.aio.client import Client as NatsClient

@@ -25,13 +25,12 @@ from helix_agents import (
     AgentConfig,
     AgentExecutor,
     EventStore,
-    ScriptedLLM,
-    ScriptStep,
     ToolContext,
     create_sub_agent_tool,
     define_agent,
     define_tool,
 )
+from helix_agents.models import ScriptedLLM, ScriptStep
 from helix_agents.server.cli.replay import replay_lines
 from helix_agents.server.cli.timeline import StreamPrinter
 from helix_agents.stores import open_store

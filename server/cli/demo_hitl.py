@@ -21,13 +21,12 @@ from helix_agents import (
     AgentConfig,
     AgentExecutor,
     PendingInput,
-    ScriptedLLM,
-    ScriptStep,
     ToolContext,
     create_sub_agent_tool,
     define_agent,
     define_tool,
 )
+from helix_agents.models import ScriptedLLM, ScriptStep
 from helix_agents.server.cli.timeline import StreamPrinter, json_text
 from helix_agents.stores import open_store
 

@@ -40,24 +40,18 @@ from nats.aio.subscription import Subscription
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-from helix_agents import (
-    AgentServerError,
-    ConcurrencyConflict,
-    Event,
-    HelixError,
-    HostClaimed,
+from helix_agents import SessionState
+from helix_agents.errors import AgentServerError, ConcurrencyConflict, HelixError, UsageError
+from helix_agents.events import Event, HostClaimed
+from helix_agents.ids import SessionId, decode_session_token, encode_session_token
+from helix_agents.log import project_state
+from helix_agents.protocol import (
     RemoteMessageRequest,
     RemoteResumeRequest,
     RemoteStartRequest,
-    SessionState,
     SubmitApprovalRequest,
     SubmitToolResultRequest,
-    UsageError,
-    decode_session_token,
-    encode_session_token,
-    project_state,
 )
-from helix_agents.ids import SessionId
 from helix_agents.runtime.runs import SessionLocks
 from helix_agents.server.agent_server import AgentServer
 from helix_agents.server.edge import (

@@ -23,10 +23,10 @@ from starlette.responses import Response
 from starlette.routing import Match, Route
 from starlette.types import Receive, Scope, Send
 
-from helix_agents import (
-    HTTP_STATUS,
-    AgentServerError,
-    RemoteAgentTransport,
+from helix_agents import RemoteAgentTransport
+from helix_agents.errors import HTTP_STATUS, AgentServerError
+from helix_agents.ids import SessionId
+from helix_agents.protocol import (
     RemoteMessageRequest,
     RemoteResumeRequest,
     RemoteStartRequest,
@@ -34,7 +34,6 @@ from helix_agents import (
     SubmitToolResultRequest,
     TransportEvent,
 )
-from helix_agents.ids import SessionId
 from helix_agents.server.agent_server import AgentServer
 from helix_agents.server.edge import (
     StreamOpener,

@@ -14,9 +14,11 @@ from typing import Any
 
 import msgspec
 
-from helix_agents import (
-    HTTP_STATUS,
-    Chunk,
+from helix_agents.errors import HTTP_STATUS
+from helix_agents.events import Chunk
+from helix_agents.ids import MAX_SESSION_ID_LENGTH
+from helix_agents.log.session_list import MAX_PAGE_SIZE, SessionListPage
+from helix_agents.protocol import (
     RemoteMessageRequest,
     RemoteMessageResponse,
     RemoteResumeRequest,
@@ -27,8 +29,6 @@ from helix_agents import (
     SubmitResponse,
     SubmitToolResultRequest,
 )
-from helix_agents.ids import MAX_SESSION_ID_LENGTH
-from helix_agents.log.session_list import MAX_PAGE_SIZE, SessionListPage
 from helix_agents.server.streams.front_end_runs import ChatRequest, RunAgentInput
 from helix_agents.server.ui.openapi import UI_MODELS, ui_paths
 from helix_agents.transports.bodies import SessionRequest

@@ -16,7 +16,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from helix_agents import AgentServerError
+from helix_agents.errors import AgentServerError
 from helix_agents.log.session_list import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, SessionCatalog
 from helix_agents.server.ui import store_of
 

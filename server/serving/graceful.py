@@ -22,7 +22,8 @@ from types import FrameType
 import anyio
 import uvicorn
 
-from helix_agents import HelixError, RemoteResumeRequest
+from helix_agents.errors import HelixError
+from helix_agents.protocol import RemoteResumeRequest
 from helix_agents.server.agent_server import AgentServer
 from helix_agents.server.serving.limits import DEFAULT_GRACE
 

@@ -27,7 +27,7 @@ from typing import Any, cast
 import msgspec
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from helix_agents import UsageError
+from helix_agents.errors import UsageError
 
 __all__ = [
     "DEFAULT_GRACE",

@@ -20,7 +20,7 @@ import anyio
 import msgspec
 from starlette.types import Receive, Scope, Send
 
-from helix_agents import AgentServerError, HelixError
+from helix_agents.errors import AgentServerError, HelixError
 from helix_agents.events import Chunk
 from helix_agents.protocol import ChunkEvent, EndEvent, ErrorEvent, TransportEvent
 from helix_agents.server.streams.ag_ui import AG_UI_HEADERS, AgUiProjector

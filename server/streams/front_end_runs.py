@@ -25,7 +25,8 @@ from typing import Any, Literal, TypeVar
 
 import msgspec
 
-from helix_agents import AgentServerError, PendingInput, RemoteAgentTransport
+from helix_agents import PendingInput, RemoteAgentTransport
+from helix_agents.errors import AgentServerError
 from helix_agents.ids import SessionId
 from helix_agents.protocol import (
     RemoteMessageRequest,

@@ -13,8 +13,9 @@ from collections.abc import AsyncIterator
 import msgspec
 from starlette.types import Receive, Scope, Send
 
-from helix_agents import ChunkEvent, EndEvent, ErrorEvent, HelixError, TransportEvent
+from helix_agents.errors import HelixError
 from helix_agents.log.streaming import EndedStream
+from helix_agents.protocol import ChunkEvent, EndEvent, ErrorEvent, TransportEvent
 from helix_agents.server.edge import protocol_error
 from helix_agents.server.streams.sse_writer import HEARTBEAT, write_sse
 

@@ -17,7 +17,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from helix_agents import AgentServerError, EventStore
+from helix_agents import EventStore
+from helix_agents.errors import AgentServerError
 from helix_agents.server.edge import checked_id
 
 from .snapshot import take_snapshot

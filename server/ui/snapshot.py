@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import msgspec
 
-from helix_agents import AgentServerError, EventStore
+from helix_agents import EventStore
+from helix_agents.errors import AgentServerError
 from helix_agents.events import (
     ChildChunkForwarded,
     SubSessionFinished,

@@ -14,15 +14,8 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
-from helix_agents import (
-    AgentConfig,
-    ScriptedLLM,
-    ScriptStep,
-    ToolContext,
-    create_sub_agent_tool,
-    define_agent,
-    define_tool,
-)
+from helix_agents import AgentConfig, ToolContext, create_sub_agent_tool, define_agent, define_tool
+from helix_agents.models import ScriptedLLM, ScriptStep
 
 LINES = 30
 FIRST_LINE = "Writer drafting the first paragraph."

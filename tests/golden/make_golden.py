@@ -20,10 +20,9 @@ from typing import Any
 
 import msgspec
 
-from helix_agents import (
+from helix_agents.events import (
     ApprovalGiven,
     ApprovalRequested,
-    AssistantMessage,
     ChildChunkForwarded,
     ClientToolOwnershipRecorded,
     ClientToolPending,
@@ -44,16 +43,12 @@ from helix_agents import (
     SubSessionStarted,
     Suspended,
     TextDelta,
-    ToolCall,
     ToolEnd,
-    ToolResultMessage,
     ToolStart,
     UsageRecorded,
-    UserMessage,
-    decode_jsonl,
-    encode_jsonl,
-    project_state,
 )
+from helix_agents.log import decode_jsonl, encode_jsonl, project_state
+from helix_agents.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 
 HERE = Path(__file__).parent
 LOG_PATH = HERE / "parent_session.jsonl"

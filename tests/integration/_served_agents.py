@@ -19,7 +19,7 @@ import httpx
 import msgspec
 from _serve_process import ROOT, ServeProcess
 
-from helix_agents import ChunkEvent, EndEvent, ErrorEvent, TransportEvent
+from helix_agents.protocol import ChunkEvent, EndEvent, ErrorEvent, TransportEvent
 from helix_agents.transports.sse import SSEParser
 
 __all__ = ["ROOT", "TARGET", "ServedAgents", "read_sse", "served"]

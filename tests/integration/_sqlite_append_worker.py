@@ -20,7 +20,8 @@ import sys
 
 import anyio
 
-from helix_agents import Event, EventStore, SessionCreated, TextDelta
+from helix_agents import EventStore
+from helix_agents.events import Event, SessionCreated, TextDelta
 from helix_agents.stores import SqliteEventStore, open_store
 
 SESSIONS = 6

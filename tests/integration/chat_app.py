@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from helix_agents import LLMRequest, ScriptedLLM, ScriptStep, UserMessage, define_agent
+from helix_agents import define_agent
+from helix_agents.messages import UserMessage
+from helix_agents.models import LLMRequest, ScriptedLLM, ScriptStep
 
 
 def _echo(request: LLMRequest) -> ScriptStep:

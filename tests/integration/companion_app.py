@@ -14,16 +14,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from helix_agents import (
-    AssistantMessage,
-    LLMRequest,
-    PersistentAgent,
-    ScriptedLLM,
-    ScriptStep,
-    ToolResultMessage,
-    UserMessage,
-    define_agent,
-)
+from helix_agents import PersistentAgent, define_agent
+from helix_agents.messages import AssistantMessage, ToolResultMessage, UserMessage
+from helix_agents.models import LLMRequest, ScriptedLLM, ScriptStep
 
 __all__ = ["CHILD_DELAY", "Answer", "agents"]
 

@@ -31,20 +31,16 @@ from pydantic import BaseModel
 
 from helix_agents import (
     AgentConfig,
-    AssistantMessage,
-    LLMRequest,
     RemoteAgentTransport,
-    RemoteSubAgentTool,
-    ScriptedLLM,
-    ScriptStep,
-    SubAgentTool,
     ToolContext,
-    ToolResultMessage,
     create_remote_sub_agent_tool,
     create_sub_agent_tool,
     define_agent,
     define_tool,
 )
+from helix_agents.agents import RemoteSubAgentTool, SubAgentTool
+from helix_agents.messages import AssistantMessage, ToolResultMessage
+from helix_agents.models import LLMRequest, ScriptedLLM, ScriptStep
 
 __all__ = [
     "ASK_ARGS",

@@ -20,16 +20,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from helix_agents import (
-    AssistantMessage,
-    LLMRequest,
-    ScriptedLLM,
-    ScriptStep,
-    ToolContext,
-    UserMessage,
-    define_agent,
-    define_tool,
-)
+from helix_agents import ToolContext, define_agent, define_tool
+from helix_agents.messages import AssistantMessage, UserMessage
+from helix_agents.models import LLMRequest, ScriptedLLM, ScriptStep
 
 __all__ = [
     "DELTA_DELAY",

@@ -10,7 +10,8 @@ import os
 
 from pydantic import BaseModel
 
-from helix_agents import ScriptedLLM, ToolContext, create_sub_agent_tool, define_agent, define_tool
+from helix_agents import ToolContext, create_sub_agent_tool, define_agent, define_tool
+from helix_agents.models import ScriptedLLM
 
 
 class Query(BaseModel):

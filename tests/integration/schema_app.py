@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from helix_agents import LLMRequest, ScriptedLLM, ScriptStep, define_agent
+from helix_agents import define_agent
+from helix_agents.models import LLMRequest, ScriptedLLM, ScriptStep
 
 __all__ = ["DELTA_DELAY", "agents"]
 

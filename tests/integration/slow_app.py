@@ -15,16 +15,9 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
-from helix_agents import (
-    AssistantMessage,
-    LLMRequest,
-    ScriptedLLM,
-    ScriptStep,
-    ToolContext,
-    UserMessage,
-    define_agent,
-    define_tool,
-)
+from helix_agents import ToolContext, define_agent, define_tool
+from helix_agents.messages import AssistantMessage, UserMessage
+from helix_agents.models import LLMRequest, ScriptedLLM, ScriptStep
 
 __all__ = ["agents", "sleeper"]
 

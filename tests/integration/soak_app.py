@@ -30,23 +30,18 @@ import anyio
 import nats
 from pydantic import BaseModel
 
-from helix_agents import (
-    AssistantMessage,
-    LLMRequest,
+from helix_agents import create_remote_sub_agent_tool, define_agent
+from helix_agents.messages import AssistantMessage, ToolResultMessage, UserMessage
+from helix_agents.models import LLMRequest, ScriptedLLM, ScriptStep
+from helix_agents.protocol import (
     RemoteMessageRequest,
     RemoteMessageResponse,
     RemoteResumeRequest,
     RemoteStartRequest,
     RemoteStartResponse,
     RemoteStatusResponse,
-    ScriptedLLM,
-    ScriptStep,
     SubmitResponse,
-    ToolResultMessage,
     TransportEvent,
-    UserMessage,
-    create_remote_sub_agent_tool,
-    define_agent,
 )
 from helix_agents.stores import JetStreamEventStore
 from helix_agents.transports.nats import NatsRemoteAgentTransport

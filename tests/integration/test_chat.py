@@ -23,7 +23,10 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
-from helix_agents import OpenAIChatLLM, RunStarted, define_agent, project_state
+from helix_agents import define_agent
+from helix_agents.events import RunStarted
+from helix_agents.log import project_state
+from helix_agents.models import OpenAIChatLLM
 from helix_agents.server.cli.chat import ChatError, run_chat
 from helix_agents.stores import SqliteEventStore
 

@@ -20,8 +20,9 @@ import anyio
 import msgspec
 import pytest
 
-from helix_agents import (
-    AssistantMessage,
+from helix_agents import SessionState
+from helix_agents.errors import StoreError
+from helix_agents.events import (
     ChildChunkForwarded,
     ClientToolOwnershipRecorded,
     ClientToolPending,
@@ -32,25 +33,20 @@ from helix_agents import (
     OutputChunk,
     RunStarted,
     SessionCreated,
-    SessionState,
     StateUpdated,
     StepStarted,
-    StoreError,
     SubAgentEnd,
     SubAgentStart,
     SubSessionFinished,
     SubSessionStarted,
     Suspended,
     TextDelta,
-    ToolCall,
     ToolEnd,
-    ToolResultMessage,
     ToolStart,
     UsageRecorded,
-    UserMessage,
-    encode_jsonl,
-    project_state,
 )
+from helix_agents.log import encode_jsonl, project_state
+from helix_agents.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from helix_agents.server.cli import demo, main as cli
 from helix_agents.stores import SqliteEventStore
 

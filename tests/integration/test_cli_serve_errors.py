@@ -21,7 +21,8 @@ pytestmark = pytest.mark.slow
 ERROR_LINE = re.compile(r"helix-agents: error: \S.*")
 
 GOOD_MODULE = """\
-from helix_agents import ScriptedLLM, define_agent
+from helix_agents import define_agent
+from helix_agents.models import ScriptedLLM
 
 agents = [define_agent("echo", llm=ScriptedLLM(["hi"]))]
 """

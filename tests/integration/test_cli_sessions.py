@@ -10,7 +10,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from helix_agents import Completed, RunStarted, SessionCreated, UserMessage
+from helix_agents.events import Completed, RunStarted, SessionCreated
+from helix_agents.messages import UserMessage
 from helix_agents.server.cli import main as cli
 from helix_agents.stores import SqliteEventStore
 

@@ -39,21 +39,17 @@ from helix_agents import (
     AgentConfig,
     AgentExecutor,
     EventStore,
-    LLMRequest,
-    MemoryWorkspaceProvider,
     PersistentAgent,
-    RunStarted,
-    ScriptedLLM,
-    SessionCreated,
-    SubSessionStarted,
-    UserMessage,
-    Workspace,
     define_agent,
     define_tool,
     get_usage_rollup,
-    project_state,
 )
+from helix_agents.events import RunStarted, SessionCreated, SubSessionStarted
+from helix_agents.log import project_state
+from helix_agents.messages import UserMessage
+from helix_agents.models import LLMRequest, ScriptedLLM
 from helix_agents.models.scripted import ScriptItem
+from helix_agents.workspaces import MemoryWorkspaceProvider, Workspace
 
 LIMIT = 60.0  # generous: a liveness bound on a shared machine
 

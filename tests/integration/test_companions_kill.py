@@ -19,16 +19,9 @@ import pytest
 from _served_agents import ServedAgents
 from companion_kit import deliveries, notices, tool_results
 
-from helix_agents import (
-    ChunkEvent,
-    EndEvent,
-    RemoteMessageRequest,
-    RemoteStartRequest,
-    RunStarted,
-    SessionCreated,
-    TextDelta,
-    project_state,
-)
+from helix_agents.events import RunStarted, SessionCreated, TextDelta
+from helix_agents.log import project_state
+from helix_agents.protocol import ChunkEvent, EndEvent, RemoteMessageRequest, RemoteStartRequest
 from helix_agents.stores import SqliteEventStore
 from helix_agents.transports import HttpRemoteAgentTransport
 

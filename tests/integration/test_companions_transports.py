@@ -30,18 +30,10 @@ from companion_kit import (
     worker,
 )
 
-from helix_agents import (
-    AgentExecutor,
-    Event,
-    EventStore,
-    LLMRequest,
-    ScriptedLLM,
-    SessionCreated,
-    StepStarted,
-    define_agent,
-    get_usage_rollup,
-    project_state,
-)
+from helix_agents import AgentExecutor, EventStore, define_agent, get_usage_rollup
+from helix_agents.events import Event, SessionCreated, StepStarted
+from helix_agents.log import project_state
+from helix_agents.models import LLMRequest, ScriptedLLM
 from helix_agents.models.scripted import ScriptItem
 
 LIMIT = 60.0  # generous: a liveness bound on a shared machine

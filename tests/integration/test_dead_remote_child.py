@@ -11,13 +11,9 @@ import anyio
 from pydantic import BaseModel
 from servers import closed_port
 
-from helix_agents import (
-    AgentExecutor,
-    ScriptedLLM,
-    ToolResultMessage,
-    create_remote_sub_agent_tool,
-    define_agent,
-)
+from helix_agents import AgentExecutor, create_remote_sub_agent_tool, define_agent
+from helix_agents.messages import ToolResultMessage
+from helix_agents.models import ScriptedLLM
 from helix_agents.stores import MemoryEventStore
 from helix_agents.transports import HttpRemoteAgentTransport
 

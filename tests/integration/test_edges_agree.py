@@ -22,7 +22,9 @@ from nats_server import NatsServer
 from pydantic import BaseModel
 from servers import serve
 
-from helix_agents import ScriptedLLM, define_agent, encode_session_token
+from helix_agents import define_agent
+from helix_agents.ids import encode_session_token
+from helix_agents.models import ScriptedLLM
 from helix_agents.server import AgentServer, NatsAgentHost, create_http_app
 from helix_agents.stores import JetStreamEventStore
 

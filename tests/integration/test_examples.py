@@ -11,13 +11,8 @@ from types import ModuleType
 import anyio
 import pytest
 
-from helix_agents import (
-    CompletionDelivered,
-    RunStarted,
-    SessionCreated,
-    WorkspaceWritten,
-    project_state,
-)
+from helix_agents.events import CompletionDelivered, RunStarted, SessionCreated, WorkspaceWritten
+from helix_agents.log import project_state
 from helix_agents.stores import SqliteEventStore
 
 EXAMPLES = Path(__file__).parents[2] / "examples"

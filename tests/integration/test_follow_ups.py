@@ -16,29 +16,21 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-from helix_agents import (
-    AgentExecutor,
-    AgentServerError,
-    AssistantMessage,
-    ChunkEvent,
+from helix_agents import AgentExecutor, EventStore, ToolContext, define_agent, define_tool
+from helix_agents.errors import AgentServerError
+from helix_agents.events import (
     Completed,
-    EndEvent,
-    EventStore,
-    LLMRequest,
     MessageQueued,
     OutputChunk,
-    RemoteMessageRequest,
     RunStarted,
-    ScriptedLLM,
     StepStarted,
     TextDelta,
-    ToolContext,
-    UserMessage,
-    define_agent,
-    define_tool,
-    project_state,
 )
+from helix_agents.log import project_state
+from helix_agents.messages import AssistantMessage, UserMessage
+from helix_agents.models import LLMRequest, ScriptedLLM
 from helix_agents.models.scripted import ScriptItem
+from helix_agents.protocol import ChunkEvent, EndEvent, RemoteMessageRequest
 
 LIMIT = 10.0
 

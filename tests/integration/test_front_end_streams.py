@@ -30,17 +30,7 @@ from pydantic import BaseModel
 from servers import serve
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from helix_agents import (
-    RemoteStartRequest,
-    ScriptedLLM,
-    ScriptStep,
-    ToolContext,
-    UserMessage,
-    create_sub_agent_tool,
-    define_agent,
-    define_tool,
-    project_state,
-)
+from helix_agents import ToolContext, create_sub_agent_tool, define_agent, define_tool
 from helix_agents.events import (
     Completed,
     Event,
@@ -51,6 +41,10 @@ from helix_agents.events import (
     TextDelta,
     ToolEnd,
 )
+from helix_agents.log import project_state
+from helix_agents.messages import UserMessage
+from helix_agents.models import ScriptedLLM, ScriptStep
+from helix_agents.protocol import RemoteStartRequest
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.server.edge import MAX_JSON_DEPTH
 from helix_agents.stores import MemoryEventStore

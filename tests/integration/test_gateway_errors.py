@@ -30,19 +30,12 @@ from _served_agents import read_sse
 from pydantic import BaseModel
 from servers import serve
 
-from helix_agents import (
-    AgentConfig,
-    ChunkEvent,
-    EndEvent,
-    Event,
-    EventStore,
-    RemoteStartRequest,
-    ScriptedLLM,
-    define_agent,
-    define_tool,
-    project_stream,
-)
+from helix_agents import AgentConfig, EventStore, define_agent, define_tool
 from helix_agents._aio import closing_iter
+from helix_agents.events import Event
+from helix_agents.log import project_stream
+from helix_agents.models import ScriptedLLM
+from helix_agents.protocol import ChunkEvent, EndEvent, RemoteStartRequest
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import SqliteEventStore
 

@@ -14,15 +14,11 @@ from servers import serve
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from helix_agents import (
-    AgentServerError,
-    EndEvent,
-    Event,
-    RemoteStartRequest,
-    ScriptedLLM,
-    StoreError,
-    define_agent,
-)
+from helix_agents import define_agent
+from helix_agents.errors import AgentServerError, StoreError
+from helix_agents.events import Event
+from helix_agents.models import ScriptedLLM
+from helix_agents.protocol import EndEvent, RemoteStartRequest
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore
 from helix_agents.transports import HttpRemoteAgentTransport

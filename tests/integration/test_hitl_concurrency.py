@@ -30,20 +30,11 @@ from hitl_checks import (
 )
 from servers import serve
 
-from helix_agents import (
-    AgentConfig,
-    AgentExecutor,
-    AgentServerError,
-    Completed,
-    EventStore,
-    Interrupted,
-    InterruptRequested,
-    RunStarted,
-    ScriptedLLM,
-    SubmitResponse,
-    create_sub_agent_tool,
-    define_agent,
-)
+from helix_agents import AgentConfig, AgentExecutor, EventStore, create_sub_agent_tool, define_agent
+from helix_agents.errors import AgentServerError
+from helix_agents.events import Completed, Interrupted, InterruptRequested, RunStarted
+from helix_agents.models import ScriptedLLM
+from helix_agents.protocol import SubmitResponse
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore
 from helix_agents.transports import HttpRemoteAgentTransport

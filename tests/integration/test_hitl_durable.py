@@ -32,7 +32,9 @@ from hitl_checks import (
     tree_logs,
 )
 
-from helix_agents import PendingInput, ToolResultMessage, project_state, project_stream
+from helix_agents import PendingInput
+from helix_agents.log import project_state, project_stream
+from helix_agents.messages import ToolResultMessage
 from helix_agents.stores import SqliteEventStore
 
 pytestmark = pytest.mark.slow

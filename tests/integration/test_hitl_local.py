@@ -14,19 +14,12 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-from helix_agents import (
-    AgentExecutor,
-    AgentServerError,
-    InputRequired,
-    ScriptedLLM,
-    ToolResultMessage,
-    create_sub_agent_tool,
-    define_agent,
-    define_tool,
-    encode_event,
-    project_state,
-    project_stream,
-)
+from helix_agents import AgentExecutor, create_sub_agent_tool, define_agent, define_tool
+from helix_agents.errors import AgentServerError
+from helix_agents.events import InputRequired
+from helix_agents.log import encode_event, project_state, project_stream
+from helix_agents.messages import ToolResultMessage
+from helix_agents.models import ScriptedLLM
 from helix_agents.stores import MemoryEventStore
 
 pytestmark = pytest.mark.anyio

@@ -42,14 +42,10 @@ from hitl_checks import (
 )
 from servers import closed_port, serve
 
-from helix_agents import (
-    AgentExecutor,
-    EventStore,
-    InputRequired,
-    ToolResultMessage,
-    project_state,
-    project_stream,
-)
+from helix_agents import AgentExecutor, EventStore
+from helix_agents.events import InputRequired
+from helix_agents.log import project_state, project_stream
+from helix_agents.messages import ToolResultMessage
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore
 from helix_agents.transports import HttpRemoteAgentTransport

@@ -30,15 +30,10 @@ from hitl_checks import (
 from nats_server import NatsServer
 from servers import serve
 
-from helix_agents import (
-    AgentConfig,
-    AgentExecutor,
-    EventStore,
-    InputRequired,
-    ToolResultMessage,
-    project_state,
-    project_stream,
-)
+from helix_agents import AgentConfig, AgentExecutor, EventStore
+from helix_agents.events import InputRequired
+from helix_agents.log import project_state, project_stream
+from helix_agents.messages import ToolResultMessage
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.server.fleet.host import NatsAgentHost
 from helix_agents.stores import JetStreamEventStore, MemoryEventStore

@@ -27,23 +27,19 @@ import pytest
 from _served_agents import ServedAgents
 from remote_app import RESEARCHER_TEXT_DELTAS, Query, Report, expected_report
 
-from helix_agents import (
-    AgentExecutor,
+from helix_agents import AgentExecutor, EventStore, create_remote_sub_agent_tool, define_agent
+from helix_agents._aio import closing_iter
+from helix_agents.events import (
     ChildChunkForwarded,
-    EventStore,
-    LLMRequest,
     RunStarted,
-    ScriptedLLM,
     SubAgentEnd,
     SubAgentStart,
     ToolEnd,
-    ToolResultMessage,
     ToolStart,
-    create_remote_sub_agent_tool,
-    define_agent,
-    project_stream,
 )
-from helix_agents._aio import closing_iter
+from helix_agents.log import project_stream
+from helix_agents.messages import ToolResultMessage
+from helix_agents.models import LLMRequest, ScriptedLLM
 from helix_agents.models.scripted import ScriptItem
 from helix_agents.stores import MemoryEventStore, SqliteEventStore
 from helix_agents.transports import HttpRemoteAgentTransport

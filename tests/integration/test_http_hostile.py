@@ -21,18 +21,11 @@ import pytest
 from pydantic import BaseModel
 from servers import serve
 
-from helix_agents import (
-    AgentServerError,
-    ChunkEvent,
-    Event,
-    RemoteAgentTransport,
-    RemoteStatusResponse,
-    ScriptedLLM,
-    StoreError,
-    TextDelta,
-    TransportEvent,
-    define_agent,
-)
+from helix_agents import RemoteAgentTransport, define_agent
+from helix_agents.errors import AgentServerError, StoreError
+from helix_agents.events import Event, TextDelta
+from helix_agents.models import ScriptedLLM
+from helix_agents.protocol import ChunkEvent, RemoteStatusResponse, TransportEvent
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.server.edge import MAX_JSON_DEPTH
 from helix_agents.server.gateway.openapi import openapi_document

@@ -31,29 +31,22 @@ from remote_app import (
     expected_summary,
 )
 
-from helix_agents import (
-    AgentConfig,
-    AgentExecutor,
+from helix_agents import AgentConfig, AgentExecutor, create_remote_sub_agent_tool, define_agent
+from helix_agents.events import (
     ChildChunkForwarded,
-    ChunkEvent,
-    EndEvent,
-    LLMRequest,
     RemoteRef,
-    ScriptedLLM,
-    ScriptStep,
     SessionCreated,
     SubAgentEnd,
     SubAgentStart,
     SubSessionStarted,
     TextDelta,
     ToolEnd,
-    ToolResultMessage,
     ToolStart,
-    create_remote_sub_agent_tool,
-    define_agent,
-    project_state,
-    project_stream,
 )
+from helix_agents.log import project_state, project_stream
+from helix_agents.messages import ToolResultMessage
+from helix_agents.models import LLMRequest, ScriptedLLM, ScriptStep
+from helix_agents.protocol import ChunkEvent, EndEvent
 from helix_agents.stores import MemoryEventStore, SqliteEventStore
 from helix_agents.transports import HttpRemoteAgentTransport
 

@@ -24,27 +24,21 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import Receive, Scope, Send
 
-from helix_agents import (
-    AgentServerError,
+from helix_agents import RemoteAgentTransport, ToolContext, define_agent, define_tool
+from helix_agents.errors import AgentServerError, TransportError, TransportTimeoutError, UsageError
+from helix_agents.events import TextDelta
+from helix_agents.log import project_stream
+from helix_agents.messages import UserMessage
+from helix_agents.models import ScriptedLLM
+from helix_agents.protocol import (
     ChunkEvent,
     EndEvent,
     ErrorEvent,
-    RemoteAgentTransport,
     RemoteResumeRequest,
     RemoteStartRequest,
     RemoteStartResponse,
     RemoteStatusResponse,
-    ScriptedLLM,
-    TextDelta,
-    ToolContext,
-    TransportError,
     TransportEvent,
-    TransportTimeoutError,
-    UsageError,
-    UserMessage,
-    define_agent,
-    define_tool,
-    project_stream,
 )
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore

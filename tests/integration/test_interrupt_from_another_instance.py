@@ -13,16 +13,10 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-from helix_agents import (
-    AgentConfig,
-    AgentServerError,
-    RemoteResumeRequest,
-    RemoteStartRequest,
-    ScriptedLLM,
-    ToolContext,
-    define_agent,
-    define_tool,
-)
+from helix_agents import AgentConfig, ToolContext, define_agent, define_tool
+from helix_agents.errors import AgentServerError
+from helix_agents.models import ScriptedLLM
+from helix_agents.protocol import RemoteResumeRequest, RemoteStartRequest
 from helix_agents.server import AgentServer
 from helix_agents.stores import SqliteEventStore
 

@@ -15,7 +15,7 @@ import pytest
 from conftest import fresh_stream_name
 from nats_server import NatsServer
 
-from helix_agents import Event, RunStarted, SessionCreated
+from helix_agents.events import Event, RunStarted, SessionCreated
 from helix_agents.stores import JetStreamEventStore, jetstream
 
 pytestmark = [pytest.mark.slow, pytest.mark.nats]

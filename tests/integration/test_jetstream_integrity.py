@@ -16,7 +16,9 @@ from conftest import fresh_stream_name
 from followed import Followed, follow
 from nats_server import NatsServer
 
-from helix_agents import DamagedLogError, Event, SessionCreated, TextDelta, encode_event
+from helix_agents.errors import DamagedLogError
+from helix_agents.events import Event, SessionCreated, TextDelta
+from helix_agents.log import encode_event
 from helix_agents.stores import JetStreamEventStore, check_store
 from helix_agents.stores.jetstream import encode_session_token
 

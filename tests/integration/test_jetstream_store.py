@@ -28,7 +28,8 @@ from store_conformance import (
     race_round,
 )
 
-from helix_agents import ConcurrencyConflict, Event, StoreError, UsageError
+from helix_agents.errors import ConcurrencyConflict, StoreError, UsageError
+from helix_agents.events import Event
 from helix_agents.stores import JetStreamEventStore, open_store
 
 pytestmark = pytest.mark.nats

@@ -18,7 +18,7 @@ from conftest import fresh_stream_name
 from nats.aio.msg import Msg
 from nats_server import NatsServer
 
-from helix_agents import TextDelta
+from helix_agents.events import TextDelta
 from helix_agents.stores import JetStreamEventStore
 
 pytestmark = [pytest.mark.slow, pytest.mark.nats]

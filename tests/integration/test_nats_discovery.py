@@ -18,7 +18,10 @@ from conftest import fresh_stream_name
 from nats.js.errors import KeyNotFoundError
 from nats_server import NatsServer
 
-from helix_agents import AgentServerError, RemoteStartRequest, ScriptedLLM, define_agent
+from helix_agents import define_agent
+from helix_agents.errors import AgentServerError
+from helix_agents.models import ScriptedLLM
+from helix_agents.protocol import RemoteStartRequest
 from helix_agents.server import AgentServer, NatsAgentHost
 from helix_agents.stores import JetStreamEventStore
 from helix_agents.transports.nats import HOSTS_BUCKET, NatsRemoteAgentTransport

@@ -21,7 +21,8 @@ import pytest
 from conftest import fresh_stream_name
 from nats_server import NatsServer, nats_server_binary
 
-from helix_agents import Event, HelixError, RunStarted, SessionCreated
+from helix_agents.errors import HelixError
+from helix_agents.events import Event, RunStarted, SessionCreated
 from helix_agents.stores import JetStreamEventStore
 
 pytestmark = [pytest.mark.slow, pytest.mark.nats]

@@ -29,17 +29,13 @@ from servers import closed_port
 
 from helix_agents import (
     AgentExecutor,
-    ChildChunkForwarded,
-    ChunkEvent,
-    EndEvent,
-    ErrorEvent,
-    HostClaimed,
     RemoteAgentTransport,
-    RemoteStartRequest,
-    ScriptedLLM,
     create_remote_sub_agent_tool,
     define_agent,
 )
+from helix_agents.events import ChildChunkForwarded, HostClaimed
+from helix_agents.models import ScriptedLLM
+from helix_agents.protocol import ChunkEvent, EndEvent, ErrorEvent, RemoteStartRequest
 from helix_agents.stores import JetStreamEventStore, MemoryEventStore
 from helix_agents.transports import HttpRemoteAgentTransport
 from helix_agents.transports.nats import NatsRemoteAgentTransport

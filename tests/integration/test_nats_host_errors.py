@@ -15,7 +15,9 @@ from nats.aio.client import Client as NatsClient
 from pydantic import BaseModel
 from servers import serve
 
-from helix_agents import ScriptedLLM, define_agent, encode_session_token
+from helix_agents import define_agent
+from helix_agents.ids import encode_session_token
+from helix_agents.models import ScriptedLLM
 from helix_agents.server import AgentServer, NatsAgentHost, create_http_app
 from helix_agents.server.gateway.app import DEFAULT_MAX_BODY_BYTES
 from helix_agents.stores import JetStreamEventStore

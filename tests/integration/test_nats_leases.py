@@ -29,22 +29,11 @@ from nats_server import NatsServer
 from pydantic import BaseModel
 from wrapped_store import WrappedStore
 
-from helix_agents import (
-    AgentConfig,
-    AgentServerError,
-    Event,
-    EventStore,
-    HelixError,
-    HostClaimed,
-    LLMRequest,
-    LLMStreamEvent,
-    RemoteStartRequest,
-    RunStarted,
-    ScriptedLLM,
-    create_sub_agent_tool,
-    define_agent,
-    define_tool,
-)
+from helix_agents import AgentConfig, EventStore, create_sub_agent_tool, define_agent, define_tool
+from helix_agents.errors import AgentServerError, HelixError
+from helix_agents.events import Event, HostClaimed, RunStarted
+from helix_agents.models import LLMRequest, LLMStreamEvent, ScriptedLLM
+from helix_agents.protocol import RemoteStartRequest
 from helix_agents.server import AgentServer, NatsAgentHost
 from helix_agents.server.fleet.host import LEASE_BUCKET, lease_key
 from helix_agents.stores import JetStreamEventStore

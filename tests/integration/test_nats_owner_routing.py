@@ -26,25 +26,20 @@ from hypothesis import given, settings, strategies as st
 from nats.js.errors import KeyNotFoundError
 from nats_server import NatsServer
 
-from helix_agents import (
+from helix_agents import AgentConfig, define_agent
+from helix_agents.errors import AgentServerError, UsageError
+from helix_agents.events import (
     Aborted,
-    AgentConfig,
-    AgentServerError,
     Completed,
     Event,
     Failed,
     HostClaimed,
     Interrupted,
-    LLMRequest,
-    LLMStreamEvent,
-    RemoteResumeRequest,
-    RemoteStartRequest,
     RunStarted,
-    ScriptedLLM,
     Suspended,
-    UsageError,
-    define_agent,
 )
+from helix_agents.models import LLMRequest, LLMStreamEvent, ScriptedLLM
+from helix_agents.protocol import RemoteResumeRequest, RemoteStartRequest
 from helix_agents.server import AgentServer, NatsAgentHost
 from helix_agents.server.fleet.host import lease_key
 from helix_agents.stores import JetStreamEventStore, MemoryEventStore

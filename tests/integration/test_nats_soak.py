@@ -55,25 +55,20 @@ from soak_app import NATS_ENV, await_chain, expected_output
 from test_nats_cluster import _connect_r3
 from test_nats_fleet import _process
 
-from helix_agents import (
+from helix_agents.errors import AgentServerError, TransportError
+from helix_agents.events import (
     Aborted,
-    AgentServerError,
     ChildChunkForwarded,
-    ChunkEvent,
     Completed,
-    EndEvent,
-    ErrorEvent,
     Event,
     Failed,
     HostClaimed,
     Interrupted,
-    RemoteStartRequest,
     RunStarted,
     Suspended,
-    TransportError,
-    project_state,
-    project_stream,
 )
+from helix_agents.log import project_state, project_stream
+from helix_agents.protocol import ChunkEvent, EndEvent, ErrorEvent, RemoteStartRequest
 from helix_agents.server.fleet.host import ANNOUNCE_EVERY, LEASE_BUCKET, lease_key
 from helix_agents.stores import JetStreamEventStore
 from helix_agents.transports.nats import HOSTS_BUCKET, NatsRemoteAgentTransport

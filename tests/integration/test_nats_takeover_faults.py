@@ -27,18 +27,11 @@ from nats_server import NatsServer
 from pydantic import BaseModel
 from test_nats_owner_routing import single_run_violations
 
-from helix_agents import (
-    Completed,
-    Event,
-    EventStore,
-    HostClaimed,
-    RemoteResumeRequest,
-    RunStarted,
-    ScriptedLLM,
-    SessionCreated,
-    UserMessage,
-    define_agent,
-)
+from helix_agents import EventStore, define_agent
+from helix_agents.events import Completed, Event, HostClaimed, RunStarted, SessionCreated
+from helix_agents.messages import UserMessage
+from helix_agents.models import ScriptedLLM
+from helix_agents.protocol import RemoteResumeRequest
 from helix_agents.server import AgentServer, NatsAgentHost
 from helix_agents.server.fleet.host import LEASE_BUCKET, lease_key
 from helix_agents.stores import JetStreamEventStore

@@ -27,7 +27,8 @@ import helix_agents
 import helix_agents.server
 import helix_agents.stores
 import helix_agents.transports
-from helix_agents import AgentExecutor, ScriptedLLM, define_agent
+from helix_agents import AgentExecutor, define_agent
+from helix_agents.models import ScriptedLLM
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore
 
@@ -111,7 +112,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from helix_agents import AgentExecutor, ScriptedLLM, define_agent
+from helix_agents import AgentExecutor, define_agent
+from helix_agents.models import ScriptedLLM
 from helix_agents.otel import OtelTracer
 from helix_agents.stores import MemoryEventStore
 

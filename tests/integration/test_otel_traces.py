@@ -35,16 +35,10 @@ from otel_spans import (
 )
 from servers import serve
 
-from helix_agents import (
-    AgentConfig,
-    AgentExecutor,
-    EndEvent,
-    Event,
-    EventStore,
-    RemoteStartRequest,
-    SessionCreated,
-)
+from helix_agents import AgentConfig, AgentExecutor, EventStore
+from helix_agents.events import Event, SessionCreated
 from helix_agents.otel import OtelTracer
+from helix_agents.protocol import EndEvent, RemoteStartRequest
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.server.fleet.host import NatsAgentHost
 from helix_agents.stores import JetStreamEventStore, MemoryEventStore

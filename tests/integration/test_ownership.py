@@ -12,15 +12,10 @@ import time
 import anyio
 from pydantic import BaseModel
 
-from helix_agents import (
-    AgentExecutor,
-    HostClaimed,
-    ScriptedLLM,
-    ToolContext,
-    define_agent,
-    define_tool,
-    project_state,
-)
+from helix_agents import AgentExecutor, ToolContext, define_agent, define_tool
+from helix_agents.events import HostClaimed
+from helix_agents.log import project_state
+from helix_agents.models import ScriptedLLM
 from helix_agents.stores import MemoryEventStore
 
 

@@ -14,18 +14,11 @@ import anyio
 from pydantic import BaseModel
 from servers import serve
 
-from helix_agents import (
-    AgentExecutor,
-    ChildChunkForwarded,
-    ChunkEvent,
-    Completed,
-    ScriptedLLM,
-    SessionState,
-    ToolEnd,
-    create_remote_sub_agent_tool,
-    define_agent,
-    project_state,
-)
+from helix_agents import AgentExecutor, SessionState, create_remote_sub_agent_tool, define_agent
+from helix_agents.events import ChildChunkForwarded, Completed, ToolEnd
+from helix_agents.log import project_state
+from helix_agents.models import ScriptedLLM
+from helix_agents.protocol import ChunkEvent
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore, SqliteEventStore
 from helix_agents.transports import HttpRemoteAgentTransport

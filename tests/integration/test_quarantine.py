@@ -17,13 +17,9 @@ import pytest
 from pydantic import BaseModel
 from servers import serve
 
-from helix_agents import (
-    AgentExecutor,
-    RunStarted,
-    ScriptedLLM,
-    SessionCreated,
-    define_agent,
-)
+from helix_agents import AgentExecutor, define_agent
+from helix_agents.events import RunStarted, SessionCreated
+from helix_agents.models import ScriptedLLM
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import SqliteEventStore
 

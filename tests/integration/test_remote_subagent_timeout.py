@@ -8,16 +8,15 @@ from servers import serve
 
 from helix_agents import (
     AgentExecutor,
-    ScriptedLLM,
-    SubAgentEnd,
     ToolContext,
-    ToolEnd,
-    ToolResultMessage,
     create_remote_sub_agent_tool,
     define_agent,
     define_tool,
-    project_state,
 )
+from helix_agents.events import SubAgentEnd, ToolEnd
+from helix_agents.log import project_state
+from helix_agents.messages import ToolResultMessage
+from helix_agents.models import ScriptedLLM
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore
 from helix_agents.transports import HttpRemoteAgentTransport

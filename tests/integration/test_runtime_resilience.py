@@ -7,15 +7,10 @@ from collections.abc import Sequence
 import anyio
 from pydantic import BaseModel
 
-from helix_agents import (
-    AgentExecutor,
-    Event,
-    ScriptedLLM,
-    StoreError,
-    ToolContext,
-    define_agent,
-    define_tool,
-)
+from helix_agents import AgentExecutor, ToolContext, define_agent, define_tool
+from helix_agents.errors import StoreError
+from helix_agents.events import Event
+from helix_agents.models import ScriptedLLM
 from helix_agents.stores import MemoryEventStore
 
 

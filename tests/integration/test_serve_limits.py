@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Mount, Route
 
-from helix_agents import UsageError
+from helix_agents.errors import UsageError
 from helix_agents.server import StreamLimit, cli
 from helix_agents.server.serving.limits import quiet_accept_errors
 

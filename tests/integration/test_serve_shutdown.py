@@ -23,7 +23,9 @@ from _serve_process import ServeProcess
 from _served_agents import read_sse
 from anyio.abc import TaskStatus
 
-from helix_agents import EndEvent, Interrupted, InterruptRequested, project_state
+from helix_agents.events import Interrupted, InterruptRequested
+from helix_agents.log import project_state
+from helix_agents.protocol import EndEvent
 from helix_agents.server.serving.graceful import SHUTDOWN_REASON
 from helix_agents.stores import SqliteEventStore
 from helix_agents.transports.sse import SSEParser

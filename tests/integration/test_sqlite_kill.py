@@ -26,7 +26,8 @@ import pytest
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from helix_agents import EventStore, project_state
+from helix_agents import EventStore
+from helix_agents.log import project_state
 from helix_agents.stores import SqliteEventStore
 
 WORKER_PATH = Path(__file__).with_name("_sqlite_append_worker.py")

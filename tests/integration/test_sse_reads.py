@@ -24,16 +24,10 @@ from pydantic import BaseModel
 from servers import serve
 from wrapped_store import WrappedStore
 
-from helix_agents import (
-    AgentConfig,
-    EndEvent,
-    Event,
-    EventStore,
-    RemoteStartRequest,
-    ScriptedLLM,
-    define_agent,
-    define_tool,
-)
+from helix_agents import AgentConfig, EventStore, define_agent, define_tool
+from helix_agents.events import Event
+from helix_agents.models import ScriptedLLM
+from helix_agents.protocol import EndEvent, RemoteStartRequest
 from helix_agents.server import AgentServer, NatsAgentHost, create_http_app
 from helix_agents.stores import JetStreamEventStore, MemoryEventStore
 from helix_agents.transports import SSEParser

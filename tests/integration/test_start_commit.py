@@ -19,21 +19,10 @@ import anyio
 import pytest
 from wrapped_store import WrappedStore
 
-from helix_agents import (
-    AgentExecutor,
-    AgentServerError,
-    Completed,
-    Event,
-    LLMRequest,
-    LLMResponse,
-    LLMStreamEvent,
-    LLMTextDelta,
-    RunStarted,
-    ScriptedLLM,
-    SessionCreated,
-    StoreError,
-    define_agent,
-)
+from helix_agents import AgentExecutor, define_agent
+from helix_agents.errors import AgentServerError, StoreError
+from helix_agents.events import Completed, Event, RunStarted, SessionCreated
+from helix_agents.models import LLMRequest, LLMResponse, LLMStreamEvent, LLMTextDelta, ScriptedLLM
 from helix_agents.protocol import RemoteStartRequest
 from helix_agents.stores import MemoryEventStore, SqliteEventStore
 

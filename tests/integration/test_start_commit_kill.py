@@ -29,7 +29,8 @@ import pytest
 from _served_agents import ServedAgents, read_sse
 from remote_app import expected_report
 
-from helix_agents import EndEvent, RunStarted, SessionCreated
+from helix_agents.events import RunStarted, SessionCreated
+from helix_agents.protocol import EndEvent
 from helix_agents.stores import SqliteEventStore
 
 pytestmark = pytest.mark.slow

@@ -16,18 +16,10 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-from helix_agents import (
-    AgentExecutor,
-    LLMRequest,
-    LLMResponse,
-    LLMTextDelta,
-    StepRestarted,
-    StreamItem,
-    TextDelta,
-    create_sub_agent_tool,
-    define_agent,
-    project_stream,
-)
+from helix_agents import AgentExecutor, StreamItem, create_sub_agent_tool, define_agent
+from helix_agents.events import StepRestarted, TextDelta
+from helix_agents.log import project_stream
+from helix_agents.models import LLMRequest, LLMResponse, LLMTextDelta
 from helix_agents.stores import MemoryEventStore, SqliteEventStore
 
 pytestmark = pytest.mark.anyio
@@ -153,7 +145,7 @@ class _Finishing:
         self.inner = inner
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[LLMTextDelta | LLMResponse]:
-        from helix_agents import ScriptedLLM
+        from helix_agents.models import ScriptedLLM
 
         async for part in self.inner.stream(request):
             if isinstance(part, LLMResponse):
@@ -169,7 +161,8 @@ class _Delegating:
     """The boss's model: delegate once, then say it is done."""
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[LLMTextDelta | LLMResponse]:
-        from helix_agents import ScriptedLLM, ToolResultMessage
+        from helix_agents.messages import ToolResultMessage
+        from helix_agents.models import ScriptedLLM
 
         if any(isinstance(m, ToolResultMessage) for m in request.messages):
             yield LLMResponse(content="done")

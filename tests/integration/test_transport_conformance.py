@@ -38,32 +38,34 @@ from servers import serve
 
 from helix_agents import (
     AgentConfig,
-    AgentServerError,
-    ApprovalGiven,
-    ChunkEvent,
-    ClientToolResultSubmitted,
-    EndEvent,
-    ErrorEvent,
     EventStore,
     InProcessTransport,
-    LLMRequest,
     RemoteAgentTransport,
+    ToolContext,
+    define_agent,
+    define_tool,
+)
+from helix_agents.errors import AgentServerError
+from helix_agents.events import (
+    ApprovalGiven,
+    ClientToolResultSubmitted,
+    RunStarted,
+    SessionCreated,
+    TextDelta,
+    ToolEnd,
+    ToolStart,
+)
+from helix_agents.log import project_stream
+from helix_agents.messages import UserMessage
+from helix_agents.models import LLMRequest, ScriptedLLM, ScriptStep
+from helix_agents.protocol import (
+    ChunkEvent,
+    EndEvent,
+    ErrorEvent,
     RemoteMessageRequest,
     RemoteResumeRequest,
     RemoteStartRequest,
-    RunStarted,
-    ScriptedLLM,
-    ScriptStep,
-    SessionCreated,
-    TextDelta,
-    ToolContext,
-    ToolEnd,
-    ToolStart,
     TransportEvent,
-    UserMessage,
-    define_agent,
-    define_tool,
-    project_stream,
 )
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.server.fleet.host import NatsAgentHost

@@ -11,13 +11,9 @@ import anyio
 from pydantic import BaseModel
 from servers import serve
 
-from helix_agents import (
-    AgentExecutor,
-    ScriptedLLM,
-    SubSessionFinished,
-    create_remote_sub_agent_tool,
-    define_agent,
-)
+from helix_agents import AgentExecutor, create_remote_sub_agent_tool, define_agent
+from helix_agents.events import SubSessionFinished
+from helix_agents.models import ScriptedLLM
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore
 from helix_agents.transports import HttpRemoteAgentTransport

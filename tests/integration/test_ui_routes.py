@@ -16,10 +16,11 @@ from nats_server import NatsServer
 from pydantic import BaseModel
 from servers import serve
 
-from helix_agents import EventStore, ScriptedLLM, define_agent
+from helix_agents import EventStore, define_agent
 from helix_agents.events import SubSessionStarted
 from helix_agents.log.projections import project_stream
 from helix_agents.log.usage import get_usage_rollup
+from helix_agents.models import ScriptedLLM
 from helix_agents.server import AgentServer, NatsAgentHost, create_http_app
 from helix_agents.server.ui import fold_view
 from helix_agents.stores import JetStreamEventStore, MemoryEventStore

@@ -24,30 +24,31 @@ from pydantic import BaseModel
 from helix_agents import (
     AgentConfig,
     AgentExecutor,
-    AgentServerError,
-    AssistantMessage,
-    Event,
     EventStore,
-    LLMRequest,
-    LocalWorkspaceProvider,
-    MemoryWorkspaceProvider,
-    RemoteResumeRequest,
-    RemoteStartRequest,
-    RunStarted,
-    ScriptedLLM,
-    SessionCreated,
-    ToolResultMessage,
-    Workspace,
-    WorkspaceDeleted,
-    WorkspaceProvider,
-    WorkspaceRef,
-    WorkspaceWritten,
     create_sub_agent_tool,
     define_agent,
     define_tool,
-    project_state,
 )
+from helix_agents.errors import AgentServerError
+from helix_agents.events import (
+    Event,
+    RunStarted,
+    SessionCreated,
+    WorkspaceDeleted,
+    WorkspaceWritten,
+)
+from helix_agents.log import project_state
+from helix_agents.messages import AssistantMessage, ToolResultMessage
+from helix_agents.models import LLMRequest, ScriptedLLM
+from helix_agents.protocol import RemoteResumeRequest, RemoteStartRequest
 from helix_agents.stores import MemoryEventStore, SqliteEventStore
+from helix_agents.workspaces import (
+    LocalWorkspaceProvider,
+    MemoryWorkspaceProvider,
+    Workspace,
+    WorkspaceProvider,
+    WorkspaceRef,
+)
 
 LIMIT = 10.0
 ROOT = "root"

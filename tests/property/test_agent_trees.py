@@ -29,21 +29,14 @@ from helix_agents import (
     AgentConfig,
     AgentExecutor,
     AgentResult,
-    Chunk,
-    ChunkBase,
-    ScriptedLLM,
-    ScriptStep,
-    SubAgentEnd,
-    SubAgentStart,
-    ToolCall,
-    ToolEnd,
-    ToolStart,
     create_sub_agent_tool,
     define_agent,
     define_tool,
-    project_state,
-    project_stream,
 )
+from helix_agents.events import Chunk, ChunkBase, SubAgentEnd, SubAgentStart, ToolEnd, ToolStart
+from helix_agents.log import project_state, project_stream
+from helix_agents.messages import ToolCall
+from helix_agents.models import ScriptedLLM, ScriptStep
 from helix_agents.stores import MemoryEventStore
 
 MAX_LEVELS = 3

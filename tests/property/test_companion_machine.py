@@ -32,21 +32,17 @@ from companion_kit import Verdict, call, critic, finish, tool_results
 from hypothesis import event as note, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from helix_agents import (
-    AgentConfig,
-    AgentExecutor,
-    AssistantMessage,
+from helix_agents import AgentConfig, AgentExecutor, define_agent
+from helix_agents.events import (
     CompletionDelivered,
     Event,
-    LLMRequest,
-    ScriptedLLM,
     SubSessionFinished,
     SubSessionResumed,
     SubSessionStarted,
-    UserMessage,
-    define_agent,
-    project_state,
 )
+from helix_agents.log import project_state
+from helix_agents.messages import AssistantMessage, UserMessage
+from helix_agents.models import LLMRequest, ScriptedLLM
 from helix_agents.models.scripted import ScriptItem
 from helix_agents.stores import MemoryEventStore
 

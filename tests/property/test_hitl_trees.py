@@ -52,27 +52,24 @@ from pydantic import BaseModel
 from helix_agents import (
     AgentConfig,
     AgentExecutor,
-    AgentServerError,
-    ApprovalGiven,
-    ApprovalRequested,
-    AssistantMessage,
-    ClientToolPending,
-    ClientToolResultSubmitted,
     EventStore,
     InProcessTransport,
-    LLMRequest,
     PendingInput,
-    ScriptedLLM,
-    ScriptStep,
-    ToolResultMessage,
-    TransportError,
     create_remote_sub_agent_tool,
     create_sub_agent_tool,
     define_agent,
     define_tool,
-    project_state,
-    project_stream,
 )
+from helix_agents.errors import AgentServerError, TransportError
+from helix_agents.events import (
+    ApprovalGiven,
+    ApprovalRequested,
+    ClientToolPending,
+    ClientToolResultSubmitted,
+)
+from helix_agents.log import project_state, project_stream
+from helix_agents.messages import AssistantMessage, ToolResultMessage
+from helix_agents.models import LLMRequest, ScriptedLLM, ScriptStep
 from helix_agents.server import AgentServer
 from helix_agents.stores import MemoryEventStore
 from helix_agents.transports.faults import Fault, FaultyTransport

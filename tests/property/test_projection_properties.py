@@ -9,10 +9,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from strategies import ALLOWED_STATUSES, event_of_type, events, session_logs
 
-from helix_agents import (
+from helix_agents.events import (
     EVENT_TYPES,
     Aborted,
-    AssistantMessage,
     ChildChunkForwarded,
     Completed,
     Event,
@@ -24,13 +23,14 @@ from helix_agents import (
     MessageQueued,
     RunStarted,
     SessionCreated,
-    SessionProjector,
     StateUpdated,
     StepStarted,
     SubSessionStarted,
     Suspended,
-    ToolResultMessage,
     UsageRecorded,
+)
+from helix_agents.log import (
+    SessionProjector,
     decode_event,
     decode_events,
     decode_jsonl,
@@ -42,6 +42,7 @@ from helix_agents import (
     status_of,
     stream_item,
 )
+from helix_agents.messages import AssistantMessage, ToolResultMessage
 
 # The status each lifecycle event leaves the session in (specs/events.md, "Status values").
 LIFECYCLE_STATUS: dict[type[EventBase], str] = {

@@ -24,15 +24,8 @@ from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from nats_server import NatsServer
 
-from helix_agents import (
-    ConcurrencyConflict,
-    Event,
-    InvalidSessionIdError,
-    SessionCreated,
-    StepStarted,
-    TextDelta,
-    UsageError,
-)
+from helix_agents.errors import ConcurrencyConflict, InvalidSessionIdError, UsageError
+from helix_agents.events import Event, SessionCreated, StepStarted, TextDelta
 from helix_agents.stores import JetStreamEventStore, MemoryEventStore, SqliteEventStore
 
 SESSION_IDS = ["s1", "s2", "a:b.c-d_e"]

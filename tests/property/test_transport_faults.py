@@ -69,29 +69,24 @@ from tcp_proxy import TcpProxy, tcp_proxy
 from helix_agents import (
     AgentConfig,
     AgentExecutor,
-    AgentServerError,
-    ChildChunkForwarded,
-    Chunk,
-    Event,
     InProcessTransport,
-    Interrupted,
-    LLMRequest,
-    RemoteAgentFailedError,
     RemoteAgentTransport,
-    ScriptedLLM,
-    ScriptStep,
-    StreamDropError,
     ToolContext,
-    ToolEnd,
-    ToolResultMessage,
-    ToolStart,
-    TransportError,
     create_remote_sub_agent_tool,
     define_agent,
     define_tool,
-    project_stream,
 )
 from helix_agents._aio import closing_iter
+from helix_agents.errors import (
+    AgentServerError,
+    RemoteAgentFailedError,
+    StreamDropError,
+    TransportError,
+)
+from helix_agents.events import ChildChunkForwarded, Chunk, Event, Interrupted, ToolEnd, ToolStart
+from helix_agents.log import project_stream
+from helix_agents.messages import ToolResultMessage
+from helix_agents.models import LLMRequest, ScriptedLLM, ScriptStep
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore
 from helix_agents.transports import Fault, FaultyTransport, HttpRemoteAgentTransport

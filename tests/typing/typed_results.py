@@ -11,7 +11,8 @@ from typing import Any, reveal_type
 
 from pydantic import BaseModel
 
-from helix_agents import AgentConfig, AgentExecutor, ScriptedLLM, define_agent, run_sync
+from helix_agents import AgentConfig, AgentExecutor, define_agent, run_sync
+from helix_agents.models import ScriptedLLM
 from helix_agents.stores import MemoryEventStore
 
 

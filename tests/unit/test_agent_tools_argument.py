@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from helix_agents import UsageError, define_agent, define_tool
+from helix_agents import define_agent, define_tool
+from helix_agents.errors import UsageError
 
 
 class Query(BaseModel):

@@ -25,42 +25,41 @@ from pydantic import BaseModel
 from helix_agents import (
     AgentConfig,
     AgentExecutor,
-    AssistantMessage,
+    InProcessTransport,
+    RemoteAgentTransport,
+    create_remote_sub_agent_tool,
+    create_sub_agent_tool,
+    define_agent,
+    define_tool,
+)
+from helix_agents.children.call import ChildCall, ChildOutcome, SubAgentToolLike
+from helix_agents.events import (
     ChildChunkForwarded,
     Chunk,
     Completed,
     Event,
     Failed,
-    InProcessTransport,
     MessageAppended,
-    RemoteAgentTransport,
-    RemoteResumeRequest,
-    RemoteStartRequest,
-    RemoteStartResponse,
     RunStarted,
-    ScriptedLLM,
-    ScriptStep,
     SessionCreated,
     SubAgentEnd,
     SubAgentStart,
     SubSessionFinished,
     SubSessionResumed,
     SubSessionStarted,
-    ToolCall,
     ToolEnd,
-    ToolResultMessage,
     ToolStart,
-    TransportEvent,
     UsageRecorded,
-    UserMessage,
-    create_remote_sub_agent_tool,
-    create_sub_agent_tool,
-    define_agent,
-    define_tool,
-    project_state,
-    project_stream,
 )
-from helix_agents.children.call import ChildCall, ChildOutcome, SubAgentToolLike
+from helix_agents.log import project_state, project_stream
+from helix_agents.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
+from helix_agents.models import ScriptedLLM, ScriptStep
+from helix_agents.protocol import (
+    RemoteResumeRequest,
+    RemoteStartRequest,
+    RemoteStartResponse,
+    TransportEvent,
+)
 from helix_agents.runtime.env import RunEnv
 from helix_agents.runtime.run_loop import unanswered_calls
 from helix_agents.runtime.writer import SessionWriter, StopRequest

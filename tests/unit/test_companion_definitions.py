@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from helix_agents import PersistentAgent, ScriptedLLM, UsageError, define_agent
+from helix_agents import PersistentAgent, define_agent
 from helix_agents.companions.tools import (
     GET_CHILD_STATUS,
     LIST_CHILDREN,
@@ -19,6 +19,8 @@ from helix_agents.companions.tools import (
     check_arguments,
     companion_specs,
 )
+from helix_agents.errors import UsageError
+from helix_agents.models import ScriptedLLM
 
 
 class Out(BaseModel):

@@ -12,23 +12,19 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from helix_agents import (
+from helix_agents import AgentConfig, Tool, create_sub_agent_tool, define_agent, define_tool
+from helix_agents.agents import (
     COMPANION_TOOL_PREFIX,
-    FINISH_TOOL_NAME,
     RESERVED_TOOL_PREFIXES,
     SUBAGENT_TOOL_PREFIX,
     WORKSPACE_TOOL_PREFIX,
-    AgentConfig,
     AgentRegistry,
     SubAgentTool,
-    Tool,
-    UsageError,
-    create_sub_agent_tool,
-    define_agent,
-    define_tool,
     is_sub_agent_tool,
     validate_tool_name,
 )
+from helix_agents.errors import UsageError
+from helix_agents.models import FINISH_TOOL_NAME
 
 
 class Query(BaseModel):
@@ -414,7 +410,8 @@ def test_registry_refuses_a_clash_inside_one_tree() -> None:
 
 
 def test_an_agent_without_a_model_is_refused_when_an_executor_without_one_registers_it() -> None:
-    from helix_agents import AgentExecutor, ScriptedLLM
+    from helix_agents import AgentExecutor
+    from helix_agents.models import ScriptedLLM
     from helix_agents.stores import MemoryEventStore
 
     lonely = define_agent("lonely")

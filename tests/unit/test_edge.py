@@ -7,16 +7,15 @@ import re
 
 import pytest
 
-from helix_agents import (
+from helix_agents.errors import (
     AgentServerError,
     CorruptLogError,
     DamagedLogError,
-    RemoteResumeRequest,
-    RemoteStartRequest,
     StoreError,
     TransportError,
     UsageError,
 )
+from helix_agents.protocol import RemoteResumeRequest, RemoteStartRequest
 from helix_agents.server.edge import (
     MAX_JSON_DEPTH,
     checked_id,

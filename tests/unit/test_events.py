@@ -8,14 +8,15 @@ from typing import Any
 import msgspec
 import pytest
 
-from helix_agents import (
+from helix_agents import PendingInput
+from helix_agents.errors import EventDecodeError, HelixError, LogError
+from helix_agents.events import (
     CHUNK_TYPES,
     EVENT_TYPES,
     Aborted,
     AbortRequested,
     ApprovalGiven,
     ApprovalRequested,
-    AssistantMessage,
     ChildChunkForwarded,
     ClientToolOwnershipRecorded,
     ClientToolPending,
@@ -26,18 +27,14 @@ from helix_agents import (
     ErrorChunk,
     Event,
     EventBase,
-    EventDecodeError,
     Failed,
-    HelixError,
     HostClaimed,
     InputRequired,
     Interrupted,
     InterruptRequested,
-    LogError,
     MessageAppended,
     MessageQueued,
     OutputChunk,
-    PendingInput,
     RemoteRef,
     RunStarted,
     SessionCreated,
@@ -51,21 +48,20 @@ from helix_agents import (
     SubSessionStarted,
     SubSessionSuspended,
     Suspended,
-    SystemMessage,
     TextDelta,
-    ToolCall,
     ToolEnd,
-    ToolResultMessage,
     ToolStart,
     UsageRecorded,
-    UserMessage,
     WorkspaceDeleted,
     WorkspaceWritten,
-    decode_event,
-    decode_events,
-    decode_jsonl,
-    encode_event,
-    encode_jsonl,
+)
+from helix_agents.log import decode_event, decode_events, decode_jsonl, encode_event, encode_jsonl
+from helix_agents.messages import (
+    AssistantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
 )
 
 SID = "sess-1"

@@ -15,7 +15,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from helix_agents import (
+from helix_agents import StreamItem
+from helix_agents.events import (
     ApprovalGiven,
     ApprovalRequested,
     ChildChunkForwarded,
@@ -23,12 +24,13 @@ from helix_agents import (
     ClientToolPending,
     ClientToolResultSubmitted,
     Event,
-    StreamItem,
     SubAgentEnd,
     SubAgentStart,
     ToolEnd,
     ToolStart,
     UsageRecorded,
+)
+from helix_agents.log import (
     decode_jsonl,
     encode_event,
     project_state,

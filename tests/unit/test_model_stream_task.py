@@ -14,18 +14,10 @@ from collections.abc import AsyncIterator
 import anyio
 from otel_spans import recording
 
-from helix_agents import (
-    AgentExecutor,
-    AgentHooks,
-    LLMError,
-    LLMRequest,
-    LLMResponse,
-    LLMStreamEvent,
-    LLMTextDelta,
-    TextDelta,
-    define_agent,
-    project_state,
-)
+from helix_agents import AgentExecutor, AgentHooks, define_agent
+from helix_agents.events import TextDelta
+from helix_agents.log import project_state
+from helix_agents.models import LLMError, LLMRequest, LLMResponse, LLMStreamEvent, LLMTextDelta
 from helix_agents.stores import MemoryEventStore
 from helix_agents.tracing import NO_TRACER, Tracer
 

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from helix_agents import Event, StoreClosedError, StoreError, TransportError
+from helix_agents.errors import StoreClosedError, StoreError, TransportError
+from helix_agents.events import Event
 from helix_agents.stores import MemoryEventStore
 from helix_agents.transports.nats import NatsRemoteAgentTransport
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from starlette.routing import Route
 
-from helix_agents import AgentServerError
+from helix_agents.errors import AgentServerError
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.server.gateway.openapi import openapi_document
 from helix_agents.stores import MemoryEventStore

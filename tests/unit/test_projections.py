@@ -7,21 +7,21 @@ from typing import Any
 import msgspec
 import pytest
 
-from helix_agents import (
+from helix_agents import PendingInput, SessionState, StreamItem
+from helix_agents.errors import CorruptLogError, LogError
+from helix_agents.events import (
     CHUNK_TYPES,
     EVENT_TYPES,
     Aborted,
     AbortRequested,
     ApprovalGiven,
     ApprovalRequested,
-    AssistantMessage,
     ChildChunkForwarded,
     ClientToolOwnershipRecorded,
     ClientToolPending,
     ClientToolResultSubmitted,
     Completed,
     CompletionDelivered,
-    CorruptLogError,
     CustomChunk,
     ErrorChunk,
     Event,
@@ -30,41 +30,36 @@ from helix_agents import (
     InputRequired,
     Interrupted,
     InterruptRequested,
-    LogError,
     MessageAppended,
     MessageQueued,
-    MessageReceipt,
     OutputChunk,
-    PendingApproval,
-    PendingClientTool,
-    PendingInput,
     RemoteRef,
     RunStarted,
     SessionCreated,
-    SessionProjector,
-    SessionState,
     StateUpdated,
-    StatusSnapshot,
     StepRestarted,
     StepStarted,
-    StreamItem,
     SubAgentEnd,
     SubAgentStart,
     SubSessionFinished,
-    SubSessionRef,
     SubSessionResumed,
     SubSessionStarted,
     SubSessionSuspended,
     Suspended,
     TextDelta,
-    ToolCall,
     ToolEnd,
-    ToolOwnership,
-    ToolResultMessage,
     ToolStart,
     UsageRecorded,
+)
+from helix_agents.log import (
+    MessageReceipt,
+    PendingApproval,
+    PendingClientTool,
+    SessionProjector,
+    StatusSnapshot,
+    SubSessionRef,
+    ToolOwnership,
     UsageTotals,
-    UserMessage,
     project_state,
     project_status,
     project_stream,
@@ -72,6 +67,7 @@ from helix_agents import (
     stream_item,
 )
 from helix_agents.log.projections import _CHUNKS, _HANDLERS
+from helix_agents.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 
 SID = "parent-1"
 CHILD = f"{SID}-sub-call_r"

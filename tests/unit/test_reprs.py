@@ -6,15 +6,10 @@ from pathlib import Path
 
 import anyio
 
-from helix_agents import (
-    AgentExecutor,
-    OpenAIChatLLM,
-    ReplayLLM,
-    ScriptedLLM,
-    UserMessage,
-    define_agent,
-)
+from helix_agents import AgentExecutor, define_agent
 from helix_agents.events import RunStarted, SessionCreated
+from helix_agents.messages import UserMessage
+from helix_agents.models import OpenAIChatLLM, ReplayLLM, ScriptedLLM
 from helix_agents.stores import MemoryEventStore, SqliteEventStore
 
 

@@ -6,7 +6,7 @@ from collections.abc import AsyncGenerator
 
 import pytest
 
-from helix_agents import AgentServerError, StreamDropError, TransportError
+from helix_agents.errors import AgentServerError, StreamDropError, TransportError
 from helix_agents.retry import (
     retries_spent,
     retrying,

@@ -14,14 +14,11 @@ import anyio
 from pydantic import BaseModel
 from wrapped_store import WrappedStore
 
-from helix_agents import (
-    AgentExecutor,
-    Event,
-    ScriptedLLM,
-    StoreError,
-    define_agent,
-    project_state,
-)
+from helix_agents import AgentExecutor, define_agent
+from helix_agents.errors import StoreError
+from helix_agents.events import Event
+from helix_agents.log import project_state
+from helix_agents.models import ScriptedLLM
 from helix_agents.stores import MemoryEventStore
 
 LIMIT = 10

@@ -8,7 +8,7 @@ import socket
 import anyio
 import pytest
 
-from helix_agents import UsageError
+from helix_agents.errors import UsageError
 from helix_agents.server.cli.commands import loop_options, resolve_loop
 from helix_agents.server.serving.limits import _CoalescedWrites, bounded_http_protocol
 

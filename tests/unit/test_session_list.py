@@ -5,16 +5,10 @@ from __future__ import annotations
 import pytest
 from wrapped_store import WrappedStore
 
-from helix_agents import (
-    Completed,
-    Event,
-    Failed,
-    RunStarted,
-    SessionCreated,
-    UsageError,
-    UserMessage,
-)
+from helix_agents.errors import UsageError
+from helix_agents.events import Completed, Event, Failed, RunStarted, SessionCreated
 from helix_agents.log.session_list import SessionCatalog, SessionListPage
+from helix_agents.messages import UserMessage
 from helix_agents.stores import MemoryEventStore
 
 

@@ -16,27 +16,26 @@ import anyio
 import msgspec
 import pytest
 
-from helix_agents import (
+from helix_agents import define_agent
+from helix_agents.errors import ConcurrencyConflict, OwnershipLost
+from helix_agents.events import (
     Aborted,
     AbortRequested,
     ChildChunkForwarded,
     Completed,
-    ConcurrencyConflict,
     Event,
     Failed,
     HostClaimed,
     Interrupted,
     InterruptRequested,
-    OwnershipLost,
     RunStarted,
     SessionCreated,
     StateUpdated,
     StepStarted,
     SubSessionStarted,
     TextDelta,
-    ToolCall,
-    define_agent,
 )
+from helix_agents.messages import ToolCall
 from helix_agents.runtime.tool_runner import ToolOutcome, result_events, tool_end, tool_start
 from helix_agents.runtime.writer import SessionWriter, StopRequest
 from helix_agents.stores import MemoryEventStore

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import msgspec
 
-from helix_agents import EVENT_TYPES
+from helix_agents.events import EVENT_TYPES
 
 SPEC = Path(__file__).parents[2] / "specs" / "events.md"
 ENVELOPE = {"sessionId", "seq", "ts"}

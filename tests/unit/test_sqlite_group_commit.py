@@ -15,7 +15,7 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-from helix_agents import SessionCreated, TextDelta
+from helix_agents.events import SessionCreated, TextDelta
 from helix_agents.stores import SqliteEventStore, check_store
 
 

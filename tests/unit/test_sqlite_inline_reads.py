@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from helix_agents import RunStarted, SessionCreated, TextDelta
+from helix_agents.events import RunStarted, SessionCreated, TextDelta
 from helix_agents.stores import SqliteEventStore, sqlite as sqlite_store
 
 

@@ -9,7 +9,8 @@ from typing import Any
 import anyio
 import pytest
 
-from helix_agents import DamagedLogError, Event, SessionCreated, TextDelta
+from helix_agents.errors import DamagedLogError
+from helix_agents.events import Event, SessionCreated, TextDelta
 from helix_agents.stores import SqliteEventStore
 
 SESSIONS = 300

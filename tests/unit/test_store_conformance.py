@@ -28,7 +28,8 @@ from store_conformance import (
     tailing,
 )
 
-from helix_agents import ConcurrencyConflict, Event, StepStarted, UsageError
+from helix_agents.errors import ConcurrencyConflict, UsageError
+from helix_agents.events import Event, StepStarted
 from helix_agents.stores import MemoryEventStore, SqliteEventStore, open_store
 
 
@@ -218,7 +219,8 @@ _CLOSE_DURING_READS = textwrap.dedent(
     """
     import sys
     import anyio
-    from helix_agents import SessionCreated, StoreClosedError
+    from helix_agents.errors import StoreClosedError
+    from helix_agents.events import SessionCreated
     from helix_agents.stores import SqliteEventStore
 
     async def main(path):

@@ -20,14 +20,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from helix_agents import (
-    DamagedLogError,
-    DamagedStoreError,
-    Event,
-    SessionCreated,
-    TextDelta,
-    encode_event,
-)
+from helix_agents.errors import DamagedLogError, DamagedStoreError
+from helix_agents.events import Event, SessionCreated, TextDelta
+from helix_agents.log import encode_event
 from helix_agents.server.cli import main as cli
 from helix_agents.stores import SqliteEventStore
 

@@ -17,7 +17,8 @@ import pytest
 from anyio.abc import TaskGroup
 from followed import Followed, follow
 
-from helix_agents import Event, EventStore, SessionCreated, TextDelta
+from helix_agents import EventStore
+from helix_agents.events import Event, SessionCreated, TextDelta
 from helix_agents.stores import SqliteEventStore
 
 TIMEOUT = 30

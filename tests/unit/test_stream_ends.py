@@ -6,11 +6,8 @@ from collections.abc import AsyncIterator
 
 import anyio
 
-from helix_agents import (
-    ChunkEvent,
+from helix_agents.events import (
     Completed,
-    EndEvent,
-    ErrorEvent,
     Event,
     Failed,
     Interrupted,
@@ -18,9 +15,9 @@ from helix_agents import (
     SessionCreated,
     StateUpdated,
     TextDelta,
-    TransportEvent,
 )
 from helix_agents.log.streaming import open_session_stream, run_from_sequence
+from helix_agents.protocol import ChunkEvent, EndEvent, ErrorEvent, TransportEvent
 from helix_agents.stores import MemoryEventStore
 
 SID = "live"

@@ -5,15 +5,9 @@ from __future__ import annotations
 from hypothesis import given, strategies as st
 from strategies import events, session_logs
 
-from helix_agents import (
-    ChildChunkForwarded,
-    Chunk,
-    Event,
-    StreamItem,
-    SubAgentStart,
-    TextDelta,
-    project_state,
-)
+from helix_agents import StreamItem
+from helix_agents.events import ChildChunkForwarded, Chunk, Event, SubAgentStart, TextDelta
+from helix_agents.log import project_state
 from helix_agents.server.cli.replay import format_state, replay_lines
 from helix_agents.server.cli.timeline import (
     StreamPrinter,

@@ -23,24 +23,19 @@ import msgspec
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from helix_agents import (
-    AgentConfig,
-    AssistantMessage,
+from helix_agents import AgentConfig, Tool, define_agent, define_tool
+from helix_agents.events import (
     CustomChunk,
     Event,
     MessageAppended,
     RunStarted,
     SessionCreated,
     StateUpdated,
-    Tool,
-    ToolCall,
     ToolEnd,
-    ToolResultMessage,
     ToolStart,
     UsageRecorded,
-    define_agent,
-    define_tool,
 )
+from helix_agents.messages import AssistantMessage, ToolCall, ToolResultMessage
 from helix_agents.runtime.tool_runner import (
     ToolOutcome,
     encode_result,

@@ -27,19 +27,12 @@ from otel_spans import (
 )
 from pydantic import BaseModel
 
-from helix_agents import (
-    AgentExecutor,
-    AgentServerError,
-    AssistantMessage,
-    LLMRequest,
-    RemoteStartRequest,
-    ScriptedLLM,
-    ScriptStep,
-    SessionCreated,
-    UsageError,
-    define_agent,
-    define_tool,
-)
+from helix_agents import AgentExecutor, define_agent, define_tool
+from helix_agents.errors import AgentServerError, UsageError
+from helix_agents.events import SessionCreated
+from helix_agents.messages import AssistantMessage
+from helix_agents.models import LLMRequest, ScriptedLLM, ScriptStep
+from helix_agents.protocol import RemoteStartRequest
 from helix_agents.server import AgentServer
 from helix_agents.stores import MemoryEventStore
 from helix_agents.tracing import NO_TRACER, checked_trace_context, trace_context_from_headers

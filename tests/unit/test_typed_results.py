@@ -15,15 +15,9 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-from helix_agents import (
-    AgentExecutor,
-    AgentRunError,
-    ScriptedLLM,
-    UsageError,
-    define_agent,
-    define_tool,
-    run_sync,
-)
+from helix_agents import AgentExecutor, define_agent, define_tool, run_sync
+from helix_agents.errors import AgentRunError, UsageError
+from helix_agents.models import ScriptedLLM
 from helix_agents.stores import MemoryEventStore
 
 

@@ -19,29 +19,33 @@ from pydantic import BaseModel
 
 from helix_agents import (
     AgentExecutor,
-    AgentServerError,
     InProcessTransport,
-    LocalWorkspaceProvider,
-    MemoryWorkspaceProvider,
-    ScriptedLLM,
     Tool,
+    create_remote_sub_agent_tool,
+    create_sub_agent_tool,
+    define_agent,
+    define_tool,
+)
+from helix_agents.errors import (
+    AgentServerError,
     UsageError,
-    Workspace,
     WorkspaceFailedError,
     WorkspaceFileNotFoundError,
     WorkspaceInheritanceError,
     WorkspaceLimitError,
     WorkspacePathError,
-    WorkspaceProvider,
-    WorkspaceRef,
-    create_remote_sub_agent_tool,
-    create_sub_agent_tool,
-    define_agent,
-    define_tool,
-    normalize_workspace_path,
 )
+from helix_agents.models import ScriptedLLM
 from helix_agents.server import AgentServer
 from helix_agents.stores import MemoryEventStore
+from helix_agents.workspaces import (
+    LocalWorkspaceProvider,
+    MemoryWorkspaceProvider,
+    Workspace,
+    WorkspaceProvider,
+    WorkspaceRef,
+    normalize_workspace_path,
+)
 from helix_agents.workspaces.local import session_directory_name
 
 LIMIT = 10.0
