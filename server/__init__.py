@@ -7,7 +7,6 @@ from helix_agents.server.fleet.host import NatsAgentHost as NatsAgentHost
 from helix_agents.server.gateway.app import (
     DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES,
     Auth as Auth,
-    SessionRequest as SessionRequest,
     create_http_app as create_http_app,
 )
 from helix_agents.server.serving.limits import (
@@ -15,6 +14,7 @@ from helix_agents.server.serving.limits import (
     StreamLimit as StreamLimit,
 )
 from helix_agents.server.streams.sse import SSEResponse as SSEResponse, encode_sse as encode_sse
+from helix_agents.transports.bodies import SessionRequest as SessionRequest
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",

@@ -69,8 +69,6 @@ from ._nats_inbox import EXPECTED_LAST_SUBJECT_SEQ, WRONG_LAST_SEQUENCE, NatsInb
 __all__ = [
     "DEFAULT_STREAM",
     "JetStreamEventStore",
-    "decode_session_token",
-    "encode_session_token",
     "nats_servers",
 ]
 

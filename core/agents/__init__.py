@@ -19,6 +19,8 @@ if TYPE_CHECKING:
         HookContext as HookContext,
         LLMConfig as LLMConfig,
         PersistentAgent as PersistentAgent,
+        RemoteSubAgentTool as RemoteSubAgentTool,
+        SubAgentTool as SubAgentTool,
     )
     from helix_agents.agents.define import (
         AgentRegistry as AgentRegistry,
@@ -39,8 +41,6 @@ if TYPE_CHECKING:
         validate_tool_name as validate_tool_name,
     )
     from helix_agents.children.tools import (
-        RemoteSubAgentTool as RemoteSubAgentTool,
-        SubAgentTool as SubAgentTool,
         create_remote_sub_agent_tool as create_remote_sub_agent_tool,
         create_sub_agent_tool as create_sub_agent_tool,
     )
@@ -65,8 +65,8 @@ _HOMES = {
     "define_tool": "helix_agents.agents.tools",
     "is_sub_agent_tool": "helix_agents.agents.tools",
     "validate_tool_name": "helix_agents.agents.tools",
-    "RemoteSubAgentTool": "helix_agents.children.tools",
-    "SubAgentTool": "helix_agents.children.tools",
+    "RemoteSubAgentTool": "helix_agents.agents.config",
+    "SubAgentTool": "helix_agents.agents.config",
     "create_remote_sub_agent_tool": "helix_agents.children.tools",
     "create_sub_agent_tool": "helix_agents.children.tools",
 }

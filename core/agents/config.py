@@ -12,14 +12,11 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel
 
-from helix_agents.agents.tools import SUBAGENT_TOOL_PREFIX, Tool
+from helix_agents.agents.tools import SUBAGENT_TOOL_PREFIX, ApprovalRule, Tool, json_schema_of
 from helix_agents.errors import UsageError
-from helix_agents.models.base import LLMAdapter
+from helix_agents.models.base import LLMAdapter, ToolSpec
 from helix_agents.transport import RemoteAgentTransport
 from helix_agents.workspaces.base import Workspace
-
-if TYPE_CHECKING:
-    from helix_agents.children.tools import RemoteSubAgentTool, SubAgentTool
 
 __all__ = [
     "AgentConfig",
@@ -29,6 +26,8 @@ __all__ = [
     "LLMConfig",
     "OutputT",
     "PersistentAgent",
+    "RemoteSubAgentTool",
+    "SubAgentTool",
 ]
 
 if TYPE_CHECKING:
@@ -164,3 +163,57 @@ class AgentConfig(Generic[OutputT]):
         except ValueError as exc:
             raise UsageError(f"agent {self.name!r}: initial state is invalid: {exc}") from exc
         return model.model_dump(mode="json")
+
+
+InputT = TypeVar("InputT", bound=BaseModel)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SubAgentTool(Generic[InputT]):
+    """A tool that runs ``agent`` as a child session; see :func:`create_sub_agent_tool`."""
+
+    agent: AgentConfig
+    input_schema: type[InputT]
+    description: str
+    timeout: float | None = None
+    inherit_workspace: bool = False
+    requires_approval: ApprovalRule = False
+    expires_in: float | None = None
+
+    @property
+    def name(self) -> str:
+        """``subagent__<agent name>``."""
+        return SUBAGENT_TOOL_PREFIX + self.agent.name
+
+    def spec(self) -> ToolSpec:
+        """The tool as the LLM sees it."""
+        return ToolSpec(
+            name=self.name,
+            description=self.description,
+            parameters=json_schema_of(self.input_schema),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class RemoteSubAgentTool(Generic[InputT]):
+    """A tool that runs an agent hosted elsewhere; see :func:`create_remote_sub_agent_tool`."""
+
+    name: str
+    description: str
+    input_schema: type[InputT]
+    output_schema: type[BaseModel]
+    transport: RemoteAgentTransport
+    remote_agent_type: str
+    timeout: float | None = None
+    stream_retries: int = 3
+    stream_retry_base: float = 0.1
+    requires_approval: ApprovalRule = False
+    expires_in: float | None = None
+
+    def spec(self) -> ToolSpec:
+        """The tool as the LLM sees it."""
+        return ToolSpec(
+            name=self.name,
+            description=self.description,
+            parameters=json_schema_of(self.input_schema),
+        )

@@ -16,35 +16,19 @@ from helix_agents.agents.config import (
     _MAX_AGENT_NAME,
     AgentConfig,
     AgentHooks,
-    CompanionMode,
-    HookContext,
     LLMConfig,
     OutputT,
     PersistentAgent,
-)
-from helix_agents.agents.tools import SUBAGENT_TOOL_PREFIX, Tool, validate_tool_name
-from helix_agents.children.tools import (
     RemoteSubAgentTool,
     SubAgentTool,
-    create_remote_sub_agent_tool,
-    create_sub_agent_tool,
 )
+from helix_agents.agents.tools import SUBAGENT_TOOL_PREFIX, Tool, validate_tool_name
 from helix_agents.errors import UsageError, WorkspaceInheritanceError
 from helix_agents.models.base import LLMAdapter
 from helix_agents.workspaces.base import Workspace
 
 __all__ = [
-    "CompanionMode",
-    "PersistentAgent",
-    "RemoteSubAgentTool",
-    "create_remote_sub_agent_tool",
-    "AgentConfig",
-    "AgentHooks",
     "AgentRegistry",
-    "HookContext",
-    "LLMConfig",
-    "SubAgentTool",
-    "create_sub_agent_tool",
     "define_agent",
 ]
 

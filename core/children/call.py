@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from helix_agents.agents.define import AgentConfig
+from helix_agents.agents.config import AgentConfig
 from helix_agents.children.link import ChildLink
 from helix_agents.children.target import ChildOutcome, SubAgentToolLike, child_target, fits
 from helix_agents.errors import AgentServerError, TransportError
@@ -50,7 +50,7 @@ from helix_agents.runtime.tool_runner import (
 from helix_agents.runtime.writer import SessionWriter
 from helix_agents.workspaces.hub import inherited_workspace
 
-__all__ = ["ChildCall", "ChildLink", "ChildOutcome", "SubAgentToolLike"]
+__all__ = ["ChildCall", "SubAgentToolLike"]
 
 
 class ChildCall(ChildLink):

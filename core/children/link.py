@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 
 from helix_agents._aio import prefetch
-from helix_agents.agents.define import AgentConfig
+from helix_agents.agents.config import AgentConfig
 from helix_agents.children.target import ChildOutcome, ChildTarget, SubAgentToolLike
 from helix_agents.errors import (
     AgentServerError,
@@ -43,7 +43,7 @@ from helix_agents.runtime.tool_runner import ToolOutcome, result_events, tool_en
 from helix_agents.runtime.writer import SessionWriter, StopRequest
 from helix_agents.tracing import Span, tool_span
 
-__all__ = ["ChildLink", "ChildOutcome", "SubAgentToolLike"]
+__all__ = ["ChildLink", "SubAgentToolLike"]
 
 
 log = logging.getLogger("helix_agents")

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import msgspec
 from pydantic import BaseModel
 
-from helix_agents.agents.define import PersistentAgent, RemoteSubAgentTool, SubAgentTool
+from helix_agents.agents.config import PersistentAgent, RemoteSubAgentTool, SubAgentTool
 from helix_agents.events import PendingInput, RemoteRef
 from helix_agents.retry import retrying, transient_unspent
 from helix_agents.transport import RemoteAgentTransport

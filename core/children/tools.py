@@ -7,58 +7,32 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import TypeVar
 
 from pydantic import BaseModel
 
-from helix_agents.agents.config import _MAX_AGENT_NAME, AgentConfig
+from helix_agents.agents.config import (
+    _MAX_AGENT_NAME,
+    AgentConfig,
+    RemoteSubAgentTool,
+    SubAgentTool,
+)
 from helix_agents.agents.tools import (
     SUBAGENT_TOOL_PREFIX,
     ApprovalRule,
     check_approval_options,
-    json_schema_of,
     validate_tool_name,
 )
 from helix_agents.errors import UsageError, WorkspaceInheritanceError
-from helix_agents.models.base import ToolSpec
 from helix_agents.transport import RemoteAgentTransport
 
 __all__ = [
     "MAX_STREAM_RETRIES",
-    "RemoteSubAgentTool",
-    "SubAgentTool",
     "create_remote_sub_agent_tool",
     "create_sub_agent_tool",
 ]
 
 InputT = TypeVar("InputT", bound=BaseModel)
-
-
-@dataclass(frozen=True, kw_only=True)
-class SubAgentTool(Generic[InputT]):
-    """A tool that runs ``agent`` as a child session; see :func:`create_sub_agent_tool`."""
-
-    agent: AgentConfig
-    input_schema: type[InputT]
-    description: str
-    timeout: float | None = None
-    inherit_workspace: bool = False
-    requires_approval: ApprovalRule = False
-    expires_in: float | None = None
-
-    @property
-    def name(self) -> str:
-        """``subagent__<agent name>``."""
-        return SUBAGENT_TOOL_PREFIX + self.agent.name
-
-    def spec(self) -> ToolSpec:
-        """The tool as the LLM sees it."""
-        return ToolSpec(
-            name=self.name,
-            description=self.description,
-            parameters=json_schema_of(self.input_schema),
-        )
 
 
 def create_sub_agent_tool(
@@ -120,31 +94,6 @@ def create_sub_agent_tool(
 
 
 MAX_STREAM_RETRIES = 50
-
-
-@dataclass(frozen=True, kw_only=True)
-class RemoteSubAgentTool(Generic[InputT]):
-    """A tool that runs an agent hosted elsewhere; see :func:`create_remote_sub_agent_tool`."""
-
-    name: str
-    description: str
-    input_schema: type[InputT]
-    output_schema: type[BaseModel]
-    transport: RemoteAgentTransport
-    remote_agent_type: str
-    timeout: float | None = None
-    stream_retries: int = 3
-    stream_retry_base: float = 0.1
-    requires_approval: ApprovalRule = False
-    expires_in: float | None = None
-
-    def spec(self) -> ToolSpec:
-        """The tool as the LLM sees it."""
-        return ToolSpec(
-            name=self.name,
-            description=self.description,
-            parameters=json_schema_of(self.input_schema),
-        )
 
 
 def create_remote_sub_agent_tool(

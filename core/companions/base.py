@@ -14,8 +14,8 @@ from typing import Any
 
 import msgspec
 
-from helix_agents.agents.define import AgentConfig, PersistentAgent
-from helix_agents.children.call import ChildLink
+from helix_agents.agents.config import AgentConfig, PersistentAgent
+from helix_agents.children.link import ChildLink
 from helix_agents.children.target import ChildTarget, companion_target
 from helix_agents.companions.refs import ENDED, LIVE, ended_events, latest_child
 from helix_agents.errors import AgentServerError, TransportError

@@ -33,7 +33,7 @@ from helix_agents.companions.refs import (
     supersede,
     undelivered,
 )
-from helix_agents.companions.spawn import CompanionLink, CompanionSpawning
+from helix_agents.companions.spawn import CompanionSpawning
 from helix_agents.companions.stop import CompanionStopping
 from helix_agents.companions.tools import (
     GET_CHILD_STATUS,
@@ -53,7 +53,7 @@ from helix_agents.log.state import SessionState
 from helix_agents.messages import ToolCall, UserMessage
 from helix_agents.runtime.tool_runner import tool_start
 
-__all__ = ["CompanionLink", "Companions"]
+__all__ = ["Companions"]
 
 log = logging.getLogger("helix_agents")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from helix_agents.agents.define import AgentConfig
+from helix_agents.agents.config import AgentConfig
 from helix_agents.children.target import ChildOutcome
 from helix_agents.companions.tools import CompanionArgs
 from helix_agents.events import (

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from helix_agents.agents.define import PersistentAgent
-from helix_agents.children.call import ChildLink
+from helix_agents.agents.config import PersistentAgent
+from helix_agents.children.link import ChildLink
 from helix_agents.children.target import (
     ChildOutcome,
     ChildTarget,

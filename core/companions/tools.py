@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from helix_agents.agents.define import AgentConfig
+from helix_agents.agents.config import AgentConfig
 from helix_agents.agents.tools import COMPANION_TOOL_PREFIX
 from helix_agents.models.base import ToolSpec
 

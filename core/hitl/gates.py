@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from helix_agents.agents.define import AgentConfig, RemoteSubAgentTool, SubAgentTool
+from helix_agents.agents.config import AgentConfig, RemoteSubAgentTool, SubAgentTool
 from helix_agents.agents.tools import Tool
 from helix_agents.events import (
     ApprovalRequested,

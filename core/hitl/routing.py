@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 from pydantic import ValidationError
 
-from helix_agents.agents.define import RemoteSubAgentTool, SubAgentTool
+from helix_agents.agents.config import RemoteSubAgentTool, SubAgentTool
 from helix_agents.agents.tools import Tool
 from helix_agents.children.target import child_target, companion_target
 from helix_agents.errors import AgentServerError, ConcurrencyConflict

@@ -26,11 +26,11 @@ if TYPE_CHECKING:
     from helix_agents.runtime.inprocess import (
         InProcessTransport as InProcessTransport,
     )
-    from helix_agents.runtime.sync import (
-        run_sync as run_sync,
-    )
     from helix_agents.runtime.service import (
         ExecutorService as ExecutorService,
+    )
+    from helix_agents.runtime.sync import (
+        run_sync as run_sync,
     )
 
 _HOMES = {

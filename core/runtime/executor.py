@@ -24,8 +24,8 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from helix_agents.agents.config import OutputT
-from helix_agents.agents.define import AgentConfig, AgentRegistry
+from helix_agents.agents.config import AgentConfig, OutputT
+from helix_agents.agents.define import AgentRegistry
 from helix_agents.errors import AgentServerError, HelixError, OwnershipLost, UsageError
 from helix_agents.events import Event, PendingInput, RunStarted
 from helix_agents.hitl.routing import child_transport
@@ -44,10 +44,11 @@ from helix_agents.protocol import (
     SubmitResponse,
     message_from_input,
 )
-from helix_agents.runtime.handle import AgentHandle, AgentResult
+from helix_agents.runtime.env import RunEnv
+from helix_agents.runtime.handle import AgentHandle
 from helix_agents.runtime.inprocess import InProcessTransport
 from helix_agents.runtime.recovery import ExpiryTimers, recover_sessions
-from helix_agents.runtime.run_loop import RunEnv, SessionRun
+from helix_agents.runtime.run_loop import SessionRun
 from helix_agents.runtime.runs import ActiveRun, SessionLocks
 from helix_agents.runtime.service import ExecutorService
 from helix_agents.runtime.writer import SessionWriter, StartCommit
@@ -56,7 +57,7 @@ from helix_agents.transport import RemoteAgentTransport
 from helix_agents.workspaces.base import WorkspaceProvider
 from helix_agents.workspaces.hub import WorkspaceHub
 
-__all__ = ["AgentExecutor", "AgentHandle", "AgentResult", "RunGuard", "TakeoverClaim"]
+__all__ = ["AgentExecutor", "RunGuard", "TakeoverClaim"]
 
 RunGuard = Callable[[str], AbstractAsyncContextManager[object]]
 """``guard(session_id)``: a context entered around every start and resume of a session.

@@ -26,9 +26,11 @@ import anyio
 import msgspec
 
 from helix_agents._aio import closing_iter, prefetch, unwrap_group
-from helix_agents.agents.define import AgentConfig, HookContext, RemoteSubAgentTool, SubAgentTool
+from helix_agents.agents.config import AgentConfig, HookContext, RemoteSubAgentTool, SubAgentTool
 from helix_agents.agents.tools import COMPANION_TOOL_PREFIX, Tool, json_schema_of
-from helix_agents.children.call import ChildCall, ChildLink, SubAgentToolLike
+from helix_agents.children.call import ChildCall
+from helix_agents.children.link import ChildLink
+from helix_agents.children.target import SubAgentToolLike
 from helix_agents.companions.parent import Companions
 from helix_agents.companions.tools import companion_specs
 from helix_agents.errors import HelixError, OwnershipLost, StoreClosedError, StoreError
@@ -84,7 +86,7 @@ from helix_agents.tracing import (
     traced_stream,
 )
 
-__all__ = ["FINISH_REMINDER", "RunEnv", "SessionRun", "unanswered_calls"]
+__all__ = ["FINISH_REMINDER", "SessionRun", "unanswered_calls"]
 
 log = logging.getLogger("helix_agents")
 

@@ -7,7 +7,7 @@ from contextlib import AbstractContextManager, asynccontextmanager
 
 import anyio
 
-from helix_agents.agents.define import AgentConfig
+from helix_agents.agents.config import AgentConfig
 from helix_agents.events import Event, RunStarted, SessionCreated
 from helix_agents.runtime.run_loop import SessionRun
 from helix_agents.tracing import Span, Tracer, run_span

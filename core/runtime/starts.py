@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from helix_agents.agents.define import AgentConfig
+from helix_agents.agents.config import AgentConfig
 from helix_agents.errors import AgentServerError, ConcurrencyConflict, UsageError
 from helix_agents.events import Event, RunStarted, SessionCreated
 from helix_agents.ids import new_run_id

@@ -6,8 +6,7 @@ from typing import Any
 
 import anyio
 
-from helix_agents.agents.config import OutputT
-from helix_agents.agents.define import AgentConfig
+from helix_agents.agents.config import AgentConfig, OutputT
 from helix_agents.errors import UsageError
 from helix_agents.log.store import EventStore
 from helix_agents.models.base import LLMAdapter

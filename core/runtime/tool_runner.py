@@ -13,7 +13,7 @@ import anyio.to_thread
 import msgspec
 from pydantic import BaseModel, ValidationError
 
-from helix_agents.agents.define import AgentConfig
+from helix_agents.agents.config import AgentConfig
 from helix_agents.agents.tools import Tool
 from helix_agents.events import (
     CustomChunk,

@@ -23,7 +23,8 @@ from typing import Any
 
 import anyio
 
-from helix_agents.agents.define import AgentConfig, AgentRegistry
+from helix_agents.agents.config import AgentConfig
+from helix_agents.agents.define import AgentRegistry
 from helix_agents.errors import AgentServerError, UsageError, WorkspaceInheritanceError
 from helix_agents.events import SessionCreated
 from helix_agents.log.state import SessionState

@@ -51,7 +51,7 @@ from helix_agents.server.streams.sse import SSEResponse
 from helix_agents.server.ui import store_of, ui_routes
 from helix_agents.transports.bodies import SessionRequest
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "AgentDirectory", "Auth", "SessionRequest", "create_http_app"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "AgentDirectory", "Auth", "create_http_app"]
 
 T = TypeVar("T")
 

@@ -25,9 +25,8 @@ import uvicorn
 from helix_agents.errors import HelixError
 from helix_agents.protocol import RemoteResumeRequest
 from helix_agents.server.agent_server import AgentServer
-from helix_agents.server.serving.limits import DEFAULT_GRACE
 
-__all__ = ["DEFAULT_GRACE", "SHUTDOWN_REASON", "GracefulServer", "resume_interrupted_by_shutdown"]
+__all__ = ["SHUTDOWN_REASON", "GracefulServer", "resume_interrupted_by_shutdown"]
 
 log = logging.getLogger("helix_agents.server")
 

@@ -17,9 +17,9 @@ from helix_agents.errors import HelixError
 from helix_agents.log.streaming import EndedStream
 from helix_agents.protocol import ChunkEvent, EndEvent, ErrorEvent, TransportEvent
 from helix_agents.server.edge import protocol_error
-from helix_agents.server.streams.sse_writer import HEARTBEAT, write_sse
+from helix_agents.server.streams.sse_writer import write_sse
 
-__all__ = ["HEARTBEAT", "SSEResponse", "encode_sse"]
+__all__ = ["SSEResponse", "encode_sse"]
 
 _encoder = msgspec.json.Encoder()
 

@@ -18,9 +18,9 @@ from nats_server import NatsServer
 
 from helix_agents.errors import DamagedLogError
 from helix_agents.events import Event, SessionCreated, TextDelta
+from helix_agents.ids import encode_session_token
 from helix_agents.log import encode_event
 from helix_agents.stores import JetStreamEventStore, check_store
-from helix_agents.stores.jetstream import encode_session_token
 
 pytestmark = pytest.mark.nats
 

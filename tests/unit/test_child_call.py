@@ -32,7 +32,8 @@ from helix_agents import (
     define_agent,
     define_tool,
 )
-from helix_agents.children.call import ChildCall, ChildOutcome, SubAgentToolLike
+from helix_agents.children.call import ChildCall
+from helix_agents.children.target import ChildOutcome, SubAgentToolLike
 from helix_agents.events import (
     ChildChunkForwarded,
     Chunk,
