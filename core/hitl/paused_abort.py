@@ -14,7 +14,6 @@ finds the children already aborted and records them then.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from helix_agents.errors import AgentServerError, HelixError
 from helix_agents.events import Event, SubAgentEnd, SubSessionFinished, ToolEnd
@@ -22,9 +21,7 @@ from helix_agents.hitl.routing import child_transport
 from helix_agents.log.projections import project_state
 from helix_agents.log.state import SessionState
 from helix_agents.messages import AssistantMessage
-
-if TYPE_CHECKING:
-    from helix_agents.runtime.executor import AgentExecutor
+from helix_agents.runtime.runs import SessionRuns
 
 __all__ = ["abort_waiting_children", "waiting_children_ended"]
 
@@ -42,17 +39,17 @@ def _waiting(state: SessionState) -> list[str]:
 
 
 async def abort_waiting_children(
-    executor: AgentExecutor, session_id: str, reason: str | None
+    runs: SessionRuns, session_id: str, reason: str | None
 ) -> set[str]:
     """Abort the paused children of paused ``session_id``; the ids that are now ended."""
-    log_ = await executor.store.read(session_id)
+    log_ = await runs.store.read(session_id)
     if not log_:
         return set()
     state = project_state(log_)
     ended: set[str] = set()
     for child_id in _waiting(state):
         try:
-            await child_transport(executor, state, child_id).abort(child_id, reason)
+            await child_transport(runs, state, child_id).abort(child_id, reason)
         except AgentServerError as exc:
             if exc.code != "ALREADY_COMPLETED":
                 log.warning("could not abort child %s: %s", child_id, exc)

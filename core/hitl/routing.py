@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import msgspec
 from pydantic import ValidationError
@@ -35,13 +35,15 @@ from helix_agents.log.projections import pending_inputs, project_state
 from helix_agents.log.state import SessionState
 from helix_agents.messages import AssistantMessage
 from helix_agents.protocol import SubmitResponse
+from helix_agents.runtime.runs import SessionRuns
 from helix_agents.runtime.tool_runner import validation_message
+from helix_agents.runtime.writer import stamp
 from helix_agents.transport import RemoteAgentTransport
 
-if TYPE_CHECKING:
-    from helix_agents.runtime.executor import AgentExecutor
+__all__ = ["Answer", "Resume", "route_answer", "watch_expiry"]
 
-__all__ = ["Answer", "route_answer", "watch_expiry"]
+Resume = Callable[[str], Awaitable[bool]]
+"""``resume(session_id)``: resume a paused session whose answers came in (the service's)."""
 
 log = logging.getLogger("helix_agents")
 
@@ -166,11 +168,11 @@ def _own_entries_answered(state: SessionState) -> bool:
 
 
 async def route_answer(
-    executor: AgentExecutor, session_id: str, tool_call_id: str, answer: Answer
+    runs: SessionRuns, resume: Resume, session_id: str, tool_call_id: str, answer: Answer
 ) -> SubmitResponse:
     """Apply ``answer`` to entry ``tool_call_id`` on ``session_id``'s path (see the module)."""
     while True:
-        log_ = await executor.store.read(session_id)
+        log_ = await runs.store.read(session_id)
         if not log_:
             raise AgentServerError("NOT_FOUND", f"session {session_id!r} not found")
         state = project_state(log_)
@@ -186,14 +188,14 @@ async def route_answer(
                 # between recording and resuming: resume if that is due).
                 if _taken_in(log_, tool_call_id):
                     return SubmitResponse(resumed=False)
-                return SubmitResponse(resumed=await _resume_if_due(executor, session_id))
+                return SubmitResponse(resumed=await _resume_if_due(runs, resume, session_id))
             if state.is_terminal:
                 raise _ended(state, tool_call_id)
             if kind == "client_tool":
-                _check_result(executor, state, entry.tool_name, answer)
-            if not await _record(executor, state, answer.event(tool_call_id)):
+                _check_result(runs, state, entry.tool_name, answer)
+            if not await _record(runs, state, answer.event(tool_call_id)):
                 continue  # the log moved: decide again
-            return SubmitResponse(resumed=await _resume_if_due(executor, session_id))
+            return SubmitResponse(resumed=await _resume_if_due(runs, resume, session_id))
         mirror = state.client_tool_ownership.get(tool_call_id)
         if mirror is None or mirror.via_session_id is None:
             earlier = _consumed_answer(log_, tool_call_id)
@@ -211,21 +213,19 @@ async def route_answer(
             raise _conflict(tool_call_id)
         if not mirror.answered and state.is_terminal:
             raise _ended(state, tool_call_id)
-        transport = child_transport(executor, state, mirror.via_session_id)
+        transport = child_transport(runs, state, mirror.via_session_id)
         response = await answer.send(transport, mirror.via_session_id, tool_call_id)
         if not mirror.answered:
-            await _record_once(executor, session_id, tool_call_id, answer)
+            await _record_once(runs, session_id, tool_call_id, answer)
         if response.resumed:
-            await _resume_paused(executor, session_id)
+            await _resume_paused(resume, session_id)
         return SubmitResponse(resumed=response.resumed)
 
 
-def _check_result(
-    executor: AgentExecutor, state: SessionState, tool_name: str, answer: Answer
-) -> None:
+def _check_result(runs: SessionRuns, state: SessionState, tool_name: str, answer: Answer) -> None:
     if answer.error is not None:
         return
-    agent = executor.registry.get(state.agent_type)
+    agent = runs.registry.get(state.agent_type)
     tool = agent.tool(tool_name) if agent is not None else None
     if isinstance(tool, Tool) and tool.output_schema is not None:
         try:
@@ -235,55 +235,54 @@ def _check_result(
             raise AgentServerError("INVALID_REQUEST", message) from exc
 
 
-async def _record(executor: AgentExecutor, state: SessionState, event: Event) -> bool:
-    stamped = msgspec.structs.replace(
-        event, session_id=state.session_id, seq=state.last_seq + 1, ts=time.time()
-    )
+async def _record(runs: SessionRuns, state: SessionState, event: Event) -> bool:
     try:
-        await executor.store.append(state.session_id, [stamped], state.last_seq)
+        await runs.store.append(
+            state.session_id, stamp(state.session_id, state.last_seq, [event]), state.last_seq
+        )
     except ConcurrencyConflict:
         return False
     return True
 
 
 async def _record_once(
-    executor: AgentExecutor, session_id: str, tool_call_id: str, answer: Answer
+    runs: SessionRuns, session_id: str, tool_call_id: str, answer: Answer
 ) -> None:
     """Record on an ancestor the answer it forwarded, unless its log already has one."""
     while True:
-        state = project_state(await executor.store.read(session_id))
+        state = project_state(await runs.store.read(session_id))
         mirror = state.client_tool_ownership.get(tool_call_id)
         if mirror is None or mirror.answered:
             return
-        if await _record(executor, state, answer.event(tool_call_id)):
+        if await _record(runs, state, answer.event(tool_call_id)):
             return
 
 
-async def _resume_if_due(executor: AgentExecutor, session_id: str) -> bool:
+async def _resume_if_due(runs: SessionRuns, resume: Resume, session_id: str) -> bool:
     """Resume the owner if every entry of its own is answered; True if it goes on."""
-    state = await executor.state(session_id)
+    state = await runs.state(session_id)
     if state.is_terminal or not _own_entries_answered(state):
         return False
-    await _resume_paused(executor, session_id)
+    await _resume_paused(resume, session_id)
     return True
 
 
-async def _resume_paused(executor: AgentExecutor, session_id: str) -> None:
+async def _resume_paused(resume: Resume, session_id: str) -> None:
     # Only a paused session: a running one takes the answer in, and one a
     # person stopped (interrupted, even just now) stays stopped.
     try:
-        await executor.service.resume_if_paused(session_id)
+        await resume(session_id)
     except AgentServerError as exc:
         if exc.code not in ("ALREADY_COMPLETED", "ALREADY_RUNNING"):
             raise
 
 
 def child_transport(
-    executor: AgentExecutor, state: SessionState, child_session_id: str
+    runs: SessionRuns, state: SessionState, child_session_id: str
 ) -> RemoteAgentTransport:
     """The transport that reaches child ``child_session_id`` of ``state``'s session."""
     ref = state.sub_sessions.get(child_session_id)
-    agent = executor.registry.get(state.agent_type)
+    agent = runs.registry.get(state.agent_type)
     if ref is None or agent is None:
         raise AgentServerError(
             "INTERNAL_ERROR", f"no route to child {child_session_id!r} of {state.session_id!r}"
@@ -294,7 +293,7 @@ def child_transport(
             raise AgentServerError(
                 "INTERNAL_ERROR", f"no persistent agent reaches child {child_session_id!r}"
             )
-        return companion_target(entry, child_session_id, executor.env.local_transport).transport
+        return companion_target(entry, child_session_id, runs.env.local_transport).transport
     tool_name = next(
         (
             call.name
@@ -311,12 +310,13 @@ def child_transport(
             "INTERNAL_ERROR", f"no sub-agent tool reaches child {child_session_id!r}"
         )
     return child_target(
-        tool, state.session_id, ref.tool_call_id, executor.env.local_transport
+        tool, state.session_id, ref.tool_call_id, runs.env.local_transport
     ).transport
 
 
 async def watch_expiry(
-    executor: AgentExecutor,
+    runs: SessionRuns,
+    resume: Resume,
     session_id: str,
     entry: PendingInput,
     sleep: Callable[[float], Awaitable[None]],
@@ -331,7 +331,7 @@ async def watch_expiry(
         else Answer(kind="approval", approved=False, reason=message, expired=True)
     )
     try:
-        await route_answer(executor, session_id, entry.tool_call_id, answer)
+        await route_answer(runs, resume, session_id, entry.tool_call_id, answer)
     except AgentServerError as exc:
         if exc.code not in ("ALREADY_ANSWERED", "NOT_FOUND"):
             log.warning("expiry of %s on %s failed: %s", entry.tool_call_id, session_id, exc)

@@ -16,21 +16,19 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, nullcontext
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
 import anyio
-from anyio.abc import TaskGroup
 
 from helix_agents.agents.config import AgentConfig, OutputT
 from helix_agents.agents.define import AgentRegistry
-from helix_agents.errors import AgentServerError, HelixError, OwnershipLost, UsageError
-from helix_agents.events import Event, PendingInput, RunStarted
+from helix_agents.errors import HelixError, UsageError
+from helix_agents.events import PendingInput, RunStarted
 from helix_agents.hitl.routing import child_transport
-from helix_agents.ids import new_run_id, validate_session_id
-from helix_agents.log.projections import interrupted_step, pending_inputs, project_state
+from helix_agents.ids import new_run_id
+from helix_agents.log.projections import pending_inputs
 from helix_agents.log.state import SessionState, SubSessionRef, UsageTotals
 from helix_agents.log.store import EventStore
 from helix_agents.log.usage import UsageRollup, get_usage_rollup
@@ -48,26 +46,14 @@ from helix_agents.runtime.env import RunEnv
 from helix_agents.runtime.handle import AgentHandle
 from helix_agents.runtime.inprocess import InProcessTransport
 from helix_agents.runtime.recovery import ExpiryTimers, recover_sessions
-from helix_agents.runtime.run_loop import SessionRun
-from helix_agents.runtime.runs import ActiveRun, SessionLocks
+from helix_agents.runtime.runs import RunGuard, SessionRuns, TakeoverClaim
 from helix_agents.runtime.service import ExecutorService
-from helix_agents.runtime.writer import SessionWriter, StartCommit
-from helix_agents.tracing import NO_TRACER, Tracer, end_run_span, tokens_used
+from helix_agents.tracing import NO_TRACER, Tracer
 from helix_agents.transport import RemoteAgentTransport
 from helix_agents.workspaces.base import WorkspaceProvider
 from helix_agents.workspaces.hub import WorkspaceHub
 
 __all__ = ["AgentExecutor", "RunGuard", "TakeoverClaim"]
-
-RunGuard = Callable[[str], AbstractAsyncContextManager[object]]
-"""``guard(session_id)``: a context entered around every start and resume of a session.
-
-A fleet host takes the session's lease there, before the run can begin."""
-TakeoverClaim = Callable[[Sequence[Event], SessionState], list[Event]]
-"""``claim(log, state)``: the events a resume appends before the ``run_started`` of a takeover.
-
-A resume takes over when the log says the session runs and no run of it is
-active here; a fleet host claims it there (``host_claimed``), in the same batch."""
 
 log = logging.getLogger("helix_agents")
 
@@ -118,7 +104,9 @@ class AgentExecutor:
         # --- workspaces: the providers, the wiring check, the open registries
         self.workspaces = WorkspaceHub(workspace_providers, self.registry, store)
         self.workspaces.check_wiring(self.registry, workspace_provider_kinds)
-        self.service = ExecutorService(self)
+        self.runs = SessionRuns(store, self.registry, self.workspaces, on_run_end=self._on_run_end)
+        """The owner of this executor's running sessions (locks, active runs, launches)."""
+        self.service = ExecutorService(self.runs)
         """The protocol, implemented once over this executor (a ``RemoteAgentTransport``)."""
         self.env = RunEnv(
             store=store,
@@ -129,34 +117,41 @@ class AgentExecutor:
             stop_grace=stop_grace,
             tracer=tracer if tracer is not None else NO_TRACER,
         )
-        self._runs: dict[str, ActiveRun] = {}
-        # Starts and resumes of one session are serialised in this process, so
-        # a run is registered before anyone else can look for it.
-        self._session_locks = SessionLocks()
-        self._tg: TaskGroup | None = None
-        self._expiry = ExpiryTimers(self)  # of the paused sessions' expiring open entries
+        self.runs.env = self.env
+        # the timers of the paused sessions' expiring open entries
+        self._expiry = ExpiryTimers(self.runs, self.service.resume_if_paused)
         self.damaged_sessions: dict[str, str] = {}
         """Sessions :meth:`recover` found damaged (id -> what), quarantined."""
-        self.run_guard: RunGuard | None = None
-        """Entered around every start and resume here: requests', local children's,
-        expiry timers', ``recover()``'s (a NATS host sets it to take leases)."""
-        self.takeover_claim: TakeoverClaim | None = None
-        """Events to append with, and before, the ``run_started`` of a resume that takes
-        over a session left running (no run of it active here): a NATS host's claim."""
         self.require_models()
 
     def __repr__(self) -> str:
-        state = "open" if self._tg is not None else "not entered"
+        state = "open" if self.runs.task_group is not None else "not entered"
         return (
             f"<AgentExecutor agents={list(self.registry.names())} store={self.store!r} "
-            f"{state}, {len(self._runs)} runs active>"
+            f"{state}, {len(self.runs)} runs active>"
         )
 
-    def guarded(self, session_id: str) -> AbstractAsyncContextManager[object]:
-        """The :attr:`run_guard` around something that can begin a run of ``session_id``."""
-        if self.run_guard is None:
-            return nullcontext()
-        return self.run_guard(session_id)
+    @property
+    def run_guard(self) -> RunGuard | None:
+        """Entered around every start and resume here: requests', local children's,
+        expiry timers', ``recover()``'s (a NATS host sets it to take leases)."""
+        return self.runs.run_guard
+
+    @run_guard.setter
+    def run_guard(self, guard: RunGuard | None) -> None:
+        self.runs.run_guard = guard
+
+    @property
+    def takeover_claim(self) -> TakeoverClaim | None:
+        """Events appended with, and before, the ``run_started`` of a takeover (a fleet's claim)."""
+        return self.runs.takeover_claim
+
+    @takeover_claim.setter
+    def takeover_claim(self, claim: TakeoverClaim | None) -> None:
+        self.runs.takeover_claim = claim
+
+    def _on_run_end(self, state: SessionState) -> None:
+        self._expiry.watch(state)
 
     def require_models(self) -> None:
         """Refuse an agent that could never run: no model of its own, and no default here.
@@ -178,8 +173,9 @@ class AgentExecutor:
                 )
 
     async def __aenter__(self) -> AgentExecutor:
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self.runs.task_group = tg
         return self
 
     async def __aexit__(
@@ -188,7 +184,7 @@ class AgentExecutor:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
-        tg, self._tg = self._tg, None
+        tg, self.runs.task_group = self.runs.task_group, None
         assert tg is not None
         self._expiry.cancel()  # a waiting timer must not hold the executor open
         try:
@@ -306,9 +302,11 @@ class AgentExecutor:
 
     async def _handle(self, response: RemoteStartResponse) -> AgentHandle:
         session_id = response.session_id
-        active = self._runs.get(session_id)
+        active = self.runs.active(session_id)
         if active is not None and active.run_id == response.run_id:
-            return AgentHandle(self, session_id, response.run_id, active.start_seq)
+            return AgentHandle(
+                self.runs, self.service, session_id, response.run_id, active.start_seq
+            )
         # A run this executor did not launch (an idempotent start of a session
         # begun elsewhere): find where it started in the log.
         start_seq = 0
@@ -316,25 +314,19 @@ class AgentExecutor:
             if isinstance(event, RunStarted) and event.run_id == response.run_id:
                 start_seq = event.seq
                 break
-        return AgentHandle(self, session_id, response.run_id, start_seq)
+        return AgentHandle(self.runs, self.service, session_id, response.run_id, start_seq)
 
     async def state(self, session_id: str) -> SessionState:
         """The session's state folded from its log; ``NOT_FOUND`` if it has none."""
-        log_ = await self.store.read(validate_session_id(session_id))
-        if not log_:
-            raise AgentServerError("NOT_FOUND", f"session {session_id!r} not found")
-        return project_state(log_)
+        return await self.runs.state(session_id)
 
     async def wait_idle(self, session_id: str) -> None:
         """Wait until no run of ``session_id`` is active in this executor."""
-        active = self._runs.get(session_id)
-        while active is not None:
-            await active.done.wait()
-            active = self._runs.get(session_id)
+        await self.runs.wait_idle(session_id)
 
     def active_sessions(self) -> list[str]:
         """The sessions with a run active in this executor, sorted."""
-        return sorted(self._runs)
+        return self.runs.sessions()
 
     async def recover(self) -> list[str]:
         """Resume every session whose log says ``running`` but that no run here holds.
@@ -348,7 +340,9 @@ class AgentExecutor:
         skipped, listed in :attr:`damaged_sessions`, and named once in the
         log; every other session is recovered.
         """
-        return await recover_sessions(self)
+        recovered, damaged = await recover_sessions(self.runs, self.service, self._expiry)
+        self.damaged_sessions = damaged
+        return recovered
 
     def is_executing(self, session_id: str, state: SessionState | None = None) -> bool:
         """True while a run of the session is active in this executor.
@@ -357,9 +351,7 @@ class AgentExecutor:
         whose end is recorded is no longer executing, even if it is still
         winding down).
         """
-        if session_id not in self._runs:
-            return False
-        return state is None or state.status == "running"
+        return self.runs.is_executing(session_id, state)
 
     async def submit_tool_result(
         self, session_id: str, tool_call_id: str, result: Any = None, error: str | None = None
@@ -390,7 +382,7 @@ class AgentExecutor:
 
         async def remote(state: SessionState, ref: SubSessionRef) -> UsageTotals | None:
             try:
-                transport = child_transport(self, state, ref.sub_session_id)
+                transport = child_transport(self.runs, state, ref.sub_session_id)
                 return (await transport.get_status(ref.sub_session_id)).usage
             except (HelixError, OSError) as exc:
                 log.warning("usage of remote child %s left out: %s", ref.sub_session_id, exc)
@@ -403,98 +395,6 @@ class AgentExecutor:
     async def pending_inputs(self, session_id: str) -> list[PendingInput]:
         """The open entries of the session's subtree (client tools and approvals)."""
         return pending_inputs(await self.state(session_id))
-
-    # --- runs ---------------------------------------------------------------------------
-
-    def _launch(
-        self, agent: AgentConfig, log_: Sequence[Event], run_id: str, *, unsaved: int = 0
-    ) -> StartCommit | None:
-        """Run ``agent`` on ``log_``; its last ``unsaved`` events go in with the run's first batch.
-
-        With ``unsaved``, the returned :class:`StartCommit` is settled once they
-        are durable (or will never be).
-        """
-        if self._tg is None:
-            raise UsageError("use the executor as 'async with AgentExecutor(...) as executor:'")
-        session_id = log_[0].session_id
-        active = ActiveRun(run_id, log_[-1].seq)  # the last event is the run's run_started
-        self._runs[session_id] = active
-        start = StartCommit() if unsaved else None
-        self._tg.start_soon(
-            self._run, agent, list(log_), active, unsaved, start, name=f"run {session_id}"
-        )
-        return start
-
-    async def _run(
-        self,
-        agent: AgentConfig,
-        log_: list[Event],
-        active: ActiveRun,
-        unsaved: int = 0,
-        start: StartCommit | None = None,
-    ) -> None:
-        session_id = log_[0].session_id
-        writer: SessionWriter | None = None
-        try:
-            run: SessionRun | None = None
-            writer = SessionWriter(
-                self.store,
-                log_,
-                host_id=self.env.host_id,
-                on_stop=lambda request: run.request_stop(request) if run else None,
-                unsaved=unsaved,
-                start=start,
-            )
-            if unsaved and _acts_before_its_loop(agent, writer.state):
-                # Workspaces and the start hook act outside the log: only once
-                # the start is durable (a lost start then runs nothing of them).
-                try:
-                    await writer.save_start()
-                except OwnershipLost:
-                    return
-            # workspaces: open the session's registry for this run, close it at its end
-            async with self.workspaces.session(agent, writer) as with_workspaces:
-                run = SessionRun(
-                    self.env,
-                    with_workspaces,
-                    writer,
-                    active.run_id,
-                    restart=interrupted_step(log_),
-                )
-                active.run = run
-                with active.span(self.env.tracer, agent, log_) as span:
-                    tokens_before = tokens_used(writer.state)
-                    await run.run()
-                    end_run_span(span, writer.state, tokens_before)
-            self._expiry.watch(writer.state)
-        finally:
-            if start is not None and not start.settled:
-                await _settle_start(writer, start)
-            if self._runs.get(session_id) is active:
-                del self._runs[session_id]
-            active.done.set()
-
-
-def _acts_before_its_loop(agent: AgentConfig, state: SessionState) -> bool:
-    """Whether a run of ``agent`` does anything outside its log before its loop begins."""
-    return bool(
-        agent.workspaces or state.workspace_session_id or agent.hooks.on_agent_start is not None
-    )
-
-
-async def _settle_start(writer: SessionWriter | None, start: StartCommit) -> None:
-    """A run that ended before its start was saved (cancelled, crashed): save it, or say why not."""
-    with anyio.CancelScope(shield=True):
-        try:
-            if writer is not None:
-                await writer.save_start()
-        except Exception as exc:
-            start.settle(exc)
-        if writer is None or not writer.start_saved:
-            start.settle(
-                AgentServerError("UNAVAILABLE", "the run ended before its start was recorded")
-            )
-        start.settle()
 
 
 def _now() -> float:

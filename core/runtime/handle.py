@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, Generic
+from typing import Any, Generic
 
 import msgspec
 
@@ -11,13 +11,12 @@ from helix_agents._aio import closing_iter
 from helix_agents.agents.config import OutputT
 from helix_agents.errors import AgentRunError, AgentServerError
 from helix_agents.events import PendingInput, Suspended
-from helix_agents.log.projections import stream_item
+from helix_agents.log.projections import pending_inputs, stream_item
 from helix_agents.log.state import SessionStatus, StreamItem
 from helix_agents.log.streaming import RUN_ENDING_EVENTS
 from helix_agents.protocol import SubmitResponse
-
-if TYPE_CHECKING:
-    from helix_agents.runtime.executor import AgentExecutor
+from helix_agents.runtime.runs import SessionRuns
+from helix_agents.runtime.service import ExecutorService
 
 __all__ = ["AgentHandle", "AgentResult"]
 
@@ -47,8 +46,18 @@ class AgentResult(msgspec.Struct, Generic[OutputT], frozen=True, kw_only=True):
 class AgentHandle(Generic[OutputT]):
     """A started or resumed run: wait for it, stream it, stop it."""
 
-    def __init__(self, executor: AgentExecutor, session_id: str, run_id: str, start_seq: int):
-        self.executor = executor
+    def __init__(
+        self,
+        runs: SessionRuns,
+        service: ExecutorService,
+        session_id: str,
+        run_id: str,
+        start_seq: int,
+    ):
+        self.runs = runs
+        """The sessions running where this run does (``wait_idle``, ``state``)."""
+        self.service = service
+        """The protocol over them: answers, interrupts and aborts go through it."""
         self.session_id = session_id
         self.run_id = run_id
         self.start_seq = start_seq
@@ -68,10 +77,10 @@ class AgentHandle(Generic[OutputT]):
         ``AgentServerError`` ``INTERNAL_ERROR`` if the recorded JSON no longer
         fits it, as after a schema change).
         """
-        await self.executor.wait_idle(self.session_id)
-        state = await self.executor.state(self.session_id)
+        await self.runs.wait_idle(self.session_id)
+        state = await self.runs.state(self.session_id)
         output = state.output
-        agent = self.executor.registry.get(state.agent_type)
+        agent = self.runs.registry.get(state.agent_type)
         schema = agent.output_schema if agent is not None else None
         if state.status == "completed" and schema is not None and output is not None:
             try:
@@ -97,7 +106,7 @@ class AgentHandle(Generic[OutputT]):
         ``from_sequence`` defaults to where this run started.
         """
         cursor = self.start_seq if from_sequence is None else from_sequence
-        store = self.executor.store
+        store = self.runs.store
         async with closing_iter(store.tail(self.session_id, cursor)) as events:
             async for event in events:
                 item = stream_item(event)
@@ -108,26 +117,26 @@ class AgentHandle(Generic[OutputT]):
 
     async def pending_inputs(self) -> list[PendingInput]:
         """The open entries (client tools, approvals) of this session's whole tree."""
-        return await self.executor.pending_inputs(self.session_id)
+        return pending_inputs(await self.runs.state(self.session_id))
 
     async def submit_tool_result(
         self, tool_call_id: str, result: Any = None, error: str | None = None
     ) -> SubmitResponse:
         """Answer a client tool call anywhere in this session's tree."""
-        return await self.executor.submit_tool_result(self.session_id, tool_call_id, result, error)
+        return await self.service.submit_tool_result(self.session_id, tool_call_id, result, error)
 
     async def approve(self, tool_call_id: str, reason: str | None = None) -> SubmitResponse:
         """Approve a gated call anywhere in this session's tree."""
-        return await self.executor.submit_approval(self.session_id, tool_call_id, True, reason)
+        return await self.service.submit_approval(self.session_id, tool_call_id, True, reason)
 
     async def deny(self, tool_call_id: str, reason: str | None = None) -> SubmitResponse:
         """Deny a gated call; the LLM gets an error result with ``reason``."""
-        return await self.executor.submit_approval(self.session_id, tool_call_id, False, reason)
+        return await self.service.submit_approval(self.session_id, tool_call_id, False, reason)
 
     async def interrupt(self, reason: str | None = None) -> None:
         """Ask the run to stop softly; it can be resumed."""
-        await self.executor.service.interrupt(self.session_id, reason)
+        await self.service.interrupt(self.session_id, reason)
 
     async def abort(self, reason: str | None = None) -> None:
         """Ask the run to stop for good."""
-        await self.executor.service.abort(self.session_id, reason)
+        await self.service.abort(self.session_id, reason)

@@ -3,8 +3,8 @@
 It is the one :class:`~helix_agents.RemoteAgentTransport` every edge talks to:
 local sub-agents through :class:`~helix_agents.InProcessTransport`, the HTTP
 gateway and the NATS host through :class:`~helix_agents.server.AgentServer`.
-Starts and resumes live in ``session_starts.py`` (a mixin); here are
-follow-up messages, status, streams, stops and answers. Interrupts and
+Starts and resumes are a :class:`~helix_agents.runtime.starts.SessionStarts`
+it holds; here are follow-up messages, status, streams, stops and answers. Interrupts and
 aborts are events in the log, so they reach a run in any process that
 shares the store.
 """
@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import TYPE_CHECKING, Any
-
-import msgspec
+from typing import Any
 
 from helix_agents.errors import AgentServerError, ConcurrencyConflict
 from helix_agents.events import (
@@ -39,6 +37,9 @@ from helix_agents.messages import UserMessage
 from helix_agents.protocol import (
     RemoteMessageRequest,
     RemoteMessageResponse,
+    RemoteResumeRequest,
+    RemoteStartRequest,
+    RemoteStartResponse,
     RemoteStatusResponse,
     SubmitResponse,
     TransportEvent,
@@ -47,17 +48,11 @@ from helix_agents.protocol import (
     checked_messages,
     checked_session_id,
 )
-from helix_agents.runtime.starts import (
-    PendingAnswer,
-    StartsAndResumes,
-    already_finished,
-    user_messages,
-)
+from helix_agents.runtime.runs import SessionRuns
+from helix_agents.runtime.starts import SessionStarts, already_finished
+from helix_agents.runtime.writer import stamp
 
-if TYPE_CHECKING:
-    from helix_agents.runtime.executor import AgentExecutor
-
-__all__ = ["ExecutorService", "append_decided", "user_messages"]
+__all__ = ["ExecutorService", "append_decided"]
 
 
 async def append_decided(
@@ -77,11 +72,7 @@ async def append_decided(
         events = list(decide(state))
         if not events:
             return state
-        now = time.time()
-        stamped = [
-            msgspec.structs.replace(event, session_id=session_id, seq=state.last_seq + n, ts=now)
-            for n, event in enumerate(events, start=1)
-        ]
+        stamped = stamp(session_id, state.last_seq, events)
         try:
             await store.append(session_id, stamped, state.last_seq)
         except ConcurrencyConflict:
@@ -89,13 +80,33 @@ async def append_decided(
         return project_state([*log_, *stamped])
 
 
-class ExecutorService(StartsAndResumes):
-    """The protocol's operations on ``executor``'s sessions (a ``RemoteAgentTransport``)."""
+class ExecutorService:
+    """The protocol's operations on the sessions of ``runs`` (a ``RemoteAgentTransport``)."""
 
-    def __init__(self, executor: AgentExecutor) -> None:
-        self._executor = executor
-        self._starting: dict[str, PendingAnswer] = {}
-        self._resuming: dict[str, PendingAnswer] = {}
+    def __init__(self, runs: SessionRuns) -> None:
+        self._runs = runs
+        self._starts = SessionStarts(runs)
+
+    async def start(self, request: RemoteStartRequest) -> RemoteStartResponse:
+        """Create and run a session; idempotent for the same id and request.
+
+        Raises :class:`AgentServerError`: ``NOT_FOUND`` (unknown agent type),
+        ``INVALID_REQUEST`` (bad id or state), ``ALREADY_RUNNING`` (the id exists
+        with a different agent type or message), ``ALREADY_COMPLETED``.
+        """
+        return await self._starts.start(request)
+
+    async def resume(self, request: RemoteResumeRequest) -> RemoteStartResponse:
+        """Resume an interrupted or paused session, or take over one no process runs.
+
+        Raises :class:`AgentServerError`: ``NOT_FOUND``, ``ALREADY_COMPLETED``,
+        ``ALREADY_RUNNING`` (a message was sent to a run that is active here).
+        """
+        return await self._starts.resume(request)
+
+    async def resume_if_paused(self, session_id: str) -> bool:
+        """Resume ``session_id`` if it is paused (its answers came in); True if it was."""
+        return await self._starts.resume_if_paused(session_id)
 
     async def send_message(self, request: RemoteMessageRequest) -> RemoteMessageResponse:
         """A follow-up message: a new turn of a completed session, with its memory.
@@ -114,17 +125,14 @@ class ExecutorService(StartsAndResumes):
         session_id = checked_session_id(request.session_id)
         messages = checked_messages(request.message)
         message_id = None if request.message_id is None else checked_message_id(request.message_id)
-        async with (
-            self._executor._session_locks.hold(session_id),
-            self._executor.guarded(session_id),
-        ):
+        async with self._runs.hold(session_id):
             return await self._send_locked(session_id, messages, message_id)
 
     async def _send_locked(
         self, session_id: str, messages: list[UserMessage], message_id: str | None
     ) -> RemoteMessageResponse:
         while True:
-            log_ = await self._executor.store.read(session_id)
+            log_ = await self._runs.store.read(session_id)
             if not log_:
                 raise AgentServerError("NOT_FOUND", f"session {session_id!r} not found")
             state = project_state(log_)
@@ -143,19 +151,13 @@ class ExecutorService(StartsAndResumes):
                     "messages: start a new session",
                 )
             if state.status in ("running", "paused"):
-                queued = MessageQueued(
-                    session_id=session_id,
-                    seq=state.last_seq + 1,
-                    ts=_now(),
-                    messages=messages,
-                    message_id=message_id,
-                )
+                queued = MessageQueued(messages=messages, message_id=message_id)
                 try:
-                    await self._executor.store.append(session_id, [queued], state.last_seq)
+                    await self._runs.append(session_id, state.last_seq, [queued])
                 except ConcurrencyConflict:
                     continue
                 return _message_response(session_id, state.run_id, queued=True)
-            active = self._executor._runs.get(session_id)
+            active = self._runs.active(session_id)
             if active is not None:
                 await active.done.wait()  # the ended run is winding down here
                 continue
@@ -171,7 +173,7 @@ class ExecutorService(StartsAndResumes):
         message_id: str | None,
     ) -> str | None:
         """Start the next run of a completed or interrupted session; None if the log moved."""
-        agent = self._executor.registry.get(state.agent_type)
+        agent = self._runs.registry.get(state.agent_type)
         if agent is None:
             raise AgentServerError(
                 "NOT_FOUND",
@@ -179,19 +181,15 @@ class ExecutorService(StartsAndResumes):
             )
         run_id = new_run_id()
         event = RunStarted(
-            session_id=state.session_id,
-            seq=state.last_seq + 1,
-            ts=_now(),
             run_id=run_id,
             mode="continue" if state.status == "completed" else "resume",
             messages=messages,
             message_id=message_id,
         )
         try:
-            await self._executor.store.append(state.session_id, [event], state.last_seq)
+            await self._runs.begin_run(agent, log_, [event], run_id)
         except ConcurrencyConflict:
             return None
-        self._executor._launch(agent, [*log_, event], run_id)
         return run_id
 
     def stream(
@@ -204,13 +202,11 @@ class ExecutorService(StartsAndResumes):
         """
         checked_session_id(session_id)
         checked_from_sequence(from_sequence)
-        return stream_session(
-            self._executor.store, session_id, from_sequence, must_exist=must_exist
-        )
+        return stream_session(self._runs.store, session_id, from_sequence, must_exist=must_exist)
 
     async def get_status(self, session_id: str) -> RemoteStatusResponse:
         """The session's status; ``NOT_FOUND`` if it does not exist."""
-        log_ = await self._executor.store.read(checked_session_id(session_id))
+        log_ = await self._runs.store.read(checked_session_id(session_id))
         if not log_:
             raise AgentServerError("NOT_FOUND", f"session {session_id!r} not found")
         state = project_state(log_)
@@ -220,7 +216,7 @@ class ExecutorService(StartsAndResumes):
             run_id=snapshot.run_id,
             status=snapshot.status,
             step_count=snapshot.step_count,
-            is_executing=self._executor.is_executing(session_id, state),
+            is_executing=self._runs.is_executing(session_id, state),
             stream_id=session_id,
             latest_sequence=snapshot.latest_sequence,
             output=snapshot.output,
@@ -254,7 +250,7 @@ class ExecutorService(StartsAndResumes):
         """
         session_id = checked_session_id(session_id)
         error = f"aborted: {reason}" if reason else "aborted"
-        ended = await abort_waiting_children(self._executor, session_id, reason)
+        ended = await abort_waiting_children(self._runs, session_id, reason)
         await self._request(
             session_id,
             AbortRequested(reason=reason),
@@ -280,7 +276,7 @@ class ExecutorService(StartsAndResumes):
             # effect in the same batch (compare-and-append against a resume).
             return [request, *(stop_paused(state) if state.status == "paused" else [])]
 
-        await append_decided(self._executor.store, session_id, decide)
+        await append_decided(self._runs.store, session_id, decide)
 
     async def submit_tool_result(
         self, session_id: str, tool_call_id: str, result: Any = None, error: str | None = None
@@ -295,7 +291,7 @@ class ExecutorService(StartsAndResumes):
         """
         answer = Answer(kind="client_tool", result=result, error=error)
         return await route_answer(
-            self._executor, checked_session_id(session_id), tool_call_id, answer
+            self._runs, self.resume_if_paused, checked_session_id(session_id), tool_call_id, answer
         )
 
     async def submit_approval(
@@ -305,7 +301,7 @@ class ExecutorService(StartsAndResumes):
         :meth:`submit_tool_result` for the routing and the errors."""
         answer = Answer(kind="approval", approved=bool(approved), reason=reason)
         return await route_answer(
-            self._executor, checked_session_id(session_id), tool_call_id, answer
+            self._runs, self.resume_if_paused, checked_session_id(session_id), tool_call_id, answer
         )
 
 

@@ -5,15 +5,14 @@ A start is idempotent by compare-and-append of ``session_created`` at seq 0
 a plain resume racing another of the same session in this process gets that
 one's answer (:class:`PendingAnswer`), even if its run has ended by then. A
 retried start of a session left running by a process that died takes it
-over. :class:`~helix_agents.runtime.service.ExecutorService` is this mixin plus
-follow-ups, status, stops and answers.
+over. :class:`~helix_agents.runtime.service.ExecutorService` holds one
+:class:`SessionStarts` and adds follow-ups, status, stops and answers.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING
 
 import anyio
 
@@ -30,12 +29,11 @@ from helix_agents.protocol import (
     RemoteStartResponse,
     checked_session_id,
 )
+from helix_agents.runtime.runs import SessionRuns
+from helix_agents.runtime.writer import stamp
 from helix_agents.tracing import session_trace_context
 
-if TYPE_CHECKING:
-    from helix_agents.runtime.executor import AgentExecutor
-
-__all__ = ["PendingAnswer", "StartsAndResumes", "already_finished", "user_messages"]
+__all__ = ["PendingAnswer", "SessionStarts", "already_finished", "user_messages"]
 
 
 def user_messages(message: str | Sequence[UserMessage] | None) -> list[UserMessage]:
@@ -78,12 +76,13 @@ class PendingAnswer:
         return self.response
 
 
-class StartsAndResumes:
-    """Start, resume and take over sessions (mixed into ``ExecutorService``)."""
+class SessionStarts:
+    """Start, resume and take over the sessions of ``runs`` (the service's half that launches)."""
 
-    _executor: AgentExecutor
-    _starting: dict[str, PendingAnswer]  # session -> the start deciding it here
-    _resuming: dict[str, PendingAnswer]  # session -> the plain resume deciding it
+    def __init__(self, runs: SessionRuns) -> None:
+        self._runs = runs
+        self._starting: dict[str, PendingAnswer] = {}  # session -> the start deciding it here
+        self._resuming: dict[str, PendingAnswer] = {}  # session -> the plain resume deciding it
 
     async def start(self, request: RemoteStartRequest) -> RemoteStartResponse:
         """Create and run a session; idempotent for the same id and request.
@@ -100,14 +99,14 @@ class StartsAndResumes:
         ):
             if related is not None:
                 checked_session_id(related)
-        agent = self._executor.registry.get(request.agent_type)
+        agent = self._runs.registry.get(request.agent_type)
         if agent is None:
             raise AgentServerError("NOT_FOUND", f"agent type not found: {request.agent_type}")
-        inheriting = self._executor.workspaces.start_problem(agent, request)  # workspaces
+        inheriting = self._runs.workspaces.start_problem(agent, request)  # workspaces
         if inheriting is not None:
             raise AgentServerError("INVALID_REQUEST", inheriting)
         traced = session_trace_context(  # specs/otel.md
-            self._executor.env.tracer, request.trace_context, agent.name, session_id
+            self._runs.env.tracer, request.trace_context, agent.name, session_id
         )
         messages = user_messages(request.message)
         try:
@@ -115,24 +114,29 @@ class StartsAndResumes:
         except UsageError as exc:
             raise AgentServerError("INVALID_REQUEST", str(exc)) from exc
         run_id = new_run_id()
-        created = SessionCreated(
-            session_id=session_id,
-            seq=1,
-            ts=time.time(),
-            agent_type=agent.name,
-            run_id=run_id,
-            messages=messages,
-            input=request.input,
-            initial_state=initial,
-            metadata=dict(request.metadata or {}),
-            parent_session_id=request.parent_session_id,
-            root_session_id=request.root_session_id or request.parent_session_id,
-            parent_tool_call_id=request.parent_tool_call_id,
-            ancestors=_ancestors(request),
-            workspace_session_id=request.workspace_session_id,
-            trace_context=traced,
+        now = time.time()
+        [created] = stamp(
+            session_id,
+            0,
+            [
+                SessionCreated(
+                    agent_type=agent.name,
+                    run_id=run_id,
+                    messages=messages,
+                    input=request.input,
+                    initial_state=initial,
+                    metadata=dict(request.metadata or {}),
+                    parent_session_id=request.parent_session_id,
+                    root_session_id=request.root_session_id or request.parent_session_id,
+                    parent_tool_call_id=request.parent_tool_call_id,
+                    ancestors=_ancestors(request),
+                    workspace_session_id=request.workspace_session_id,
+                    trace_context=traced,
+                )
+            ],
+            now,
         )
-        started = RunStarted(session_id=session_id, seq=2, ts=created.ts, run_id=run_id)
+        [started] = stamp(session_id, 1, [RunStarted(run_id=run_id)], now)
         ongoing = self._starting.get(session_id)
         if ongoing is not None:
             # The same id is being started here now: the same request gets
@@ -155,11 +159,8 @@ class StartsAndResumes:
         started: RunStarted,
     ) -> RemoteStartResponse:
         session_id, run_id = created.session_id, created.run_id
-        async with (
-            self._executor._session_locks.hold(session_id),
-            self._executor.guarded(session_id),
-        ):
-            store = self._executor.store
+        async with self._runs.hold(session_id):
+            store = self._runs.store
             if not getattr(store, "shares_start_commit", False):
                 # A commit costs a round trip, not an fsync (memory, JetStream, a
                 # store that does not say): the start is committed on its own, and
@@ -168,7 +169,7 @@ class StartsAndResumes:
                     await store.append(session_id, [created, started], 0)
                 except ConcurrencyConflict:  # retried: a memory store, or a fleet's (claims)
                     return await self._existing(session_id, agent, messages, take_over=True)
-                self._executor._launch(agent, [created, started], run_id)
+                self._runs.launch(agent, [created, started], run_id)
                 return RemoteStartResponse(
                     session_id=session_id, stream_id=session_id, run_id=run_id
                 )
@@ -179,7 +180,7 @@ class StartsAndResumes:
             log_ = await store.read(session_id)
             if log_:
                 return await self._existing(session_id, agent, messages, log_, take_over=True)
-            start = self._executor._launch(agent, [created, started], run_id, unsaved=2)
+            start = self._runs.launch(agent, [created, started], run_id, unsaved=2)
             assert start is not None
             try:
                 await start.wait()
@@ -206,7 +207,7 @@ class StartsAndResumes:
         while its caller waits for its end.
         """
         if log_ is None:
-            log_ = await self._executor.store.read(session_id)
+            log_ = await self._runs.store.read(session_id)
         state = project_state(log_)
         first = state.messages[: len(messages)]
         if state.agent_type != agent.name or first != messages:
@@ -220,8 +221,8 @@ class StartsAndResumes:
         if (
             take_over
             and state.status == "running"
-            and self._executor.takeover_claim is None
-            and not self._executor.is_executing(session_id, state)
+            and self._runs.takeover_claim is None
+            and not self._runs.is_executing(session_id, state)
         ):
             resumed = await self._resume_locked(session_id, [], log_=log_)
             assert resumed is not None
@@ -256,10 +257,7 @@ class StartsAndResumes:
     async def _resume_here(
         self, session_id: str, messages: list[UserMessage]
     ) -> RemoteStartResponse:
-        async with (
-            self._executor._session_locks.hold(session_id),
-            self._executor.guarded(session_id),
-        ):
+        async with self._runs.hold(session_id):
             response = await self._resume_locked(session_id, messages)
         assert response is not None
         return response
@@ -271,10 +269,7 @@ class StartsAndResumes:
         an interrupt that came first stays in force.
         """
         session_id = checked_session_id(session_id)
-        async with (
-            self._executor._session_locks.hold(session_id),
-            self._executor.guarded(session_id),
-        ):
+        async with self._runs.hold(session_id):
             return await self._resume_locked(session_id, [], paused_only=True) is not None
 
     async def _resume_locked(
@@ -288,7 +283,7 @@ class StartsAndResumes:
         """Resume under the session's lock; ``log_``: the log just read, if the caller has it."""
         while True:
             if log_ is None:
-                log_ = await self._executor.store.read(session_id)
+                log_ = await self._runs.store.read(session_id)
             if not log_:
                 raise AgentServerError("NOT_FOUND", f"session {session_id!r} not found")
             state = project_state(log_)
@@ -298,7 +293,7 @@ class StartsAndResumes:
                 )
             if paused_only and state.status != "paused":
                 return None
-            active = self._executor._runs.get(session_id)
+            active = self._runs.active(session_id)
             if active is not None and state.status != "running":
                 # Its run recorded its end (it paused as an answer arrived) and
                 # is winding down: let it go, then start the new run.
@@ -314,31 +309,22 @@ class StartsAndResumes:
                 return RemoteStartResponse(
                     session_id=session_id, stream_id=session_id, run_id=active.run_id
                 )
-            agent = self._executor.registry.get(state.agent_type)
+            agent = self._runs.registry.get(state.agent_type)
             if agent is None:
                 raise AgentServerError(
                     "NOT_FOUND",
                     f"agent type not found: {state.agent_type} (session {session_id!r})",
                 )
-            claim = self._executor.takeover_claim
+            claim = self._runs.takeover_claim
             # Left running with no run here: a takeover, claimed in the same batch.
             batch = claim(log_, state) if claim is not None and state.status == "running" else []
             run_id = new_run_id()
-            event = RunStarted(
-                session_id=session_id,
-                seq=state.last_seq + len(batch) + 1,
-                ts=time.time(),
-                run_id=run_id,
-                mode="resume",
-                messages=messages,
-            )
-            batch.append(event)
+            batch.append(RunStarted(run_id=run_id, mode="resume", messages=messages))
             try:
-                await self._executor.store.append(session_id, batch, state.last_seq)
+                await self._runs.begin_run(agent, log_, batch, run_id)
             except ConcurrencyConflict:
                 log_ = None
                 continue  # someone else moved the log: decide again on the new state
-            self._executor._launch(agent, [*log_, *batch], run_id)
             return RemoteStartResponse(session_id=session_id, stream_id=session_id, run_id=run_id)
 
 

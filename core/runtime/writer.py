@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import anyio
 import msgspec
@@ -36,6 +37,7 @@ from helix_agents.events import (
     ChildChunkForwarded,
     Completed,
     Event,
+    EventBase,
     Failed,
     HostClaimed,
     Interrupted,
@@ -47,7 +49,7 @@ from helix_agents.log.projections import SessionProjector
 from helix_agents.log.state import SessionState
 from helix_agents.log.store import EventStore
 
-__all__ = ["SessionWriter", "StartCommit", "StopRequest"]
+__all__ = ["SessionWriter", "StartCommit", "StopRequest", "stamp"]
 
 
 class StopRequest(msgspec.Struct, frozen=True):
@@ -58,6 +60,7 @@ class StopRequest(msgspec.Struct, frozen=True):
 
 
 EventsFactory = Callable[[SessionState], Sequence[Event]]
+EventT = TypeVar("EventT", bound=EventBase)
 
 
 def _nothing(state: SessionState) -> Sequence[Event]:
@@ -93,6 +96,21 @@ class StartCommit:
         await self._settled.wait()
         if self.error is not None:
             raise self.error
+
+
+def stamp(
+    session_id: str, after_seq: int, events: Sequence[EventT], ts: float | None = None
+) -> list[EventT]:
+    """``events`` with their envelopes set: the session, the seqs after ``after_seq``, one time.
+
+    The one place an envelope is stamped: builders give only the payload
+    (``EventBase``), and whoever appends stamps here just before the append.
+    """
+    now = time.time() if ts is None else ts
+    return [
+        msgspec.structs.replace(event, session_id=session_id, seq=after_seq + offset, ts=now)
+        for offset, event in enumerate(events, start=1)
+    ]
 
 
 class SessionWriter:
@@ -168,15 +186,7 @@ class SessionWriter:
                     return state
                 base = state.last_seq
                 now = time.time()
-                batch = [
-                    *prefix,
-                    *(
-                        msgspec.structs.replace(
-                            event, session_id=state.session_id, seq=base + offset, ts=now
-                        )
-                        for offset, event in enumerate(drafts, start=1)
-                    ),
-                ]
+                batch = [*prefix, *stamp(state.session_id, base, drafts, now)]
                 try:
                     await self._store.append(state.session_id, batch, base - len(prefix))
                 except ConcurrencyConflict:
