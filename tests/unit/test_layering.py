@@ -177,3 +177,93 @@ def test_the_checker_allows_core_imports(source: str) -> None:
 def test_the_checker_in_stores(source: str, module_package: str, allowed: bool) -> None:
     found = violations(source, module_package, "helix_agents.stores", RULES["stores"][1])
     assert (found == []) == allowed, found
+
+
+# --- no import cycles ----------------------------------------------------------------
+
+
+def _package_dirs() -> dict[str, Path]:
+    """Each installed package -> its folder, read from pyproject's package-dir mapping."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    mapping = config["tool"]["setuptools"]["package-dir"]
+    return {package: ROOT / folder for package, folder in mapping.items()}
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Every module of the distribution -> the modules of the distribution it imports.
+
+    Imports inside functions and under ``TYPE_CHECKING`` count. A package's
+    ``__init__`` is the module named for the package.
+    """
+    files: dict[str, tuple[Path, str]] = {}
+    for package, folder in _package_dirs().items():
+        for path in folder.rglob("*.py"):
+            parts = path.relative_to(folder).with_suffix("").parts
+            name = ".".join((package, *parts))
+            if name.endswith(".__init__"):
+                name = name.removesuffix(".__init__")
+            files.setdefault(name, (path, _package_of(path, folder, package)))
+    graph: dict[str, set[str]] = {}
+    for name, (path, module_package) in files.items():
+        imported = imported_modules(
+            path.read_text(encoding="utf-8"), module_package, "helix_agents"
+        )
+        graph[name] = {module for module in imported if module in files and module != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def test_no_module_imports_itself_back() -> None:
+    graph = module_graph()
+    assert len(graph) > 100  # the walk found the distribution
+    assert cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e2"}, "e2": set()}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert cycles({"x": {"y"}, "y": {"x"}, "z": set()}) == [["x", "y"]]
+    assert cycles({"x": {"y"}, "y": set()}) == []
