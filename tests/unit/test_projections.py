@@ -66,7 +66,8 @@ from helix_agents.log import (
     status_of,
     stream_item,
 )
-from helix_agents.log.projections import _CHUNKS, _HANDLERS
+from helix_agents.log.folds import HANDLERS
+from helix_agents.log.projections import _CHUNKS
 from helix_agents.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 
 SID = "parent-1"
@@ -112,7 +113,7 @@ def encoded(value: Any) -> Any:
 
 
 def test_every_event_type_has_a_handler() -> None:
-    assert set(_HANDLERS) == set(EVENT_TYPES)
+    assert set(HANDLERS) == set(EVENT_TYPES)
 
 
 def test_stream_chunk_classes_are_the_catalog_chunks() -> None:
