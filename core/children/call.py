@@ -39,7 +39,7 @@ from helix_agents.children.target import ChildOutcome, SubAgentToolLike, child_t
 from helix_agents.errors import AgentServerError, TransportError
 from helix_agents.events import SubSessionResumed, SubSessionStarted
 from helix_agents.messages import ToolCall
-from helix_agents.protocol import RemoteResumeRequest, RemoteStartRequest, message_from_input
+from helix_agents.protocol import RemoteStartRequest, message_from_input
 from helix_agents.runtime.env import Fire, RunEnv
 from helix_agents.runtime.tool_runner import (
     ToolOutcome,
@@ -145,9 +145,12 @@ class ChildCall(ChildLink):
 
     async def _send_start(self, payload: Any) -> None:
         """Ask the child's server to start it (idempotent: the child's id is fixed)."""
+        await self.target.start(self._start_request(payload))
+
+    def _start_request(self, payload: Any) -> RemoteStartRequest:
         state = self.writer.state
         target = self.target
-        request = RemoteStartRequest(
+        return RemoteStartRequest(
             session_id=target.session_id,
             agent_type=target.agent_type,
             message=message_from_input(payload),
@@ -160,15 +163,6 @@ class ChildCall(ChildLink):
             workspace_session_id=inherited_workspace(self.tool, state, self.agent),
             trace_context=self.env.tracer.trace_context() or None,
         )
-        try:
-            await target.retry(lambda: target.transport.start(request))
-        except AgentServerError as exc:
-            if exc.code != "ALREADY_COMPLETED":
-                raise
-            # This call started it before (its id is this call's; a start with
-            # another request is ALREADY_RUNNING), and it has ended since: a
-            # start retried after a lost answer, or a parent resumed after the
-            # records of its start were lost. Its stream tells how it ended.
 
     async def _reopen(self, payload: Any) -> None:
         """Re-open a child the parent's log already knows, resuming it if nothing runs it."""
@@ -185,27 +179,5 @@ class ChildCall(ChildLink):
             # The segment is still open: the child paused for people.
             await self.writer.append(SubSessionResumed(sub_session_id=self.session_id))
         self.opened = True
-        target = self.target
-        try:
-            status = await target.retry(lambda: target.transport.get_status(target.session_id))
-        except AgentServerError as exc:
-            if exc.code != "NOT_FOUND":
-                raise
-            # The parent recorded the start, then stopped (a crash, an
-            # interrupt) before the start reached the child: start it now.
-            await self._send_start(payload)
-            return
-        # A paused child is resumed too: if its answers are all in it goes on,
-        # otherwise it suspends again at once and says so on its stream.
-        if status.status in ("interrupted", "paused") or (
-            status.status == "running" and not status.is_executing
-        ):
-            try:
-                await target.retry(
-                    lambda: target.transport.resume(
-                        RemoteResumeRequest(session_id=target.session_id)
-                    )
-                )
-            except AgentServerError as exc:
-                if exc.code != "ALREADY_COMPLETED":
-                    raise
+        # Recorded but never reached (the parent stopped first): started now.
+        await self.target.reach(lambda: self._start_request(payload))

@@ -11,6 +11,7 @@ in-process one. The same lookup routes a person's answer to a child
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -18,7 +19,9 @@ import msgspec
 from pydantic import BaseModel
 
 from helix_agents.agents.config import PersistentAgent, RemoteSubAgentTool, SubAgentTool
+from helix_agents.errors import AgentServerError
 from helix_agents.events import PendingInput, RemoteRef
+from helix_agents.protocol import RemoteResumeRequest, RemoteStartRequest
 from helix_agents.retry import retrying, transient_unspent
 from helix_agents.transport import RemoteAgentTransport
 
@@ -87,6 +90,46 @@ class ChildTarget:
             base_delay=self.stream_retry_base,
             retry_if=transient_unspent,
         )
+
+    async def start(self, request: RemoteStartRequest) -> None:
+        """Ask the child's server to start it; one that already ran to its end is no error.
+
+        Start is idempotent with the child's deterministic id: a start with the
+        same request answers the existing run, another request is refused
+        (``ALREADY_RUNNING``), and a child that already ended (a start retried
+        after a lost answer) tells how it ended on its stream.
+        """
+        try:
+            await self.retry(lambda: self.transport.start(request))
+        except AgentServerError as exc:
+            if exc.code != "ALREADY_COMPLETED":
+                raise
+
+    async def reach(self, start: Callable[[], RemoteStartRequest] | None = None) -> None:
+        """Make sure the child exists and something runs it: status first, then start or resume.
+
+        Not found: started with ``start()`` (the parent recorded the start and
+        stopped before it reached the child); without ``start`` that is an
+        error. Interrupted, paused, or running with no process running it:
+        resumed (a paused child with all its answers goes on; otherwise it
+        suspends again at once and says so on its stream).
+        """
+        try:
+            status = await self.retry(lambda: self.transport.get_status(self.session_id))
+        except AgentServerError as exc:
+            if exc.code != "NOT_FOUND" or start is None:
+                raise
+            await self.start(start())
+            return
+        if status.status in ("interrupted", "paused") or (
+            status.status == "running" and not status.is_executing
+        ):
+            resume = RemoteResumeRequest(session_id=self.session_id)
+            try:
+                await self.retry(lambda: self.transport.resume(resume))
+            except AgentServerError as exc:
+                if exc.code != "ALREADY_COMPLETED":
+                    raise
 
 
 def child_target(

@@ -2,9 +2,9 @@
 
 :class:`CompanionCore` holds one run's view of its companions: where a child
 lives (its transport target), how the log says it is (``sync``), and how a
-call's result is recorded (``_answer``). The tool operations build on it:
-spawning (``companion_spawn.py``), stopping (``companion_stop.py``) and the
-rest (``companions.py``).
+call's result is recorded (``answer``). The tool operations are objects that
+are handed it: spawning (``spawn.py``), stopping (``stop.py``), and
+``Companions`` (``parent.py``), which holds both and the other tools.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 
 from helix_agents.agents.config import AgentConfig, PersistentAgent
-from helix_agents.children.link import ChildLink
+from helix_agents.children.open_calls import OpenCalls
 from helix_agents.children.target import ChildTarget, companion_target
 from helix_agents.companions.refs import ENDED, LIVE, ended_events, latest_child
 from helix_agents.errors import AgentServerError, TransportError
@@ -46,8 +46,8 @@ class CompanionCore:
         agent: the parent's agent.
         env: the run's environment (local transport, stop grace).
         fire: the run's hook callback.
-        children: the run's open child links (the stop cleanup halts them).
-        open_tools: the run's open plain calls (the stop cleanup closes them).
+        open_calls: the run's open calls (its stop halts the children followed
+            and closes the plain calls still open).
     """
 
     def __init__(
@@ -56,19 +56,17 @@ class CompanionCore:
         agent: AgentConfig,
         env: RunEnv,
         fire: Fire,
-        children: dict[str, ChildLink],
-        open_tools: dict[str, ToolCall],
+        open_calls: OpenCalls,
     ) -> None:
         self.writer = writer
         self.agent = agent
         self.env = env
         self.fire = fire
-        self._children = children
-        self._open_tools = open_tools
-        self._sending: set[str] = set()
+        self.open_calls = open_calls
+        self.sending: set[str] = set()
         """Children this run is giving a new turn now: their status is in flux."""
 
-    async def _answer(
+    async def answer(
         self,
         call: ToolCall,
         result: Any = None,
@@ -93,11 +91,11 @@ class CompanionCore:
             ]
 
         await self.writer.append_with(build)
-        self._open_tools.pop(call.id, None)
+        self.open_calls.close_tool(call.id)
 
     # --- where children live ------------------------------------------------------
 
-    def _entry(self, agent_type: str) -> PersistentAgent:
+    def entry(self, agent_type: str) -> PersistentAgent:
         entry = self.agent.persistent(agent_type)
         if entry is None:  # a ref written by an older definition of the parent
             raise AgentServerError(
@@ -105,12 +103,12 @@ class CompanionCore:
             )
         return entry
 
-    def _target(self, ref: SubSessionRef) -> ChildTarget:
+    def target(self, ref: SubSessionRef) -> ChildTarget:
         return companion_target(
-            self._entry(ref.agent_type), ref.sub_session_id, self.env.local_transport
+            self.entry(ref.agent_type), ref.sub_session_id, self.env.local_transport
         )
 
-    def _owned(self, call_id: str) -> SubSessionRef | None:
+    def owned(self, call_id: str) -> SubSessionRef | None:
         """The child whose current turn this call opened (the call is being re-run)."""
         for ref in self.writer.state.sub_sessions.values():
             if ref.mode == "persistent" and ref.tool_call_id == call_id:
@@ -125,10 +123,10 @@ class CompanionCore:
         None for a child this log already knows ended (nothing asked), or one
         whose start has not reached its server yet.
         """
-        busy = ref.sub_session_id in self._children or ref.sub_session_id in self._sending
+        busy = self.open_calls.following(ref.sub_session_id) or ref.sub_session_id in self.sending
         if ref.status not in LIVE or busy:
             return None
-        target = self._target(ref)
+        target = self.target(ref)
         try:
             status: RemoteStatusResponse = await target.retry(
                 lambda: target.transport.get_status(ref.sub_session_id)
@@ -142,22 +140,22 @@ class CompanionCore:
             await self.writer.append_with(lambda latest: ended_events(latest, ref, status))
         return status
 
-    def _status_word(self, ref: SubSessionRef, status: RemoteStatusResponse | None) -> str:
+    def status_word(self, ref: SubSessionRef, status: RemoteStatusResponse | None) -> str:
         if ref.status in LIVE and status is not None and status.status == "paused":
             return "paused_awaiting_client"
         return ref.status
 
-    def _current(self, name: str) -> SubSessionRef | None:
+    def current(self, name: str) -> SubSessionRef | None:
         return latest_child(self.writer.state, name)
 
-    async def _synced(self, name: str) -> tuple[SubSessionRef | None, RemoteStatusResponse | None]:
-        ref = self._current(name)
+    async def synced(self, name: str) -> tuple[SubSessionRef | None, RemoteStatusResponse | None]:
+        ref = self.current(name)
         if ref is None:
             return None, None
         status = await self.sync(ref)
-        return self._current(name), status
+        return self.current(name), status
 
-    async def _send_turn(self, target: ChildTarget, call: ToolCall, message: str) -> None:
+    async def send_turn(self, target: ChildTarget, call: ToolCall, message: str) -> None:
         """Give the child a new turn (idempotent: the call's id is the message id)."""
         request = RemoteMessageRequest(
             session_id=target.session_id, message=message, message_id=call.id

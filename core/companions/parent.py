@@ -21,7 +21,9 @@ from typing import Any
 
 import anyio
 
-from helix_agents.companions.base import _CallFailure, _turn_end
+from helix_agents.agents.config import AgentConfig
+from helix_agents.children.open_calls import OpenCalls
+from helix_agents.companions.base import CompanionCore, _CallFailure, _turn_end
 from helix_agents.companions.refs import (
     ENDED,
     LIVE,
@@ -51,49 +53,74 @@ from helix_agents.events import CompletionDelivered, Event, MessageAppended, Sub
 from helix_agents.hitl.gates import Waiting
 from helix_agents.log.state import SessionState
 from helix_agents.messages import ToolCall, UserMessage
+from helix_agents.runtime.env import Fire, RunEnv
 from helix_agents.runtime.tool_runner import tool_start
+from helix_agents.runtime.writer import SessionWriter
 
 __all__ = ["Companions"]
 
 log = logging.getLogger("helix_agents")
 
 
-class Companions(CompanionSpawning, CompanionStopping):
+class Companions:
     """The companion tools of one run of a parent with ``persistent_agents``.
 
-    Constructed as :class:`~helix_agents.core.companion_core.CompanionCore` (its
-    arguments); the spawn and stop operations are its bases (``companion_spawn.py``,
-    ``companion_stop.py``), the other tools and the push of outcomes are here.
+    It holds the run's :class:`~helix_agents.companions.base.CompanionCore` and
+    the two operations handed it, spawning and stopping (``spawn.py``,
+    ``stop.py``); the other tools and the push of outcomes are here.
+
+    Args:
+        writer: the parent's writer.
+        agent: the parent's agent.
+        env: the run's environment (local transport, stop grace).
+        fire: the run's hook callback.
+        open_calls: the run's open calls, shared with its stop.
     """
+
+    def __init__(
+        self,
+        writer: SessionWriter,
+        agent: AgentConfig,
+        env: RunEnv,
+        fire: Fire,
+        open_calls: OpenCalls,
+    ) -> None:
+        self.core = CompanionCore(writer, agent, env, fire, open_calls)
+        self._spawning = CompanionSpawning(self.core)
+        self._stopping = CompanionStopping(self.core)
+
+    async def terminate_live(self, reason: str | None) -> None:
+        """Terminate every live companion no call follows (the parent is being aborted)."""
+        await self._stopping.terminate_live(reason)
 
     # --- dispatch -------------------------------------------------------------------
 
     async def call(self, call: ToolCall, waiting: Waiting) -> None:
         """Run one companion call and record its result (an ``{error}`` for a bad one)."""
-        if call.name not in companion_tool_names(self.agent):
-            await self._answer(call, error=f"unknown tool {call.name!r}")
+        if call.name not in companion_tool_names(self.core.agent):
+            await self.core.answer(call, error=f"unknown tool {call.name!r}")
             return
-        args, problem = check_arguments(call.name, call.arguments, self.agent)
-        self._open_tools[call.id] = call
+        args, problem = check_arguments(call.name, call.arguments, self.core.agent)
+        self.core.open_calls.open_tool(call)
         try:
             if args is None:
-                await self._answer(call, error=problem)
+                await self.core.answer(call, error=problem)
                 return
             handlers = {
-                SPAWN_AGENT: self._spawn,
+                SPAWN_AGENT: self._spawning.spawn,
                 SEND_MESSAGE: self._send,
                 LIST_CHILDREN: self._list,
                 GET_CHILD_STATUS: self._status,
-                TERMINATE_CHILD: self._terminate,
+                TERMINATE_CHILD: self._stopping.terminate,
                 WAIT_FOR_RESULT: self._wait,
             }
             try:
                 await handlers[call.name](call, args, waiting)
             except _CallFailure as exc:  # a transport's failure is data for the model
-                self._open_tools[call.id] = call
-                await self._answer(call, error=f"{type(exc).__name__}: {exc}")
+                self.core.open_calls.open_tool(call)
+                await self.core.answer(call, error=f"{type(exc).__name__}: {exc}")
         finally:
-            self._open_tools.pop(call.id, None)
+            self.core.open_calls.close_tool(call.id)
 
     # --- push -----------------------------------------------------------------------
 
@@ -103,10 +130,10 @@ class Companions(CompanionSpawning, CompanionStopping):
         Called at the start of each step of the parent. Live children are
         synced first; terminated children are skipped (the parent stopped them).
         """
-        for ref in list(self.writer.state.sub_sessions.values()):
+        for ref in list(self.core.writer.state.sub_sessions.values()):
             if ref.mode == "persistent" and ref.status in LIVE:
                 try:
-                    await self.sync(ref)
+                    await self.core.sync(ref)
                 except (HelixError, OSError) as exc:  # unreachable now: the next step asks again
                     log.info("could not sync companion %s: %s", ref.sub_session_id, exc)
 
@@ -120,19 +147,19 @@ class Companions(CompanionSpawning, CompanionStopping):
                     )
             return events
 
-        await self.writer.append_with(build)
+        await self.core.writer.append_with(build)
 
     # --- sendMessage ----------------------------------------------------------------
 
     async def _send(self, call: ToolCall, args: CompanionArgs, waiting: Waiting) -> None:
         assert args.name is not None
         previous: dict[str, Any] | None = None
-        owned = self._owned(call.id)
+        owned = self.core.owned(call.id)
         if owned is None:
-            ref, status = await self._synced(args.name)
+            ref, status = await self.core.synced(args.name)
             problem = send_problem(args.name, ref, status)
             if problem is not None:
-                await self._answer(call, error=problem)
+                await self.core.answer(call, error=problem)
                 return
             assert ref is not None
             decided: dict[str, Any] = {}
@@ -141,25 +168,25 @@ class Companions(CompanionSpawning, CompanionStopping):
                 current = state.sub_sessions[ref.sub_session_id]
                 decided["previous"] = outcome_view(current) if undelivered(current) else None
                 return [
-                    tool_start(self.agent, self.writer.session_id, call),
+                    tool_start(self.core.agent, self.core.writer.session_id, call),
                     *supersede(current),
                     SubSessionResumed(sub_session_id=current.sub_session_id, tool_call_id=call.id),
                 ]
 
-            await self.writer.append_with(reopen)
-            owned = self.writer.state.sub_sessions[ref.sub_session_id]
+            await self.core.writer.append_with(reopen)
+            owned = self.core.writer.state.sub_sessions[ref.sub_session_id]
             previous = decided["previous"]
-        target = self._target(owned)
+        target = self.core.target(owned)
         sid = target.session_id
-        self._sending.add(sid)
+        self.core.sending.add(sid)
         try:
-            await self._send_turn(target, call, args.message)
+            await self.core.send_turn(target, call, args.message)
         except AgentServerError as exc:
             if exc.code != "SESSION_FAILED":
                 raise
             # It failed between its status and the send: not stranded, not delivered.
             status = await target.retry(lambda: target.transport.get_status(sid))
-            await self._answer(
+            await self.core.answer(
                 call,
                 {"delivered": False},
                 extra=lambda latest: ended_events(latest, owned, status),
@@ -167,65 +194,65 @@ class Companions(CompanionSpawning, CompanionStopping):
             )
             return
         finally:
-            self._sending.discard(sid)
+            self.core.sending.discard(sid)
         result: dict[str, Any] = {"delivered": True}
         if previous is not None:
             result["previous"] = previous
-        await self._answer(call, result, started=True)
+        await self.core.answer(call, result, started=True)
 
     # --- listChildren / getChildStatus ----------------------------------------------
 
     async def _list(self, call: ToolCall, args: CompanionArgs, waiting: Waiting) -> None:
-        state = self.writer.state
+        state = self.core.writer.state
         names: dict[str, int] = {}
         for ref in state.sub_sessions.values():
             if ref.mode == "persistent" and ref.name is not None:
                 names.setdefault(ref.name, ref.started_seq)
         listed = []
         for name in sorted(names, key=names.__getitem__):
-            current, status = await self._synced(name)
+            current, status = await self.core.synced(name)
             assert current is not None
-            word = self._status_word(current, status)
+            word = self.core.status_word(current, status)
             listed.append({"name": name, "agent": current.agent_type, "status": word})
-        await self._answer(call, listed)
+        await self.core.answer(call, listed)
 
     async def _status(self, call: ToolCall, args: CompanionArgs, waiting: Waiting) -> None:
         assert args.name is not None
-        ref, status = await self._synced(args.name)
+        ref, status = await self.core.synced(args.name)
         if ref is None:
-            await self._answer(call, error=no_child(args.name))
+            await self.core.answer(call, error=no_child(args.name))
             return
         shown: dict[str, Any] = {
             "name": args.name,
             "agent": ref.agent_type,
-            "status": self._status_word(ref, status),
+            "status": self.core.status_word(ref, status),
         }
         if ref.status == "completed":
             shown["lastOutput"] = ref.output
         elif ref.error is not None and ref.status not in LIVE:
             shown["error"] = ref.error
-        await self._answer(call, shown)
+        await self.core.answer(call, shown)
 
     # --- waitForResult ----------------------------------------------------------------
 
     async def _wait(self, call: ToolCall, args: CompanionArgs, waiting: Waiting) -> None:
         assert args.name is not None
         name = args.name
-        ref, status = await self._synced(name)
+        ref, status = await self.core.synced(name)
         if ref is None:
-            await self._answer(call, error=no_child(name))
+            await self.core.answer(call, error=no_child(name))
             return
         if ref.status in LIVE and not (status is not None and status.status == "paused"):
-            target = self._target(ref)
+            target = self.core.target(ref)
             start = status.latest_sequence if status is not None else 0
             with anyio.move_on_after(args.timeout):
                 await _turn_end(target, start)
-            ref, status = await self._synced(name)
+            ref, status = await self.core.synced(name)
             assert ref is not None
         if ref.status in LIVE:
             paused = status is not None and status.status == "paused"
             word = "paused_awaiting_client" if paused else "timeout"
-            await self._answer(call, {"name": name, "status": word})
+            await self.core.answer(call, {"name": name, "status": word})
             return
         sid = ref.sub_session_id
         shown = {"name": name, **outcome_view(ref)}
@@ -236,4 +263,4 @@ class Companions(CompanionSpawning, CompanionStopping):
                 return []
             return [CompletionDelivered(sub_session_id=sid)]
 
-        await self._answer(call, shown, extra=delivered)
+        await self.core.answer(call, shown, extra=delivered)

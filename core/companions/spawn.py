@@ -32,7 +32,6 @@ from helix_agents.companions.refs import (
     undelivered,
 )
 from helix_agents.companions.tools import CompanionArgs, check_arguments
-from helix_agents.errors import AgentServerError
 from helix_agents.events import (
     CompletionDelivered,
     Event,
@@ -45,7 +44,7 @@ from helix_agents.hitl.gates import Waiting
 from helix_agents.ids import MAX_SESSION_ID_LENGTH
 from helix_agents.log.state import SessionState, SubSessionRef
 from helix_agents.messages import ToolCall
-from helix_agents.protocol import RemoteResumeRequest, RemoteStartRequest, RemoteStatusResponse
+from helix_agents.protocol import RemoteStartRequest
 from helix_agents.runtime.tool_runner import ToolOutcome, result_events, tool_start
 from helix_agents.workspaces.hub import inherited_workspace
 
@@ -83,19 +82,23 @@ class CompanionLink(ChildLink):
         ]
 
 
-class CompanionSpawning(CompanionCore):
+class CompanionSpawning:
     """The spawn operations of :class:`~helix_agents.core.companions.Companions`."""
 
-    async def _spawn(self, call: ToolCall, args: CompanionArgs, waiting: Waiting) -> None:
-        owned = self._owned(call.id)
+    def __init__(self, core: CompanionCore) -> None:
+        self.core = core
+
+    async def spawn(self, call: ToolCall, args: CompanionArgs, waiting: Waiting) -> None:
+        """``companion__spawnAgent``: start a named child (or give a re-run the same one)."""
+        owned = self.core.owned(call.id)
         if owned is not None:
             await self._spawn_again(call, owned, waiting)
             return
         if args.name is not None:
-            await self._synced(args.name)
-        entry = self._entry(args.agent)
+            await self.core.synced(args.name)
+        entry = self.core.entry(args.agent)
         blocking = entry.mode == "blocking"
-        parent = self.writer.session_id
+        parent = self.core.writer.session_id
         decided: dict[str, Any] = {}
 
         def decide(state: SessionState) -> list[Event]:
@@ -127,9 +130,9 @@ class CompanionSpawning(CompanionCore):
             if undelivered(old):
                 assert old is not None
                 decided["previous"] = outcome_view(old)
-            target = companion_target(entry, sid, self.env.local_transport)
+            target = companion_target(entry, sid, self.core.env.local_transport)
             return [
-                tool_start(self.agent, parent, call),
+                tool_start(self.core.agent, parent, call),
                 *supersede(old),
                 SubSessionStarted(
                     sub_session_id=sid,
@@ -140,33 +143,33 @@ class CompanionSpawning(CompanionCore):
                     input=args.message,
                     remote=target.remote,
                 ),
-                *([segment_start(state, self.agent, sid, call, args)] if blocking else []),
+                *([segment_start(state, self.core.agent, sid, call, args)] if blocking else []),
                 UsageRecorded(kind="subagent", name=args.agent, sub_session_id=sid),
             ]
 
-        await self.writer.append_with(decide)
+        await self.core.writer.append_with(decide)
         if "error" in decided:
-            await self._answer(call, error=decided["error"])
+            await self.core.answer(call, error=decided["error"])
             return
         name, sid = decided["name"], decided["sid"]
-        ref = self.writer.state.sub_sessions[sid]
-        target = self._target(ref)
-        link = CompanionLink(self, call, target, name) if blocking else None
+        ref = self.core.writer.state.sub_sessions[sid]
+        target = self.core.target(ref)
+        link = CompanionLink(self.core, call, target, name) if blocking else None
         if link is not None:
-            self._children[sid] = link
-            self._open_tools.pop(call.id, None)
+            self.core.open_calls.follow(link)
+            self.core.open_calls.close_tool(call.id)
             link.opened = True
-        self._sending.add(sid)
+        self.core.sending.add(sid)
         try:
             if decided["fresh"]:
                 await self._send_start(target, call, args.message, entry)
             else:
-                await self._send_turn(target, call, args.message)
+                await self.core.send_turn(target, call, args.message)
         except _CallFailure as exc:
             # The name stays re-spawnable: the child is recorded failed.
-            self._children.pop(sid, None)
+            self.core.open_calls.drop(sid)
             error = f"could not start child {name!r}: {exc}"
-            await self._answer(
+            await self.core.answer(
                 call,
                 error=error,
                 extra=lambda latest: [
@@ -178,13 +181,13 @@ class CompanionSpawning(CompanionCore):
             )
             return
         finally:
-            self._sending.discard(sid)
+            self.core.sending.discard(sid)
         previous = decided.get("previous")
         if link is None:
             result: dict[str, Any] = {"name": name, "status": "running"}
             if previous is not None:
                 result["previous"] = previous
-            await self._answer(call, result, started=True)
+            await self.core.answer(call, result, started=True)
             return
         await self._follow(link, waiting)
 
@@ -200,14 +203,19 @@ class CompanionSpawning(CompanionCore):
         else:
             await link.finish(outcome)
         # Not on cancellation: the run's stop cleanup halts the links still here.
-        if self._children.get(link.session_id) is link:
-            del self._children[link.session_id]
+        self.core.open_calls.unfollow(link)
 
     async def _send_start(
         self, target: ChildTarget, call: ToolCall, message: str, entry: PersistentAgent
     ) -> None:
-        state = self.writer.state
-        request = RemoteStartRequest(
+        request = self._start_request(target, call, message, entry)
+        await target.start(request)  # a re-run whose child already ended: fine
+
+    def _start_request(
+        self, target: ChildTarget, call: ToolCall, message: str, entry: PersistentAgent
+    ) -> RemoteStartRequest:
+        state = self.core.writer.state
+        return RemoteStartRequest(
             session_id=target.session_id,
             agent_type=target.agent_type,
             message=message,
@@ -215,52 +223,49 @@ class CompanionSpawning(CompanionCore):
             root_session_id=state.root_session_id,
             parent_tool_call_id=call.id,
             ancestors=[*state.ancestors, state.session_id],
-            workspace_session_id=inherited_workspace(entry, state, self.agent),
-            trace_context=self.env.tracer.trace_context() or None,
+            workspace_session_id=inherited_workspace(entry, state, self.core.agent),
+            trace_context=self.core.env.tracer.trace_context() or None,
         )
-        try:
-            await target.retry(lambda: target.transport.start(request))
-        except AgentServerError as exc:
-            if exc.code != "ALREADY_COMPLETED":  # a re-run whose child already ended
-                raise
 
     async def _spawn_again(self, call: ToolCall, ref: SubSessionRef, waiting: Waiting) -> None:
         """A spawn re-run (a restarted, resumed or re-entered parent): reach the same child."""
-        entry = self._entry(ref.agent_type)
+        entry = self.core.entry(ref.agent_type)
         sid = ref.sub_session_id
-        target = self._target(ref)
+        target = self.core.target(ref)
         assert ref.name is not None
-        args, _ = check_arguments(call.name, call.arguments, self.agent)
+        args, _ = check_arguments(call.name, call.arguments, self.core.agent)
         assert args is not None  # it was checked when the call first ran
-        link = CompanionLink(self, call, target, ref.name) if entry.mode == "blocking" else None
+        blocking = entry.mode == "blocking"
+        link = CompanionLink(self.core, call, target, ref.name) if blocking else None
         if ref.status == "interrupted":
             # Halted with the parent: its segment was closed; this call resumes it.
-            state = self.writer.state
-            await self.writer.append(
-                tool_start(self.agent, state.session_id, call),
-                *([segment_start(state, self.agent, sid, call, args)] if link else []),
+            state = self.core.writer.state
+            await self.core.writer.append(
+                tool_start(self.core.agent, state.session_id, call),
+                *([segment_start(state, self.core.agent, sid, call, args)] if link else []),
                 SubSessionResumed(sub_session_id=sid, tool_call_id=call.id),
             )
         elif ref.status == "paused_awaiting_client":
-            await self.writer.append(SubSessionResumed(sub_session_id=sid, tool_call_id=call.id))
-        ref = self.writer.state.sub_sessions[sid]
+            resumed = SubSessionResumed(sub_session_id=sid, tool_call_id=call.id)
+            await self.core.writer.append(resumed)
+        ref = self.core.writer.state.sub_sessions[sid]
         if ref.status in ENDED:  # its end was recorded before the call's result
             if link is not None:
                 await link.finish(recorded_outcome(ref))
             else:
-                await self._answer(call, {"name": ref.name, "status": ref.status}, started=True)
+                await self.core.answer(call, {"name": ref.name, "status": ref.status}, started=True)
             return
         if link is not None:
-            self._children[sid] = link
-            self._open_tools.pop(call.id, None)
+            self.core.open_calls.follow(link)
+            self.core.open_calls.close_tool(call.id)
             link.opened = True
         try:
             await self._reach(target, call, ref, args.message, entry)
         except _CallFailure:
-            self._children.pop(sid, None)
+            self.core.open_calls.drop(sid)
             raise
         if link is None:
-            await self._answer(call, {"name": ref.name, "status": "running"}, started=True)
+            await self.core.answer(call, {"name": ref.name, "status": "running"}, started=True)
             return
         await self._follow(link, waiting)
 
@@ -273,27 +278,9 @@ class CompanionSpawning(CompanionCore):
         entry: PersistentAgent,
     ) -> None:
         """Make sure the child got this call's turn, and that something runs it."""
-        sid = target.session_id
-        status: RemoteStatusResponse | None
         if ref.spawn_call_id == call.id:
-            try:
-                status = await target.retry(lambda: target.transport.get_status(sid))
-            except AgentServerError as exc:
-                if exc.code != "NOT_FOUND":
-                    raise
-                # Recorded, then the parent stopped before the start reached it.
-                await self._send_start(target, call, message, entry)
-                return
+            # Recorded, then the parent stopped before the start reached it: started.
+            await target.reach(lambda: self._start_request(target, call, message, entry))
         else:
-            await self._send_turn(target, call, message)  # a repeat changes nothing
-            status = await target.retry(lambda: target.transport.get_status(sid))
-        if status.status in ("interrupted", "paused") or (
-            status.status == "running" and not status.is_executing
-        ):
-            try:
-                await target.retry(
-                    lambda: target.transport.resume(RemoteResumeRequest(session_id=sid))
-                )
-            except AgentServerError as exc:
-                if exc.code != "ALREADY_COMPLETED":
-                    raise
+            await self.core.send_turn(target, call, message)  # a repeat changes nothing
+            await target.reach()

@@ -25,26 +25,32 @@ __all__ = ["CompanionStopping"]
 log = logging.getLogger("helix_agents")
 
 
-class CompanionStopping(CompanionCore):
+class CompanionStopping:
     """The stop operations of :class:`~helix_agents.core.companions.Companions`."""
 
-    async def _terminate(self, call: ToolCall, args: CompanionArgs, waiting: Waiting) -> None:
+    def __init__(self, core: CompanionCore) -> None:
+        self.core = core
+
+    async def terminate(self, call: ToolCall, args: CompanionArgs, waiting: Waiting) -> None:
+        """``companion__terminateChild``: abort a live child and record it terminated."""
         assert args.name is not None
         name = args.name
-        ref, _ = await self._synced(name)
+        ref, _ = await self.core.synced(name)
         if ref is None:
-            await self._answer(call, error=no_child(name))
+            await self.core.answer(call, error=no_child(name))
             return
         if ref.status not in (*LIVE, "interrupted"):
-            await self._answer(call, {"name": name, "terminated": False, "status": ref.status})
+            await self.core.answer(call, {"name": name, "terminated": False, "status": ref.status})
             return
         sid = ref.sub_session_id
         if not await self._stop(ref, "terminated by its parent"):
             # It ended on its own before the stop reached it: say so, keep its outcome.
-            current = self.writer.state.sub_sessions[sid]
-            await self._answer(call, {"name": name, "terminated": False, "status": current.status})
+            current = self.core.writer.state.sub_sessions[sid]
+            await self.core.answer(
+                call, {"name": name, "terminated": False, "status": current.status}
+            )
             return
-        await self._answer(
+        await self.core.answer(
             call,
             {"name": name, "terminated": True, "status": "terminated"},
             extra=lambda state: terminated_events(sid, "terminated"),
@@ -56,7 +62,7 @@ class CompanionStopping(CompanionCore):
         A child that completed (or failed by itself) before the abort reached it
         keeps its outcome, recorded here.
         """
-        target = self._target(ref)
+        target = self.core.target(ref)
         sid = ref.sub_session_id
         try:
             await target.retry(lambda: target.transport.abort(sid, why))
@@ -70,7 +76,7 @@ class CompanionStopping(CompanionCore):
             final.status == "completed"
             or (final.status == "failed" and not (final.error or "").startswith("aborted"))
         ):
-            await self.writer.append_with(lambda latest: ended_events(latest, ref, final))
+            await self.core.writer.append_with(lambda latest: ended_events(latest, ref, final))
             return False
         return True
 
@@ -86,7 +92,7 @@ class CompanionStopping(CompanionCore):
                 return None
             raise
         if status.status == "running":
-            with anyio.move_on_after(self.env.stop_grace):
+            with anyio.move_on_after(self.core.env.stop_grace):
                 await _turn_end(target, status.latest_sequence)
             status = await target.retry(lambda: target.transport.get_status(sid))
         return status
@@ -99,8 +105,8 @@ class CompanionStopping(CompanionCore):
         """
         why = f"its parent was aborted: {reason}" if reason else "its parent was aborted"
         async with anyio.create_task_group() as tg:
-            for ref in list(self.writer.state.sub_sessions.values()):
-                busy = ref.sub_session_id in self._children
+            for ref in list(self.core.writer.state.sub_sessions.values()):
+                busy = self.core.open_calls.following(ref.sub_session_id)
                 if ref.mode == "persistent" and ref.status in LIVE and not busy:
                     tg.start_soon(self._terminate_one, ref, why)
 
@@ -112,7 +118,7 @@ class CompanionStopping(CompanionCore):
         except (HelixError, OSError) as exc:
             log.warning("could not terminate companion %s: %s", sid, exc)
             return
-        await self.writer.append_with(
+        await self.core.writer.append_with(
             lambda state: (
                 terminated_events(sid, why) if state.sub_sessions[sid].status in LIVE else []
             )

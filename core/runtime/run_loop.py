@@ -29,7 +29,7 @@ from helix_agents._aio import closing_iter, prefetch, unwrap_group
 from helix_agents.agents.config import AgentConfig, HookContext, RemoteSubAgentTool, SubAgentTool
 from helix_agents.agents.tools import COMPANION_TOOL_PREFIX, Tool, json_schema_of
 from helix_agents.children.call import ChildCall
-from helix_agents.children.link import ChildLink
+from helix_agents.children.open_calls import OpenCalls
 from helix_agents.children.target import SubAgentToolLike
 from helix_agents.companions.parent import Companions
 from helix_agents.companions.tools import companion_specs
@@ -128,10 +128,9 @@ class SessionRun:
         self.run_id = run_id
         self.stop: StopRequest | None = None
         self._scope: anyio.CancelScope | None = None
-        self._open_tools: dict[str, ToolCall] = {}
-        self._children: dict[str, ChildLink] = {}
+        self._open = OpenCalls()
         self._companions = (
-            Companions(writer, agent, env, self.fire, self._children, self._open_tools)
+            Companions(writer, agent, env, self.fire, self._open)
             if agent.persistent_agents
             else None
         )
@@ -458,23 +457,23 @@ class SessionRun:
 
     async def _call_tool(self, call: ToolCall, tool: Tool[Any]) -> None:
         # Not forgotten on cancellation: the stop cleanup closes it with a tool_end.
-        self._open_tools[call.id] = call
+        self._open.open_tool(call)
         with tool_span(self.env.tracer, self.agent.name, self.writer.session_id, call) as span:
             outcome = await run_tool_call(self.agent, self.writer, call, tool, self.fire)
             end_tool_span(span, outcome.error)
-        self._open_tools.pop(call.id, None)
+        self._open.close_tool(call.id)
 
     async def _call_sub_agent(
         self, call: ToolCall, tool: SubAgentToolLike, waiting: Waiting
     ) -> None:
         child = ChildCall(self.writer, self.agent, call, tool, self.env, self.fire)
         # Registered before it opens: the stop cleanup halts it if it is open.
-        self._children[child.session_id] = child
+        self._open.follow(child)
         with child.span() as span:
             if await child.run():
                 waiting.children[child.session_id] = call.id
             end_tool_span(span, call_error(self.writer.state, call.id))
-        self._children.pop(child.session_id, None)
+        self._open.drop(child.session_id)
 
     async def _call_companion(self, call: ToolCall, waiting: Waiting) -> None:
         assert self._companions is not None
@@ -526,16 +525,15 @@ class SessionRun:
         with anyio.CancelScope(shield=True):
             with anyio.move_on_after(self.env.stop_grace):
                 async with anyio.create_task_group() as tg:
-                    for child in list(self._children.values()):
+                    for child in self._open.children():
                         tg.start_soon(child.halt, stop)
                     if stop.kind == "abort" and self._companions is not None:
                         # Stopped for good: so are its companions running on their own.
                         tg.start_soon(self._companions.terminate_live, stop.reason)
             closing = [
                 tool_end(self.agent, sid, call, ToolOutcome(error=word))
-                for call in self._open_tools.values()
+                for call in self._open.take_tools()
             ]
-            self._open_tools.clear()
             reason = f"aborted: {stop.reason}" if stop.reason else "aborted"
 
             def ending(state: SessionState) -> list[Event]:
