@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import re
-from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -27,24 +25,21 @@ import msgspec
 
 from helix_agents._aio import closing_iter, prefetch, unwrap_group
 from helix_agents.agents.config import AgentConfig, HookContext, RemoteSubAgentTool, SubAgentTool
-from helix_agents.agents.tools import COMPANION_TOOL_PREFIX, Tool, json_schema_of
+from helix_agents.agents.tools import COMPANION_TOOL_PREFIX, Tool
 from helix_agents.children.call import ChildCall
 from helix_agents.children.open_calls import OpenCalls
 from helix_agents.children.target import SubAgentToolLike
 from helix_agents.companions.parent import Companions
-from helix_agents.companions.tools import companion_specs
 from helix_agents.errors import HelixError, OwnershipLost, StoreClosedError, StoreError
 from helix_agents.events import (
     Aborted,
     AbortRequested,
-    Completed,
     ErrorChunk,
     Event,
     Failed,
     Interrupted,
     InterruptRequested,
     MessageAppended,
-    OutputChunk,
     StepRestarted,
     StepStarted,
     TextDelta,
@@ -55,18 +50,15 @@ from helix_agents.hitl.gates import (
     approval_gate,
     client_call,
     suspension,
-    tree_unique_call_id,
-    waits_for_people,
 )
 from helix_agents.log.state import SessionState
-from helix_agents.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
+from helix_agents.messages import AssistantMessage, ToolCall, UserMessage
 from helix_agents.models.base import (
     FINISH_TOOL_NAME,
     LLMError,
     LLMRequest,
     LLMResponse,
     LLMTextDelta,
-    ToolSpec,
 )
 from helix_agents.runtime.env import RunEnv
 from helix_agents.runtime.tool_runner import (
@@ -77,6 +69,14 @@ from helix_agents.runtime.tool_runner import (
     tool_start,
     validate_finish,
 )
+from helix_agents.runtime.turns import (
+    FINISH_REMINDER,
+    completion,
+    final_answer,
+    tool_specs,
+    unanswered_calls,
+    unique_calls,
+)
 from helix_agents.runtime.writer import SessionWriter, StopRequest
 from helix_agents.tracing import (
     call_error,
@@ -86,28 +86,11 @@ from helix_agents.tracing import (
     traced_stream,
 )
 
-__all__ = ["FINISH_REMINDER", "SessionRun", "unanswered_calls"]
+__all__ = ["SessionRun"]
 
 log = logging.getLogger("helix_agents")
 
-FINISH_REMINDER = (
-    f"Call the {FINISH_TOOL_NAME} tool with your final output; it must match the output schema."
-)
-"""Sent when an agent with an output schema answers with text instead of finishing."""
-
-_CALL_ID = re.compile(r"[A-Za-z0-9_\-]{1,64}")
 _STOP_REQUESTS: tuple[type[Event], ...] = (InterruptRequested, AbortRequested)
-
-
-def unanswered_calls(state: SessionState) -> list[ToolCall]:
-    """Tool calls of the last assistant message that have no recorded result yet."""
-    answered: set[str] = set()
-    for message in reversed(state.messages):
-        if isinstance(message, ToolResultMessage):
-            answered.add(message.tool_call_id)
-        elif isinstance(message, AssistantMessage):
-            return [call for call in message.tool_calls if call.id not in answered]
-    return []
 
 
 class SessionRun:
@@ -267,19 +250,6 @@ class SessionRun:
                     MessageAppended(message=UserMessage(content=FINISH_REMINDER))
                 )
 
-    def _tool_specs(self) -> list[ToolSpec]:
-        specs = [tool.spec() for tool in self.agent.tools]
-        specs.extend(companion_specs(self.agent))
-        if self.agent.output_schema is not None:
-            specs.append(
-                ToolSpec(
-                    name=FINISH_TOOL_NAME,
-                    description="Finish the task with your final output.",
-                    parameters=json_schema_of(self.agent.output_schema),
-                )
-            )
-        return specs
-
     async def _step(self) -> LLMResponse | None:
         agent = self.agent
         llm = self.env.llm_override or agent.llm or self.env.llm
@@ -297,7 +267,7 @@ class SessionRun:
         request = LLMRequest(
             messages=list(state.messages),
             system_prompt=prompt(dict(state.custom_state)) if callable(prompt) else prompt,
-            tools=self._tool_specs(),
+            tools=tool_specs(self.agent),
             model=agent.llm_config.model,
             temperature=agent.llm_config.temperature,
             max_tokens=agent.llm_config.max_tokens,
@@ -330,9 +300,9 @@ class SessionRun:
                         response = part
         if response is None:
             raise LLMError("the model's stream ended without a response")
-        calls = self._unique_calls(response.tool_calls)
+        calls = unique_calls(self.agent, self.writer.state, response.tool_calls)
         usage = response.usage
-        final = self._final_answer(calls, response.content)
+        final = final_answer(self.agent, self.writer.state, calls, response.content)
         turn: list[Event] = [
             MessageAppended(
                 message=AssistantMessage(content=response.content, tool_calls=calls),
@@ -353,55 +323,6 @@ class SessionRun:
             await self.fire("on_agent_complete", state.output)
             return None
         return msgspec.structs.replace(response, tool_calls=calls)
-
-    def _final_answer(self, calls: list[ToolCall], content: str) -> list[Event]:
-        """For a turn that ends the run: its whole ending.
-
-        That is a turn whose only call is a valid ``__finish__`` (validation
-        is pure, so the answer, the finish call's record and the completion
-        can be one batch, one commit, instead of three), or a turn with no
-        call from an agent without an output schema (its text is the output).
-        """
-        if not calls and self.agent.output_schema is None:
-            return self._completion(content)
-        if len(calls) != 1 or calls[0].name != FINISH_TOOL_NAME or self.agent.output_schema is None:
-            return []
-        call = calls[0]
-        outcome = validate_finish(self.agent, call.arguments)
-        if outcome.error is not None:
-            return []
-        sid = self.writer.session_id
-        return [
-            tool_start(self.agent, sid, call),
-            *result_events(
-                self.agent, sid, call, ToolOutcome(result="output accepted"), usage=False
-            ),
-            *self._completion(outcome.result),
-        ]
-
-    def _unique_calls(self, calls: Sequence[ToolCall]) -> list[ToolCall]:
-        """Give every call an id unique in the session and safe inside a session id.
-
-        In a sub-agent, a call that can wait for a person gets an id unique in
-        the whole tree (the root answers entries by id).
-        """
-        state = self.writer.state
-        used = {
-            call.id
-            for message in state.messages
-            if isinstance(message, AssistantMessage)
-            for call in message.tool_calls
-        }
-        fixed: list[ToolCall] = []
-        for index, call in enumerate(calls):
-            call_id = call.id
-            if not _CALL_ID.fullmatch(call_id) or call_id in used:
-                call_id = f"call-{state.last_seq}-{index}"
-            if state.parent_session_id is not None and waits_for_people(self.agent.tool(call.name)):
-                call_id = tree_unique_call_id(state.session_id, call_id)
-            used.add(call_id)
-            fixed.append(call if call_id == call.id else msgspec.structs.replace(call, id=call_id))
-        return fixed
 
     async def _run_calls(self, calls: list[ToolCall]) -> tuple[ToolOutcome | None, Waiting]:
         """Run the calls concurrently; return a valid finish (if any) and what waits for people."""
@@ -483,22 +404,11 @@ class SessionRun:
 
     # --- endings --------------------------------------------------------------------
 
-    def _completion(self, output: Any) -> list[Event]:
-        state = self.writer.state
-        return [
-            OutputChunk(
-                agent_id=state.session_id,
-                agent_type=self.agent.name,
-                output=output,
-            ),
-            Completed(output=output),
-        ]
-
     async def _complete(self, output: Any) -> bool:
         """Complete with ``output``, unless follow-ups are queued (then False: go on)."""
-        completion = self._completion(output)
+        ending = completion(self.agent, self.writer.state, output)
         state = await self.writer.append_with(
-            lambda latest: [] if latest.queued_messages else completion
+            lambda latest: [] if latest.queued_messages else ending
         )
         if state.status != "completed":
             return False

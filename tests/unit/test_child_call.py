@@ -62,7 +62,7 @@ from helix_agents.protocol import (
     TransportEvent,
 )
 from helix_agents.runtime.env import RunEnv
-from helix_agents.runtime.run_loop import unanswered_calls
+from helix_agents.runtime.turns import unanswered_calls
 from helix_agents.runtime.writer import SessionWriter, StopRequest
 from helix_agents.stores import MemoryEventStore
 from helix_agents.transports import Fault, FaultyTransport
