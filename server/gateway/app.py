@@ -43,7 +43,8 @@ from helix_agents.server.edge import (
     protocol_error,
     with_trace_headers,
 )
-from helix_agents.server.gateway.openapi import MAX_SEQUENCE, openapi_document
+from helix_agents.server.gateway.openapi import openapi_document
+from helix_agents.server.gateway.openapi_components import MAX_SEQUENCE
 from helix_agents.server.gateway.sessions import session_list_endpoint
 from helix_agents.server.streams.front_end import ProjectedStreamResponse, stream_format
 from helix_agents.server.streams.front_end_runs import decode_run, run_front_end
