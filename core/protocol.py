@@ -13,7 +13,7 @@ import msgspec
 
 from helix_agents.errors import AgentServerError, UsageError
 from helix_agents.events import Chunk, PendingInput, SuspensionReason
-from helix_agents.ids import validate_session_id
+from helix_agents.ids import SessionId, validate_session_id
 from helix_agents.log.state import SessionStatus, UsageTotals
 from helix_agents.messages import UserMessage
 
@@ -196,7 +196,7 @@ def message_from_input(value: Any) -> str:
     return msgspec.json.encode(value).decode()
 
 
-def checked_session_id(session_id: object) -> str:
+def checked_session_id(session_id: object) -> SessionId:
     """``session_id`` if valid, else the protocol's ``INVALID_REQUEST`` error."""
     try:
         return validate_session_id(session_id)

@@ -18,6 +18,7 @@ import logging
 from helix_agents.errors import AgentServerError, HelixError
 from helix_agents.events import Event, SubAgentEnd, SubSessionFinished, ToolEnd
 from helix_agents.hitl.routing import child_transport
+from helix_agents.ids import SessionId
 from helix_agents.log.projections import project_state
 from helix_agents.log.state import SessionState
 from helix_agents.messages import AssistantMessage
@@ -39,7 +40,7 @@ def _waiting(state: SessionState) -> list[str]:
 
 
 async def abort_waiting_children(
-    runs: SessionRuns, session_id: str, reason: str | None
+    runs: SessionRuns, session_id: SessionId, reason: str | None
 ) -> set[str]:
     """Abort the paused children of paused ``session_id``; the ids that are now ended."""
     log_ = await runs.store.read(session_id)

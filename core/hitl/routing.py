@@ -31,6 +31,7 @@ from helix_agents.events import (
     Suspended,
 )
 from helix_agents.hitl.gates import expiry_message
+from helix_agents.ids import SessionId
 from helix_agents.log.projections import pending_inputs, project_state
 from helix_agents.log.state import SessionState
 from helix_agents.messages import AssistantMessage
@@ -168,7 +169,7 @@ def _own_entries_answered(state: SessionState) -> bool:
 
 
 async def route_answer(
-    runs: SessionRuns, resume: Resume, session_id: str, tool_call_id: str, answer: Answer
+    runs: SessionRuns, resume: Resume, session_id: SessionId, tool_call_id: str, answer: Answer
 ) -> SubmitResponse:
     """Apply ``answer`` to entry ``tool_call_id`` on ``session_id``'s path (see the module)."""
     while True:
@@ -317,7 +318,7 @@ def child_transport(
 async def watch_expiry(
     runs: SessionRuns,
     resume: Resume,
-    session_id: str,
+    session_id: SessionId,
     entry: PendingInput,
     sleep: Callable[[float], Awaitable[None]],
 ) -> None:

@@ -13,6 +13,7 @@ import anyio
 from helix_agents.errors import AgentServerError, DamagedLogError, LogError
 from helix_agents.events import PendingInput
 from helix_agents.hitl.routing import Resume, expiring, watch_expiry
+from helix_agents.ids import SessionId
 from helix_agents.log.projections import project_state
 from helix_agents.log.state import SessionState
 from helix_agents.protocol import RemoteResumeRequest
@@ -83,14 +84,15 @@ class ExpiryTimers:
             if key in self._timers:
                 continue
             self._timers[key] = anyio.CancelScope()
-            tg.start_soon(self._expire, state.session_id, entry)
+            # A stored log's id was checked when it was appended.
+            tg.start_soon(self._expire, SessionId(state.session_id), entry)
 
     def cancel(self) -> None:
         """Cancel every waiting timer (the executor is closing; ``recover()`` re-arms them)."""
         for timer in list(self._timers.values()):
             timer.cancel()
 
-    async def _expire(self, session_id: str, entry: PendingInput) -> None:
+    async def _expire(self, session_id: SessionId, entry: PendingInput) -> None:
         key = (session_id, entry.tool_call_id)
         try:
             with self._timers[key]:

@@ -17,7 +17,7 @@ from helix_agents.agents.config import AgentConfig
 from helix_agents.agents.define import AgentRegistry
 from helix_agents.errors import AgentServerError, OwnershipLost, UsageError
 from helix_agents.events import Event, RunStarted, SessionCreated
-from helix_agents.ids import validate_session_id
+from helix_agents.ids import SessionId, validate_session_id
 from helix_agents.log.projections import interrupted_step, project_state
 from helix_agents.log.state import SessionState
 from helix_agents.log.store import EventStore
@@ -158,7 +158,7 @@ class SessionRuns:
         return self.run_guard(session_id)
 
     @asynccontextmanager
-    async def hold(self, session_id: str) -> AsyncIterator[None]:
+    async def hold(self, session_id: SessionId) -> AsyncIterator[None]:
         """Hold ``session_id``'s lock and guard: the block alone may start or resume it."""
         async with self.locks.hold(session_id), self.guarded(session_id):
             yield

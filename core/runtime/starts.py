@@ -19,7 +19,7 @@ import anyio
 from helix_agents.agents.config import AgentConfig
 from helix_agents.errors import AgentServerError, ConcurrencyConflict, UsageError
 from helix_agents.events import Event, RunStarted, SessionCreated
-from helix_agents.ids import new_run_id
+from helix_agents.ids import SessionId, new_run_id
 from helix_agents.log.projections import project_state
 from helix_agents.log.state import SessionState
 from helix_agents.messages import UserMessage
@@ -148,17 +148,18 @@ class SessionStarts:
             self._starting,
             session_id,
             PendingAnswer(agent.name, messages),
-            lambda: self._start_locked(agent, messages, created, started),
+            lambda: self._start_locked(session_id, agent, messages, created, started),
         )
 
     async def _start_locked(
         self,
+        session_id: SessionId,
         agent: AgentConfig,
         messages: list[UserMessage],
         created: SessionCreated,
         started: RunStarted,
     ) -> RemoteStartResponse:
-        session_id, run_id = created.session_id, created.run_id
+        run_id = created.run_id
         async with self._runs.hold(session_id):
             store = self._runs.store
             if not getattr(store, "shares_start_commit", False):
@@ -190,7 +191,7 @@ class SessionStarts:
 
     async def _existing(
         self,
-        session_id: str,
+        session_id: SessionId,
         agent: AgentConfig,
         messages: list[UserMessage],
         log_: Sequence[Event] | None = None,
@@ -255,7 +256,7 @@ class SessionStarts:
         )
 
     async def _resume_here(
-        self, session_id: str, messages: list[UserMessage]
+        self, session_id: SessionId, messages: list[UserMessage]
     ) -> RemoteStartResponse:
         async with self._runs.hold(session_id):
             response = await self._resume_locked(session_id, messages)
@@ -274,7 +275,7 @@ class SessionStarts:
 
     async def _resume_locked(
         self,
-        session_id: str,
+        session_id: SessionId,
         messages: list[UserMessage],
         *,
         paused_only: bool = False,
