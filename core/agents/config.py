@@ -1,7 +1,7 @@
 """What an agent is: ``AgentConfig``, its hooks, model settings and companion entries.
 
-Built by :func:`~helix_agents.core.agents.define_agent` (``agents.py``), which
-checks them; the sub-agent tools an agent holds are in ``sub_agent_tools.py``.
+Built by :func:`~helix_agents.core.agents.define_agent` (``core/agents/define.py``), which
+checks them; the sub-agent tools an agent holds are in ``core/children/tools.py``.
 """
 
 from __future__ import annotations

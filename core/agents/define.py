@@ -1,7 +1,7 @@
 """Agents: ``define_agent``, lifecycle hooks, sub-agent tools and the registry.
 
 ``define_agent`` checks a definition and the registry holds them; the types
-are in ``agent_config.py`` and the sub-agent tools in ``sub_agent_tools.py``
+are in ``core/agents/config.py`` and the sub-agent tools in ``core/children/tools.py``
 (re-exported here).
 """
 

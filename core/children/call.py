@@ -2,8 +2,8 @@
 
 ``ChildLink`` holds what every call that follows a child shares (follow,
 finish, halt); ``ChildCall`` adds how a sub-agent tool opens its child, and a
-blocking companion call (``companion_spawn.py``) how a spawn opens a persistent one.
-``ChildLink`` lives in ``child_link.py`` (re-exported here).
+blocking companion call (``core/companions/spawn.py``) how a spawn opens a persistent one.
+``ChildLink`` lives in ``core/children/link.py`` (re-exported here).
 
 Every child, local or remote, is its own session reached through a
 :class:`~helix_agents.RemoteAgentTransport` (local children through the

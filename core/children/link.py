@@ -2,7 +2,7 @@
 
 Subclassed by :class:`~helix_agents.core.child_calls.ChildCall` (a sub-agent
 tool's call, which opens its child) and by a blocking companion call
-(``companion_spawn.py``); a call's whole life is told in ``child_calls.py``.
+(``core/companions/spawn.py``); a call's whole life is told in ``core/children/call.py``.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class ChildLink:
     """A parent call following one child session: follow, finish, or halt.
 
     The shared part of a sub-agent call (:class:`ChildCall`) and a blocking
-    companion call (``companions.py``); subclasses open the child and shape
+    companion call (``core/companions/parent.py``); subclasses open the child and shape
     the call's result (:meth:`finish_events`).
 
     Args:

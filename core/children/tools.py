@@ -2,7 +2,7 @@
 
 ``create_sub_agent_tool`` runs a local agent as a child session per call;
 ``create_remote_sub_agent_tool`` reaches one through a ``RemoteAgentTransport``
-(specs/runtime.md). The calls themselves run in ``child_calls.py``.
+(specs/runtime.md). The calls themselves run in ``core/children/call.py``.
 """
 
 from __future__ import annotations

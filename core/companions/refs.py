@@ -1,6 +1,6 @@
 """What a parent's log says about its companions, and the events that change it.
 
-Pure: no I/O. ``companions.py`` runs the calls; these read a parent's
+Pure: no I/O. ``core/companions/parent.py`` runs the calls; these read a parent's
 ``SubSessionRef`` entries (the current child of a name, whether its outcome
 waits for delivery) and build the records (an end seen, a segment of the
 parent's stream, a superseded outcome's delivery). specs/companions.md.

@@ -1,6 +1,6 @@
 """The companion tools as the model sees them: names, JSON Schemas, argument checks.
 
-Pure: no I/O. ``companions.py`` runs them. The names, argument and result
+Pure: no I/O. ``core/companions/parent.py`` runs them. The names, argument and result
 shapes are the seeds' (specs/companions.md); a malformed call is an error
 string here, which the runtime turns into the ``{"error": ...}`` result the
 model reads, never an exception.

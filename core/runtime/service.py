@@ -246,7 +246,7 @@ class ExecutorService:
         """Record an abort request; the run (in any process) stops for good.
 
         A paused session has no run to stop: it is aborted at once, and so are
-        the children waiting with it (``core/paused_stop.py``).
+        the children waiting with it (``core/hitl/paused_abort.py``).
         """
         session_id = checked_session_id(session_id)
         error = f"aborted: {reason}" if reason else "aborted"

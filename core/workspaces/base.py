@@ -3,7 +3,7 @@
 An agent declares ``workspaces=[Workspace("notes", "local")]``; the executor
 is wired with a provider per kind (``workspace_providers={"local": ...}``);
 each run of a session opens the session's workspaces and the agent reaches
-them through the auto-injected ``workspace_*`` tools (``workspace_tools.py``).
+them through the auto-injected ``workspace_*`` tools (``core/workspaces/tools.py``).
 
 A :class:`WorkspaceProvider` stores the files of every workspace of its kind,
 each named by a :class:`WorkspaceRef` (the owning session and the workspace

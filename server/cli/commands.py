@@ -1,6 +1,6 @@
 """The CLI commands that serve or re-run agents: ``serve``, ``openapi``, ``replay --rerun``.
 
-Kept apart from ``cli.py`` (which reads logs) because these load user code
+Kept apart from ``server/cli/main.py`` (which reads logs) because these load user code
 (``MODULE:ATTR``) and run servers.
 """
 
@@ -257,7 +257,7 @@ async def run_serve(
         + _access(auth, options)
     )
     print(f"helix-agents: inspector at http://{host}:{port}/ui")
-    tune_collector()  # many live sessions: see server/collector.py
+    tune_collector()  # many live sessions: see server/serving/collector.py
     await _bounded(app, host=host, port=port, limits=limits, agents=server, options=options).serve()
 
 

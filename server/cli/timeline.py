@@ -1,6 +1,6 @@
 """Human-readable lines for a session log: one per event, one per stream item.
 
-Used by ``helix-agents replay`` and ``helix-agents demo``; ``replay.py`` adds the
+Used by ``helix-agents replay`` and ``helix-agents demo``; ``server/cli/replay.py`` adds the
 folded state. Everything here is a pure function of events.
 """
 

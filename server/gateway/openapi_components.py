@@ -2,7 +2,7 @@
 
 The schemas are generated from the structs the server decodes and encodes,
 then sharpened to exactly what the server checks (session ids, sequence
-bounds, trace context, follow-up fields). ``openapi.py`` builds the paths on them.
+bounds, trace context, follow-up fields). ``server/gateway/openapi.py`` builds the paths on them.
 """
 
 from __future__ import annotations
@@ -297,7 +297,7 @@ _USER_MESSAGE = {
 def _front_end_run(schema: dict[str, Any]) -> None:
     """A ``POST /sse`` body's checks: its session id, and something to run with.
 
-    The server reads the body as whichever shape it fits (``server/ui_runs.py``):
+    The server reads the body as whichever shape it fits (``server/streams/front_end_runs.py``):
     a chat needs a user message, an AG-UI run one or ``resume`` answers.
     """
     properties = schema["properties"]

@@ -1,4 +1,4 @@
-"""The inspector's entries in the OpenAPI document (``server/openapi.py`` merges them)."""
+"""The inspector's entries in the OpenAPI document (``server/gateway/openapi.py`` merges them)."""
 
 from __future__ import annotations
 

@@ -8,8 +8,8 @@ Hypothesis-generated plan. Each run is compared with the fault-free run of the
 same child: the parent's output, the ``(child seq, chunk)`` pairs of its
 ``child_chunk_forwarded`` events and its whole stream.
 
-The budget predicate (:func:`predict`), derived from ``core/child_calls.py``
-(``forward_child``, ``retrying``) and ``core/run_loop.py`` (``_call_sub_agent``):
+The budget predicate (:func:`predict`), derived from ``core/children/call.py``
+(``forward_child``, ``retrying``) and ``core/runtime/run_loop.py`` (``_call_sub_agent``):
 
 - Each call of an operation takes the next fault planned for it, whether the
   fault then fires or not (``FaultyTransport``).

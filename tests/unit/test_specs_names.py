@@ -209,3 +209,15 @@ def test_the_checks_catch_drift(facts: tuple[set[str], set[str], dict[str, type]
     unknown = "no_such_" + "event_tag"  # built here: the literal would be known (tests count)
     assert "run_started" in known
     assert unknown not in known
+
+
+FILE_PATH = re.compile(
+    r"(?<![\w/.-])((?:core|stores|transports|server|otel|bridges|engines)/[\w/]+\.py)"
+)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda p: p.name)
+def test_every_file_a_spec_names_exists(spec: Path) -> None:
+    named = set(FILE_PATH.findall(spec.read_text(encoding="utf-8")))
+    missing = sorted(path for path in named if not (ROOT / path).is_file())
+    assert missing == []
