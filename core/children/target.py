@@ -6,7 +6,8 @@ through their tool's transport; persistent companions are
 ``{parent}-agent-{name}`` (``.2``, ``.3``... for a fresh re-spawn), reached
 through their :class:`~helix_agents.PersistentAgent`'s transport or the
 in-process one. The same lookup routes a person's answer to a child
-(``core/hitl/routing.py``) and opens a call (``core/children/call.py``, ``core/companions/parent.py``).
+(``core/hitl/routing.py``) and opens a call (``core/children/call.py``,
+``core/companions/parent.py``).
 """
 
 from __future__ import annotations
