@@ -196,19 +196,22 @@ class SessionRuns:
     async def begin_run(
         self,
         agent: AgentConfig,
+        session_id: str,
         log_: Sequence[Event],
         batch: Sequence[Event],
         run_id: str,
     ) -> None:
         """Append ``batch`` (ending with the run's ``run_started``) after ``log_``, then launch.
 
-        The one "append, then launch" path of resumes, follow-ups and takeovers.
+        The one "append, then launch" path: of starts (``log_`` empty, the
+        batch beginning with ``session_created``), resumes, follow-ups and
+        takeovers. (A start on a store that shares its first commit with the
+        run's launches first instead: :meth:`launch` with ``unsaved``.)
 
         Raises:
             ConcurrencyConflict: the log moved; nothing was appended or launched.
         """
-        session_id = log_[0].session_id
-        stamped = await self.append(session_id, log_[-1].seq, batch)
+        stamped = await self.append(session_id, log_[-1].seq if log_ else 0, batch)
         self.launch(agent, [*log_, *stamped], run_id)
 
     def launch(

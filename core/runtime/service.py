@@ -187,7 +187,7 @@ class ExecutorService:
             message_id=message_id,
         )
         try:
-            await self._runs.begin_run(agent, log_, [event], run_id)
+            await self._runs.begin_run(agent, state.session_id, log_, [event], run_id)
         except ConcurrencyConflict:
             return None
         return run_id

@@ -167,10 +167,9 @@ class SessionStarts:
                 # store that does not say): the start is committed on its own, and
                 # a retried start finds the session by the conflict.
                 try:
-                    await store.append(session_id, [created, started], 0)
+                    await self._runs.begin_run(agent, session_id, [], [created, started], run_id)
                 except ConcurrencyConflict:  # retried: a memory store, or a fleet's (claims)
                     return await self._existing(session_id, agent, messages, take_over=True)
-                self._runs.launch(agent, [created, started], run_id)
                 return RemoteStartResponse(
                     session_id=session_id, stream_id=session_id, run_id=run_id
                 )
@@ -322,7 +321,7 @@ class SessionStarts:
             run_id = new_run_id()
             batch.append(RunStarted(run_id=run_id, mode="resume", messages=messages))
             try:
-                await self._runs.begin_run(agent, log_, batch, run_id)
+                await self._runs.begin_run(agent, session_id, log_, batch, run_id)
             except ConcurrencyConflict:
                 log_ = None
                 continue  # someone else moved the log: decide again on the new state
