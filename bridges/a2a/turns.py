@@ -134,7 +134,7 @@ async def send(
             return await _start(sender, session_id, chosen, content, message.message_id, helix)
         return await _continue(sender, params, session_id, log, content, helix, agent_type)
     except AgentServerError as exc:
-        raise a2a_error(exc, task=bool(message.task_id)) from exc
+        raise a2a_error(exc) from exc  # tasks are looked up here: a NOT_FOUND is not one
 
 
 async def _session_of(

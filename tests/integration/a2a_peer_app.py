@@ -166,5 +166,6 @@ class _Agent(AgentExecutor):  # type: ignore[misc]
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         self.peer.cancels += 1
-        assert context.task_id is not None and context.context_id is not None
+        assert context.task_id is not None
+        assert context.context_id is not None
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
