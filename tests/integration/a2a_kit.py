@@ -5,7 +5,8 @@ Agents (scripted, no LLM):
 - ``writer``: answers ``alpha beta gamma delta``, one word per text delta;
 - ``typed``: finishes with the typed output ``{"answer": "forty-two", "count": 42}``;
 - ``gated``: says ``before the gate``, calls ``wait_gate`` (which waits for the
-  test's :class:`Gate`), then says ``after the gate``;
+  test's :class:`Gate`), then says ``after the gate``; ``gated_out`` likewise,
+  then finishes with ``Out(answer="opened")``;
 - ``memo``: answers ``turn N: <the last user message>``, N counting the user
   messages it has seen (a follow-up turn remembers the first);
 - ``child``: ``hitl_app.worker`` asking the client (``ask_user``) and an approval (``rm``);
@@ -23,7 +24,7 @@ import anyio
 import httpx
 from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
 from a2a.types import Message, Part, Role, StreamResponse
-from hitl_app import worker
+from hitl_app import Out, worker
 from pydantic import BaseModel
 from servers import serve
 
@@ -79,17 +80,16 @@ def agents(gate: Gate) -> list[AgentConfig]:
         await gate.release.wait()
         return "opened"
 
-    gated = define_agent(
-        "gated",
-        tools=[define_tool("wait_gate", "Wait for the gate.", Nothing, wait_gate)],
-        llm=ScriptedLLM(
-            [
-                ScriptStep(text="before the gate", tool_calls=[ScriptedLLM.call("wait_gate", {})]),
-                ScriptedLLM.reply("after the gate"),
-            ],
-            chunk_words=1,
-        ),
-    )
+    gate_tool = define_tool("wait_gate", "Wait for the gate.", Nothing, wait_gate)
+
+    def gated(name: str, last: ScriptStep, output: type[BaseModel] | None) -> AgentConfig:
+        first = ScriptStep(text="before the gate", tool_calls=[ScriptedLLM.call("wait_gate", {})])
+        return define_agent(
+            name,
+            tools=[gate_tool],
+            output_schema=output,
+            llm=ScriptedLLM([first, last], chunk_words=1),
+        )
 
     def memo(request: LLMRequest) -> ScriptStep:
         users = [m for m in request.messages if isinstance(m, UserMessage)]
@@ -106,7 +106,8 @@ def agents(gate: Gate) -> list[AgentConfig]:
             output_schema=Typed,
             llm=ScriptedLLM([ScriptedLLM.finish(TYPED_OUTPUT, text="typed")]),
         ),
-        gated,
+        gated("gated", ScriptedLLM.reply("after the gate"), None),
+        gated("gated_out", ScriptedLLM.finish({"answer": "opened"}, text="after the gate"), Out),
         define_agent("memo", llm=ScriptedLLM(memo)),
         worker("child", ("ask_user", "rm")),
         worker("approver", ("rm",)),

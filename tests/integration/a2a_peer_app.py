@@ -11,7 +11,7 @@ routes, served at ``/{name}`` (its card at ``/{name}/.well-known/agent-card.json
   the next message completes with ``{"answer": "colour=<the answer>"}``;
 - ``slow``: streams a chunk, then waits for :attr:`Peer.release` before the
   rest (a test cuts or cancels it meanwhile); a cancel ends it ``canceled``;
-- ``replier``: answers with a message, no task;
+- ``replier``: answers with a message (text and ``{"answer": "quick"}``), no task;
 - ``wrong``: completes with an output that matches no schema of ours.
 
 ``Peer.seen`` records every message each agent received (role, parts, ids).
@@ -119,7 +119,7 @@ class _Agent(AgentExecutor):  # type: ignore[misc]
                     role=Role.ROLE_AGENT,
                     message_id=str(uuid.uuid4()),
                     context_id=context_id,
-                    parts=[Part(text="a quick reply")],
+                    parts=[Part(text="a quick reply"), _data({"answer": "quick"})],
                 )
             )
             return

@@ -86,6 +86,7 @@ async def test_cards_list_every_agent_and_point_at_its_endpoint() -> None:
         "writer",
         "typed",
         "gated",
+        "gated_out",
         "memo",
         "child",
         "approver",
