@@ -252,10 +252,12 @@ class RemoteView:
         parts.extend(artifact.parts)
 
     def _catch_up(self) -> list[TransportEvent]:
-        """The artifact units beyond what the reader holds, as chunks."""
+        """The artifact units beyond what the reader holds, as chunks.
+
+        They keep the episode the reader holds: they came before any request
+        for input it has not seen yet (a task that waits streams nothing).
+        """
         episode, announced, held_units = _unpack(self.held)
-        if self._episode > episode:
-            announced = 0
         events: list[TransportEvent] = []
         offset = 0
         for artifact_id, parts in self._artifacts.items():
@@ -264,7 +266,7 @@ class RemoteView:
                     end = offset + len(part.text)
                     if end > held_units:
                         delta = part.text[max(0, held_units - offset) :]
-                        sequence = _pack(self._episode, announced, end)
+                        sequence = _pack(episode, announced, end)
                         events.append(self._chunk(self._delta(delta), sequence))
                         held_units = end
                 else:
@@ -277,7 +279,7 @@ class RemoteView:
                             name="a2a_part",
                             data=data,
                         )
-                        events.append(self._chunk(custom, _pack(self._episode, announced, end)))
+                        events.append(self._chunk(custom, _pack(episode, announced, end)))
                         held_units = end
                 offset = end
         return events
