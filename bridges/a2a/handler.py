@@ -51,9 +51,10 @@ from a2a.utils.errors import (
 from a2a.utils.proto_utils import validate_proto_required_fields
 from a2a.utils.task import apply_history_length, validate_history_length, validate_page_size
 
-from helix_agents import AgentServerError, EventStore, RemoteAgentTransport, UsageError
+from helix_agents import EventStore, RemoteAgentTransport
 from helix_agents._aio import closing_iter
-from helix_agents.session_list import SessionCatalog
+from helix_agents.errors import AgentServerError, UsageError
+from helix_agents.log.session_list import SessionCatalog
 
 from .streams import Opened, snapshot_of, task_events, wait_for_end
 from .tasks import SessionTasks, TaskRecord, split_task_id

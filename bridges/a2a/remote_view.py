@@ -30,18 +30,13 @@ import msgspec
 from a2a.types import Artifact, Message, Part, Role, StreamResponse, Task, TaskState
 from google.protobuf.json_format import MessageToDict
 
-from helix_agents import (
-    Chunk,
+from helix_agents import PendingInput, SessionStatus
+from helix_agents.events import Chunk, CustomChunk, InputRequired, OutputChunk, TextDelta
+from helix_agents.protocol import (
     ChunkEvent,
-    CustomChunk,
     EndEvent,
     ErrorEvent,
-    InputRequired,
-    OutputChunk,
-    PendingInput,
     RemoteStatusResponse,
-    SessionStatus,
-    TextDelta,
     TransportEvent,
 )
 

@@ -20,8 +20,9 @@ import anyio
 from a2a.types import Task
 from a2a.utils.errors import TaskNotFoundError
 
-from helix_agents import Event, EventStore
+from helix_agents import EventStore
 from helix_agents._aio import closing_iter
+from helix_agents.events import Event
 
 from .tasks import SessionTasks, StreamEvent
 from .wire import TERMINAL_STATES

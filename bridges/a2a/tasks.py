@@ -39,10 +39,10 @@ from a2a.types import (
 )
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from helix_agents import (
+from helix_agents.errors import UsageError
+from helix_agents.events import (
     Aborted,
     ApprovalGiven,
-    AssistantMessage,
     Chunk,
     ClientToolResultSubmitted,
     Completed,
@@ -58,11 +58,10 @@ from helix_agents import (
     SessionCreated,
     StepRestarted,
     TextDelta,
-    UsageError,
-    UserMessage,
-    stream_item,
 )
 from helix_agents.ids import validate_session_id
+from helix_agents.log import stream_item
+from helix_agents.messages import AssistantMessage, UserMessage
 
 from .wire import INTERRUPTED_STATES, TERMINAL_STATES, data_part, struct_of, text_part
 

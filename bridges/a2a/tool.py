@@ -6,8 +6,9 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
-from helix_agents import RemoteSubAgentTool, UsageError, create_remote_sub_agent_tool
-from helix_agents.tools import ApprovalRule
+from helix_agents import create_remote_sub_agent_tool
+from helix_agents.agents import ApprovalRule, RemoteSubAgentTool
+from helix_agents.errors import UsageError
 from helix_agents.transports import HeadersSource
 
 from .transport import A2ARemoteAgentTransport

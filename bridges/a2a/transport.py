@@ -51,8 +51,15 @@ from a2a.types import (
 )
 from a2a.utils.errors import A2AError, MethodNotFoundError, UnsupportedOperationError
 
-from helix_agents import (
+from helix_agents._aio import closing_iter
+from helix_agents.errors import (
     AgentServerError,
+    TransportError,
+    TransportTimeoutError,
+    UsageError,
+)
+from helix_agents.messages import UserMessage
+from helix_agents.protocol import (
     ChunkEvent,
     RemoteMessageRequest,
     RemoteMessageResponse,
@@ -61,13 +68,8 @@ from helix_agents import (
     RemoteStartResponse,
     RemoteStatusResponse,
     SubmitResponse,
-    TransportError,
     TransportEvent,
-    TransportTimeoutError,
-    UsageError,
-    UserMessage,
 )
-from helix_agents._aio import closing_iter
 from helix_agents.tracing import trace_context_from_headers
 from helix_agents.transports import HeadersSource
 

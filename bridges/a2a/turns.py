@@ -31,18 +31,16 @@ from a2a.utils.errors import (
     UnsupportedOperationError,
 )
 
-from helix_agents import (
-    AgentServerError,
-    RemoteAgentTransport,
+from helix_agents import RemoteAgentTransport, SessionState
+from helix_agents.errors import AgentServerError
+from helix_agents.log import pending_inputs, project_state
+from helix_agents.protocol import (
     RemoteMessageRequest,
     RemoteResumeRequest,
     RemoteStartRequest,
-    SessionState,
     checked_session_id,
     message_from_input,
-    project_state,
 )
-from helix_agents.projections import pending_inputs
 from helix_agents.tracing import trace_context_from_headers
 
 from .inbound import Answer, Incoming, answers_of, read_message

@@ -30,8 +30,7 @@ from a2a.utils.errors import (
 )
 from google.protobuf import json_format, struct_pb2
 
-from helix_agents import AgentServerError
-from helix_agents.errors import AgentServerErrorCode
+from helix_agents.errors import AgentServerError, AgentServerErrorCode
 
 __all__ = [
     "EXTENSION_URI",

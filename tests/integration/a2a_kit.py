@@ -28,17 +28,10 @@ from hitl_app import Out, worker
 from pydantic import BaseModel
 from servers import serve
 
-from helix_agents import (
-    AgentConfig,
-    EventStore,
-    LLMRequest,
-    ScriptedLLM,
-    ScriptStep,
-    UserMessage,
-    define_agent,
-    define_tool,
-)
+from helix_agents import AgentConfig, EventStore, define_agent, define_tool
 from helix_agents.a2a.wire import data_part
+from helix_agents.messages import UserMessage
+from helix_agents.models import LLMRequest, ScriptedLLM, ScriptStep
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore
 

@@ -34,9 +34,10 @@ from a2a.utils.errors import TaskNotCancelableError, UnsupportedOperationError
 from a2a_kit import TYPED_OUTPUT, Gate, a2a_client, collect, gateway, user_message
 from tcp_proxy import tcp_proxy
 
-from helix_agents import RunStarted, project_state
 from helix_agents.a2a import EXTENSION_URI
 from helix_agents.a2a.wire import helix_metadata, part_value
+from helix_agents.events import RunStarted
+from helix_agents.log import project_state
 
 pytestmark = pytest.mark.slow
 
@@ -343,16 +344,20 @@ def test_the_gateway_serves_its_own_protocol_without_a2a_sdk() -> None:
     script = """
 import sys
 sys.modules["a2a"] = None  # as if the a2a extra were not installed
-from starlette.testclient import TestClient
-from helix_agents import ScriptedLLM, define_agent
+import anyio, httpx
+from helix_agents import define_agent
+from helix_agents.models import ScriptedLLM
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore
 app = create_http_app(AgentServer([define_agent("w", llm=ScriptedLLM(["hi"]))], MemoryEventStore()))
 paths = [getattr(route, "path", "") for route in app.routes]
 assert not [p for p in paths if "a2a" in p or "agent-card" in p], paths
-with TestClient(app) as client:
-    assert client.get("/health").json()["agents"] == ["w"]
-    assert client.get("/.well-known/agent-card.json").status_code == 404
+async def main():
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+        assert (await client.get("/health")).json()["agents"] == ["w"]
+        assert (await client.get("/.well-known/agent-card.json")).status_code == 404
+anyio.run(main)
 print("ok")
 """
     result = subprocess.run(

@@ -24,8 +24,9 @@ from a2a.utils.errors import InvalidParamsError, TaskNotFoundError, UnsupportedO
 from a2a_kit import a2a_client, collect, gateway, user_message
 from hitl_app import ASK_ARGS, RM_ARGS, removed
 
-from helix_agents import EventStore, project_state
+from helix_agents import EventStore
 from helix_agents.a2a.wire import part_value
+from helix_agents.log import project_state
 
 pytestmark = pytest.mark.slow
 

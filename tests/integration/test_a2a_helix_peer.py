@@ -20,9 +20,11 @@ from hitl_app import ASK_ARGS, Out, Query, removed, root_agent
 from hitl_checks import assert_answered_once, assert_every_chunk_once, tree_logs
 from tcp_proxy import tcp_proxy
 
-from helix_agents import AgentExecutor, EventStore, TextDelta, project_state, project_stream
+from helix_agents import AgentExecutor, EventStore
 from helix_agents._aio import closing_iter
 from helix_agents.a2a import A2ARemoteAgentTransport, create_a2a_sub_agent_tool
+from helix_agents.events import TextDelta
+from helix_agents.log import project_state, project_stream
 from helix_agents.stores import MemoryEventStore
 
 pytestmark = pytest.mark.slow

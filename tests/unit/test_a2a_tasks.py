@@ -12,9 +12,11 @@ from typing import Any
 import msgspec
 from a2a.types import TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent
 
-from helix_agents import (
+from helix_agents import PendingInput
+from helix_agents.a2a.tasks import SessionTasks, split_task_id, task_id_of
+from helix_agents.a2a.wire import helix_metadata, part_value
+from helix_agents.events import (
     ApprovalGiven,
-    AssistantMessage,
     ChildChunkForwarded,
     Completed,
     Event,
@@ -24,17 +26,14 @@ from helix_agents import (
     MessageAppended,
     MessageQueued,
     OutputChunk,
-    PendingInput,
     RunStarted,
     SessionCreated,
     StepRestarted,
     Suspended,
     TextDelta,
     ToolStart,
-    UserMessage,
 )
-from helix_agents.a2a.tasks import SessionTasks, split_task_id, task_id_of
-from helix_agents.a2a.wire import helix_metadata, part_value
+from helix_agents.messages import AssistantMessage, UserMessage
 
 SID = "s1"
 
