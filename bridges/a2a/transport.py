@@ -305,7 +305,11 @@ class A2ARemoteAgentTransport:
     async def start(self, request: RemoteStartRequest) -> RemoteStartResponse:
         """Send the first message of context ``request.session_id`` (once: see the module)."""
         sid = request.session_id
-        link = self._links.get(sid) or await self._find(sid, request.agent_type)
+        link = self._links.get(sid)
+        if link is None and not await self._helix():
+            # Another agent may not know the message again: look for its task first.
+            # A helix peer needs no look: its SendMessage is idempotent per messageId.
+            link = await self._find(sid, request.agent_type)
         if link is None:
             card, _, _ = await self._resolved()
             link = Link(
@@ -330,7 +334,8 @@ class A2ARemoteAgentTransport:
             traced = trace_context_from_headers(request.trace_context) or {}
             answer = await self._send(message, f"SendMessage {sid}", traced)
             if isinstance(answer, Task):
-                link.task_id = answer.id
+                current = helix_metadata(answer.metadata).get("currentTaskId")
+                link.task_id = current if isinstance(current, str) and link.helix else answer.id
             else:
                 link.reply = answer
             self._links[sid] = link
