@@ -17,7 +17,7 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
-from a2a.client import A2AClientError
+from a2a.client import A2ACardResolver, A2AClientError, ClientConfig, ClientFactory
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
@@ -30,7 +30,12 @@ from a2a.types import (
     Task,
     TaskState,
 )
-from a2a.utils.errors import TaskNotCancelableError, UnsupportedOperationError
+from a2a.utils.errors import (
+    InvalidParamsError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
 from a2a_kit import TYPED_OUTPUT, Gate, a2a_client, collect, gateway, user_message
 from tcp_proxy import tcp_proxy
 
@@ -83,6 +88,8 @@ async def test_cards_list_every_agent_and_point_at_its_endpoint() -> None:
             root = (await http.get(f"{url}/.well-known/agent-card.json")).json()
             card = (await http.get(f"{url}/a2a/writer/.well-known/agent-card.json")).json()
             missing = await http.get(f"{url}/a2a/nobody/.well-known/agent-card.json")
+            call = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x~y"}}
+            nobody = await http.post(f"{url}/a2a/nobody", json=call)
     assert {skill["id"] for skill in root["skills"]} == {
         "writer",
         "typed",
@@ -103,6 +110,8 @@ async def test_cards_list_every_agent_and_point_at_its_endpoint() -> None:
     assert "securitySchemes" not in card  # no token set: nothing to present
     assert missing.status_code == 404
     assert missing.json()["code"] == "NOT_FOUND"
+    assert nobody.status_code == 404
+    assert nobody.json()["error"]["code"] == -32601
 
 
 async def test_a_streamed_message_opens_a_context_and_its_task_streams_from_the_log() -> None:
@@ -138,6 +147,30 @@ async def test_a_streamed_message_opens_a_context_and_its_task_streams_from_the_
     assert _artifact_text(fetched, "response") == "alpha beta gamma delta"
     assert _artifact_text(fetched, "output") == "alpha beta gamma delta"
     assert [t.id for t in listed.tasks] == [first.id]
+
+
+async def test_the_root_endpoint_serves_every_agent_by_skill() -> None:
+    with anyio.fail_after(LIMIT):
+        async with gateway() as (url, store), httpx.AsyncClient() as http:
+            card = await A2ACardResolver(http, url).get_agent_card()
+            client = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(card)
+            named = user_message("go")
+            named.metadata.update({"skillId": "typed"})
+            (item,) = await collect(client.send_message(SendMessageRequest(message=named)))
+            unnamed = SendMessageRequest(message=user_message(message_id="m-2"))
+            with pytest.raises(InvalidParamsError):  # several agents: which one?
+                await collect(client.send_message(unnamed))
+            rooted = await client.get_task(GetTaskRequest(id=item.task.id))
+            writer = await a2a_client(http, url, "writer")
+            with pytest.raises(TaskNotFoundError):  # another agent's endpoint knows it not
+                await writer.get_task(GetTaskRequest(id=item.task.id))
+            state = project_state(await store.read(item.task.context_id))
+            sessions = await store.list_sessions()
+    assert card.supported_interfaces[0].url == f"{url}/a2a"
+    assert item.task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert state.agent_type == "typed"
+    assert sessions == [item.task.context_id]
+    assert rooted.id == item.task.id  # the root endpoint finds any agent's task
 
 
 async def test_a_blocking_send_returns_the_ended_task_with_its_typed_output() -> None:

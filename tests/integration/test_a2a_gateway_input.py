@@ -147,6 +147,34 @@ BAD = [
     pytest.param(_rpc("CancelTask", {"id": "a~run-1"}), -32001, id="cancel-unknown-task"),
     pytest.param(_rpc("NoSuchMethod", {}), -32601, id="unknown-method"),
     pytest.param(
+        _rpc("SendMessage", {"message": {"role": "ROLE_USER", "parts": [{"text": "hi"}]}}),
+        -32602,
+        id="no-message-id",
+    ),
+    pytest.param(
+        _rpc(
+            "SendMessage",
+            {
+                "message": {"role": "ROLE_USER", "messageId": "b", "parts": [{"text": "hi"}]},
+                "configuration": {"acceptedOutputModes": ["image/png"]},
+            },
+        ),
+        -32005,
+        id="no-output-mode-in-common",
+    ),
+    pytest.param(
+        _rpc(
+            "SendMessage",
+            {
+                "message": {"role": "ROLE_USER", "messageId": "b", "parts": [{"text": "hi"}]},
+                "configuration": {"taskPushNotificationConfig": {"url": "http://x"}},
+            },
+        ),
+        -32003,
+        id="a-push-config-in-a-message",
+    ),
+    pytest.param(_rpc("GetExtendedAgentCard", {}), -32007, id="extended-card"),
+    pytest.param(
         _rpc("CreateTaskPushNotificationConfig", {"taskId": "a~run-1", "url": "http://x"}),
         -32003,
         id="push-notifications",
