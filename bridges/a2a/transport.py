@@ -11,53 +11,25 @@ message. What a peer streams becomes chunks and sequences as
 ``remote_view.py`` says; a peer that declares our extension (a helix
 gateway) is followed exactly, log sequence by log sequence.
 
-a2a-sdk's errors never leave this module: a peer's refusal is an
-:class:`~helix_agents.errors.AgentServerError` (the helix code when the peer
-sent one), an unreachable peer a :class:`~helix_agents.errors.TransportError`.
+a2a-sdk's errors never leave the bridge (``peer.py`` maps them): a peer's
+refusal is an :class:`~helix_agents.errors.AgentServerError` (the helix code
+when the peer sent one), an unreachable peer a
+:class:`~helix_agents.errors.TransportError`.
 """
 
 from __future__ import annotations
 
-import inspect
 import uuid
-from collections.abc import AsyncIterator, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
 from typing import Any, Self
 
 import anyio
 import httpx
-from a2a.client import (
-    A2ACardResolver,
-    A2AClientError,
-    A2AClientTimeoutError,
-    Client,
-    ClientCallContext,
-    ClientConfig,
-    ClientFactory,
-)
-from a2a.types import (
-    AgentCard,
-    CancelTaskRequest,
-    GetTaskRequest,
-    ListTasksRequest,
-    Message,
-    Part,
-    Role,
-    SendMessageConfiguration,
-    SendMessageRequest,
-    StreamResponse,
-    SubscribeToTaskRequest,
-    Task,
-)
-from a2a.utils.errors import A2AError, MethodNotFoundError, UnsupportedOperationError
+from a2a.types import AgentCard, Message, Part, Role, StreamResponse, Task
+from a2a.utils.errors import MethodNotFoundError, UnsupportedOperationError
 
 from helix_agents._aio import closing_iter
-from helix_agents.errors import (
-    AgentServerError,
-    TransportError,
-    TransportTimeoutError,
-    UsageError,
-)
+from helix_agents.errors import AgentServerError, TransportError, UsageError
 from helix_agents.messages import UserMessage
 from helix_agents.protocol import (
     ChunkEvent,
@@ -73,15 +45,14 @@ from helix_agents.protocol import (
 from helix_agents.tracing import trace_context_from_headers
 from helix_agents.transports import HeadersSource
 
+from .peer import Peer
 from .remote_view import Link, RemoteView, status_of_task
 from .wire import (
-    EXTENSION_URI,
     FROM_SEQUENCE_HEADER,
     INTERRUPTED_STATES,
     TERMINAL_STATES,
     data_part,
     helix_metadata,
-    server_error,
     struct_of,
     text_part,
 )
@@ -95,18 +66,6 @@ def _text(message: str | list[UserMessage] | None) -> str:
     if message is None:
         return ""
     return message if isinstance(message, str) else "\n".join(m.content for m in message)
-
-
-def _status_code(exc: BaseException) -> int | None:
-    cause: BaseException | None = exc
-    while cause is not None:
-        if isinstance(cause, httpx.HTTPStatusError):
-            return cause.response.status_code
-        found = getattr(cause, "status_code", None)
-        if isinstance(found, int):
-            return found
-        cause = cause.__cause__
-    return None
 
 
 class A2ARemoteAgentTransport:
@@ -152,16 +111,13 @@ class A2ARemoteAgentTransport:
             raise UsageError("timeout, poll_interval and answer_wait must be > 0 seconds")
         self.url = url.rstrip("/") if url is not None else None
         """The agent's base URL (recorded with each child it reaches)."""
-        self._card = card
-        self._headers = headers
         self._timeout = timeout
         self._poll_interval = poll_interval
         self._answer_wait = answer_wait
         self._owns_http = client is None
         self._http = client if client is not None else httpx.AsyncClient(timeout=timeout)
-        self._clients: tuple[Client, Client] | None = None
+        self._peer = Peer(self.url, card, headers, timeout, self._http)
         self._links: dict[str, Link] = {}
-        self._lock = anyio.Lock()
 
     async def aclose(self) -> None:
         """Close the HTTP client if this transport created it; idempotent."""
@@ -176,95 +132,11 @@ class A2ARemoteAgentTransport:
 
     # --- plumbing -------------------------------------------------------------------
 
-    @contextmanager
-    def _edge(self, what: str) -> Iterator[None]:
-        """Translate a2a-sdk's errors into ours (the one place they are mapped)."""
-        try:
-            yield
-        except A2AClientTimeoutError as exc:
-            raise TransportTimeoutError(what, self._timeout) from exc
-        except A2AClientError as exc:
-            status = _status_code(exc)
-            if status in (401, 403):
-                raise AgentServerError("UNAUTHORIZED", f"{what}: {exc.message}") from exc
-            if status == 404:
-                raise AgentServerError("NOT_FOUND", f"{what}: {exc.message}") from exc
-            if status is not None and 400 <= status < 500:
-                raise AgentServerError("INVALID_REQUEST", f"{what}: {exc.message}") from exc
-            raise TransportError(f"{what}: the A2A agent is unreachable: {exc.message}") from exc
-        except A2AError as exc:
-            raise server_error(exc) from exc
-
-    async def _context(self, extra: Mapping[str, str] | None = None) -> ClientCallContext:
-        source = self._headers
-        supplied: Mapping[str, str] = {}
-        if callable(source):
-            produced = source()
-            supplied = await produced if inspect.isawaitable(produced) else produced
-        elif source is not None:
-            supplied = source
-        return ClientCallContext(
-            service_parameters={**(extra or {}), **supplied}, timeout=self._timeout
-        )
-
-    async def _resolved(self) -> tuple[AgentCard, Client, Client]:
-        """The card, a sending client (no streaming) and a streaming client."""
-        async with self._lock:
-            if self._card is None:
-                assert self.url is not None
-                resolver = A2ACardResolver(self._http, self.url)
-                context = await self._context()
-                with self._edge(f"GET {self.url} agent card"):
-                    self._card = await resolver.get_agent_card(
-                        http_kwargs={"headers": dict(context.service_parameters or {})}
-                    )
-            if self._clients is None:
-                sending = ClientFactory(
-                    ClientConfig(streaming=False, polling=True, httpx_client=self._http)
-                ).create(self._card)
-                streaming = ClientFactory(
-                    ClientConfig(streaming=True, httpx_client=self._http)
-                ).create(self._card)
-                self._clients = (sending, streaming)
-            return self._card, *self._clients
-
-    async def _helix(self) -> bool:
-        card, _, _ = await self._resolved()
-        return any(ext.uri == EXTENSION_URI for ext in card.capabilities.extensions)
-
-    async def _send(
-        self, message: Message, what: str, extra: Mapping[str, str] | None = None
-    ) -> Task | Message:
-        _, sending, _ = await self._resolved()
-        request = SendMessageRequest(
-            message=message, configuration=SendMessageConfiguration(return_immediately=True)
-        )
-        context = await self._context(extra)
-        with self._edge(what):
-            async for response in sending.send_message(request, context=context):
-                return _payload(response)
-        raise TransportError(f"{what}: the A2A agent answered nothing")
-
-    async def _get_task(self, task_id: str) -> Task:
-        _, sending, _ = await self._resolved()
-        context = await self._context()
-        with self._edge(f"GetTask {task_id}"):
-            return await sending.get_task(GetTaskRequest(id=task_id), context=context)
-
     async def _find(self, session_id: str, agent_type: str = "") -> Link | None:
         """The link of a context this transport does not know (after a restart), if any."""
-        _, sending, _ = await self._resolved()
-        helix = await self._helix()
-        context = await self._context()
-        try:
-            with self._edge(f"ListTasks {session_id}"):
-                found = await sending.list_tasks(
-                    ListTasksRequest(context_id=session_id), context=context
-                )
-        except AgentServerError:
-            return None  # a peer without ListTasks: nothing can be found again
-        tasks = list(found.tasks)
-        if not tasks:
+        helix = await self._peer.helix()
+        tasks = await self._peer.context_tasks(session_id)
+        if not tasks:  # none, or a peer without ListTasks: nothing can be found again
             return None
         ours = [t for t in tasks if t.history and t.history[0].message_id == f"{session_id}:start"]
         task = (ours or tasks)[0]
@@ -306,16 +178,16 @@ class A2ARemoteAgentTransport:
         """Send the first message of context ``request.session_id`` (once: see the module)."""
         sid = request.session_id
         link = self._links.get(sid)
-        if link is None and not await self._helix():
+        if link is None and not await self._peer.helix():
             # Another agent may not know the message again: look for its task first.
             # A helix peer needs no look: its SendMessage is idempotent per messageId.
             link = await self._find(sid, request.agent_type)
         if link is None:
-            card, _, _ = await self._resolved()
+            card, _, _ = await self._peer.resolved()
             link = Link(
                 session_id=sid,
                 agent_type=request.agent_type,
-                helix=await self._helix(),
+                helix=await self._peer.helix(),
                 ancestors=list(request.ancestors or ()),
             )
             parts = [text_part(_text(request.message) or "(no message)")]
@@ -332,7 +204,7 @@ class A2ARemoteAgentTransport:
             helix = {key: value for key, value in helix.items() if value is not None}
             message = self._message(link, parts, f"{sid}:start", helix)
             traced = trace_context_from_headers(request.trace_context) or {}
-            answer = await self._send(message, f"SendMessage {sid}", traced)
+            answer = await self._peer.send(message, f"SendMessage {sid}", traced)
             if isinstance(answer, Task):
                 current = helix_metadata(answer.metadata).get("currentTaskId")
                 link.task_id = current if isinstance(current, str) and link.helix else answer.id
@@ -369,26 +241,21 @@ class A2ARemoteAgentTransport:
 
     async def _subscribe(self, link: Link, view: RemoteView) -> AsyncIterator[TransportEvent]:
         """One subscription's events (a final task read by ``GetTask`` instead)."""
-        _, _, streaming = await self._resolved()
         extra = {FROM_SEQUENCE_HEADER: str(view.held)} if link.helix else None
-        context = await self._context(extra)
-        request = SubscribeToTaskRequest(id=link.task_id)
         try:
-            with self._edge(f"SubscribeToTask {link.task_id}"):
-                subscription = streaming.subscribe(request, context=context)
-                async with closing_iter(subscription) as responses:
-                    async for response in responses:
-                        if link.helix or response.WhichOneof("payload") in ("task", "message"):
-                            events = view.feed(response)
-                        else:  # an update: the task as it stands is the truth (see RemoteView)
-                            events = view.feed_task(await self._settled(link, response))
-                        for event in events:
-                            yield event
+            async with closing_iter(self._peer.subscribe(link.task_id, extra)) as responses:
+                async for response in responses:
+                    if link.helix or response.WhichOneof("payload") in ("task", "message"):
+                        events = view.feed(response)
+                    else:  # an update: the task as it stands is the truth (see RemoteView)
+                        events = view.feed_task(await self._settled(link, response))
+                    for event in events:
+                        yield event
         except AgentServerError as exc:
             if not isinstance(exc.__cause__, UnsupportedOperationError | MethodNotFoundError):
                 raise
             # A task in a final state cannot be subscribed to: read it instead.
-            for event in view.feed_task(await self._get_task(link.task_id)):
+            for event in view.feed_task(await self._peer.get_task(link.task_id)):
                 yield event
         for event in view.closed():
             yield event
@@ -400,7 +267,7 @@ class A2ARemoteAgentTransport:
         or waiting state is waited for (within the timeout), so the end is
         read with every artifact that came before it.
         """
-        task = await self._get_task(link.task_id)
+        task = await self._peer.get_task(link.task_id)
         if update.WhichOneof("payload") != "status_update":
             return task
         wanted = update.status_update.status.state
@@ -409,7 +276,7 @@ class A2ARemoteAgentTransport:
         with anyio.move_on_after(self._timeout):
             while task.status.state != wanted:
                 await anyio.sleep(0.01)
-                task = await self._get_task(link.task_id)
+                task = await self._peer.get_task(link.task_id)
         return task
 
     async def get_status(self, session_id: str) -> RemoteStatusResponse:
@@ -428,7 +295,7 @@ class A2ARemoteAgentTransport:
                 latest_sequence=view.held,
                 output=view.output,
             )
-        task = await self._get_task(link.task_id)
+        task = await self._peer.get_task(link.task_id)
         return status_of_task(link, task)
 
     async def interrupt(self, session_id: str, reason: str | None = None) -> None:
@@ -443,10 +310,7 @@ class A2ARemoteAgentTransport:
         link = await self._link(session_id)
         if link.reply is not None:
             raise AgentServerError("ALREADY_COMPLETED", f"session {session_id!r} has ended")
-        _, sending, _ = await self._resolved()
-        context = await self._context()
-        with self._edge(f"CancelTask {link.task_id}"):
-            await sending.cancel_task(CancelTaskRequest(id=link.task_id), context=context)
+        await self._peer.cancel(link.task_id)
 
     async def resume(self, request: RemoteResumeRequest) -> RemoteStartResponse:
         """Go on with the child: a helix peer resumes it; another's task goes on by itself.
@@ -464,7 +328,7 @@ class A2ARemoteAgentTransport:
                 link, parts, f"{sid}:resume:{uuid.uuid4().hex}", {"op": "resume"}
             )
             message.ClearField("task_id")
-            answer = await self._send(message, f"SendMessage {sid} (resume)")
+            answer = await self._peer.send(message, f"SendMessage {sid} (resume)")
             if isinstance(answer, Task):
                 link.task_id = answer.id
             return RemoteStartResponse(session_id=sid, stream_id=sid, run_id=link.task_id)
@@ -473,7 +337,7 @@ class A2ARemoteAgentTransport:
             raise AgentServerError("ALREADY_COMPLETED", f"the A2A task of {sid!r} has ended")
         if _text(request.message):
             parts = [text_part(_text(request.message))]
-            await self._send(self._message(link, parts, f"{sid}:{uuid.uuid4().hex}", {}), sid)
+            await self._peer.send(self._message(link, parts, f"{sid}:{uuid.uuid4().hex}", {}), sid)
         return RemoteStartResponse(session_id=sid, stream_id=sid, run_id=link.task_id)
 
     async def send_message(self, request: RemoteMessageRequest) -> RemoteMessageResponse:
@@ -490,7 +354,7 @@ class A2ARemoteAgentTransport:
         message = self._message(link, [text_part(_text(request.message))], message_id, {})
         message.ClearField("task_id")
         before = link.task_id
-        answer = await self._send(message, f"SendMessage {sid}")
+        answer = await self._peer.send(message, f"SendMessage {sid}")
         if not isinstance(answer, Task):
             raise TransportError(f"SendMessage {sid}: the A2A agent answered without a task")
         link.task_id = answer.id
@@ -526,7 +390,7 @@ class A2ARemoteAgentTransport:
         if link.helix:
             message = self._message(link, [data_part(answer)], message_id, {"op": "answer"})
             message.ClearField("task_id")  # the session's current task takes it
-            reply = await self._send(message, f"SendMessage {session_id} (answer)")
+            reply = await self._peer.send(message, f"SendMessage {session_id} (answer)")
             resumed = isinstance(reply, Task) and helix_metadata(reply.metadata).get("resumed")
             return SubmitResponse(resumed=bool(resumed))
         return await self._answer_generic(link, tool_call_id, answer, kind, message_id)
@@ -535,7 +399,7 @@ class A2ARemoteAgentTransport:
         self, link: Link, tool_call_id: str, answer: dict[str, Any], kind: str, message_id: str
     ) -> SubmitResponse:
         view = RemoteView(link, 0)
-        view.feed_task(await self._get_task(link.task_id))
+        view.feed_task(await self._peer.get_task(link.task_id))
         waiting = [entry.tool_call_id for entry in view.pending()]
         if tool_call_id not in waiting:
             if tool_call_id.startswith(f"{link.session_id}.input") and view.state not in (
@@ -556,20 +420,14 @@ class A2ARemoteAgentTransport:
         message = self._message(
             link, parts, message_id, {"op": "answer", "toolCallId": tool_call_id}
         )
-        await self._send(message, f"SendMessage {link.session_id} (answer)")
+        await self._peer.send(message, f"SendMessage {link.session_id} (answer)")
         episode = view.episode
         with anyio.move_on_after(self._answer_wait):
             while True:  # the peer takes the answer in: it leaves that input-required
                 probe = RemoteView(link, 0)
-                task = await self._get_task(link.task_id)
+                task = await self._peer.get_task(link.task_id)
                 probe.feed_task(task)
                 if task.status.state not in INTERRUPTED_STATES or probe.episode > episode:
                     break
                 await anyio.sleep(0.02)
         return SubmitResponse(resumed=True)
-
-
-def _payload(response: StreamResponse) -> Task | Message:
-    if response.HasField("message"):
-        return response.message
-    return response.task
