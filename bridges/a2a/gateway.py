@@ -1,6 +1,7 @@
-"""The gateway's A2A routes: JSON-RPC endpoints and agent cards (specs/a2a.md).
+"""What answers the gateway's A2A routes: JSON-RPC endpoints and agent cards (specs/a2a.md).
 
-``create_http_app`` mounts these when a2a-sdk is installed, with no flag:
+``create_http_app`` mounts the routes (``mount.py``) when a2a-sdk is
+installed, with no flag; these answer them:
 
 - ``POST /a2a/{agentType}``: the agent's A2A endpoint (JSON-RPC, A2A 1.0, and
   0.3 method names through the SDK's compatibility layer);
@@ -20,7 +21,7 @@ from the sessions' logs.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import Any
 
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
@@ -30,7 +31,6 @@ from a2a.utils.errors import InvalidParamsError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Receive
 
 from helix_agents import EventStore, RemoteAgentTransport
@@ -38,16 +38,9 @@ from helix_agents import EventStore, RemoteAgentTransport
 from .cards import ServedAgent, agent_card, root_card
 from .handler import SessionRequestHandler
 
-__all__ = ["a2a_routes"]
+__all__ = ["Endpoints"]
 
 Authorized = Callable[[Request], Awaitable[bool]]
-
-
-def _store_of(target: object) -> EventStore | None:
-    store = getattr(target, "store", None)
-    if callable(getattr(store, "read", None)) and callable(getattr(store, "tail", None)):
-        return cast(EventStore, store)
-    return None
 
 
 class _Agents:
@@ -121,32 +114,29 @@ def _limited(receive: Receive, limit: int) -> Receive:
     return limited
 
 
-def a2a_routes(
-    target: RemoteAgentTransport,
-    *,
-    authorized: Authorized,
-    max_body_bytes: int,
-    bearer: bool,
-) -> list[BaseRoute]:
-    """The A2A routes for a gateway in front of ``target`` (none if it has no store).
+class Endpoints:
+    """What answers the A2A routes of one gateway (see ``mount.py`` for the routes)."""
 
-    Args:
-        target: the gateway's target (an ``AgentServer``, a fleet's transport).
-        authorized: the gateway's check of a request's bearer token.
-        max_body_bytes: the gateway's body limit, for JSON-RPC requests too.
-        bearer: whether the gateway requires a token (the cards then say so).
-    """
-    store = _store_of(target)
-    if store is None:
-        return []
-    agents = _Agents(target)
-    handler = SessionRequestHandler(target, store, agents.choose)
-    dispatcher = JsonRpcDispatcher(
-        request_handler=handler, context_builder=_ContextBuilder(), enable_v0_3_compat=True
-    )
+    def __init__(
+        self,
+        target: RemoteAgentTransport,
+        store: EventStore,
+        authorized: Authorized,
+        max_body_bytes: int,
+        bearer: bool,
+    ) -> None:
+        self._agents = _Agents(target)
+        self._authorized = authorized
+        self._max_body_bytes = max_body_bytes
+        self._bearer = bearer
+        handler = SessionRequestHandler(target, store, self._agents.choose)
+        self._dispatcher = JsonRpcDispatcher(
+            request_handler=handler, context_builder=_ContextBuilder(), enable_v0_3_compat=True
+        )
 
-    async def endpoint(request: Request) -> Response:
-        if not await authorized(request):
+    async def rpc(self, request: Request) -> Response:
+        """``POST /a2a`` and ``POST /a2a/{agent_type}``: a JSON-RPC request."""
+        if not await self._authorized(request):
             return _rpc_error(
                 401,
                 -32600,
@@ -154,33 +144,29 @@ def a2a_routes(
                 {"WWW-Authenticate": 'Bearer realm="helix-agents"'},
             )
         agent_type = request.path_params.get("agent_type")
-        if agent_type is not None and agent_type not in await agents.names():
+        if agent_type is not None and agent_type not in await self._agents.names():
             return _rpc_error(404, -32601, f"no agent {agent_type!r} is served here")
         declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > max_body_bytes:
+        if declared.isdigit() and int(declared) > self._max_body_bytes:
             return _rpc_error(200, -32600, "Payload too large")
-        limited = Request(request.scope, _limited(request.receive, max_body_bytes))
-        return await dispatcher.handle_requests(limited)
+        limited = Request(request.scope, _limited(request.receive, self._max_body_bytes))
+        return await self._dispatcher.handle_requests(limited)
 
-    def base_url(request: Request) -> str:
-        return str(request.base_url).rstrip("/")
-
-    async def card(request: Request) -> Response:
+    async def card(self, request: Request) -> Response:
+        """``GET /a2a/{agent_type}/.well-known/agent-card.json``: an agent's card, or 404."""
         name = request.path_params["agent_type"]
-        if name not in await agents.names():
+        if name not in await self._agents.names():
             return JSONResponse(
                 {"error": f"no agent {name!r} is served here", "code": "NOT_FOUND"}, 404
             )
-        found = agent_card(agents.describe(name), base_url(request), bearer=bearer)
+        found = agent_card(self._agents.describe(name), _base_url(request), bearer=self._bearer)
         return JSONResponse(agent_card_to_dict(found))
 
-    async def gateway_card(request: Request) -> Response:
-        found = root_card(await agents.served(), base_url(request), bearer=bearer)
+    async def gateway_card(self, request: Request) -> Response:
+        """``GET /.well-known/agent-card.json``: the root card, every agent a skill."""
+        found = root_card(await self._agents.served(), _base_url(request), bearer=self._bearer)
         return JSONResponse(agent_card_to_dict(found))
 
-    return [
-        Route("/.well-known/agent-card.json", gateway_card, methods=["GET"]),
-        Route("/a2a", endpoint, methods=["POST"]),
-        Route("/a2a/{agent_type}", endpoint, methods=["POST"]),
-        Route("/a2a/{agent_type}/.well-known/agent-card.json", card, methods=["GET"]),
-    ]
+
+def _base_url(request: Request) -> str:
+    return str(request.base_url).rstrip("/")

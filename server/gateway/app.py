@@ -13,6 +13,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from contextlib import asynccontextmanager
+from importlib.util import find_spec
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import msgspec
@@ -344,12 +345,10 @@ def _a2a_routes(
     bearer: bool,
 ) -> list[BaseRoute]:
     """The A2A routes (specs/a2a.md) when the ``a2a`` extra is installed, else none."""
-    try:
-        from helix_agents.a2a import a2a_routes
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").partition(".")[0] in ("a2a", "sse_starlette", "google"):
-            return []
-        raise
+    if find_spec("a2a") is None or find_spec("sse_starlette") is None:  # found, not imported
+        return []
+    from helix_agents.a2a.mount import a2a_routes
+
     return a2a_routes(target, authorized=authorized, max_body_bytes=max_body_bytes, bearer=bearer)
 
 

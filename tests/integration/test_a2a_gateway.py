@@ -403,3 +403,39 @@ print("ok")
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+
+
+def test_a_gateway_loads_a2a_sdk_only_when_a2a_is_asked_for() -> None:
+    script = """
+import json, sys
+import anyio, httpx
+from helix_agents import define_agent
+from helix_agents.models import ScriptedLLM
+from helix_agents.server import AgentServer, create_http_app
+from helix_agents.stores import MemoryEventStore
+app = create_http_app(AgentServer([define_agent("w", llm=ScriptedLLM(["hi"]))], MemoryEventStore()))
+def loaded():
+    return sorted({name.split(".")[0] for name in sys.modules} & {"a2a", "opentelemetry"})
+before = loaded()
+async def main():
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+        assert (await client.get("/health")).status_code == 200
+        mounted = loaded()
+        card = await client.get("/a2a/w/.well-known/agent-card.json")
+        assert card.json()["name"] == "w"
+    print(json.dumps([before, mounted, loaded()]))
+anyio.run(main)
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode == 0, result.stderr
+    before, mounted, after = json.loads(result.stdout)
+    assert before == mounted == []  # the routes are mounted, nothing of the SDK is loaded
+    assert "a2a" in after  # the first card read loaded it
