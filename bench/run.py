@@ -1,4 +1,4 @@
-"""Benchmarks: ``python bench/run.py store|runtime|http|nats|idle|peer|load``.
+"""Benchmarks: ``python bench/run.py store|runtime|http|nats|idle|peer|load|interop``.
 
 Each benchmark measures our code and a raw baseline in the same run and prints
 ratios; its last line is one JSON object. Benchmarks never assert on time and
@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-BENCHMARKS = ("store", "runtime", "http", "nats", "idle", "peer", "load")
+BENCHMARKS = ("store", "runtime", "http", "nats", "idle", "peer", "load", "interop")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench_peer import run_peer
 
         summary = run_peer(quick=args.quick, loops=tuple(args.loop or ("default",)))
+    elif args.name == "interop":
+        from bench_a2a import run_a2a  # the A2A half (the MCP half joins it here)
+
+        summary = {"a2a": run_a2a(quick=args.quick)}
     elif args.name == "load":
         from bench_load import run_load
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from contextlib import asynccontextmanager
+from importlib.util import find_spec
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import msgspec
@@ -20,7 +21,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Match, Route
+from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Receive, Scope, Send
 
 from helix_agents import RemoteAgentTransport
@@ -327,6 +328,7 @@ def create_http_app(
         Route("/health", endpoint(health, open_=True), methods=["GET"]),
         Route("/openapi.json", endpoint(openapi, open_=True), methods=["GET"]),
         *ui_routes(store_of(target), endpoint),  # the inspector (specs/ui.md)
+        *_a2a_routes(target, authorized, max_body_bytes, auth is not None),  # specs/a2a.md
     ]
     return _Gateway(
         endpoint(sse),
@@ -334,6 +336,20 @@ def create_http_app(
         exception_handlers={HTTPException: http_error, Exception: internal_error},
         lifespan=lifespan,
     )
+
+
+def _a2a_routes(
+    target: AgentServer | RemoteAgentTransport,
+    authorized: Callable[[Request], Awaitable[bool]],
+    max_body_bytes: int,
+    bearer: bool,
+) -> list[BaseRoute]:
+    """The A2A routes (specs/a2a.md) when the ``a2a`` extra is installed, else none."""
+    if find_spec("a2a") is None or find_spec("sse_starlette") is None:  # found, not imported
+        return []
+    from helix_agents.a2a.mount import a2a_routes
+
+    return a2a_routes(target, authorized=authorized, max_body_bytes=max_body_bytes, bearer=bearer)
 
 
 class _Gateway(Starlette):

@@ -1,4 +1,4 @@
-"""The import arrows point one way: server -> transports/stores -> core (and otel -> core).
+"""The import arrows point one way: server -> a2a -> transports/stores -> core (and otel -> core).
 
 ``core/`` (``helix_agents``) never imports ``helix_agents.stores``,
 ``.transports`` or ``.server``, and ``stores/`` and ``transports/`` never
@@ -19,7 +19,12 @@ ROOT = Path(__file__).parents[2]
 RULES = {
     "core": (
         "helix_agents",
-        ("helix_agents.stores", "helix_agents.transports", "helix_agents.server"),
+        (
+            "helix_agents.stores",
+            "helix_agents.transports",
+            "helix_agents.server",
+            "helix_agents.a2a",
+        ),
     ),
     "stores": ("helix_agents.stores", ("helix_agents.server",)),
     "transports": ("helix_agents.transports", ("helix_agents.server",)),
@@ -28,8 +33,10 @@ RULES = {
         "helix_agents.otel",
         ("helix_agents.stores", "helix_agents.transports", "helix_agents.server"),
     ),
+    # the A2A bridge: the gateway mounts it (server -> a2a), so it never imports the server
+    "bridges/a2a": ("helix_agents.a2a", ("helix_agents.server",)),
 }
-FOLDERS = ("core", "stores", "transports", "server", "otel")
+FOLDERS = ("core", "stores", "transports", "server", "otel", "bridges")
 """Folder names: importing one of them by name means importing by folder, not by package."""
 
 
