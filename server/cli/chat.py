@@ -12,18 +12,26 @@ one, ``OpenAIChatLLM``...).
 
 from __future__ import annotations
 
+import argparse
+import sys
 import uuid
 from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any
 
+import anyio
 import msgspec
 
 from helix_agents import AgentConfig, AgentExecutor, AgentHandle
 from helix_agents.errors import AgentServerError
 from helix_agents.events import TextDelta
+from helix_agents.ids import validate_session_id
+from helix_agents.server.cli.options import ask_terminal, store_url
+from helix_agents.server.cli.target import chat_agents
 from helix_agents.server.cli.timeline import StreamPrinter
 from helix_agents.stores import open_store
 
-__all__ = ["EXIT_WORDS", "ChatError", "run_chat"]
+__all__ = ["EXIT_WORDS", "ChatError", "add_chat_command", "chat_command", "run_chat"]
 
 Ask = Callable[[str], Awaitable[str | None]]
 """Show a prompt and return the line typed (None at the end of input)."""
@@ -119,3 +127,47 @@ async def _print_turn(handle: AgentHandle, write: Write) -> None:
 
 def _json(value: object) -> str:
     return msgspec.json.encode(value).decode()
+
+
+def chat_command(args: argparse.Namespace) -> int:
+    """Run a parsed ``chat`` command line at the terminal; its exit status."""
+    if args.session is not None:
+        validate_session_id(args.session)
+    agents = chat_agents(args.target)
+
+    def write(text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    anyio.run(
+        partial(
+            run_chat,
+            agents,
+            args.agent,
+            store_url=store_url(args.store),
+            session_id=args.session,
+            ask=ask_terminal,
+            write=write,
+        )
+    )
+    return 0
+
+
+def add_chat_command(commands: Any, store_help: str) -> None:
+    """Add ``chat`` and its arguments to the CLI's subcommands."""
+    chat = commands.add_parser(
+        "chat",
+        help="talk to an agent at the terminal, one session, turn after turn",
+        description="Talk to AGENT of MODULE:ATTR: each line typed is a turn of one session "
+        "(the first starts it, the others are follow-up messages that keep its memory), its "
+        "stream printed live. Ends at /exit, /quit or the end of input.",
+    )
+    chat.add_argument("target", metavar="MODULE:ATTR")
+    chat.add_argument("agent", metavar="AGENT", help="the agent type to talk to")
+    chat.add_argument("--store", metavar="URL", help=store_help)
+    chat.add_argument(
+        "--session",
+        metavar="SESSION_ID",
+        help="the session (default: a new one); an existing one goes on where it stopped",
+    )
+    chat.set_defaults(handler=chat_command)
