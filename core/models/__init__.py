@@ -2,7 +2,8 @@
 
 ``base`` (the seam and its request/response types), ``openai`` (OpenAI-compatible
 chat completions over httpx), ``scripted`` (a deterministic model for tests and
-demos), ``replay`` (answers from recorded logs). May import the log and the
+demos), ``replay`` (answers from recorded logs), ``names`` (``"openai:gpt-4o-mini"``
+resolved to an adapter from the environment). May import the log and the
 agents' tool types; never the runtime.
 """
 
