@@ -112,7 +112,9 @@ async def _print_turn(handle: AgentHandle, write: Write) -> None:
         if in_text:
             write("\n")
             in_text = False
-        write(printer.format(item) + "\n")
+        line = printer.format(item)
+        if line is not None:
+            write(line + "\n")
     if in_text:
         write("\n")
     result = await handle.result()

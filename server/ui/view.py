@@ -28,6 +28,7 @@ from helix_agents.events import (
     ToolStart,
 )
 from helix_agents.log.state import StreamItem, UsageTotals
+from helix_agents.server.streams.tree import is_finish_call
 
 __all__ = [
     "AgentEntry",
@@ -131,6 +132,8 @@ class TreeView(msgspec.Struct, kw_only=True, rename="camel"):
                     node.entries.append(TextEntry(text=chunk.delta))
             case StepRestarted():
                 _discard_text(node, chunk.discard_chars)
+            case ToolStart() | ToolEnd() if is_finish_call(chunk):
+                pass  # the output entry that follows shows it
             case ToolStart():
                 node.entries.append(
                     ToolEntry(

@@ -163,6 +163,9 @@ async def test_a_running_three_deep_tree_renders_live(page: Any) -> None:
             assert await state(page) == live
             assert [agent["id"] for agent in live] == [root, planner, writer]
             assert [agent["parent"] for agent in live] == [None, root, planner]
+            # Each agent's __finish__ call stays in the log; the page shows its output.
+            assert "__finish__" not in await page.locator("body").inner_text()
+            await expect(page.locator(f'[data-agent-id="{writer}"]')).to_contain_text("written")
 
 
 async def test_the_time_slider_shows_an_earlier_state(page: Any) -> None:

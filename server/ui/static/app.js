@@ -9,6 +9,7 @@
 
 const $ = (id) => document.getElementById(id);
 const PAGE = 50;
+const FINISH_TOOL = "__finish__"; // an agent's finishing call: the log keeps it, the views show its output
 
 // --- requests ------------------------------------------------------------
 
@@ -194,6 +195,8 @@ function apply(view, sequence, chunk) {
   view.at = Math.max(view.at, sequence);
   const node = agentNode(view, chunk.agentId, chunk.agentType);
   if (node.status === "paused" && chunk.type !== "input_required") node.status = "running";
+  // An agent's __finish__ call stays in the log; its output entry shows it.
+  if ((chunk.type === "tool_start" || chunk.type === "tool_end") && chunk.toolName === FINISH_TOOL) return;
   switch (chunk.type) {
     case "text_delta": {
       const last = node.entries.at(-1);
