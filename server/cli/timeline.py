@@ -11,7 +11,6 @@ from typing import Any, assert_never
 
 import msgspec
 
-from helix_agents.agents.tools import FINISH_TOOL_NAME
 from helix_agents.events import (
     Aborted,
     AbortRequested,
@@ -63,6 +62,7 @@ from helix_agents.messages import (
     ToolResultMessage,
     UserMessage,
 )
+from helix_agents.models.base import FINISH_TOOL_NAME
 from helix_agents.server.streams.tree import is_finish_call
 
 __all__ = [

@@ -14,8 +14,8 @@ from typing import Any
 
 import msgspec
 
-from helix_agents.agents.tools import FINISH_TOOL_NAME
 from helix_agents.events import Chunk, SubAgentEnd, SubAgentStart, ToolEnd, ToolStart
+from helix_agents.models.base import FINISH_TOOL_NAME
 
 __all__ = ["AgentNode", "AgentTree", "Frame", "builtins", "is_finish_call"]
 
