@@ -10,6 +10,7 @@ while running (unknown session, unreadable file, malformed or corrupt log).
 from __future__ import annotations
 
 import argparse
+import difflib
 import io
 import os
 import sys
@@ -367,9 +368,15 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(sys.stdout, io.TextIOWrapper):
         # A log may hold any text; never die on a terminal that cannot show it.
         sys.stdout.reconfigure(errors="backslashreplace")
+    words = sys.argv[1:] if argv is None else argv
+    parser = _build_parser()
+    if not words:  # a bare command: what it can do
+        parser.print_help()
+        return 2
     try:
         try:
-            return _run(_build_parser().parse_args(argv))
+            _check_command(parser, words[0])
+            return _run(parser.parse_args(words))
         except BaseExceptionGroup as group:
             # One line can show one error: the first, if the run failed in several places.
             raise unwrap_group(group, first_of_many=True) from None
@@ -383,8 +390,26 @@ def main(argv: list[str] | None = None) -> int:
         return _quiet_broken_pipe()
     except OSError as exc:
         return _fail(str(exc), 1)
-    except KeyboardInterrupt:
-        return _fail("interrupted", 130)
+    except KeyboardInterrupt:  # not an error: a person stopped it
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _check_command(parser: argparse.ArgumentParser, word: str) -> None:
+    """Refuse an unknown command in one line, with the nearest known one as a suggestion."""
+    if word.startswith("-"):
+        return
+    names = [
+        name
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for name in action.choices
+    ]
+    if word in names:
+        return
+    near = difflib.get_close_matches(word, names, n=1, cutoff=0.6)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    raise CliError(f"unknown command {word!r}{hint} (commands: {', '.join(names)})", code=2)
 
 
 def _quiet_broken_pipe() -> int:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import anyio
 
@@ -49,6 +51,8 @@ from helix_agents.stores import open_store
 if TYPE_CHECKING:
     from nats.aio.client import Client as NatsClient
 
+    from helix_agents.otel.export import ExportingTracer
+
 __all__ = [
     "add_serve_command",
     "run_serve",
@@ -88,6 +92,10 @@ async def run_serve(
     if nats_url is not None:
         if spec is not None:
             raise TargetError("serve takes MODULE:ATTR or --nats, not both")
+        if options.otel:
+            raise UsageError(
+                "--otel traces runs; a fleet's gateway runs none (its hosts' executors do)"
+            )
         await _serve_fleet(
             nats_url,
             host=host,
@@ -104,7 +112,13 @@ async def run_serve(
     if spec is None:
         raise TargetError("serve needs MODULE:ATTR, or --nats URL to front a fleet")
     target = load_target(spec)
+    if options.otel and isinstance(target, AgentServer):
+        raise UsageError(
+            f"--otel traces agents served on --store; {spec} is an AgentServer of your own: "
+            "give it tracer=OtelTracer() (specs/otel.md)"
+        )
     check_address(host, port)  # before the store is opened (a SQLite file created)
+    exporting = _exporting() if options.otel else None
     if isinstance(target, AgentServer):
         server = target
     else:
@@ -112,17 +126,44 @@ async def run_serve(
         # The server owns the store, so the app's lifespan closes it: uvicorn
         # re-raises SIGTERM after a graceful shutdown, so code after serve()
         # would never run.
-        server = AgentServer(agents, await open_store(url), owns_store=True)
+        tracer = exporting.tracer if exporting is not None else None
+        server = AgentServer(agents, await open_store(url), owns_store=True, tracer=tracer)
     app = create_http_app(server, auth=auth, heartbeat_interval=heartbeat)
     print(
         f"helix-agents: serving {', '.join(server.agent_types)} on http://{host}:{port}"
         + _access(auth, options)
     )
-    print(f"helix-agents: inspector at http://{host}:{port}/ui")
+    print(f"helix-agents: inspector at {_inspector(host, port, auth)}")
+    if exporting is not None:
+        print(f"helix-agents: tracing to {exporting.destination}")
     tune_collector()  # many live sessions: see server/serving/collector.py
+    flush = exporting.flush if exporting is not None else None
     await bounded_server(
-        app, host=host, port=port, limits=limits, agents=server, options=options
+        app, host=host, port=port, limits=limits, agents=server, options=options, on_exit=flush
     ).serve()
+
+
+def _exporting() -> ExportingTracer:
+    """``serve --otel``'s tracer (the ``otel`` extra, imported only then)."""
+    try:
+        from helix_agents.otel.export import exporting_tracer
+    except ImportError as exc:
+        raise UsageError("--otel needs OpenTelemetry: pip install 'helix-agents[otel]'") from exc
+    return exporting_tracer()
+
+
+def _inspector(host: str, port: int, auth: list[str] | None) -> str:
+    """The inspector's address; with a token, the ``#token=`` form, at a terminal only.
+
+    The fragment never reaches a server; a log (stdout not a terminal) gets a
+    placeholder instead, so a token is never written to a file by accident.
+    """
+    address = f"http://{host}:{port}/ui"
+    if not auth:
+        return address
+    if sys.stdout.isatty():
+        return f"{address}#token={quote(auth[0], safe='')}"
+    return f"{address}#token=YOUR_TOKEN"
 
 
 def _access(auth: list[str] | None, options: ServeOptions) -> str:
@@ -206,6 +247,7 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
     return ServeOptions(
         cors_origins=tuple(args.cors_origins),
         log_level=args.log_level,
+        otel=args.otel,
     )
 
 
@@ -274,6 +316,13 @@ def add_serve_command(commands: Any, store_help: str) -> None:
         "API; repeat for several (default: none, CORS off)",
     )
     add_log_level(serve)
+    serve.add_argument(
+        "--otel",
+        action="store_true",
+        help="trace every run with OpenTelemetry, sent over OTLP/HTTP to "
+        "$OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318) or to the configured "
+        "TracerProvider; needs the otel extra (default: off)",
+    )
     serve.add_argument(
         "--heartbeat",
         type=float,

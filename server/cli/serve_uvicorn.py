@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -51,10 +52,12 @@ class ServeLimits:
 
 @dataclass(frozen=True)
 class ServeOptions:
-    """How ``serve`` answers browsers and logs: the CORS origins, the log level."""
+    """How ``serve`` answers browsers, logs and traces: CORS origins, log level, ``--otel``."""
 
     cors_origins: tuple[str, ...] = ()
     log_level: str = "info"
+    otel: bool = False
+    """Trace the runs with OpenTelemetry, exported over OTLP (``helix_agents.otel.export``)."""
 
 
 def _with_cors(app: Any, origins: tuple[str, ...]) -> Any:
@@ -122,6 +125,7 @@ def bounded_server(
     limits: ServeLimits,
     agents: AgentServer | None,
     options: ServeOptions,
+    on_exit: Callable[[], object] | None = None,
 ) -> GracefulServer:
     """A graceful uvicorn for ``app`` under ``limits``, with ``options``' CORS and log level."""
     from helix_agents.server.serving.graceful import GracefulServer
@@ -143,7 +147,7 @@ def bounded_server(
         backlog=fit_listen_backlog(connections),
         timeout_graceful_shutdown=None,  # the grace bounds the drain
     )
-    return GracefulServer(config, grace=limits.grace, agents=agents)
+    return GracefulServer(config, grace=limits.grace, agents=agents, on_exit=on_exit)
 
 
 def uvicorn_config(app: Any, *, log_level: str = "info", **options: Any) -> Any:

@@ -324,7 +324,6 @@ def _corrupt_stores(directory: Path) -> None:
 
 ERROR_CASES: dict[str, tuple[str, int, str]] = {
     # id: (arguments, exit status, a piece of the error message)
-    "no-command": ("", 2, "required"),
     "unknown-option": (f"replay --bogus {SID}", 2, "unrecognized arguments"),
     "unknown-session": (f"replay --store {STORE} nobody", 1, "'nobody' not found"),
     "invalid-id": (f"replay --store {STORE} 'a/b c'", 2, "invalid session id"),
