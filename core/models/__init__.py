@@ -25,6 +25,10 @@ if TYPE_CHECKING:
         TokenUsage as TokenUsage,
         ToolSpec as ToolSpec,
     )
+    from helix_agents.models.names import (
+        NamedModel as NamedModel,
+        model_from_name as model_from_name,
+    )
     from helix_agents.models.openai import (
         OpenAIChatLLM as OpenAIChatLLM,
     )
@@ -47,6 +51,8 @@ _HOMES = {
     "LLMTextDelta": "helix_agents.models.base",
     "TokenUsage": "helix_agents.models.base",
     "ToolSpec": "helix_agents.models.base",
+    "NamedModel": "helix_agents.models.names",
+    "model_from_name": "helix_agents.models.names",
     "OpenAIChatLLM": "helix_agents.models.openai",
     "Divergence": "helix_agents.models.replay",
     "ReplayLLM": "helix_agents.models.replay",
@@ -63,6 +69,8 @@ __all__ = [
     "LLMTextDelta",
     "TokenUsage",
     "ToolSpec",
+    "NamedModel",
+    "model_from_name",
     "OpenAIChatLLM",
     "Divergence",
     "ReplayLLM",

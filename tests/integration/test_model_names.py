@@ -20,7 +20,8 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
-from helix_agents import AgentExecutor, UsageError, define_agent
+from helix_agents import AgentExecutor, define_agent
+from helix_agents.errors import UsageError
 from helix_agents.models.names import NamedModel, model_from_name
 from helix_agents.stores import MemoryEventStore
 

@@ -91,7 +91,8 @@ async def test_serve_otel_sends_the_runs_spans_to_the_collector(tmp_path: Path) 
 
 
 SERVER_MODULE = """
-from helix_agents import ScriptedLLM, define_agent
+from helix_agents import define_agent
+from helix_agents.models import ScriptedLLM
 from helix_agents.server import AgentServer
 from helix_agents.stores import MemoryEventStore
 
