@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "add_serve_command",
+    "exporting_tracer",
     "run_serve",
     "serve_command",
     "serve_limits",
@@ -94,7 +95,7 @@ async def run_serve(
             raise TargetError("serve takes MODULE:ATTR or --nats, not both")
         if options.otel:
             raise UsageError(
-                "--otel traces runs; a fleet's gateway runs none (its hosts' executors do)"
+                "--otel traces runs; a fleet's gateway runs none: trace its hosts (host --otel)"
             )
         await _serve_fleet(
             nats_url,
@@ -118,7 +119,7 @@ async def run_serve(
             "give it tracer=OtelTracer() (specs/otel.md)"
         )
     check_address(host, port)  # before the store is opened (a SQLite file created)
-    exporting = _exporting() if options.otel else None
+    exporting = exporting_tracer() if options.otel else None
     if isinstance(target, AgentServer):
         server = target
     else:
@@ -143,13 +144,17 @@ async def run_serve(
     ).serve()
 
 
-def _exporting() -> ExportingTracer:
-    """``serve --otel``'s tracer (the ``otel`` extra, imported only then)."""
+def exporting_tracer() -> ExportingTracer:
+    """``--otel``'s tracer for ``serve`` and ``host`` (the ``otel`` extra, imported only then).
+
+    Raises:
+        UsageError: OpenTelemetry or its OTLP exporter is not installed.
+    """
     try:
-        from helix_agents.otel.export import exporting_tracer
+        from helix_agents.otel.export import exporting_tracer as make
     except ImportError as exc:
         raise UsageError("--otel needs OpenTelemetry: pip install 'helix-agents[otel]'") from exc
-    return exporting_tracer()
+    return make()
 
 
 def _inspector(host: str, port: int, auth: list[str] | None) -> str:

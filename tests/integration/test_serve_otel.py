@@ -8,7 +8,10 @@ the server shuts down (Ctrl-C, exit 0).
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -123,3 +126,39 @@ def test_serve_otel_refuses_what_it_cannot_trace(
     err = capsys.readouterr().err
     assert needle in err
     assert err.count("\n") == 1
+
+
+@pytest.mark.nats
+async def test_host_otel_sends_the_hosted_runs_spans(tmp_path: Path) -> None:
+    from nats_server import NatsServer
+
+    spans: list[dict[str, Any]] = []
+    arrived = anyio.Event()
+    log = tmp_path / "host.log"
+    root = Path(__file__).parents[2]
+    with NatsServer.start(tmp_path / "nats") as nats, anyio.fail_after(TIMEOUT):
+        async with serve(collector(spans, arrived)) as otlp:
+            command = ["host", "examples.nats_fleet:hosted", "--nats", nats.url, "--otel"]
+            with log.open("ab") as output:
+                host = await anyio.open_process(
+                    [sys.executable, "-m", "helix_agents.server", *command],
+                    cwd=root,
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                    env={**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": otlp},
+                )
+            try:
+                while "helix-agents: hosting researcher" not in log.read_text():
+                    assert host.returncode is None, log.read_text()
+                    await anyio.sleep(0.05)  # a subprocess's output is the only signal
+                script = [sys.executable, str(root / "examples" / "nats_fleet.py")]
+                await anyio.run_process([*script, "--nats", nats.url, "--no-host"], cwd=tmp_path)
+                host.send_signal(signal.SIGINT)
+                await host.wait()
+            finally:
+                if host.returncode is None:
+                    host.kill()
+                    await host.wait()
+            await arrived.wait()
+    assert "helix-agents: tracing to OTLP" in log.read_text()
+    assert "invoke_agent researcher" in {span["name"] for span in spans}, spans
