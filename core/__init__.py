@@ -31,6 +31,7 @@ from helix_agents.agents.config import (
 from helix_agents.agents.define import (
     define_agent as define_agent,
 )
+from helix_agents.agents.function_tools import tool as tool
 from helix_agents.agents.tools import (
     Tool as Tool,
     ToolContext as ToolContext,
@@ -79,6 +80,7 @@ __all__ = [
     # agents and tools
     "define_agent",
     "define_tool",
+    "tool",
     "create_sub_agent_tool",
     "create_remote_sub_agent_tool",
     "AgentConfig",

@@ -39,7 +39,7 @@ from helix_agents import (
 )
 from helix_agents.messages import ToolResultMessage, UserMessage
 from helix_agents.models import LLMRequest, ScriptedLLM
-from helix_agents.stores import SqliteEventStore
+from helix_agents.stores import EventStore, SqliteEventStore
 
 SESSION = "critic-loop"
 DRAFTS = [
@@ -162,15 +162,32 @@ AGENTS = [build_agents()]
 """The agents, for ``helix-agents replay --rerun examples.critic_loop:AGENTS``."""
 
 
+async def free_session_id(store: EventStore, base: str) -> str:
+    """``base``, or ``base-2``, ``base-3``... : the first id the store does not hold yet.
+
+    So the example runs again on the same store (a session id is used once).
+    """
+    candidate, n = base, 1
+    while await store.read(candidate):
+        n += 1
+        candidate = f"{base}-{n}"
+    return candidate
+
+
 async def run(store_path: Path, rounds: int = 5) -> tuple[AgentResult, UsageRollup]:
-    """Run the maker on a SQLite store at ``store_path``; its result and its usage rollup."""
+    """Run the maker on a SQLite store at ``store_path``; its result and its usage rollup.
+
+    The session is :data:`SESSION`, or ``SESSION-2``... when the store holds it already.
+    """
     maker = build_agents(rounds)
     store = SqliteEventStore(store_path)
     try:
         async with AgentExecutor(store, [maker]) as executor:
-            handle = await executor.execute(maker, "Write a haiku about a pond", session_id=SESSION)
+            session_id = await free_session_id(store, SESSION)
+            task = "Write a haiku about a pond"
+            handle = await executor.execute(maker, task, session_id=session_id)
             result = await handle.result()
-            rollup = await executor.usage_rollup(SESSION)
+            rollup = await executor.usage_rollup(session_id)
         return result, rollup
     finally:
         await store.close()

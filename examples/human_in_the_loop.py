@@ -9,7 +9,8 @@ tree resumes where it stopped: approved, the email is "sent"; denied, the
 assistant's model is told why and answers without it. The models are
 scripted: no LLM is called. ``specs/hitl.md`` has the whole story.
 
-Run it (asks at the terminal, or answer with ``--answer``)::
+Run it (asks at the terminal, or answer with ``--answer``; with no terminal,
+the end of input is a denial)::
 
     python examples/human_in_the_loop.py [--answer approve|deny]
 """
@@ -92,10 +93,18 @@ lead = define_agent(
 )
 
 
-def ask(question: str) -> str:
-    """Ask at the terminal until the answer is approve or deny."""
+NO_ANSWER = "no answer (end of input)"
+"""The denial's reason when standard input ends (no terminal, a closed pipe)."""
+
+
+def ask(question: str) -> str | None:
+    """Ask at the terminal until the answer is approve or deny; None at the end of input."""
     while True:
-        answer = input(question).strip().lower()
+        try:
+            answer = input(question).strip().lower()
+        except EOFError:
+            print()
+            return None
         if answer in ("approve", "deny", "a", "d", "y", "n"):
             return "approve" if answer in ("approve", "a", "y") else "deny"
 
@@ -113,7 +122,8 @@ async def main(answer: str | None) -> Outcome:
         if choice == "approve":
             await handle.approve(entry.tool_call_id)
         else:
-            await handle.deny(entry.tool_call_id, "not before the change review")
+            reason = NO_ANSWER if choice is None else "not before the change review"
+            await handle.deny(entry.tool_call_id, reason)
         outcome = (await handle.result()).unwrap()
     print(f"{'approved' if choice == 'approve' else 'denied'}; outcome: {outcome.outcome}")
     return outcome

@@ -11,7 +11,9 @@ Run it::
     python examples/local_tree.py [--store sqlite:///tree.db]
 
 then look at the recorded sessions with ``helix-agents sessions --store ...``
-and ``helix-agents replay --store ... tree-demo``.
+and ``helix-agents replay --store ... tree-demo`` (the session id it prints:
+a store that holds ``tree-demo`` already gets ``tree-demo-2``, and so on, so
+it runs again and again on one file).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pydantic import BaseModel
 from helix_agents import AgentExecutor, create_sub_agent_tool, define_agent
 from helix_agents.events import TextDelta
 from helix_agents.models import ScriptedLLM
-from helix_agents.stores import open_store
+from helix_agents.stores import EventStore, open_store
 
 SESSION = "tree-demo"
 
@@ -78,12 +80,23 @@ lead = define_agent(
 )
 
 
+async def free_session_id(store: EventStore, base: str) -> str:
+    """``base``, or ``base-2``, ``base-3``... : the first id the store does not hold yet."""
+    candidate, n = base, 1
+    while await store.read(candidate):
+        n += 1
+        candidate = f"{base}-{n}"
+    return candidate
+
+
 async def main(store_url: str) -> Brief:
     """Run the tree on the store at ``store_url``; print its stream live; return the brief."""
     store = await open_store(store_url)
     try:
         async with AgentExecutor(store, [lead]) as executor:
-            handle = await executor.execute(lead, "Why event logs?", session_id=SESSION)
+            session_id = await free_session_id(store, SESSION)
+            print(f"session {session_id} in {store_url}")
+            handle = await executor.execute(lead, "Why event logs?", session_id=session_id)
             async for item in handle.stream():
                 chunk = item.chunk
                 text = f" {chunk.delta!r}" if isinstance(chunk, TextDelta) else ""

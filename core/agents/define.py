@@ -25,6 +25,7 @@ from helix_agents.agents.config import (
 from helix_agents.agents.tools import SUBAGENT_TOOL_PREFIX, Tool, validate_tool_name
 from helix_agents.errors import UsageError, WorkspaceInheritanceError
 from helix_agents.models.base import LLMAdapter
+from helix_agents.models.names import model_from_name
 from helix_agents.workspaces.base import Workspace
 
 __all__ = [
@@ -44,6 +45,7 @@ def define_agent(
     llm: LLMAdapter | None = None,
     llm_config: LLMConfig | None = None,
     max_steps: int = 10,
+    model: str | None = None,
     hooks: AgentHooks | None = None,
     workspaces: Iterable[Workspace] = (),
     persistent_agents: Iterable[PersistentAgent] = (),
@@ -61,6 +63,10 @@ def define_agent(
             for an agent used as a sub-agent.
         state_schema: a pydantic model for custom state (its defaults seed it).
         llm: the model adapter; the executor's default is used when None.
+        model: instead of ``llm``, a model by name: ``"openai:gpt-4o-mini"``
+            (``OPENAI_API_KEY``), or ``"openai-compatible:llama3.2"`` for a
+            server at ``OPENAI_BASE_URL`` (Ollama, vLLM); see
+            ``helix_agents.models.names``.
         max_steps: LLM calls per run before the run fails.
         workspaces: the agent's :class:`~helix_agents.Workspace` declarations;
             each run opens them and the agent gets the ``workspace_*`` tools
@@ -70,7 +76,9 @@ def define_agent(
             (specs/companions.md); an agent type appears at most once.
 
     Raises:
-        UsageError: for an invalid name, ``tools`` that is not a list of tools,
+        UsageError: for an invalid name, ``llm`` and ``model`` both given, a
+            model name that cannot be resolved (an unknown provider, a missing
+            ``OPENAI_API_KEY``), ``tools`` that is not a list of tools,
             duplicate tool names, a reserved tool name (``companion__*`` and the
             other prefixes, always), a bad schema, ``max_steps < 1``, workspaces
             that are not :class:`Workspace` or share a name, or a bad
@@ -81,6 +89,10 @@ def define_agent(
             declares workspaces of its own.
     """
     validate_tool_name(name, what="agent name", longest=_MAX_AGENT_NAME)
+    if model is not None:
+        if llm is not None:
+            raise UsageError(f"agent {name!r}: give llm= or model=, not both")
+        llm = model_from_name(model)
     if isinstance(tools, str | bytes | Tool | SubAgentTool | RemoteSubAgentTool) or not isinstance(
         tools, Iterable
     ):

@@ -2,7 +2,8 @@
 
 ``base`` (the seam and its request/response types), ``openai`` (OpenAI-compatible
 chat completions over httpx), ``scripted`` (a deterministic model for tests and
-demos), ``replay`` (answers from recorded logs). May import the log and the
+demos), ``replay`` (answers from recorded logs), ``names`` (``"openai:gpt-4o-mini"``
+resolved to an adapter from the environment). May import the log and the
 agents' tool types; never the runtime.
 """
 
@@ -23,6 +24,10 @@ if TYPE_CHECKING:
         LLMTextDelta as LLMTextDelta,
         TokenUsage as TokenUsage,
         ToolSpec as ToolSpec,
+    )
+    from helix_agents.models.names import (
+        NamedModel as NamedModel,
+        model_from_name as model_from_name,
     )
     from helix_agents.models.openai import (
         OpenAIChatLLM as OpenAIChatLLM,
@@ -46,6 +51,8 @@ _HOMES = {
     "LLMTextDelta": "helix_agents.models.base",
     "TokenUsage": "helix_agents.models.base",
     "ToolSpec": "helix_agents.models.base",
+    "NamedModel": "helix_agents.models.names",
+    "model_from_name": "helix_agents.models.names",
     "OpenAIChatLLM": "helix_agents.models.openai",
     "Divergence": "helix_agents.models.replay",
     "ReplayLLM": "helix_agents.models.replay",
@@ -62,6 +69,8 @@ __all__ = [
     "LLMTextDelta",
     "TokenUsage",
     "ToolSpec",
+    "NamedModel",
+    "model_from_name",
     "OpenAIChatLLM",
     "Divergence",
     "ReplayLLM",

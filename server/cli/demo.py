@@ -141,7 +141,9 @@ async def record_demo(
     async with AgentExecutor(store, [agent]) as executor:
         handle = await executor.execute(agent, QUESTION, session_id=parent_id)
         async for item in handle.stream(from_sequence=0):
-            write(printer.format(item))
+            line = printer.format(item)
+            if line is not None:
+                write(line)
         result = await handle.result()
     if result.status != "completed":
         raise RuntimeError(f"the demo session ended {result.status}: {result.error}")

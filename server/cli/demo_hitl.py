@@ -146,7 +146,9 @@ async def run_hitl_demo(
             cursor = 0
             while True:
                 async for item in handle.stream(from_sequence=cursor):
-                    write(printer.format(item))
+                    line = printer.format(item)
+                    if line is not None:
+                        write(line)
                     cursor = item.sequence
                 await executor.wait_idle(root_id)
                 state = await executor.state(root_id)

@@ -10,9 +10,11 @@ while running (unknown session, unreadable file, malformed or corrupt log).
 from __future__ import annotations
 
 import argparse
+import difflib
 import io
 import os
 import sys
+from collections.abc import Callable
 from functools import partial
 from itertools import takewhile
 from pathlib import Path
@@ -35,30 +37,22 @@ from helix_agents.ids import validate_session_id
 from helix_agents.log.codec import decode_jsonl, encode_jsonl
 from helix_agents.log.projections import project_state
 from helix_agents.log.store import EventStore
-from helix_agents.server.cli.chat import ChatError, run_chat
-from helix_agents.server.cli.commands import (
-    TargetError,
-    add_commands,
-    chat_agents,
-    loop_options,
-    rerun_lines,
-    run_host,
-    run_openapi,
-    run_serve,
-    serve_limits,
-    serve_options,
-    serve_tokens,
-)
+from helix_agents.server.cli.chat import ChatError, add_chat_command
 from helix_agents.server.cli.demo import run_demo
 from helix_agents.server.cli.demo_hitl import run_hitl_demo
+from helix_agents.server.cli.host import add_host_command
+from helix_agents.server.cli.openapi_cmd import add_openapi_command
+from helix_agents.server.cli.options import STORE_URL_ENV, ask_terminal, store_url
 from helix_agents.server.cli.replay import replay_lines
+from helix_agents.server.cli.rerun import rerun_lines
+from helix_agents.server.cli.serve import add_serve_command
 from helix_agents.server.cli.sessions import add_sessions_command, session_page, sessions_lines
+from helix_agents.server.cli.target import TargetError
 from helix_agents.stores import DEFAULT_STORE_URL, StoreCheck, check_store, open_store
 
-__all__ = ["DAMAGE_FOUND", "CliError", "main", "store_url"]
+__all__ = ["DAMAGE_FOUND", "STORE_URL_ENV", "CliError", "main", "store_url"]
 
 PROG = "helix-agents"
-STORE_URL_ENV = "HELIX_STORE_URL"
 DAMAGE_FOUND = 3
 """``check``'s exit status when some session (or the store itself) is damaged."""
 
@@ -78,11 +72,6 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         """Raise the parse error as a :class:`CliError` with exit status 2."""
         raise CliError(message, code=2)
-
-
-def store_url(given: str | None) -> str:
-    """The store URL to use: ``--store``, else ``$HELIX_STORE_URL``, else ``sqlite:///helix.db``."""
-    return given or os.environ.get(STORE_URL_ENV) or DEFAULT_STORE_URL
 
 
 def _seq(text: str) -> int:
@@ -204,8 +193,16 @@ def _build_parser() -> argparse.ArgumentParser:
         choices=["approve", "deny"],
         help="hitl: answer without asking (default: ask on standard input)",
     )
-    add_commands(commands, store_help)
+    replay.set_defaults(handler=_replay)
+    export.set_defaults(handler=_export)
+    check.set_defaults(handler=_check)
+    demo.set_defaults(handler=_demo)
+    add_serve_command(commands, store_help)
+    add_host_command(commands)
+    add_chat_command(commands, store_help)
+    add_openapi_command(commands)
     add_sessions_command(commands, store_help)
+    commands.choices["sessions"].set_defaults(handler=_sessions)
     return parser
 
 
@@ -332,23 +329,12 @@ def _check(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     if args.scenario == "hitl":
-        anyio.run(partial(run_hitl_demo, args.store, ask=_ask, answer=args.answer))
+        anyio.run(partial(run_hitl_demo, args.store, ask=ask_terminal, answer=args.answer))
         return 0
     if args.answer is not None:
         raise CliError("--answer is for 'demo hitl'")
     anyio.run(run_demo, args.store)
     return 0
-
-
-async def _ask(prompt: str) -> str | None:
-    """Ask at the terminal (a worker thread reads standard input); None at its end."""
-
-    def read() -> str | None:
-        print(prompt, end="", flush=True)
-        line = sys.stdin.readline()
-        return line if line else None
-
-    return await anyio.to_thread.run_sync(read, abandon_on_cancel=True)
 
 
 def _write_bytes(data: bytes) -> None:
@@ -367,89 +353,14 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
-def _serve(args: argparse.Namespace) -> int:
-    url = store_url(args.store)
-    tokens = serve_tokens(args)
-    limits = serve_limits(args)
-    anyio.run(
-        lambda: run_serve(
-            args.target,
-            host=args.host,
-            port=args.port,
-            url=url,
-            heartbeat=args.heartbeat,
-            nats_url=args.nats,
-            limits=limits,
-            tokens=tokens,
-            replicas=args.replicas,
-            options=serve_options(args),
-        ),
-        backend_options=loop_options(limits.loop),
-    )
-    return 0
-
-
-def _host(args: argparse.Namespace) -> int:
-    anyio.run(
-        lambda: run_host(
-            args.target,
-            nats_url=args.nats,
-            lease_ttl=args.lease_ttl,
-            replicas=args.replicas,
-            log_level=args.log_level,
-        )
-    )
-    return 0
-
-
-def _chat(args: argparse.Namespace) -> int:
-    if args.session is not None:
-        validate_session_id(args.session)
-    agents = chat_agents(args.target)
-
-    def write(text: str) -> None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-
-    try:
-        anyio.run(
-            partial(
-                run_chat,
-                agents,
-                args.agent,
-                store_url=store_url(args.store),
-                session_id=args.session,
-                ask=_ask,
-                write=write,
-            )
-        )
-    except ChatError as exc:
-        raise CliError(str(exc)) from exc
-    return 0
-
-
-def _openapi(args: argparse.Namespace) -> int:
-    run_openapi()
-    return 0
-
-
 def _run(args: argparse.Namespace) -> int:
-    command: str = args.command
-    handlers = {
-        "replay": _replay,
-        "export": _export,
-        "check": _check,
-        "demo": _demo,
-        "serve": _serve,
-        "host": _host,
-        "chat": _chat,
-        "openapi": _openapi,
-        "sessions": _sessions,
-    }
+    handler: Callable[[argparse.Namespace], int] = args.handler
     try:
-        return handlers[command](args)
+        return handler(args)
     except TargetError as exc:
         raise CliError(str(exc), code=exc.code) from exc
+    except ChatError as exc:
+        raise CliError(str(exc)) from exc
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -457,9 +368,15 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(sys.stdout, io.TextIOWrapper):
         # A log may hold any text; never die on a terminal that cannot show it.
         sys.stdout.reconfigure(errors="backslashreplace")
+    words = sys.argv[1:] if argv is None else argv
+    parser = _build_parser()
+    if not words:  # a bare command: what it can do
+        parser.print_help()
+        return 2
     try:
         try:
-            return _run(_build_parser().parse_args(argv))
+            _check_command(parser, words[0])
+            return _run(parser.parse_args(words))
         except BaseExceptionGroup as group:
             # One line can show one error: the first, if the run failed in several places.
             raise unwrap_group(group, first_of_many=True) from None
@@ -473,8 +390,26 @@ def main(argv: list[str] | None = None) -> int:
         return _quiet_broken_pipe()
     except OSError as exc:
         return _fail(str(exc), 1)
-    except KeyboardInterrupt:
-        return _fail("interrupted", 130)
+    except KeyboardInterrupt:  # not an error: a person stopped it
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _check_command(parser: argparse.ArgumentParser, word: str) -> None:
+    """Refuse an unknown command in one line, with the nearest known one as a suggestion."""
+    if word.startswith("-"):
+        return
+    names = [
+        name
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for name in action.choices
+    ]
+    if word in names:
+        return
+    near = difflib.get_close_matches(word, names, n=1, cutoff=0.6)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    raise CliError(f"unknown command {word!r}{hint} (commands: {', '.join(names)})", code=2)
 
 
 def _quiet_broken_pipe() -> int:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from helix_agents.events import Event
+from helix_agents.agents.tools import is_sub_agent_tool
+from helix_agents.events import ChildChunkForwarded, ChunkBase, Event, ToolStart
 from helix_agents.log.projections import project_state
 from helix_agents.log.state import SessionState
 from helix_agents.messages import Message
@@ -19,8 +20,9 @@ from helix_agents.server.cli.timeline import (
     tag_of,
     tag_of_message,
 )
+from helix_agents.server.streams.tree import is_finish_call
 
-__all__ = ["format_state", "replay_lines"]
+__all__ = ["format_state", "replay_lines", "tree_tool_calls"]
 
 
 def format_state(state: SessionState, *, total_seq: int | None = None) -> list[str]:
@@ -84,13 +86,36 @@ def format_state(state: SessionState, *, total_seq: int | None = None) -> list[s
         )
     usage = state.usage
     row(
-        "usage",
+        "usage (own)",
         f"tokens in {usage.input_tokens} / out {usage.output_tokens}, "
         f"llm calls {usage.llm_calls}, tool calls {usage.tool_calls}, "
         f"sub-agent calls {usage.sub_agent_calls}"
-        + "".join(f", {name} {value:g}" for name, value in sorted(usage.custom.items())),
+        + "".join(f", {name} {value:g}" for name, value in sorted(usage.custom.items()))
+        + " (this session's; its sub-agents' are in their own logs)",
     )
     return [one_line(line) for line in lines]
+
+
+def tree_tool_calls(events: Sequence[Event]) -> dict[str, int]:
+    """Tool calls per agent of the whole tree, from the chunks in one log (children's forwarded).
+
+    Counts each ``tool_start`` of a regular tool (not a sub-agent call, not an
+    agent's ``__finish__``), by agent name; every agent seen on the stream
+    is listed, with 0 if it called none.
+    """
+    counts: dict[str, int] = {}
+    for event in events:
+        chunk = event.chunk if isinstance(event, ChildChunkForwarded) else event
+        if not isinstance(chunk, ChunkBase):
+            continue
+        counts.setdefault(chunk.agent_type, 0)
+        if (
+            isinstance(chunk, ToolStart)
+            and not is_finish_call(chunk)
+            and not is_sub_agent_tool(chunk.tool_name)
+        ):
+            counts[chunk.agent_type] += 1
+    return counts
 
 
 def _message_counts(messages: Sequence[Message]) -> str:
@@ -110,4 +135,7 @@ def replay_lines(events: Sequence[Event], *, total_seq: int | None = None) -> li
     state = project_state(events)
     width = max((len(tag_of(event)) for event in events), default=0)
     timeline = [format_event(event, tag_width=width) for event in events]
-    return [*timeline, "", *format_state(state, total_seq=total_seq)]
+    counts = tree_tool_calls(events)
+    by_agent = ", ".join(f"{name} {count}" for name, count in counts.items()) or "none"
+    tree = f"  {'tool calls by agent':<20} {by_agent} (the whole tree, from this log's stream)"
+    return [*timeline, "", *format_state(state, total_seq=total_seq), one_line(tree)]

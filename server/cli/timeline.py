@@ -62,6 +62,8 @@ from helix_agents.messages import (
     ToolResultMessage,
     UserMessage,
 )
+from helix_agents.models.base import FINISH_TOOL_NAME
+from helix_agents.server.streams.tree import is_finish_call
 
 __all__ = [
     "StreamPrinter",
@@ -125,6 +127,11 @@ def summarize_chunk(chunk: Chunk) -> str:
     match chunk:
         case TextDelta():
             return quoted(chunk.delta)
+        case ToolStart() if is_finish_call(chunk):
+            return f"output ({chunk.tool_call_id}) {json_text(chunk.arguments)}"
+        case ToolEnd() if is_finish_call(chunk):
+            verdict = f"refused error={quoted(chunk.error)}" if chunk.error else "accepted"
+            return f"output ({chunk.tool_call_id}) {verdict}"
         case ToolStart():
             return f"{chunk.tool_name} ({chunk.tool_call_id}) args={json_text(chunk.arguments)}"
         case ToolEnd():
@@ -159,17 +166,22 @@ def summarize_chunk(chunk: Chunk) -> str:
 def _message(message: Message) -> str:
     match message:
         case AssistantMessage():
-            calls = ", ".join(f"{call.name} ({call.id})" for call in message.tool_calls)
+            calls = ", ".join(f"{_call_name(call.name)} ({call.id})" for call in message.tool_calls)
             parts = ["assistant", quoted(message.content) if message.content else ""]
             return " ".join(part for part in [*parts, calls and f"calls {calls}"] if part)
         case ToolResultMessage():
             error = " error" if message.is_error else ""
-            call = f"{message.tool_name} ({message.tool_call_id})"
+            call = f"{_call_name(message.tool_name)} ({message.tool_call_id})"
             return f"tool {call}{error} {quoted(message.content)}"
         case SystemMessage() | UserMessage():
             return f"{tag_of_message(message)} {quoted(message.content)}"
         case _:
             assert_never(message)
+
+
+def _call_name(name: str) -> str:
+    """A call's name as a person reads it: an agent's ``__finish__`` call is its output."""
+    return "output" if name == FINISH_TOOL_NAME else name
 
 
 def tag_of_message(message: Message) -> str:
@@ -303,9 +315,14 @@ class StreamPrinter:
     def __init__(self, root_agent_id: str) -> None:
         self._depths = {root_agent_id: 0}
 
-    def format(self, item: StreamItem) -> str:
-        """One line for a stream item: indent, sequence, agent type, chunk type, summary."""
+    def format(self, item: StreamItem) -> str | None:
+        """One line for a stream item: indent, sequence, agent type, chunk type, summary.
+
+        None for an agent's ``__finish__`` call: its ``output`` line shows it.
+        """
         chunk = item.chunk
+        if is_finish_call(chunk):
+            return None
         depth = self._depths.get(chunk.agent_id, 1)
         if isinstance(chunk, SubAgentStart):
             self._depths.setdefault(chunk.sub_agent_id, depth + 1)

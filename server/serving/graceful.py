@@ -14,9 +14,11 @@ forced exit).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import socket
+from collections.abc import Callable, Iterator
 from types import FrameType
 
 import anyio
@@ -35,6 +37,7 @@ SHUTDOWN_REASON = "server shutdown (resumed on restart)"
 
 _TICK = 0.1  # seconds between looks at the runs and signals (uvicorn's own tick)
 _STOP_WAIT = 15.0  # seconds interrupted runs get to record their end (children's acks included)
+_EXIT_WAIT = 10.0  # seconds the on_exit call (a trace flush) may take
 _STREAMS_END = 5.0  # seconds the streams of interrupted runs get to send their end
 
 
@@ -47,14 +50,24 @@ class GracefulServer(uvicorn.Server):
         grace: seconds to let runs and connections finish after the first signal.
         agents: the served ``AgentServer`` (None for a gateway with no runs of
             its own, such as ``serve --nats``).
+        on_exit: a blocking call made (on a worker thread, at most
+            ``_EXIT_WAIT`` seconds) once the shutdown is done, before uvicorn
+            raises the signal again (which may end the process): flushing
+            traces, say.
     """
 
     def __init__(
-        self, config: uvicorn.Config, *, grace: float, agents: AgentServer | None = None
+        self,
+        config: uvicorn.Config,
+        *,
+        grace: float,
+        agents: AgentServer | None = None,
+        on_exit: Callable[[], object] | None = None,
     ) -> None:
         super().__init__(config)
         self.grace = grace
         self.agents = agents
+        self.on_exit = on_exit
         self._signals = 0
         self._hurry = False
 
@@ -70,6 +83,26 @@ class GracefulServer(uvicorn.Server):
         else:
             self.force_exit = True
 
+    @property
+    def forced(self) -> bool:
+        """True once a second signal cut the drain short."""
+        return self._signals > 1
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """uvicorn's signal capture; a Ctrl-C whose drain ended cleanly is not raised again.
+
+        uvicorn raises the captured signals again after the shutdown (so a
+        ``KeyboardInterrupt`` ends the process with 130); after a clean drain
+        the CLI exits 0 instead. A forced stop (a second signal) and SIGTERM
+        keep uvicorn's behaviour.
+        """
+        with super().capture_signals():
+            yield
+            if not self.forced:
+                captured = [sig for sig in self._captured_signals if sig != signal.SIGINT]
+                self._captured_signals[:] = captured
+
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         """Start as uvicorn does, then resume the sessions the last shutdown interrupted."""
         await super().startup(sockets)
@@ -82,6 +115,9 @@ class GracefulServer(uvicorn.Server):
             tg.start_soon(self._drain)
             await super().shutdown(sockets)
             tg.cancel_scope.cancel()
+        if self.on_exit is not None:
+            with anyio.move_on_after(_EXIT_WAIT):
+                await anyio.to_thread.run_sync(self.on_exit, abandon_on_cancel=True)
 
     def _busy(self) -> bool:
         runs = self.agents.executor.active_sessions() if self.agents is not None else []

@@ -30,7 +30,7 @@ from helix_agents.events import (
     ToolStart,
 )
 from helix_agents.protocol import EndEvent, ErrorEvent
-from helix_agents.server.streams.tree import AgentNode, AgentTree, Frame, builtins
+from helix_agents.server.streams.tree import AgentNode, AgentTree, Frame, builtins, is_finish_call
 
 __all__ = ["AG_UI_HEADERS", "AgUiProjector"]
 
@@ -125,6 +125,8 @@ class AgUiProjector:
     def chunk(self, chunk: Chunk, sequence: int) -> list[Frame]:
         """The events of one chunk."""
         node = self.tree.saw(chunk)
+        if is_finish_call(chunk):
+            return []  # the output chunk that follows shows it
         agent = chunk.agent_id
         out: list[dict[str, Any]] = []
         if not self._run_open:

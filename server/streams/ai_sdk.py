@@ -25,7 +25,7 @@ from helix_agents.events import (
     ToolStart,
 )
 from helix_agents.protocol import EndEvent, ErrorEvent
-from helix_agents.server.streams.tree import AgentNode, AgentTree, Frame, builtins
+from helix_agents.server.streams.tree import AgentNode, AgentTree, Frame, builtins, is_finish_call
 
 __all__ = ["AI_SDK_HEADERS", "AiSdkProjector"]
 
@@ -94,6 +94,8 @@ class AiSdkProjector:
         """The parts of one chunk."""
         self._paused = False
         node = self.tree.saw(chunk)
+        if is_finish_call(chunk):
+            return []  # the output chunk that follows shows it
         out: list[dict[str, Any]] = []
         root = self.tree.is_root(chunk.agent_id)
         if isinstance(chunk, TextDelta):

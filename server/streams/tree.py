@@ -14,9 +14,19 @@ from typing import Any
 
 import msgspec
 
-from helix_agents.events import Chunk, SubAgentEnd, SubAgentStart
+from helix_agents.events import Chunk, SubAgentEnd, SubAgentStart, ToolEnd, ToolStart
+from helix_agents.models.base import FINISH_TOOL_NAME
 
-__all__ = ["AgentNode", "AgentTree", "Frame", "builtins"]
+__all__ = ["AgentNode", "AgentTree", "Frame", "builtins", "is_finish_call"]
+
+
+def is_finish_call(chunk: Chunk) -> bool:
+    """True for the ``tool_start``/``tool_end`` of an agent's ``__finish__`` call.
+
+    The log keeps it (it is how an agent with an output schema ends); the
+    views show the ``output`` chunk that follows instead (specs/streams.md).
+    """
+    return isinstance(chunk, ToolStart | ToolEnd) and chunk.tool_name == FINISH_TOOL_NAME
 
 
 @dataclass

@@ -13,16 +13,20 @@ import msgspec
 from helix_agents import EventStore
 from helix_agents.errors import AgentServerError
 from helix_agents.events import (
+    ApprovalGiven,
     ChildChunkForwarded,
+    Event,
+    InputRequired,
+    PendingInput,
     SubSessionFinished,
     SubSessionStarted,
 )
 from helix_agents.log.projections import project_state, project_stream, status_of
 from helix_agents.log.state import StatusSnapshot, UsageTotals
 
-from .view import TreeView, fold_view
+from .view import Decision, TreeView, fold_view
 
-__all__ = ["Snapshot", "take_snapshot"]
+__all__ = ["Snapshot", "decisions_of", "take_snapshot"]
 
 
 class Snapshot(msgspec.Struct, kw_only=True, rename="camel"):
@@ -86,4 +90,30 @@ async def take_snapshot(store: EventStore, session_id: str, at: int | None) -> S
     await _own_usage(store, session_id, cut, usages)
     for agent_id, node in view.agents.items():
         node.usage = usages.get(agent_id)
+    view.decisions = decisions_of(prefix)
     return Snapshot(session_id=session_id, at=cut, latest_sequence=latest, status=status, view=view)
+
+
+def decisions_of(log: list[Event]) -> list[Decision]:
+    """The approvals decided in a root's log, each with what was asked (when it was listed)."""
+    asked: dict[str, PendingInput] = {}
+    decided: list[Decision] = []
+    for event in log:
+        if isinstance(event, InputRequired):
+            asked.update((entry.tool_call_id, entry) for entry in event.pending)
+        elif isinstance(event, ApprovalGiven):
+            request = asked.get(event.tool_call_id)
+            decided.append(
+                Decision(
+                    tool_call_id=event.tool_call_id,
+                    tool_name=request.tool_name if request is not None else None,
+                    arguments=request.arguments if request is not None else None,
+                    owner_session_id=request.owner_session_id if request is not None else None,
+                    approved=event.approved,
+                    expired=event.expired,
+                    reason=event.reason,
+                    ts=event.ts,
+                    seq=event.seq,
+                )
+            )
+    return decided

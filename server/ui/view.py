@@ -28,11 +28,13 @@ from helix_agents.events import (
     ToolStart,
 )
 from helix_agents.log.state import StreamItem, UsageTotals
+from helix_agents.server.streams.tree import is_finish_call
 
 __all__ = [
     "AgentEntry",
     "AgentNode",
     "CustomEntry",
+    "Decision",
     "ErrorEntry",
     "OutputEntry",
     "TextEntry",
@@ -100,6 +102,25 @@ class AgentNode(msgspec.Struct, kw_only=True, rename="camel"):
     """The session's own usage (``GET /snapshot`` fills it; ``None``: its log is not here)."""
 
 
+class Decision(msgspec.Struct, kw_only=True, rename="camel"):
+    """An approval decided in the tree: what was asked, the verdict, when and why.
+
+    From the root's log (``approval_given``, the request from the
+    ``input_required`` that listed it); filled by ``GET /snapshot`` only.
+    """
+
+    tool_call_id: str
+    tool_name: str | None = None
+    arguments: Any = None
+    owner_session_id: str | None = None
+    approved: bool
+    expired: bool = False
+    reason: str | None = None
+    ts: float
+    """When it was decided (the ``approval_given`` event's time, seconds since the epoch)."""
+    seq: int
+
+
 class TreeView(msgspec.Struct, kw_only=True, rename="camel"):
     """The whole tree as of sequence ``at``: nodes keyed by agent id, root first."""
 
@@ -107,6 +128,8 @@ class TreeView(msgspec.Struct, kw_only=True, rename="camel"):
     at: int = 0
     agents: dict[str, AgentNode] = {}
     pending: list[PendingInput] = []
+    decisions: list[Decision] = []
+    """Approvals decided up to ``at``, oldest first (``GET /snapshot`` fills it)."""
 
     def node(self, agent_id: str, agent_type: str) -> AgentNode:
         """The node of ``agent_id``, made (without a parent) the first time it is seen."""
@@ -131,6 +154,8 @@ class TreeView(msgspec.Struct, kw_only=True, rename="camel"):
                     node.entries.append(TextEntry(text=chunk.delta))
             case StepRestarted():
                 _discard_text(node, chunk.discard_chars)
+            case ToolStart() | ToolEnd() if is_finish_call(chunk):
+                pass  # the output entry that follows shows it
             case ToolStart():
                 node.entries.append(
                     ToolEntry(

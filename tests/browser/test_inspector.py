@@ -163,6 +163,9 @@ async def test_a_running_three_deep_tree_renders_live(page: Any) -> None:
             assert await state(page) == live
             assert [agent["id"] for agent in live] == [root, planner, writer]
             assert [agent["parent"] for agent in live] == [None, root, planner]
+            # Each agent's __finish__ call stays in the log; the page shows its output.
+            assert "__finish__" not in await page.locator("body").inner_text()
+            await expect(page.locator(f'[data-agent-id="{writer}"]')).to_contain_text("written")
 
 
 async def test_the_time_slider_shows_an_earlier_state(page: Any) -> None:
@@ -348,7 +351,8 @@ async def test_a_client_tool_is_answered_from_the_page(page: Any) -> None:
             await expect(page.locator("#root-status")).to_have_attribute(
                 "data-status", "completed", timeout=WAIT_MS
             )
-            hold = page.locator(f'[data-agent-id="{writer}"] details[data-tool-call-id]').first
-            await hold.locator("summary").click()
-            await expect(hold.locator(".result")).to_contain_text('"held": "by the page"')
+            # The call and its result read without a click.
+            hold = page.locator(f'[data-agent-id="{writer}"] .tool[data-tool-call-id]').first
+            await expect(hold.locator(".result")).to_be_visible()
+            await expect(hold.locator(".result")).to_contain_text('{"held":"by the page"}')
             assert not tree.held.is_set()  # the server never ran it

@@ -261,6 +261,11 @@ def test_demo_runs_a_nested_session_and_replays_it(tmp_path: Path) -> None:
     assert re.search(r"^  #\d+\s+orchestrator\s+subagent_start\s+researcher", live, re.M)
     assert re.search(r"^      #\d+\s+researcher\s+text_delta\s+'", live, re.M)
     assert re.search(r"^      #\d+\s+researcher\s+tool_start\s+search_notes", live, re.M)
+    # The agents' __finish__ calls stay in the log; every view shows their output instead.
+    assert "__finish__" not in out
+    assert re.search(r"^      #\d+\s+researcher\s+output\s+\{\"findings\"", live, re.M)
+    assert re.search(r"tool_start\s+output \(call_finish_\w+\) \{\"answer\"", rest)
+    assert re.search(r"tool_end\s+output \(call_finish_\w+\) accepted", rest)
     # Timeline: a child chunk attributed to the child's agent id, with its child seq.
     assert re.search(rf"child_chunk_forwarded\s+{child} text_delta '.*' \[child seq \d+\]", rest)
     order = re.findall(r"^\s+\d+\s+\S+\s+(\w+)", rest, re.M)
@@ -319,7 +324,6 @@ def _corrupt_stores(directory: Path) -> None:
 
 ERROR_CASES: dict[str, tuple[str, int, str]] = {
     # id: (arguments, exit status, a piece of the error message)
-    "no-command": ("", 2, "required"),
     "unknown-option": (f"replay --bogus {SID}", 2, "unrecognized arguments"),
     "unknown-session": (f"replay --store {STORE} nobody", 1, "'nobody' not found"),
     "invalid-id": (f"replay --store {STORE} 'a/b c'", 2, "invalid session id"),

@@ -156,7 +156,7 @@ def test_serve_help_shows_the_defaults(capsys: pytest.CaptureFixture[str]) -> No
 def test_token_and_token_file_are_both_accepted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from helix_agents.server.cli.commands import serve_tokens
+    from helix_agents.server.cli.serve import serve_tokens
 
     (tmp_path / "tokens").write_text("alpha\n\nbeta\n")
     parser = cli._build_parser()

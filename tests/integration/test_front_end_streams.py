@@ -254,6 +254,12 @@ async def test_ai_sdk_client_rebuilds_a_three_deep_tree() -> None:
     assert sum(part["type"] == "step-start" for part in message["parts"]) == 2
 
     tools = _ai_tools(message)
+    # The researcher finished by a __finish__ call (c_done): the log keeps it, the
+    # stream shows its output instead (no tool part reaches the library).
+    assert not [t for t in tools.values() if t["type"] == "tool-__finish__"], tools
+    assert not any("c_done" in call_id for call_id in tools)
+    outputs = [p["data"] for p in message["parts"] if p["type"] == "data-output"]
+    assert {"summary": "partial"} in [data["output"] for data in outputs]
     assert tools["c_lookup"]["type"] == "tool-lookup"
     assert tools["c_lookup"]["output"] == {"topic": "plan", "note": "notes on plan"}
     assert tools["c_research"]["output"] == {"summary": "partial"}
@@ -322,8 +328,13 @@ async def test_ag_ui_client_rebuilds_a_three_deep_tree() -> None:
     }
     assert calls[f"{CHECKER}:c_lookup"] == (CHECKER, "lookup")
     assert calls["c_research"] == (None, "subagent__researcher")
+    # The researcher's __finish__ call (c_done) never reaches the library.
+    assert "__finish__" not in [name for _, name in calls.values()]
+    assert not any("c_done" in call_id for call_id in calls)
 
     events = read["events"]
+    assert not [e for e in events if e.get("toolCallName") == "__finish__"]
+    assert not [e for e in events if "c_done" in str(e.get("toolCallId", ""))]
     started = {e["subagentRunId"]: e for e in events if e["type"] == "SUBAGENT_STARTED"}
     assert "parentSubagentRunId" not in started[RESEARCHER]
     assert started[RESEARCHER]["parentToolCallId"] == "c_research"

@@ -99,7 +99,9 @@ async def test_token_flag_cors_and_log_level(tmp_path: Path) -> None:
                 except httpx.TransportError:
                     await anyio.sleep(0.05)  # not listening yet
         await assert_bearer_required(client, url)
-        assert f"helix-agents: inspector at {url}/ui\n" in log.read_text()
+        # Not a terminal: the token form of the address, never the token itself.
+        assert f"helix-agents: inspector at {url}/ui#token=YOUR_TOKEN\n" in log.read_text()
+        assert TOKEN not in log.read_text()
         preflight = await client.options(
             f"{url}/start",
             headers={

@@ -159,3 +159,30 @@ async def test_without_runs_sigterm_exits_without_waiting_for_the_grace(tmp_path
             server.signal(signal.SIGTERM)
             code = await server.wait()
     assert code in (0, -signal.SIGTERM), server.output()
+
+
+async def test_ctrl_c_after_a_clean_drain_exits_0_quietly(tmp_path: Path) -> None:
+    server = ServeProcess(tmp_path, SLOW, "--grace", "600")
+    with anyio.fail_after(TIMEOUT):
+        async with running(server):
+            server.signal(signal.SIGINT)
+            code = await server.wait()
+    assert code == 0, server.output()
+    assert "error" not in server.output().lower()
+    assert "interrupted" not in server.output()
+
+
+async def test_a_second_ctrl_c_forces_the_stop_with_130(tmp_path: Path) -> None:
+    server = ServeProcess(tmp_path, SLOW, "--grace", "600")
+    with anyio.fail_after(TIMEOUT):
+        async with running(server):
+            await start_sessions(server.url)
+            server.signal(signal.SIGINT)
+            await refused(server.url)
+            server.signal(signal.SIGINT)
+            code = await server.wait()
+    assert code == 130, server.output()
+    assert "helix-agents: interrupted" in server.output()
+    assert "error: interrupted" not in server.output()
+    for events in (await stored_logs(server.db)).values():
+        assert isinstance(events[-1], Interrupted), events[-1]

@@ -41,6 +41,7 @@ HELIX_AGENTS_ALL = {
     "create_sub_agent_tool",
     "define_agent",
     "define_tool",
+    "tool",
     "get_usage_rollup",
     "run_sync",
 }

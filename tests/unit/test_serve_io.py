@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from helix_agents.errors import UsageError
-from helix_agents.server.cli.commands import loop_options, resolve_loop
+from helix_agents.server.cli.options import loop_options, resolve_loop
 from helix_agents.server.serving.limits import _CoalescedWrites, bounded_http_protocol
 
 

@@ -36,7 +36,8 @@ def test_any_valid_log_and_prefix_replays(log: list[Event], data: st.DataObject)
         seq, _time, tag = line.split()[:3]
         assert (int(seq), tag) == (event.seq, tag_of(event))
     assert lines[cut] == ""
-    assert lines[cut + 1 :] == format_state(project_state(prefix), total_seq=len(log))
+    assert lines[cut + 1 : -1] == format_state(project_state(prefix), total_seq=len(log))
+    assert lines[-1].startswith("  tool calls by agent ")
 
 
 def test_time_is_utc_with_milliseconds() -> None:
@@ -80,3 +81,51 @@ def test_forwarded_chunk_names_the_child() -> None:
         session_id="root", seq=9, ts=0.0, child_session_id="kid", child_seq=7, chunk=inner
     )
     assert format_event(event).endswith("child_chunk_forwarded  kid text_delta 'hi' [child seq 7]")
+
+
+def test_replay_counts_tool_calls_per_agent_for_the_whole_tree() -> None:
+    from helix_agents.events import ChildChunkForwarded, ToolStart
+    from helix_agents.server.cli.replay import tree_tool_calls
+
+    def start(agent: str, agent_type: str, name: str, seq: int) -> ToolStart:
+        return ToolStart(
+            session_id="root",
+            seq=seq,
+            ts=0.0,
+            agent_id=agent,
+            agent_type=agent_type,
+            tool_call_id=f"c{seq}",
+            tool_name=name,
+            arguments={},
+        )
+
+    child = "root-sub-c1"
+    events = [
+        start("root", "lead", "subagent__researcher", 1),
+        ChildChunkForwarded(
+            session_id="root",
+            seq=2,
+            ts=0.0,
+            child_session_id=child,
+            child_seq=5,
+            chunk=start(child, "researcher", "search", 5),
+        ),
+        ChildChunkForwarded(
+            session_id="root",
+            seq=3,
+            ts=0.0,
+            child_session_id=child,
+            child_seq=6,
+            chunk=start(child, "researcher", "search", 6),
+        ),
+        ChildChunkForwarded(
+            session_id="root",
+            seq=4,
+            ts=0.0,
+            child_session_id=child,
+            child_seq=7,
+            chunk=start(child, "researcher", "__finish__", 7),
+        ),
+        start("root", "lead", "__finish__", 5),
+    ]
+    assert tree_tool_calls(events) == {"lead": 0, "researcher": 2}

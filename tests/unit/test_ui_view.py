@@ -8,6 +8,7 @@ import msgspec
 
 from helix_agents.events import (
     InputRequired,
+    OutputChunk,
     PendingInput,
     StepRestarted,
     SubAgentEnd,
@@ -123,3 +124,19 @@ def test_pending_inputs_are_the_roots_list_until_each_call_goes_on() -> None:
     view.apply(items(ToolStart(**env(CHILD), tool_call_id="t9", tool_name="hold"))[0])
     assert view.pending == []
     assert view.agents[CHILD].status == "running"
+
+
+def test_a_finish_call_is_not_shown_its_output_is() -> None:
+    view = fold_view(
+        ROOT,
+        "lead",
+        items(
+            ToolStart(**env(), tool_call_id="f1", tool_name="__finish__", arguments={"a": 1}),
+            ToolEnd(**env(), tool_call_id="f1", tool_name="__finish__", error="bad output"),
+            ToolStart(**env(), tool_call_id="f2", tool_name="__finish__", arguments={"a": 2}),
+            ToolEnd(**env(), tool_call_id="f2", tool_name="__finish__", result="output accepted"),
+            OutputChunk(**env(), output={"a": 2}),
+        ),
+    )
+    assert entries(view, ROOT) == [{"kind": "output", "output": {"a": 2}}]
+    assert view.at == 6

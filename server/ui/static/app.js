@@ -9,6 +9,7 @@
 
 const $ = (id) => document.getElementById(id);
 const PAGE = 50;
+const FINISH_TOOL = "__finish__"; // an agent's finishing call: the log keeps it, the views show its output
 
 // --- requests ------------------------------------------------------------
 
@@ -96,8 +97,15 @@ function duration(seconds) {
 
 const list = { cursors: [null], index: 0 };
 
+function loading(on) {
+  // A visible state while a request is out: never a blank page.
+  $("loading").hidden = !on;
+  document.body.dataset.loading = String(on);
+}
+
 async function loadList() {
   const cursor = list.cursors[list.index];
+  loading(true);
   try {
     const page = await getJson("sessions", {
       status: $("status-filter").value,
@@ -110,6 +118,8 @@ async function loadList() {
     renderList(page);
   } catch (error) {
     problem(`could not list sessions: ${error.message}`);
+  } finally {
+    loading(false);
   }
 }
 
@@ -194,6 +204,8 @@ function apply(view, sequence, chunk) {
   view.at = Math.max(view.at, sequence);
   const node = agentNode(view, chunk.agentId, chunk.agentType);
   if (node.status === "paused" && chunk.type !== "input_required") node.status = "running";
+  // An agent's __finish__ call stays in the log; its output entry shows it.
+  if ((chunk.type === "tool_start" || chunk.type === "tool_end") && chunk.toolName === FINISH_TOOL) return;
   switch (chunk.type) {
     case "text_delta": {
       const last = node.entries.at(-1);
@@ -272,28 +284,70 @@ function usageText(usage) {
 }
 
 const openTools = new Set();
+const INLINE = 160; // characters of JSON shown on one line; longer values fold below it
+
+function compact(value) {
+  return value === undefined || value === null ? "" : JSON.stringify(value);
+}
 
 function renderTool(entry) {
-  const mark = !entry.done ? " …" : entry.error ? " ✗" : " ✓";
-  const details = el(
-    "details",
-    { class: "tool", "data-tool-call-id": entry.toolCallId },
-    el("summary", { text: `${entry.toolName}${mark}` }),
-    el("div", { text: "arguments" }),
-    el("pre", { class: "arguments", text: json(entry.arguments) }),
+  // Readable without clicking: the call and its outcome on two lines, in full when
+  // short; a long value is cut on its line and shown whole in the fold below.
+  const state = !entry.done ? "running" : entry.error ? "failed" : "done";
+  const args = compact(entry.arguments);
+  const outcome = entry.error ?? compact(entry.result);
+  const call = el(
+    "div",
+    { class: "tool-call" },
+    el("span", { class: `tool-state ${state}`, title: state, text: state === "running" ? "…" : state === "failed" ? "✗" : "✓" }),
+    el("code", { class: "tool-name", text: entry.toolName }),
+    el("code", { class: "tool-args", text: `(${args.length > INLINE ? args.slice(0, INLINE) + "…" : args})` }),
   );
+  const card = el("div", { class: `tool ${state}`, "data-tool-call-id": entry.toolCallId }, call);
   if (entry.done) {
-    details.append(
-      el("div", { text: entry.error ? "error" : "result" }),
-      el("pre", { class: entry.error ? "tool-error" : "result", text: entry.error ?? json(entry.result) }),
-    );
+    card.append(el("div", { class: `tool-outcome ${entry.error ? "tool-error" : "result"}` },
+      el("span", { class: "arrow", text: entry.error ? "error " : "→ " }),
+      el("code", { text: outcome.length > INLINE ? outcome.slice(0, INLINE) + "…" : outcome })));
   }
-  details.open = openTools.has(entry.toolCallId);
-  details.addEventListener("toggle", () => {
-    if (details.open) openTools.add(entry.toolCallId);
-    else openTools.delete(entry.toolCallId);
-  });
-  return details;
+  if (args.length > INLINE || outcome.length > INLINE) {
+    const whole = el(
+      "details",
+      { class: "tool-whole" },
+      el("summary", { text: "whole arguments and result" }),
+      el("pre", { class: "arguments", text: json(entry.arguments) }),
+    );
+    if (entry.done) whole.append(el("pre", { class: entry.error ? "tool-error" : "result", text: entry.error ?? json(entry.result) }));
+    whole.open = openTools.has(entry.toolCallId);
+    whole.addEventListener("toggle", () => {
+      if (whole.open) openTools.add(entry.toolCallId);
+      else openTools.delete(entry.toolCallId);
+    });
+    card.append(whole);
+  }
+  return card;
+}
+
+function renderDecision(decision) {
+  // What was asked, the verdict, when and why (who is not recorded by the protocol).
+  const when = new Date(decision.ts * 1000).toLocaleString();
+  const verdict = decision.expired ? "expired" : decision.approved ? "approved" : "denied";
+  const asked = decision.toolName ? `${decision.toolName}(${compact(decision.arguments)})` : decision.toolCallId;
+  return el(
+    "div",
+    { class: `decision ${verdict}`, "data-tool-call-id": decision.toolCallId, "data-verdict": verdict },
+    el("span", { class: `badge ${decision.approved ? "completed" : "failed"}`, text: verdict }),
+    el("code", { class: "decision-call", text: asked }),
+    el("span", { class: "decision-when", text: `at ${when}` }),
+    decision.ownerSessionId
+      ? el("span", { class: "decision-where", text: `in ${decision.ownerSessionId}` }) : null,
+    el("span", { class: "decision-why", text: decision.reason ? `“${decision.reason}”` : "(no reason given)" }),
+  );
+}
+
+function renderDecided(view) {
+  const decisions = view.decisions || [];
+  $("decided").hidden = !decisions.length;
+  $("decided-list").replaceChildren(...decisions.map(renderDecision));
 }
 
 function renderAgent(view, agentId, drawn) {
@@ -377,7 +431,8 @@ function pendingForm(entry, live) {
     const reason = el("input", { name: "reason", placeholder: "reason (optional)", size: 30 });
     form.append(
       reason,
-      el("button", { type: "button", name: "approve", text: "approve", onclick: () => send("submit-approval", { approved: true }) }),
+      el("button", { type: "button", name: "approve", text: "approve",
+        onclick: () => send("submit-approval", { approved: true, reason: reason.value || undefined }) }),
       el("button", { type: "button", name: "deny", text: "deny",
         onclick: () => send("submit-approval", { approved: false, reason: reason.value || undefined }) }),
     );
@@ -428,6 +483,7 @@ function render() {
   const view = session.shown || session.live;
   renderTree(view);
   renderPending(view, !session.shown);
+  renderDecided(view);
   const status = view.agents[view.rootId].status;
   $("root-status").className = `badge ${status}`;
   $("root-status").textContent = status;
@@ -470,6 +526,7 @@ function refreshSoon() {
       for (const [agentId, node] of Object.entries(fresh.view.agents)) {
         if (session.live.agents[agentId]) session.live.agents[agentId].usage = node.usage;
       }
+      session.live.decisions = fresh.view.decisions; // decisions are not on the stream
       if (session.ended) session.live.agents[session.rootId].status = fresh.status.status;
       schedule();
     } catch (error) {
@@ -598,16 +655,20 @@ async function showAt(value) {
 
 async function showSession(rootId) {
   session.rootId = rootId;
-  $("session-page").hidden = false;
+  $("back").hidden = false;
   $("session-title").textContent = rootId;
   document.title = `${rootId} · helix-agents`;
   let first;
+  loading(true);
   try {
     first = await snapshot(null);
   } catch (error) {
     problem(`could not load ${rootId}: ${error.message}`);
     return;
+  } finally {
+    loading(false);
   }
+  $("session-page").hidden = false;
   first.view.agents[rootId].status = first.status.status;
   session.live = first.view;
   session.lastSeq = first.at; // chunks after the snapshot come from the stream
@@ -620,5 +681,7 @@ async function showSession(rootId) {
 
 const params = new URLSearchParams(location.search);
 token();
+$("server").textContent = location.host;
+$("back").href = "ui" + location.hash;
 if (params.get("session")) showSession(params.get("session"));
 else showList();

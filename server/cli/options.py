@@ -1,0 +1,156 @@
+"""Argument types and helpers the CLI's commands share (store URL, port, loop, tokens).
+
+Each command module declares its own arguments with these; the command line's
+rules are in ``specs/cli.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import math
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+
+from helix_agents.errors import UsageError
+from helix_agents.stores import DEFAULT_STORE_URL
+
+__all__ = [
+    "LOG_LEVELS",
+    "LOOPS",
+    "STORE_URL_ENV",
+    "TOKEN_ENV",
+    "add_log_level",
+    "ask_terminal",
+    "bounded_number",
+    "check_origin",
+    "loop_options",
+    "port_number",
+    "read_tokens",
+    "replica_count",
+    "resolve_loop",
+    "store_url",
+]
+
+STORE_URL_ENV = "HELIX_STORE_URL"
+TOKEN_ENV = "HELIX_TOKEN"
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+MAX_PORT = 65535
+
+LOOPS = ("auto", "asyncio", "uvloop")
+"""``serve --loop`` choices; ``auto`` is uvloop where it is installed, else asyncio."""
+
+
+def store_url(given: str | None) -> str:
+    """The store URL to use: ``--store``, else ``$HELIX_STORE_URL``, else ``sqlite:///helix.db``."""
+    return given or os.environ.get(STORE_URL_ENV) or DEFAULT_STORE_URL
+
+
+def check_origin(text: str) -> str:
+    """An argparse type: a CORS origin, ``scheme://host[:port]`` (no path), or ``*``."""
+    if text == "*":
+        return text
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.path or parts.query:
+        raise argparse.ArgumentTypeError(
+            f"expected an origin such as https://app.example.com:8443 (or *), not {text!r}"
+        )
+    return text
+
+
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port, 1-65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, not {text!r}") from None
+    if not 1 <= value <= MAX_PORT:
+        raise argparse.ArgumentTypeError(f"a port is 1-{MAX_PORT}, not {value}")
+    return value
+
+
+def bounded_number(kind: Callable[[str], float], least: float) -> Callable[[str], Any]:
+    """An argparse type: a finite ``kind`` (int or float) of at least ``least``."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, not {text!r}") from None
+        if not math.isfinite(value) or value < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least:g}, not {text}")
+        return value
+
+    return parse
+
+
+def replica_count(text: str) -> int:
+    """An argparse type: a stream's replica count, 1 to 5."""
+    if not text.isdigit() or not 1 <= int(text) <= 5:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to 5, not {text!r}")
+    return int(text)
+
+
+def resolve_loop(name: str) -> str:
+    """``"asyncio"`` or ``"uvloop"`` for a ``--loop`` choice; ``UsageError`` if it cannot be had."""
+    if name not in LOOPS:
+        raise UsageError(f"--loop must be one of {', '.join(LOOPS)}, not {name!r}")
+    fast = importlib.util.find_spec("uvloop") is not None
+    fast = fast and importlib.util.find_spec("httptools") is not None
+    if name == "uvloop" and not fast:
+        raise UsageError(
+            "--loop uvloop needs uvloop and httptools: pip install 'helix-agents[fast]'"
+        )
+    if name == "auto":
+        return "uvloop" if fast else "asyncio"
+    return name
+
+
+def loop_options(loop: str) -> dict[str, Any]:
+    """``anyio.run``'s backend options for ``loop`` (from :func:`resolve_loop`)."""
+    return {"use_uvloop": True} if loop == "uvloop" else {}
+
+
+def read_tokens(path: str | None) -> list[str] | None:
+    """The bearer tokens in ``path`` (one a line; blank lines skipped); None without a path.
+
+    Raises:
+        UsageError: the file cannot be read, or holds no token.
+    """
+    if path is None:
+        return None
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read the token file {path!r}: {exc}") from exc
+    tokens = [line.strip() for line in text.splitlines() if line.strip()]
+    if not tokens:
+        raise UsageError(f"the token file {path!r} holds no token")
+    return tokens
+
+
+def add_log_level(parser: argparse.ArgumentParser) -> None:
+    """Add ``--log-level`` to a command that logs to stderr."""
+    parser.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        default="info",
+        help="the least severe log records shown on stderr (default: %(default)s)",
+    )
+
+
+async def ask_terminal(prompt: str) -> str | None:
+    """Ask at the terminal (a worker thread reads standard input); None at its end."""
+
+    def read() -> str | None:
+        print(prompt, end="", flush=True)
+        line = sys.stdin.readline()
+        return line if line else None
+
+    return await anyio.to_thread.run_sync(read, abandon_on_cancel=True)

@@ -1,0 +1,116 @@
+"""Models by name: ``define_agent(model="openai:...")`` with the provider's usual variables.
+
+The named model talks to a fake OpenAI-compatible server on uvicorn (loopback)
+through ``OPENAI_BASE_URL``; the key goes out as the bearer token. Without a
+key (or, for ``openai-compatible``, without a base URL) the definition fails
+with one ``UsageError`` line naming the variable.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import pytest
+from servers import serve
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+from starlette.routing import Route
+
+from helix_agents import AgentExecutor, define_agent
+from helix_agents.errors import UsageError
+from helix_agents.models.names import NamedModel, model_from_name
+from helix_agents.stores import MemoryEventStore
+
+
+def fake_openai(seen: list[dict[str, Any]]) -> Starlette:
+    """Answers "hello from MODEL"; records each request's model and authorization."""
+
+    async def completions(request: Request) -> StreamingResponse:
+        body = await request.json()
+        seen.append({"model": body["model"], "auth": request.headers.get("authorization")})
+
+        async def events() -> AsyncIterator[bytes]:
+            delta = {"choices": [{"index": 0, "delta": {"content": f"hello from {body['model']}"}}]}
+            yield b"data: " + json.dumps(delta).encode() + b"\n\n"
+            yield b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    return Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
+
+
+@pytest.mark.parametrize(
+    ("name", "key", "auth"),
+    [
+        ("openai:gpt-4o-mini", "sk-test", "Bearer sk-test"),
+        ("openai-compatible:llama3.2", None, None),
+        ("openai-compatible:llama3.2", "local-key", "Bearer local-key"),
+    ],
+)
+async def test_a_named_model_calls_the_server_with_the_usual_variables(
+    monkeypatch: pytest.MonkeyPatch, name: str, key: str | None, auth: str | None
+) -> None:
+    seen: list[dict[str, Any]] = []
+    with anyio.fail_after(20):
+        async with serve(fake_openai(seen)) as url:
+            monkeypatch.setenv("OPENAI_BASE_URL", url + "/v1")
+            if key is None:
+                monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+            else:
+                monkeypatch.setenv("OPENAI_API_KEY", key)
+            agent = define_agent("greeter", model=name)
+            async with AgentExecutor(MemoryEventStore(), [agent]) as executor:
+                first = await executor.run(agent, "hi")
+                second = await executor.run(agent, "again")  # a client per call: no leftovers
+    model = name.partition(":")[2]
+    assert first == second == f"hello from {model}"
+    assert seen == [{"model": model, "auth": auth}] * 2
+    assert isinstance(agent.llm, NamedModel)
+    assert key is None or key not in repr(agent.llm)
+
+
+def test_openai_without_a_key_is_one_line_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(UsageError, match="set OPENAI_API_KEY") as caught:
+        define_agent("a", model="openai:gpt-4o-mini")
+    assert "\n" not in str(caught.value)
+
+
+def test_openai_compatible_without_a_base_url_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(UsageError, match="set OPENAI_BASE_URL"):
+        model_from_name("openai-compatible:llama3.2")
+
+
+@pytest.mark.parametrize(
+    ("name", "needle"),
+    [
+        ("gpt-4o-mini", "expected PROVIDER:MODEL"),
+        ("openai:", "expected PROVIDER:MODEL"),
+        ("anthropic:claude", "unknown provider 'anthropic'"),
+    ],
+)
+def test_a_bad_model_name_is_a_usage_error(name: str, needle: str) -> None:
+    with pytest.raises(UsageError, match=needle):
+        define_agent("a", model=name)
+
+
+def test_a_bad_base_url_and_llm_with_model_are_usage_errors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    monkeypatch.setenv("OPENAI_BASE_URL", "localhost:11434")
+    with pytest.raises(UsageError, match="http"):
+        define_agent("a", model="openai:gpt-4o-mini")
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    with pytest.raises(UsageError, match="not both"):
+        define_agent("a", model="openai:gpt-4o-mini", llm=model_from_name("openai:gpt-4o"))
