@@ -34,6 +34,7 @@ RUNS: dict[str, tuple[list[str], str]] = {
     "remote_child_http.py": ([], "answer: Because replay rebuilds state."),
     "workspace_notes.py": (["--root", "notes"], "answer: The reader says: 2 notes: Lyon, Nice"),
     "nats_fleet.py": ([], ""),  # with a server: test_nats_fleet_runs_twice
+    "a2a_interop.py": ([], "lead: logs replay (3 sources)"),
 }
 """Each example's arguments and a line its output must hold."""
 

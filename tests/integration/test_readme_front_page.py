@@ -1,7 +1,6 @@
 """The README's front page: its snippets run as written, its lists are whole.
 
-Reads ``README.new.md`` while the new front page waits to be merged, else
-``README.md``. The real-model snippet runs against a fake OpenAI-compatible
+The real-model snippet runs against a fake OpenAI-compatible
 server on uvicorn (loopback), reached through ``OPENAI_BASE_URL``.
 """
 
@@ -26,7 +25,7 @@ from starlette.routing import Route
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).parents[2]
-README = ROOT / "README.new.md" if (ROOT / "README.new.md").exists() else ROOT / "README.md"
+README = ROOT / "README.md"
 QUICKSTART = (
     "python3 -m pip install . && python3 -m helix_agents.server demo\n"
     "python3 -m pip install -e '.[dev]' --config-settings editable_mode=strict "
