@@ -36,7 +36,7 @@ async def test_a_leader_cancelled_before_its_commit_still_commits_the_batch(
     await store.append("lead", [_created("lead")], 0)
     await store.append("follow", [_created("follow")], 0)
     release = threading.Event()
-    limiter, _ = store._limiters()  # the thread its commits run on
+    limiter = store._writes.thread_limiter()  # the thread its commits run on
     follower_returned = anyio.Event()
     with anyio.fail_after(20):
         async with anyio.create_task_group() as tg:
