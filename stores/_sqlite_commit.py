@@ -26,15 +26,14 @@ from helix_agents.events import EVENT_TYPES, Event
 from ._chain import chain_of
 from ._sqlite_integrity import HighWaterMark, count_commit
 
-__all__ = ["TAGS", "Append", "Delete", "GroupCommit", "LastSeqCache", "Op", "Row"]
+__all__ = ["Append", "Delete", "GroupCommit", "LastSeqCache", "Op"]
 
 _MAX_BATCH = 1000  # bounds one transaction; the rest waits for the next leader
 _MAX_CACHED_SESSIONS = 100_000
 
-TAGS: dict[type, str] = {cls: str(cls.__struct_config__.tag) for cls in EVENT_TYPES}
+_TAGS: dict[type, str] = {cls: str(cls.__struct_config__.tag) for cls in EVENT_TYPES}
 
-Row = tuple[str, int, str, float, bytes]
-_StoredRow = tuple[str, int, str, float, bytes, int]  # with its chain
+_COLUMNS = 6  # a stored row: session_id, seq, type, ts, data, chain
 
 
 class Op:
@@ -52,14 +51,25 @@ class Op:
 
 
 class Append(Op):
-    __slots__ = ("events", "expected_seq", "rows")
+    """An append: its events (as decoded back, to publish once committed) and their encodings.
+
+    The rows are built on the writer's thread, from these two.
+    """
+
+    __slots__ = ("encoded", "events", "expected_seq")
 
     def __init__(
-        self, session_id: str, expected_seq: int, rows: list[Row], events: Sequence[Event]
+        self, session_id: str, expected_seq: int, encoded: list[bytes], events: Sequence[Event]
     ) -> None:
-        super().__init__(session_id)
+        # Op's fields set here, not through super().__init__: one call less per append.
+        self.session_id = session_id
+        self.wake = anyio.Event()
+        self.promoted = False
+        self.done = False
+        self.result = 0
+        self.error = None
         self.expected_seq = expected_seq
-        self.rows = rows
+        self.encoded = encoded
         self.events = events
 
 
@@ -105,14 +115,14 @@ def apply_batch(conn: sqlite3.Connection, cache: LastSeqCache, batch: list[Op]) 
 
     Compare-and-append is decided in order against the last-seq cache (so two
     appends to one session in one batch see each other), each accepted row is
-    chained to its predecessor, and the rows go in with one ``executemany``.
+    chained to its predecessor, and the rows go in a few multi-row INSERTs.
     ``helix_sessions`` only lists sessions, so it is written when a session is
     created, not per append. A delete first flushes the rows accepted before
     it. The caller drops the cache if the transaction does not commit.
     """
     cache.validate(conn)
     ends = cache.ends
-    rows: list[_StoredRow] = []
+    rows: list[object] = []  # the accepted rows' values, one row after another
     created: list[tuple[str]] = []
     changed = False
     for op in batch:
@@ -121,12 +131,13 @@ def apply_batch(conn: sqlite3.Connection, cache: LastSeqCache, batch: list[Op]) 
             if actual != op.expected_seq:
                 op.error = ConcurrencyConflict(op.session_id, op.expected_seq, actual)
                 continue
-            for session_id, seq, tag, ts, data in op.rows:
+            session_id = op.session_id
+            for event, data in zip(op.events, op.encoded, strict=True):
                 chain = chain_of(chain, data)
-                rows.append((session_id, seq, tag, ts, data, chain))
+                rows += (session_id, event.seq, _TAGS[type(event)], event.ts, data, chain)
             if actual == 0:
-                created.append((op.session_id,))
-            op.result = op.expected_seq + len(op.rows)
+                created.append((session_id,))
+            op.result = op.expected_seq + len(op.encoded)
             ends[op.session_id] = (op.result, chain)
             changed = True
         else:
@@ -143,29 +154,36 @@ def apply_batch(conn: sqlite3.Connection, cache: LastSeqCache, batch: list[Op]) 
 
 
 def _insert_sql(count: int) -> str:
-    return "INSERT INTO helix_events (session_id, seq, type, ts, data, chain) VALUES " + ",".join(
-        ["(?, ?, ?, ?, ?, ?)"] * count
+    """One INSERT of ``count`` rows, ``OR FAIL``: no statement journal (see below).
+
+    A plain (``ABORT``) statement that writes several rows must be able to
+    undo just itself, so SQLite copies every page it touches into a statement
+    journal first: a temporary file past 64 KiB, which doubled the writes of a
+    commit. ``OR FAIL`` keeps the rows a failing statement already wrote; that
+    is safe here because no transaction goes on after a failed statement: the
+    writer rolls the whole transaction back (``GroupCommit._commit``).
+    """
+    return "INSERT OR FAIL INTO helix_events (session_id, seq, type, ts, data, chain) VALUES " + (
+        ",".join(["(?, ?, ?, ?, ?, ?)"] * count)
     )
 
 
 _INSERT_ROWS = [_insert_sql(1 << power) for power in range(9)]  # 1, 2, 4 ... 256 rows
 
 
-def _flush(conn: sqlite3.Connection, rows: list[_StoredRow], created: list[tuple[str]]) -> None:
-    """Insert ``rows`` a few statements at a time, not one statement per row.
+def _flush(conn: sqlite3.Connection, rows: list[object], created: list[tuple[str]]) -> None:
+    """Insert ``rows`` (``_COLUMNS`` values a row) a few statements at a time, not one per row.
 
     ``executemany`` steps once per row, and each step hands the GIL over and
     back: on a busy event loop that is a wait per row. One statement of
     many rows steps once; the counts are powers of two (at most 256 rows, 1,536
     parameters), so a handful of statements serve every batch from the cache.
     """
-    start = 0
-    while start < len(rows):
-        power = min((len(rows) - start).bit_length() - 1, len(_INSERT_ROWS) - 1)
+    start, total = 0, len(rows) // _COLUMNS
+    while start < total:
+        power = min((total - start).bit_length() - 1, len(_INSERT_ROWS) - 1)
         count = 1 << power
-        conn.execute(
-            _INSERT_ROWS[power], [value for row in rows[start : start + count] for value in row]
-        )
+        conn.execute(_INSERT_ROWS[power], rows[start * _COLUMNS : (start + count) * _COLUMNS])
         start += count
     if created:
         conn.executemany("INSERT OR IGNORE INTO helix_sessions VALUES (?)", created)
@@ -217,14 +235,16 @@ class GroupCommit:
                 self._withdraw(op)
                 raise
             if not op.promoted:
-                self._raise_for(op)
+                if op.error is not None:
+                    raise op.error
                 return
         try:
             await self._lead()
         except BaseException:
             self._withdraw(op)
             raise
-        self._raise_for(op)
+        if op.error is not None:
+            raise op.error
 
     def _withdraw(self, op: Op) -> None:
         """Called when ``op``'s caller is cancelled: make sure it is written or forgotten."""
@@ -298,11 +318,6 @@ class GroupCommit:
                 error.__cause__ = exc
                 op.error = error
                 op.result = 0
-
-    @staticmethod
-    def _raise_for(op: Op) -> None:
-        if op.error is not None:
-            raise op.error
 
     async def wait_idle(self) -> None:
         """Return once no commit is under way (``close`` calls it after refusing new ops)."""

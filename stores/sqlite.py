@@ -30,7 +30,7 @@ from helix_agents.ids import validate_session_id
 
 from ._batched import BatchedCall, BatchedCalls
 from ._common import AppendNotifier, check_batch, tail_events
-from ._sqlite_commit import TAGS, Append, Delete, GroupCommit, Op, Row
+from ._sqlite_commit import Append, Delete, GroupCommit, Op
 from ._sqlite_integrity import HighWaterMark, held_commits, storage_problems
 from ._sqlite_reads import ChangeProbe, read_events
 from ._sqlite_schema import SCHEMA, add_chain_column, connect, is_corruption
@@ -146,13 +146,10 @@ class SqliteEventStore:
 
     async def append(self, session_id: str, events: Sequence[Event], expected_seq: int) -> int:
         """Append ``events`` if the log ends at ``expected_seq`` (see ``EventStore.append``)."""
-        self._ensure_open()
+        if self._closed:
+            raise StoreClosedError()
         encoded, decoded = check_batch(session_id, events, expected_seq)
-        rows: list[Row] = [
-            (session_id, event.seq, TAGS[type(event)], event.ts, data)
-            for event, data in zip(decoded, encoded, strict=True)
-        ]
-        op = Append(session_id, expected_seq, rows, decoded)
+        op = Append(session_id, expected_seq, encoded, decoded)
         await self._writes.submit(op)
         return op.result
 
@@ -168,11 +165,10 @@ class SqliteEventStore:
         """A committed op reaches the tails, and the ends this store remembers."""
         ends = self._ends
         if isinstance(op, Append):
-            if self._notifier.is_watched(op.session_id):
-                self._own_ends[op.session_id] = op.result
             ends.pop(op.session_id, None)  # to the back: the newest
             ends[op.session_id] = op.result
-            self._notifier.publish(op.session_id, op.events)
+            if self._notifier.publish(op.session_id, op.events):  # a tail follows it
+                self._own_ends[op.session_id] = op.result
         else:
             self._own_ends.pop(op.session_id, None)
             ends.pop(op.session_id, None)
