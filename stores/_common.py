@@ -50,6 +50,11 @@ def check_batch(
                 f"event {offset} of the batch has seq {event.seq}; appending at "
                 f"{expected_seq} it must be {expected_seq + offset}"
             )
+    if len(encoded) == 1:  # the common batch: a decode without the array around it
+        try:
+            return encoded, [decode_event(encoded[0])]
+        except EventDecodeError as exc:
+            raise UsageError(f"event 1 of the batch is not a valid event: {exc}") from exc
     try:
         decoded = decode_events(encoded)  # one pass for the batch; one by one only to blame
     except EventDecodeError:
@@ -195,14 +200,21 @@ class AppendNotifier:
         """Whether some tail is following ``session_id``."""
         return session_id in self._subscriptions
 
-    def publish(self, session_id: str, events: Sequence[Event]) -> None:
-        """Deliver freshly appended events (empty: the log changed some other way)."""
-        for subscription in self._subscriptions.get(session_id, ()):
+    def publish(self, session_id: str, events: Sequence[Event]) -> bool:
+        """Deliver freshly appended events (empty: the log changed some other way).
+
+        Returns whether some tail follows ``session_id`` (as ``is_watched``).
+        """
+        subscriptions = self._subscriptions.get(session_id)
+        if subscriptions is None:
+            return False
+        for subscription in subscriptions:
             if events:
                 subscription.deliver(events)
             else:
                 subscription.overflowed = True
                 subscription.wake.set()
+        return True
 
     def ring_all(self) -> None:
         """Make every tail re-read the store (something may have been missed)."""

@@ -8,6 +8,7 @@ in the log after its append returned, or not return at all.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from functools import partial
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
+from helix_agents.errors import StoreError
 from helix_agents.events import SessionCreated, TextDelta
 from helix_agents.stores import SqliteEventStore, check_store
 
@@ -36,7 +38,7 @@ async def test_a_leader_cancelled_before_its_commit_still_commits_the_batch(
     await store.append("lead", [_created("lead")], 0)
     await store.append("follow", [_created("follow")], 0)
     release = threading.Event()
-    limiter, _ = store._limiters()  # the thread its commits run on
+    limiter = store._writes.thread_limiter()  # the thread its commits run on
     follower_returned = anyio.Event()
     with anyio.fail_after(20):
         async with anyio.create_task_group() as tg:
@@ -90,3 +92,43 @@ async def test_batches_of_any_size_go_in_whole_and_in_order(tmp_path: Path) -> N
             assert await store.read(session_id) == events
         report = await check_store(store)
         assert report.ok, report
+
+
+async def test_a_statement_failing_midway_leaves_nothing_of_its_batch(tmp_path: Path) -> None:
+    """The rows INSERT OR FAIL kept before the failure go with the rolled-back transaction.
+
+    Four appends share one batch and one 4-row INSERT; a trigger fails the
+    statement at the last row. Every append of the batch fails, none of their
+    rows stays, and the same appends succeed once the trigger is gone.
+    """
+    path = tmp_path / "fail.db"
+    sessions = ["a", "b", "c", "poison"]
+    async with SqliteEventStore(path) as store:
+        other = sqlite3.connect(path)
+        other.execute(
+            "CREATE TRIGGER poison BEFORE INSERT ON helix_events WHEN NEW.session_id = 'poison' "
+            "BEGIN SELECT RAISE(FAIL, 'poisoned row'); END"
+        )
+        other.commit()
+        failures: dict[str, BaseException] = {}
+
+        async def append(session_id: str) -> None:
+            try:
+                await store.append(session_id, [_created(session_id)], 0)
+            except StoreError as exc:
+                failures[session_id] = exc
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                for session_id in sessions:  # queued in this order: one batch
+                    tg.start_soon(append, session_id)
+        assert sorted(failures) == sorted(sessions)
+        assert "poisoned row" in str(failures["a"])
+        assert other.execute("SELECT COUNT(*) FROM helix_events").fetchone() == (0,)
+        assert other.execute("SELECT COUNT(*) FROM helix_sessions").fetchone() == (0,)
+        other.execute("DROP TRIGGER poison")
+        other.commit()
+        other.close()
+        for session_id in sessions:
+            assert await store.append(session_id, [_created(session_id)], 0) == 1
+            assert await store.read(session_id) == [_created(session_id)]

@@ -78,5 +78,5 @@ async def test_a_busy_file_sends_the_read_to_a_worker(tmp_path: Path) -> None:
         store._loop_conn = busy  # type: ignore[assignment]
         events = await store.read("s")
         assert busy.tried == 1
-        assert store._thread_limiters is not None  # a worker thread read it
+        assert store._read_limiter is not None  # a worker thread read it
     assert [event.seq for event in events] == [1, 2, 3, 4, 5]

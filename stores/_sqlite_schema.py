@@ -1,0 +1,60 @@
+"""The SQLite file: its schema, how a connection to it is opened, and what a failure means."""
+
+from __future__ import annotations
+
+import sqlite3
+
+__all__ = ["SCHEMA", "add_chain_column", "connect", "is_corruption"]
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS helix_events (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    ts REAL NOT NULL,
+    data BLOB NOT NULL,
+    chain INTEGER,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS helix_sessions (
+    session_id TEXT PRIMARY KEY
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS helix_meta (
+    key TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+) WITHOUT ROWID;
+"""
+
+
+def connect(path: str, *, busy_ms: int, synchronous: str) -> sqlite3.Connection:
+    """A connection in autocommit mode (transactions are explicit), WAL, usable from any thread."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
+    return conn
+
+
+def add_chain_column(conn: sqlite3.Connection) -> None:
+    """Files written before chains existed get the column (their rows stay unchained)."""
+
+    def has_chain() -> bool:
+        return any(row[1] == "chain" for row in conn.execute("PRAGMA table_info(helix_events)"))
+
+    if has_chain():
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if not has_chain():  # another process may have added it meanwhile
+            conn.execute("ALTER TABLE helix_events ADD COLUMN chain INTEGER")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def is_corruption(exc: sqlite3.Error) -> bool:
+    """Whether SQLite found the file itself damaged (not busy, not a misuse)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
