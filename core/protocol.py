@@ -181,10 +181,11 @@ _MESSAGE_FIELDS = ("message", "query", "text", "content")
 
 
 def message_from_input(value: Any) -> str:
-    """The user message for a sub-agent's input (the seeds' mapping).
+    """The user message for a sub-agent's input: no field is ever dropped (specs/runtime.md).
 
     The first of ``message``, ``query``, ``text``, ``content`` that holds a
-    string wins; otherwise the whole input as compact JSON.
+    string is the message when no other field has a value (absent or null);
+    otherwise the message is the whole input as compact JSON.
     """
     if isinstance(value, str):
         return value
@@ -192,7 +193,8 @@ def message_from_input(value: Any) -> str:
         for key in _MESSAGE_FIELDS:
             candidate = value.get(key)
             if isinstance(candidate, str):
-                return candidate
+                others = [v for k, v in value.items() if k != key and v is not None]
+                return msgspec.json.encode(value).decode() if others else candidate
     return msgspec.json.encode(value).decode()
 
 
