@@ -15,7 +15,7 @@ import anyio
 
 from helix_agents._aio import prefetch
 from helix_agents.agents.config import AgentConfig
-from helix_agents.children.target import ChildOutcome, ChildTarget, SubAgentToolLike
+from helix_agents.children.target import ChildOutcome, ChildTarget, SubAgentToolLike, hook_call
 from helix_agents.errors import (
     AgentServerError,
     HelixError,
@@ -253,7 +253,7 @@ class ChildLink:
             failure = RemoteAgentFailedError(target.session_id, outcome.error or outcome.status)
             outcome = ChildOutcome(status=outcome.status, error=str(failure))
         await self.writer.append_with(lambda _latest: self.finish_events(outcome))
-        await self.fire("after_sub_agent", self.call, outcome)
+        await self.fire("after_sub_agent", hook_call(self.call, target), outcome)
 
     def finish_events(self, outcome: ChildOutcome) -> list[Event]:
         """The batch that ends the call: the child's end, the call's result, the usage record."""
