@@ -120,6 +120,10 @@ class RemoteStatusResponse(_Wire, frozen=True):
     pending_client_tool_call_ids: list[str] = []
     pending_inputs: list[PendingInput] = []
     awaiting_input: bool = False
+    awaiting_client_tool: bool = False
+    """Seed 003's name: paused with an open client tool in the session's tree."""
+    pending_client_tool_calls: list[PendingInput] = []
+    """Seed 003's name: the open client-tool entries of ``pending_inputs``."""
     usage: UsageTotals | None = None
     """The session's own usage (not its children's): a parent's usage rollup reads a
     remote child's here."""

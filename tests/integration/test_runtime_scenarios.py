@@ -343,12 +343,12 @@ async def test_max_steps_reached_fails_the_run(store: EventStore) -> None:
         async with AgentExecutor(store, [agent]) as executor:
             result = await (await executor.execute(agent, "loop", session_id=ROOT)).result()
     assert result.status == "failed"
-    assert result.error == "max steps (2) reached"
+    assert result.error == "Max steps exceeded"
     assert result.step_count == 2
     assert llm.calls == 2
     last = (await stream_of(store, ROOT))[-1]
     assert isinstance(last, ErrorChunk)
-    assert last.error == "max steps (2) reached"
+    assert last.error == "Max steps exceeded"
 
 
 async def test_agent_without_output_schema_completes_with_its_text(store: EventStore) -> None:
@@ -733,7 +733,7 @@ async def test_child_failure_becomes_the_parents_tool_error(store: EventStore, h
             tools=[define_tool("noop", "Nothing.", Query, noop)],
             llm=ScriptedLLM([call("noop", {"query": "x"}), finish({"answer": "late"})]),
         )
-        expected = "max steps (1) reached"
+        expected = "Max steps exceeded"
     script = Recorder(call("subagent__child", {"query": "try"}, id="c1"), reply("Handled it."))
     parent = define_agent(
         "parent", tools=[create_sub_agent_tool(child, Query)], llm=ScriptedLLM(script)
