@@ -116,6 +116,8 @@ class AgentExecutor:
             host_id=host_id,
             stop_grace=stop_grace,
             tracer=tracer if tracer is not None else NO_TRACER,
+            keep_workspaces=self.workspaces.keep,
+            release_workspaces=self.workspaces.let_go,
         )
         self.runs.env = self.env
         # the timers of the paused sessions' expiring open entries
@@ -188,7 +190,11 @@ class AgentExecutor:
         assert tg is not None
         self._expiry.cancel()  # a waiting timer must not hold the executor open
         try:
-            return await tg.__aexit__(exc_type, exc, tb)
+            try:
+                return await tg.__aexit__(exc_type, exc, tb)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self.workspaces.let_go_all()  # persistent companions' workspaces
         except BaseExceptionGroup as group:
             # The body's own exception comes back wrapped by the task group:
             # give the caller the exception they raised.
