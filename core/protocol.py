@@ -127,6 +127,9 @@ class RemoteStatusResponse(_Wire, frozen=True):
     usage: UsageTotals | None = None
     """The session's own usage (not its children's): a parent's usage rollup reads a
     remote child's here."""
+    local_sub_session_ids: list[str] = []
+    """The session's children whose logs this server holds (ask it for their status):
+    how a parent's usage rollup reaches a remote child's own sub-agents."""
     run_from_sequence: int = 0
     """The ``fromSequence`` that reads the current (last) run only: the log's seq before
     its ``run_started``, 0 for the first run (it began with the session)."""

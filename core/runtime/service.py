@@ -230,6 +230,9 @@ class ExecutorService:
             awaiting_client_tool=snapshot.awaiting_input and bool(client_tools),
             pending_client_tool_calls=client_tools,
             usage=state.usage,
+            local_sub_session_ids=[
+                sid for sid, ref in state.sub_sessions.items() if ref.remote is None
+            ],
             run_from_sequence=run_from_sequence(log_),
         )
 
