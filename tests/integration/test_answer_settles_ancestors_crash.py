@@ -21,8 +21,8 @@ import pytest
 from _served_agents import ServedAgents
 from hitl_checks import SSEReader, input_required_of
 
-from helix_agents import project_state
 from helix_agents.events import ApprovalGiven
+from helix_agents.log import project_state
 from helix_agents.stores import SqliteEventStore
 
 pytestmark = pytest.mark.slow

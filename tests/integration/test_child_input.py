@@ -20,13 +20,13 @@ from servers import serve
 from helix_agents import (
     AgentConfig,
     AgentExecutor,
-    ScriptedLLM,
     create_remote_sub_agent_tool,
     create_sub_agent_tool,
     define_agent,
-    project_state,
 )
+from helix_agents.log import project_state
 from helix_agents.messages import UserMessage
+from helix_agents.models import ScriptedLLM
 from helix_agents.protocol import message_from_input
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore

@@ -20,17 +20,10 @@ from hitl_checks import until
 from pydantic import BaseModel
 from servers import serve
 
-from helix_agents import (
-    AgentConfig,
-    AgentExecutor,
-    LLMRequest,
-    ScriptedLLM,
-    ScriptStep,
-    create_remote_sub_agent_tool,
-    define_agent,
-)
+from helix_agents import AgentConfig, AgentExecutor, create_remote_sub_agent_tool, define_agent
 from helix_agents.errors import TransportError
 from helix_agents.log.store import EventStore
+from helix_agents.models import LLMRequest, ScriptedLLM, ScriptStep
 from helix_agents.protocol import RemoteStatusResponse, TransportEvent
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore

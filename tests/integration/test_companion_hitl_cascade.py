@@ -15,14 +15,9 @@ from companion_kit import Report, call, finish, parent
 from hitl_app import ask_user, rm
 from hitl_checks import until
 
-from helix_agents import (
-    AgentConfig,
-    AgentExecutor,
-    PersistentAgent,
-    ScriptedLLM,
-    define_agent,
-    project_state,
-)
+from helix_agents import AgentConfig, AgentExecutor, PersistentAgent, define_agent
+from helix_agents.log import project_state
+from helix_agents.models import ScriptedLLM
 from helix_agents.stores import MemoryEventStore
 
 pytestmark = pytest.mark.anyio

@@ -17,18 +17,12 @@ import anyio
 import pytest
 from companion_kit import Report, call, finish, parent, tool_results
 
-from helix_agents import (
-    AgentExecutor,
-    LLMRequest,
-    PersistentAgent,
-    ScriptedLLM,
-    ToolResultMessage,
-    UserMessage,
-    Workspace,
-    define_agent,
-)
+from helix_agents import AgentExecutor, PersistentAgent, define_agent
 from helix_agents.errors import UsageError
+from helix_agents.messages import ToolResultMessage, UserMessage
+from helix_agents.models import LLMRequest, ScriptedLLM
 from helix_agents.stores import MemoryEventStore
+from helix_agents.workspaces import Workspace
 from helix_agents.workspaces.memory import MemoryWorkspaceProvider
 
 pytestmark = pytest.mark.anyio

@@ -17,14 +17,9 @@ from hitl_checks import until
 from pydantic import BaseModel
 from servers import serve
 
-from helix_agents import (
-    AgentExecutor,
-    ScriptedLLM,
-    create_sub_agent_tool,
-    define_agent,
-    define_tool,
-)
+from helix_agents import AgentExecutor, create_sub_agent_tool, define_agent, define_tool
 from helix_agents.events import SubSessionFinished, SubSessionStarted
+from helix_agents.models import ScriptedLLM
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore
 

@@ -15,11 +15,11 @@ from servers import serve
 
 from helix_agents import (
     AgentExecutor,
-    ScriptedLLM,
     create_remote_sub_agent_tool,
     create_sub_agent_tool,
     define_agent,
 )
+from helix_agents.models import ScriptedLLM
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore
 from helix_agents.transports import HttpRemoteAgentTransport
