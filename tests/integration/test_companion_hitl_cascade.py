@@ -2,7 +2,8 @@
 
 Seed 004 (HITL cascade: "consumers never need to know about sub-agent
 sessions"): the companion's pending input appears in the root's
-``pendingInputs`` and is answered at the root, like any child's.
+``pendingInputs`` and is answered at the root, like any child's: with the
+child in the parent's executor, behind HTTP (uvicorn) and behind NATS.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from dataclasses import replace
 
 import anyio
 import pytest
+from companion_hosts import KINDS, Children, children_of
 from companion_kit import Report, call, finish, parent
 from hitl_app import ask_user, rm
 from hitl_checks import until
 
-from helix_agents import AgentConfig, AgentExecutor, PersistentAgent, define_agent
+from helix_agents import AgentConfig, AgentExecutor, define_agent
 from helix_agents.log import project_state
 from helix_agents.models import ScriptedLLM
 from helix_agents.stores import MemoryEventStore
@@ -28,13 +30,16 @@ WAIT = "companion__waitForResult"
 CHILD = "nb-agent-w"
 
 
-def _lead() -> AgentConfig:
-    worker = define_agent(
+def _cleaner() -> AgentConfig:
+    return define_agent(
         "cleaner",
         output_schema=Report,
         tools=[rm],
         llm=ScriptedLLM([[call("rm", {"question": "/tmp/x"})], finish({"text": "cleaned"})]),
     )
+
+
+def _lead(kids: Children, worker: AgentConfig) -> AgentConfig:
     script = [
         call(SPAWN, {"agent": "cleaner", "name": "w", "initialMessage": "clean"}),
         call(WAIT, {"name": "w"}),  # returns once the child pauses for a person
@@ -42,15 +47,21 @@ def _lead() -> AgentConfig:
         call(WAIT, {"name": "w"}),
         "all done",
     ]
-    lead = parent(script, [PersistentAgent(worker, mode="non-blocking")])
+    lead = parent(script, [kids.entry(worker, "non-blocking")])
     return replace(lead, tools=(*lead.tools, ask_user))
 
 
-async def test_a_non_blocking_childs_approval_is_listed_and_answered_at_the_root() -> None:
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_non_blocking_childs_approval_is_listed_and_answered_at_the_root(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
     store = MemoryEventStore()
-    lead = _lead()
+    worker = _cleaner()
     with anyio.fail_after(LIMIT):
-        async with AgentExecutor(store, [lead]) as executor:
+        async with (
+            children_of(kind, store, [worker], request) as kids,
+            AgentExecutor(store, [lead := _lead(kids, worker)]) as executor,
+        ):
             handle = await executor.execute(lead, "go", session_id="nb")
             assert (await handle.result()).status == "paused"
             status = await executor.service.get_status("nb")
@@ -61,7 +72,7 @@ async def test_a_non_blocking_childs_approval_is_listed_and_answered_at_the_root
             # Answered at the root: routed to the companion, which goes on.
             answered = await executor.submit_approval("nb", rm_entry.tool_call_id, True)
             assert answered.ok
-            await until(store, CHILD, lambda state: state.is_terminal)
+            await until(kids.store, CHILD, lambda state: state.is_terminal)
             left = (await executor.service.get_status("nb")).pending_inputs
             assert [e.tool_name for e in left] == ["ask_user"]
             ask = left[0]
@@ -69,5 +80,6 @@ async def test_a_non_blocking_childs_approval_is_listed_and_answered_at_the_root
                 await executor.submit_tool_result("nb", ask.tool_call_id, {"color": "red"})
             ).resumed
             await until(store, "nb", lambda state: state.is_terminal)
-    assert project_state(await store.read(CHILD)).output == {"text": "cleaned"}
+            child = project_state(await kids.log(CHILD))
+    assert child.output == {"text": "cleaned"}
     assert project_state(await store.read("nb")).output == "all done"
