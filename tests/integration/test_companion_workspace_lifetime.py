@@ -127,3 +127,37 @@ def test_a_bad_or_ineffective_lifetime_is_refused() -> None:
         define_agent(
             "lead", persistent_agents=[PersistentAgent(bare, workspace_lifetime="persistent")]
         )
+
+
+async def test_terminating_a_live_companion_ends_the_hold() -> None:
+    hold = anyio.Event()  # never set: the companion stays live until terminated
+
+    async def keeper_script(request: LLMRequest) -> Any:
+        await hold.wait()
+        return finish({"text": "never"})
+
+    keeper = define_agent(
+        "keeper",
+        output_schema=Report,
+        workspaces=[Workspace("notes", "memory")],
+        llm=ScriptedLLM(keeper_script),
+    )
+    entry = PersistentAgent(keeper, mode="non-blocking", workspace_lifetime="persistent")
+    lead = parent(
+        [
+            call(SPAWN, {"agent": "keeper", "name": "k", "initialMessage": "hold"}),
+            call(TERMINATE, {"name": "k"}),
+            "done",
+        ],
+        [entry],
+    )
+    provider = CountingProvider()
+    with anyio.fail_after(LIMIT):
+        async with AgentExecutor(
+            MemoryEventStore(), [lead], workspace_providers={"memory": provider}
+        ) as executor:
+            result = await (await executor.execute(lead, "go", session_id="tk")).result()
+            assert result.status == "completed", result.error
+            await executor.wait_idle("tk-agent-k")  # the companion's run has ended
+            counts = (provider.opened, provider.closed)
+    assert counts == (1, 1)  # closed at the terminate, not at the executor's exit
