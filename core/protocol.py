@@ -120,9 +120,16 @@ class RemoteStatusResponse(_Wire, frozen=True):
     pending_client_tool_call_ids: list[str] = []
     pending_inputs: list[PendingInput] = []
     awaiting_input: bool = False
+    awaiting_client_tool: bool = False
+    """Seed 003's name: paused with an open client tool in the session's tree."""
+    pending_client_tool_calls: list[PendingInput] = []
+    """Seed 003's name: the open client-tool entries of ``pending_inputs``."""
     usage: UsageTotals | None = None
     """The session's own usage (not its children's): a parent's usage rollup reads a
     remote child's here."""
+    local_sub_session_ids: list[str] = []
+    """The session's children whose logs this server holds (ask it for their status):
+    how a parent's usage rollup reaches a remote child's own sub-agents."""
     run_from_sequence: int = 0
     """The ``fromSequence`` that reads the current (last) run only: the log's seq before
     its ``run_started``, 0 for the first run (it began with the session)."""
@@ -181,10 +188,11 @@ _MESSAGE_FIELDS = ("message", "query", "text", "content")
 
 
 def message_from_input(value: Any) -> str:
-    """The user message for a sub-agent's input (the seeds' mapping).
+    """The user message for a sub-agent's input: no field is ever dropped (specs/runtime.md).
 
     The first of ``message``, ``query``, ``text``, ``content`` that holds a
-    string wins; otherwise the whole input as compact JSON.
+    string is the message when no other field has a value (absent or null);
+    otherwise the message is the whole input as compact JSON.
     """
     if isinstance(value, str):
         return value
@@ -192,7 +200,8 @@ def message_from_input(value: Any) -> str:
         for key in _MESSAGE_FIELDS:
             candidate = value.get(key)
             if isinstance(candidate, str):
-                return candidate
+                others = [v for k, v in value.items() if k != key and v is not None]
+                return msgspec.json.encode(value).decode() if others else candidate
     return msgspec.json.encode(value).decode()
 
 

@@ -85,6 +85,9 @@ class LLMConfig:
     max_tokens: int | None = None
 
 
+WorkspaceLifetime = Literal["per-invocation", "persistent"]
+"""How long a local companion's own workspaces stay open: one run, or until it is terminated."""
+
 CompanionMode = Literal["blocking", "non-blocking"]
 """How a parent waits for a persistent child: until it ends, or not at all."""
 
@@ -105,6 +108,11 @@ class PersistentAgent:
             NATS...); ``None``: in this executor.
         inherit_workspace: the child uses its parent's workspaces (local
             children only, as for :func:`create_sub_agent_tool`).
+        workspace_lifetime: seed 004's ``workspaceLifetime``: ``"per-invocation"``
+            (each run opens and closes the child's workspaces) or
+            ``"persistent"`` (they stay open from its first run until it is
+            terminated or the executor closes; local children that declare
+            workspaces only).
     """
 
     agent: AgentConfig
@@ -112,6 +120,7 @@ class PersistentAgent:
     description: str = ""
     transport: RemoteAgentTransport | None = None
     inherit_workspace: bool = False
+    workspace_lifetime: WorkspaceLifetime = "per-invocation"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -196,6 +196,18 @@ def _checked_persistent_agents(
                 f"{owner} {child!r}: inherit_workspace is not supported with a transport: the "
                 "parent's workspaces live in the parent's process"
             )
+        if entry.workspace_lifetime not in ("per-invocation", "persistent"):
+            raise UsageError(
+                f"{owner} {child!r}: workspace_lifetime must be 'per-invocation' or 'persistent'"
+            )
+        if entry.workspace_lifetime == "persistent" and (
+            entry.transport is not None or entry.inherit_workspace or not entry.agent.workspaces
+        ):
+            raise UsageError(
+                f"{owner} {child!r}: workspace_lifetime='persistent' needs a local child that "
+                "declares its own workspaces (a remote one's server owns them; an inherited "
+                "registry lives as long as the parent's run)"
+            )
         if entry.inherit_workspace and entry.agent.workspaces:
             raise WorkspaceInheritanceError(child, [ws.name for ws in entry.agent.workspaces])
     return checked

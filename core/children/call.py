@@ -35,7 +35,13 @@ from pydantic import ValidationError
 
 from helix_agents.agents.config import AgentConfig
 from helix_agents.children.link import ChildLink
-from helix_agents.children.target import ChildOutcome, SubAgentToolLike, child_target, fits
+from helix_agents.children.target import (
+    ChildOutcome,
+    SubAgentToolLike,
+    child_target,
+    fits,
+    hook_call,
+)
 from helix_agents.errors import AgentServerError, TransportError
 from helix_agents.events import SubSessionResumed, SubSessionStarted
 from helix_agents.messages import ToolCall
@@ -120,7 +126,7 @@ class ChildCall(ChildLink):
         """Start the child; False if the start failed (the call is then finished)."""
         state = self.writer.state
         target = self.target
-        await self.fire("before_sub_agent", self.call)
+        await self.fire("before_sub_agent", hook_call(self.call, target))
         # Written behind: start is idempotent with a deterministic child id, so
         # if these were lost in a crash, the resumed call (still without a
         # result) reaches the same child again.

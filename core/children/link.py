@@ -15,7 +15,7 @@ import anyio
 
 from helix_agents._aio import prefetch
 from helix_agents.agents.config import AgentConfig
-from helix_agents.children.target import ChildOutcome, ChildTarget, SubAgentToolLike
+from helix_agents.children.target import ChildOutcome, ChildTarget, SubAgentToolLike, hook_call
 from helix_agents.errors import (
     AgentServerError,
     HelixError,
@@ -154,8 +154,10 @@ class ChildLink:
         # The last child seq held: the log's, plus what this call has emitted
         # and not yet seen committed. Only this call forwards this child.
         held = writer.held_child_seq(child_id)
+        finished: ChildOutcome | None = None
         while True:
             before = held
+            final_read = False  # True once the stream gave its end: a failure after is not a drop
             try:
                 async with prefetch(
                     target.transport.stream(child_id, held), in_task=False
@@ -203,6 +205,7 @@ class ChildLink:
                         if isinstance(final, EndEvent):
                             return ChildOutcome(status="completed", output=final.output)
                         if isinstance(final, ErrorEvent):
+                            final_read = True
                             status = await target.retry(
                                 lambda: target.transport.get_status(child_id)
                             )
@@ -215,12 +218,35 @@ class ChildLink:
             except (TransportError, AgentServerError) as exc:
                 if not transient(exc):
                     raise
-                log.info("stream of %s failed (%s); reconnecting", child_id, exc)
+                log.info("stream of %s failed (%s); asking its status", child_id, exc)
+            # The seeds' order: status first, then reconnect from the last seq
+            # held. A child whose status says it ended is still re-read (so the
+            # parent's stream stays whole), but if its stream stays out of reach
+            # the call ends with the outcome its status gave, not a drop error.
+            if not final_read:
+                finished = await self._ended() or finished
             # Only drops in a row count: a connection that made progress resets it.
             drops = 1 if held > before else drops + 1
             if drops > target.stream_retries:
+                if finished is not None:
+                    return finished
                 raise StreamDropError(child_id, held)
             await anyio.sleep(target.stream_retry_base * 2 ** (drops - 1))
+
+    async def _ended(self) -> ChildOutcome | None:
+        """After a drop: the child's outcome if its status says it ended, else None."""
+        target = self.target
+        try:
+            status = await target.transport.get_status(target.session_id)
+        except (TransportError, AgentServerError) as exc:
+            if not transient(exc):
+                raise
+            return None  # unreachable for now: the reconnect's backoff applies
+        if status.status == "completed":
+            return ChildOutcome(status="completed", output=status.output)
+        if status.status in ("failed", "interrupted"):
+            return ChildOutcome(status=status.status, error=status.error or status.status)
+        return None
 
     async def _still_waiting(self, notice: InputRequired) -> bool:
         """True if the child is paused on exactly the entries of ``notice``.
@@ -253,7 +279,7 @@ class ChildLink:
             failure = RemoteAgentFailedError(target.session_id, outcome.error or outcome.status)
             outcome = ChildOutcome(status=outcome.status, error=str(failure))
         await self.writer.append_with(lambda _latest: self.finish_events(outcome))
-        await self.fire("after_sub_agent", self.call, outcome)
+        await self.fire("after_sub_agent", hook_call(self.call, target), outcome)
 
     def finish_events(self, outcome: ChildOutcome) -> list[Event]:
         """The batch that ends the call: the child's end, the call's result, the usage record."""

@@ -19,9 +19,15 @@ from typing import Any, Literal
 import msgspec
 from pydantic import BaseModel
 
-from helix_agents.agents.config import PersistentAgent, RemoteSubAgentTool, SubAgentTool
+from helix_agents.agents.config import (
+    AgentConfig,
+    PersistentAgent,
+    RemoteSubAgentTool,
+    SubAgentTool,
+)
 from helix_agents.errors import AgentServerError
 from helix_agents.events import PendingInput, RemoteRef
+from helix_agents.messages import ToolCall
 from helix_agents.protocol import RemoteResumeRequest, RemoteStartRequest
 from helix_agents.retry import retrying, transient_unspent
 from helix_agents.transport import RemoteAgentTransport
@@ -29,12 +35,14 @@ from helix_agents.transport import RemoteAgentTransport
 __all__ = [
     "ChildOutcome",
     "ChildTarget",
+    "SubAgentCall",
     "SubAgentToolLike",
     "child_session_id",
     "child_target",
     "companion_session_id",
     "companion_target",
     "fits",
+    "hook_call",
     "remote_session_id",
 ]
 
@@ -53,6 +61,21 @@ class ChildOutcome(msgspec.Struct, frozen=True, kw_only=True):
     output: Any = None
     error: str | None = None
     pending: list[PendingInput] = []
+
+
+class SubAgentCall(ToolCall, frozen=True, kw_only=True):
+    """The ``call`` the ``before_sub_agent`` / ``after_sub_agent`` hooks get: a ToolCall, and more.
+
+    ``agent_type``: the child's agent type (the remote one's for a remote
+    child); ``agent_config``: the child's ``AgentConfig`` when it runs in this
+    executor, None when remote (as the seeds' hooks); ``is_remote``;
+    ``session_id``: the child's session.
+    """
+
+    agent_type: str
+    agent_config: Any = None
+    is_remote: bool = False
+    session_id: str = ""
 
 
 def child_session_id(parent_session_id: str, tool_call_id: str) -> str:
@@ -76,6 +99,8 @@ class ChildTarget:
     state_schema: type[BaseModel] | None = None
     output_schema: type[BaseModel] | None = None
     timeout: float | None = None
+    agent: AgentConfig | None = None
+    """The child's config when it runs in this executor (None: remote)."""
     stream_retries: int = 3
     stream_retry_base: float = 0.1
 
@@ -147,6 +172,7 @@ def child_target(
             transport=local_transport,
             state_schema=tool.agent.state_schema,
             timeout=tool.timeout,
+            agent=tool.agent,
         )
     return ChildTarget(
         session_id=remote_session_id(parent_session_id, tool_call_id),
@@ -183,6 +209,7 @@ def companion_target(
             session_id=session_id,
             agent_type=entry.agent.name,
             transport=local_transport,
+            agent=entry.agent,
         )
     return ChildTarget(
         session_id=session_id,
@@ -194,6 +221,19 @@ def companion_target(
             url=getattr(entry.transport, "url", None),
         ),
         output_schema=entry.agent.output_schema,
+    )
+
+
+def hook_call(call: ToolCall, target: ChildTarget) -> SubAgentCall:
+    """What the sub-agent hooks get for ``call`` to ``target``."""
+    return SubAgentCall(
+        id=call.id,
+        name=call.name,
+        arguments=call.arguments,
+        agent_type=target.agent_type,
+        agent_config=target.agent if target.remote is None else None,
+        is_remote=target.remote is not None,
+        session_id=target.session_id,
     )
 
 

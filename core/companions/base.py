@@ -20,6 +20,7 @@ from helix_agents.children.target import ChildTarget, companion_target
 from helix_agents.companions.refs import ENDED, LIVE, ended_events, latest_child
 from helix_agents.errors import AgentServerError, TransportError
 from helix_agents.events import Event, InputRequired
+from helix_agents.hitl.gates import route_records
 from helix_agents.log.state import SessionState, SubSessionRef
 from helix_agents.messages import ToolCall
 from helix_agents.protocol import (
@@ -138,6 +139,22 @@ class CompanionCore:
         status = _checked_output(target, status)
         if status.status in ENDED:
             await self.writer.append_with(lambda latest: ended_events(latest, ref, status))
+        elif status.status == "paused" and status.pending_inputs:
+            # A non-blocking child waits for people: route its entries here, so
+            # they are this session's (and the root's) to list and answer.
+            notice = InputRequired(
+                agent_id=ref.sub_session_id,
+                agent_type=ref.agent_type,
+                pending=status.pending_inputs,
+            )
+            await self.writer.append_with(
+                lambda latest: route_records(
+                    notice,
+                    via=ref.sub_session_id,
+                    remote=ref.remote,
+                    known=latest.client_tool_ownership.keys(),
+                )
+            )
         return status
 
     def status_word(self, ref: SubSessionRef, status: RemoteStatusResponse | None) -> str:

@@ -209,6 +209,8 @@ class CompanionSpawning:
         self, target: ChildTarget, call: ToolCall, message: str, entry: PersistentAgent
     ) -> None:
         request = self._start_request(target, call, message, entry)
+        if entry.workspace_lifetime == "persistent":
+            await self.core.env.keep_workspaces(target.session_id, entry.agent.workspaces)
         await target.start(request)  # a re-run whose child already ended: fine
 
     def _start_request(

@@ -64,6 +64,7 @@ class CompanionStopping:
         """
         target = self.core.target(ref)
         sid = ref.sub_session_id
+        await self.core.env.release_workspaces(sid)  # a persistent workspace_lifetime ends here
         try:
             await target.retry(lambda: target.transport.abort(sid, why))
         except AgentServerError as exc:

@@ -4,7 +4,9 @@ At each session on the path from the root to the owner (``specs/hitl.md``):
 the owner checks the answer and records it (compare-and-append), then resumes
 if all of its own entries are answered; an ancestor forwards the answer to
 the child its ownership record names, through that child's transport, then
-records the answer it forwarded and, if the owner resumed, resumes itself.
+records the answer it forwarded and resumes itself if the owner resumed or
+if nothing is left open in its subtree (the owner had taken the answer in
+already: answered below first, or a retry after a crash).
 Forward first, record second, so a crash in between loses nothing: the
 client's retry is an identical repeat downstream.
 """
@@ -220,7 +222,11 @@ async def route_answer(
             await _record_once(runs, session_id, tool_call_id, answer)
         if response.resumed:
             await _resume_paused(resume, session_id)
-        return SubmitResponse(resumed=response.resumed)
+            return SubmitResponse(resumed=True)
+        # The owner did not resume on this answer: it had taken it in already
+        # (answered at a session below, or a retry after a crash between
+        # forward and record). If nothing is left open here, go on anyway.
+        return SubmitResponse(resumed=await _resume_if_settled(runs, resume, session_id))
 
 
 def _check_result(runs: SessionRuns, state: SessionState, tool_name: str, answer: Answer) -> None:
@@ -268,14 +274,23 @@ async def _resume_if_due(runs: SessionRuns, resume: Resume, session_id: str) -> 
     return True
 
 
-async def _resume_paused(resume: Resume, session_id: str) -> None:
+async def _resume_if_settled(runs: SessionRuns, resume: Resume, session_id: str) -> bool:
+    """Resume an ancestor left paused with no open entry in its subtree; True if it goes on."""
+    state = await runs.state(session_id)
+    if state.status != "paused" or pending_inputs(state):
+        return False
+    return await _resume_paused(resume, session_id)
+
+
+async def _resume_paused(resume: Resume, session_id: str) -> bool:
     # Only a paused session: a running one takes the answer in, and one a
     # person stopped (interrupted, even just now) stays stopped.
     try:
-        await resume(session_id)
+        return await resume(session_id)
     except AgentServerError as exc:
         if exc.code not in ("ALREADY_COMPLETED", "ALREADY_RUNNING"):
             raise
+        return False
 
 
 def child_transport(

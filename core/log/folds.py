@@ -222,6 +222,8 @@ def _sub_started(state: SessionState, event: SubSessionStarted) -> None:
         ref.error = None
         ref.finished_seq = None
         ref.tool_call_id = event.tool_call_id
+        ref.started_at = event.ts
+        ref.completed_at = None
         return
     state.sub_sessions[event.sub_session_id] = SubSessionRef(
         sub_session_id=event.sub_session_id,
@@ -232,6 +234,7 @@ def _sub_started(state: SessionState, event: SubSessionStarted) -> None:
         remote=event.remote,
         started_seq=event.seq,
         spawn_call_id=event.tool_call_id,
+        started_at=event.ts,
     )
 
 
@@ -240,6 +243,7 @@ def _sub_resumed(state: SessionState, event: SubSessionResumed) -> None:
     ref.status = "running"
     ref.completion_delivered = False
     ref.finished_seq = None
+    ref.completed_at = None
     if event.tool_call_id is not None:
         ref.tool_call_id = event.tool_call_id
 
@@ -266,6 +270,7 @@ def _sub_finished(state: SessionState, event: SubSessionFinished) -> None:
     ref.output = event.output
     ref.error = event.error
     ref.finished_seq = event.seq
+    ref.completed_at = event.ts
 
 
 def _delivered(state: SessionState, event: CompletionDelivered) -> None:

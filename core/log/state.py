@@ -60,6 +60,10 @@ class SubSessionRef(msgspec.Struct, kw_only=True, rename="camel"):
     """The seq of the child's latest ``sub_session_suspended`` on this log."""
     spawn_call_id: str | None = None
     """The call that created the ref (``tool_call_id`` is the one owning its current turn)."""
+    started_at: float = 0.0
+    """When the child was (last) started or spawned: the ``ts`` of that event, seconds."""
+    completed_at: float | None = None
+    """When it last finished (``sub_session_finished``'s ``ts``); None while it goes on."""
 
 
 class PendingClientTool(msgspec.Struct, kw_only=True, rename="camel"):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 import msgspec
 
@@ -12,8 +12,11 @@ from helix_agents.log.store import EventStore
 
 __all__ = ["RemoteUsage", "UsageRollup", "get_usage_rollup"]
 
-RemoteUsage = Callable[[SessionState, SubSessionRef], Awaitable[UsageTotals | None]]
-"""``remote(parent state, child ref)``: a remote child's own usage, asked of its server."""
+RemoteUsage = Callable[
+    [SessionState, SubSessionRef], Awaitable[UsageTotals | Mapping[str, UsageTotals] | None]
+]
+"""``remote(parent state, child ref)``: a remote child's own usage, asked of its server;
+or, by session id, the usage of the child and of the descendants its server holds."""
 
 
 class UsageRollup(msgspec.Struct, kw_only=True, rename="camel"):
@@ -71,8 +74,13 @@ async def get_usage_rollup(
             elif remote is not None and ref_id not in seen:
                 seen.add(ref_id)
                 usage = await remote(state, ref)
-                if usage is not None:
+                if isinstance(usage, UsageTotals):
                     _add(rollup, ref_id, usage)
+                elif usage is not None:
+                    for remote_id, totals in usage.items():
+                        if remote_id == ref_id or remote_id not in seen:
+                            seen.add(remote_id)
+                            _add(rollup, remote_id, totals)
     return rollup
 
 

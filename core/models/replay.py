@@ -18,6 +18,7 @@ import msgspec
 from helix_agents.events import (
     Event,
     MessageAppended,
+    RunStarted,
     SessionCreated,
     SubSessionStarted,
     UsageRecorded,
@@ -63,6 +64,8 @@ def _record(events: Sequence[Event]) -> _Recording:
     for event in events:
         if isinstance(event, SessionCreated):
             conversation.extend(event.messages)
+        elif isinstance(event, RunStarted):
+            conversation.extend(event.messages)  # a follow-up turn's or a resume's input
         elif isinstance(event, MessageAppended):
             conversation.append(event.message)
             if isinstance(event.message, AssistantMessage):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from helix_agents.log.store import EventStore
 from helix_agents.models.base import LLMAdapter
@@ -11,6 +12,11 @@ from helix_agents.tracing import NO_TRACER, Tracer
 from helix_agents.transport import RemoteAgentTransport
 
 __all__ = ["Fire", "RunEnv"]
+
+
+async def _nothing(*_args: Any) -> None:
+    return None
+
 
 Fire = Callable[..., Awaitable[None]]
 """``fire(hook name, *args)``: call an agent's lifecycle hook (a failing hook is logged)."""
@@ -27,3 +33,7 @@ class RunEnv:
     host_id: str | None = None
     stop_grace: float = 10.0
     tracer: Tracer = NO_TRACER
+    keep_workspaces: Callable[[str, Any], Awaitable[None]] = _nothing
+    """``(session id, workspaces)``: hold a companion's workspaces open across its runs."""
+    release_workspaces: Callable[[str], Awaitable[None]] = _nothing
+    """``(session id)``: let go of what ``keep_workspaces`` held (a terminated companion)."""

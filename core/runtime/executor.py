@@ -116,6 +116,8 @@ class AgentExecutor:
             host_id=host_id,
             stop_grace=stop_grace,
             tracer=tracer if tracer is not None else NO_TRACER,
+            keep_workspaces=self.workspaces.keep,
+            release_workspaces=self.workspaces.let_go,
         )
         self.runs.env = self.env
         # the timers of the paused sessions' expiring open entries
@@ -188,7 +190,11 @@ class AgentExecutor:
         assert tg is not None
         self._expiry.cancel()  # a waiting timer must not hold the executor open
         try:
-            return await tg.__aexit__(exc_type, exc, tb)
+            try:
+                return await tg.__aexit__(exc_type, exc, tb)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self.workspaces.let_go_all()  # persistent companions' workspaces
         except BaseExceptionGroup as group:
             # The body's own exception comes back wrapped by the task group:
             # give the caller the exception they raised.
@@ -380,13 +386,28 @@ class AgentExecutor:
         left out (logged).
         """
 
-        async def remote(state: SessionState, ref: SubSessionRef) -> UsageTotals | None:
+        async def remote(state: SessionState, ref: SubSessionRef) -> dict[str, UsageTotals]:
+            # The child, then the descendants its server holds (its status names them).
+            found: dict[str, UsageTotals] = {}
+            queue = [ref.sub_session_id]
             try:
                 transport = child_transport(self.runs, state, ref.sub_session_id)
-                return (await transport.get_status(ref.sub_session_id)).usage
-            except (HelixError, OSError) as exc:
+            except HelixError as exc:
                 log.warning("usage of remote child %s left out: %s", ref.sub_session_id, exc)
-                return None
+                return found
+            while queue:
+                sid = queue.pop(0)
+                if sid in found:
+                    continue
+                try:
+                    status = await transport.get_status(sid)
+                except (HelixError, OSError) as exc:
+                    log.warning("usage of remote session %s left out: %s", sid, exc)
+                    continue
+                if status.usage is not None:
+                    found[sid] = status.usage
+                queue.extend(status.local_sub_session_ids)
+            return found
 
         return await get_usage_rollup(
             self.store, session_id, include_sub_agents=include_sub_agents, remote=remote

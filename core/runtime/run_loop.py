@@ -229,7 +229,7 @@ class SessionRun:
                     # An answer came in while the round ran: take the round again.
                 continue
             if self.writer.state.run_step_count >= agent.max_steps:
-                await self._fail(f"max steps ({agent.max_steps}) reached")
+                await self._fail("Max steps exceeded")  # the seeds' text (max_steps: the agent's)
                 return
             if self._companions is not None:
                 # Children's outcomes not yet seen reach the model first (push).

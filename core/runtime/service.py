@@ -211,6 +211,7 @@ class ExecutorService:
             raise AgentServerError("NOT_FOUND", f"session {session_id!r} not found")
         state = project_state(log_)
         snapshot = status_of(state)
+        client_tools = [e for e in snapshot.pending_inputs if e.kind == "client_tool"]
         return RemoteStatusResponse(
             session_id=session_id,
             run_id=snapshot.run_id,
@@ -226,7 +227,12 @@ class ExecutorService:
             pending_client_tool_call_ids=snapshot.pending_client_tool_call_ids,
             pending_inputs=snapshot.pending_inputs,
             awaiting_input=snapshot.awaiting_input,
+            awaiting_client_tool=snapshot.awaiting_input and bool(client_tools),
+            pending_client_tool_calls=client_tools,
             usage=state.usage,
+            local_sub_session_ids=[
+                sid for sid, ref in state.sub_sessions.items() if ref.remote is None
+            ],
             run_from_sequence=run_from_sequence(log_),
         )
 

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import anyio
 
 from helix_agents.agents.config import AgentConfig
+from helix_agents.children.target import fits
 from helix_agents.errors import AgentServerError, ConcurrencyConflict, UsageError
 from helix_agents.events import Event, RunStarted, SessionCreated
 from helix_agents.ids import SessionId, new_run_id
@@ -110,7 +112,7 @@ class SessionStarts:
         )
         messages = user_messages(request.message)
         try:
-            initial = agent.initial_state(request.state)
+            initial = agent.initial_state(_seed_state(agent, request))
         except UsageError as exc:
             raise AgentServerError("INVALID_REQUEST", str(exc)) from exc
         run_id = new_run_id()
@@ -326,6 +328,18 @@ class SessionStarts:
                 log_ = None
                 continue  # someone else moved the log: decide again on the new state
             return RemoteStartResponse(session_id=session_id, stream_id=session_id, run_id=run_id)
+
+
+def _seed_state(agent: AgentConfig, request: RemoteStartRequest) -> dict[str, Any] | None:
+    """The state a start gives: its own, else a child's input when it fits the state schema.
+
+    A child (local or remote) starts with its custom state seeded from the
+    parsed input, as the seeds' remote agent server does (specs/runtime.md).
+    """
+    if request.state is not None or request.parent_session_id is None:
+        return request.state
+    given = request.input
+    return given if isinstance(given, dict) and fits(agent.state_schema, given) else None
 
 
 def _ancestors(request: RemoteStartRequest) -> list[str]:

@@ -127,6 +127,7 @@ class WorkspaceHub:
         self._store = store
         self._shared: dict[str, _Shared] = {}
         self._active: dict[str, str] = {}
+        self._kept: set[str] = set()
 
     # --- wiring --------------------------------------------------------------------
 
@@ -199,6 +200,31 @@ class WorkspaceHub:
         return None
 
     # --- runs ----------------------------------------------------------------------
+
+    async def keep(self, owner: str, workspaces: tuple[Workspace, ...]) -> None:
+        """Hold ``owner``'s workspaces open across its runs (``workspace_lifetime="persistent"``).
+
+        Idempotent; :meth:`let_go` (or :meth:`let_go_all`) ends the hold.
+        """
+        if owner in self._kept:
+            return
+        self._kept.add(owner)
+        try:
+            await self._acquire(owner, workspaces)
+        except BaseException:
+            self._kept.discard(owner)
+            raise
+
+    async def let_go(self, owner: str) -> None:
+        """End :meth:`keep`'s hold; the workspaces close once no run uses them."""
+        if owner in self._kept:
+            self._kept.discard(owner)
+            await self._release(owner)
+
+    async def let_go_all(self) -> None:
+        """End every hold (the executor is closing)."""
+        for owner in sorted(self._kept):
+            await self.let_go(owner)
 
     def owner_of(self, session_id: str) -> str | None:
         """Whose registry a session running here uses (None: it has no workspaces)."""

@@ -147,6 +147,14 @@ def _build_parser() -> argparse.ArgumentParser:
         help="re-run the session offline: the recorded model answers, the tools of these agents "
         "(default: replay the log only)",
     )
+    replay.add_argument(
+        "--live",
+        metavar="TOOL",
+        action="append",
+        default=[],
+        help="with --rerun: run this tool (or subagent__NAME, or a remote companion's type) for "
+        "real instead of answering it from the recording (repeatable)",
+    )
 
     export = commands.add_parser(
         "export",
@@ -257,11 +265,13 @@ def _load_session(url: str, session_id: str) -> list[Event]:
 
 def _replay(args: argparse.Namespace) -> int:
     target: str = args.target
+    if args.live and args.rerun is None:
+        raise CliError("--live needs --rerun", code=2)
     if args.rerun is not None:
         validate_session_id(target)
         url = store_url(args.store)
         _check_store_exists(url)
-        print("\n".join(anyio.run(rerun_lines, url, target, args.rerun)))
+        print("\n".join(anyio.run(rerun_lines, url, target, args.rerun, args.live)))
         return 0
     if args.store is None and _is_file_target(target):
         events, source = _read_file(target), target

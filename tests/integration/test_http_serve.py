@@ -218,7 +218,14 @@ async def test_a_parent_delegates_to_two_served_agents_at_once(tmp_path: Path) -
 
         # Every remote chunk exactly once, in order: GET /sse from 0 is the remote log's stream.
         assert forwarded == served_stream[:-1], where
-        assert served_stream[-1] == EndEvent(output=child_output, state={}), where
+        # A remote child starts with its state seeded from the parsed input, as a
+        # local one does (specs/runtime.md): no state_schema, so the whole input.
+        sent = next(
+            e.input
+            for e in parent_log
+            if isinstance(e, SubSessionStarted) and e.sub_session_id == child_id
+        )
+        assert served_stream[-1] == EndEvent(output=child_output, state=sent), where
         assert [
             ChunkEvent(chunk=item.chunk, sequence=item.sequence)
             for item in project_stream(remote_log)

@@ -343,12 +343,12 @@ async def test_max_steps_reached_fails_the_run(store: EventStore) -> None:
         async with AgentExecutor(store, [agent]) as executor:
             result = await (await executor.execute(agent, "loop", session_id=ROOT)).result()
     assert result.status == "failed"
-    assert result.error == "max steps (2) reached"
+    assert result.error == "Max steps exceeded"
     assert result.step_count == 2
     assert llm.calls == 2
     last = (await stream_of(store, ROOT))[-1]
     assert isinstance(last, ErrorChunk)
-    assert last.error == "max steps (2) reached"
+    assert last.error == "Max steps exceeded"
 
 
 async def test_agent_without_output_schema_completes_with_its_text(store: EventStore) -> None:
@@ -733,7 +733,7 @@ async def test_child_failure_becomes_the_parents_tool_error(store: EventStore, h
             tools=[define_tool("noop", "Nothing.", Query, noop)],
             llm=ScriptedLLM([call("noop", {"query": "x"}), finish({"answer": "late"})]),
         )
-        expected = "max steps (1) reached"
+        expected = "Max steps exceeded"
     script = Recorder(call("subagent__child", {"query": "try"}, id="c1"), reply("Handled it."))
     parent = define_agent(
         "parent", tools=[create_sub_agent_tool(child, Query)], llm=ScriptedLLM(script)
@@ -781,19 +781,16 @@ async def test_child_failure_becomes_the_parents_tool_error(store: EventStore, h
 
 class MessageFirst(BaseModel):
     message: str
-    query: str
-    text: str
-    content: str
+    query: str | None = None
 
 
 class QueryFirst(BaseModel):
-    text: str
+    text: str | None = None
     query: str
-    content: str
 
 
 class TextFirst(BaseModel):
-    content: str
+    content: str | None = None
     text: str
 
 
@@ -815,14 +812,17 @@ class NothingKnown(BaseModel):
 @pytest.mark.parametrize(
     ("schema", "arguments", "expected"),
     [
-        (MessageFirst, {"message": "m", "query": "q", "text": "t", "content": "c"}, "m"),
-        (QueryFirst, {"text": "t", "query": "q", "content": "c"}, "q"),
-        (TextFirst, {"content": "c", "text": "t"}, "t"),
-        (ContentOnly, {"content": "c", "extra": 1}, "c"),
+        # The priority field is the message only when no other field has a
+        # value (specs/runtime.md, input mapping rule); else the whole JSON.
+        (MessageFirst, {"message": "m"}, "m"),
+        (QueryFirst, {"query": "q"}, "q"),
+        (TextFirst, {"text": "t"}, "t"),
+        (ContentOnly, {"content": "c", "extra": 1}, '{"content":"c","extra":1}'),
+        (MessageFirst, {"message": "m", "query": "q"}, '{"message":"m","query":"q"}'),
         (NoStringField, {"message": 5, "tags": ["x"]}, '{"message":5,"tags":["x"]}'),
         (NothingKnown, {"topic": "ai", "n": 2}, '{"n":2,"topic":"ai"}'),
     ],
-    ids=["message", "query", "text", "content", "non-string-message", "json"],
+    ids=["message", "query", "text", "content-and-more", "two-known", "non-string-message", "json"],
 )
 async def test_sub_agent_input_maps_to_its_first_user_message(
     schema: type[BaseModel], arguments: dict[str, Any], expected: str

@@ -78,7 +78,7 @@ class Node:
         if self.fail == "llm":
             return f"LLM call failed: {self.name} broke"
         if self.fail == "max_steps":
-            return f"max steps ({len(self.steps)}) reached"
+            return "Max steps exceeded"
         return None
 
 

@@ -26,10 +26,14 @@ The budget predicate (:func:`predict`), derived from ``core/children/call.py``
   Only drops in a row count: a connection that delivered new chunks resets the
   count, and the (R+1)-th drop in a row fails the call with
   ``StreamDropError`` (the last seq held in its message).
-- ``status`` is asked only after the child's stream ended in ``error`` (a failing
-  child), through ``retrying`` (1 + R attempts). A status that still fails after
-  those counts as one more drop: the stream is opened again (from the last seq
-  held, so it yields just the ``error``) and status is asked again.
+- ``status`` is asked once (no retry round) after every stream drop, before the
+  reconnect (the seeds' order); if it says the child ended and the budget then
+  runs out, the call ends with that outcome instead of ``StreamDropError``
+  (timing decides which, so both are accepted). After the child's stream ended
+  in ``error`` (a failing child), status is asked through ``retrying`` (1 + R
+  attempts). A status that still fails after those counts as one more drop:
+  the stream is opened again (from the last seq held, so it yields just the
+  ``error``) and status is asked again.
 - ``resume`` is asked only when a parent re-enters an existing child (a resumed
   parent); a first call never does, so resume faults stay unconsumed in the
   first property. The second (:func:`predict_pause`) interrupts the parent while
@@ -456,6 +460,11 @@ def predict(
             held = n
             if not child_fails or control("status") is None:
                 return Prediction(ok=True, fired=fired, held=n)
+        else:
+            # Status first after a drop: one call (no retry round) before the reconnect.
+            status = faults.take("status")
+            if status is not None:
+                fired.append(status)
         # Drops in a row: a connection that delivered new chunks resets the count.
         drops = 1 if held > before else drops + 1
         if drops > retries:
@@ -552,6 +561,20 @@ async def check_plan(remote: Remote, kind: ChildKind, retries: int, plan: list[F
         return
     # Over budget: a prefix of the chunks (no gap, no duplicate), then the failure.
     assert run.forwarded == baseline.forwarded[: prediction.held]
+    dropped = StreamDropError(run.child_id, prediction.dropped_after or 0)
+    if prediction.dropped_after is not None and run.tool_error != str(
+        RemoteAgentFailedError(run.child_id, str(dropped))
+    ):
+        # A status asked after a drop said the child had ended (whether it had
+        # by then is timing): the call ends with that outcome instead.
+        if kind == "completes":
+            assert run.tool_error is None
+            assert run.output == baseline.output
+        else:
+            assert run.tool_error == str(
+                RemoteAgentFailedError(run.child_id, "LLM call failed: the model broke")
+            )
+        return
     if prediction.dropped_after is not None:
         remote_error = str(StreamDropError(run.child_id, prediction.dropped_after))
     else:

@@ -33,7 +33,7 @@ from helix_agents import (
     define_tool,
 )
 from helix_agents.children.call import ChildCall
-from helix_agents.children.target import ChildOutcome, SubAgentToolLike
+from helix_agents.children.target import ChildOutcome, SubAgentCall, SubAgentToolLike
 from helix_agents.events import (
     ChildChunkForwarded,
     Chunk,
@@ -639,13 +639,19 @@ async def test_dropped_streams_reconnect_from_the_held_seq(kind: Kind) -> None:
 @pytest.mark.parametrize("retries", [0, 2])
 async def test_drops_in_a_row_beyond_the_budget_fail_with_stream_drop(retries: int) -> None:
     # The first connection delivers one chunk; then every connection drops at once.
+    # The child is still running (its tool blocks on the gate), so the status
+    # asked after each drop does not end the call (specs/runtime.md).
     plan = [Fault(op="stream", kind="drop", after=1)]
     plan += [Fault(op="stream", kind="drop", after=0)] * retries
-    child = worker()
+    gate = Gate()
+    child = worker(gate)
     with anyio.fail_after(LIMIT):
         async with child_side(child, plan=plan) as side:
             writer = await side.create_parent(the_call())
-            await run_call(side.child_call(writer, side.tool("remote", child, retries=retries)))
+            try:
+                await run_call(side.child_call(writer, side.tool("remote", child, retries=retries)))
+            finally:
+                gate.open()
             log = await side.store.read(PARENT)
             child_chunks = await child_stream(side.store, REMOTE_CHILD)
 
@@ -1087,11 +1093,21 @@ async def test_sub_agent_hooks_fire_once_each_around_the_call(kind: Kind) -> Non
             await run_call(side.child_call(writer, side.tool(kind, child)))
             fired = list(side.fired.calls)
 
+    # The hooks' call is a SubAgentCall: the ToolCall plus the child (specs/runtime.md).
+    hooked = SubAgentCall(
+        id=the_call().id,
+        name=the_call().name,
+        arguments=the_call().arguments,
+        agent_type="worker",
+        agent_config=child if kind == "local" else None,
+        is_remote=kind == "remote",
+        session_id=child_id,
+    )
     assert fired == [
-        ("before_sub_agent", (the_call(),)),
+        ("before_sub_agent", (hooked,)),
         (
             "after_sub_agent",
-            (the_call(), ChildOutcome(status="completed", output={"answer": "TIDES"})),
+            (hooked, ChildOutcome(status="completed", output={"answer": "TIDES"})),
         ),
     ]
     parent_before, child_before = seen["before_sub_agent"]

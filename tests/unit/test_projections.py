@@ -515,7 +515,7 @@ def forwarded(log: Log, child_seq: int, *, child: str = CHILD, origin: str = CHI
 def test_sub_session_lifecycle_as_the_parent_sees_it() -> None:
     log = Log().started()
     remote = RemoteRef(transport="http", remote_agent_type="researcher", url="http://h:1")
-    log.add(
+    started = log.add(
         SubSessionStarted,
         sub_session_id=CHILD,
         agent_type="researcher",
@@ -534,6 +534,7 @@ def test_sub_session_lifecycle_as_the_parent_sees_it() -> None:
         remote=remote,
         started_seq=3,
         spawn_call_id="call_r",
+        started_at=started.ts,
     )
     assert log.state().sub_sessions == {CHILD: ref}
 
@@ -559,6 +560,7 @@ def test_sub_session_lifecycle_as_the_parent_sees_it() -> None:
     )
     ref.last_child_seq = 6
     ref.status, ref.output, ref.finished_seq = "completed", {"r": 1}, finished.seq
+    ref.completed_at = finished.ts
     assert log.state().sub_sessions[CHILD] == ref
 
     log.add(CompletionDelivered, sub_session_id=CHILD)
@@ -570,10 +572,12 @@ def test_sub_session_lifecycle_as_the_parent_sees_it() -> None:
     log.add(SubSessionResumed, sub_session_id=CHILD, tool_call_id="call_send")
     ref.status, ref.completion_delivered, ref.finished_seq = "running", False, None
     ref.tool_call_id = "call_send"
+    ref.completed_at = None  # running again: startedAt stays the spawn's
     assert log.state().sub_sessions[CHILD] == ref
 
     finished = log.add(SubSessionFinished, sub_session_id=CHILD, status="failed", error="boom")
     ref.status, ref.output, ref.error, ref.finished_seq = "failed", None, "boom", finished.seq
+    ref.completed_at = finished.ts
     assert log.state().sub_sessions[CHILD] == ref
 
 

@@ -110,7 +110,7 @@ async def test_a_failed_run_raises_from_run_but_the_handle_returns_its_status() 
     assert (error.session_id, error.status) == ("s-fails", "failed")
     assert error.error == state.error
     assert str(error).startswith("session 's-fails' ended failed: ")
-    assert str(error) == "session 's-fails' ended failed: max steps (1) reached"
+    assert str(error) == "session 's-fails' ended failed: Max steps exceeded"
 
 
 async def test_the_handle_of_a_failed_run_does_not_raise() -> None:
