@@ -13,6 +13,12 @@ from __future__ import annotations
 
 from mcp import StdioServerParameters as StdioServerParameters
 
+from .endpoint import (
+    MCP_PATH as MCP_PATH,
+    SESSION_META_KEY as SESSION_META_KEY,
+    AgentMessage as AgentMessage,
+    mount_mcp as mount_mcp,
+)
 from .errors import MCPServerError as MCPServerError, MCPToolError as MCPToolError
 from .tools import MCPArguments as MCPArguments
 from .toolset import (
@@ -22,6 +28,7 @@ from .toolset import (
 )
 
 __all__ = [
+    # MCP tools in
     "CALL_META_KEYS",
     "PROGRESS_CHUNK",
     "MCPArguments",
@@ -29,4 +36,9 @@ __all__ = [
     "MCPToolError",
     "MCPToolset",
     "StdioServerParameters",
+    # agents out
+    "MCP_PATH",
+    "SESSION_META_KEY",
+    "AgentMessage",
+    "mount_mcp",
 ]

@@ -31,12 +31,12 @@ import anyio
 import httpx2
 import mcp_types
 from anyio.abc import TaskGroup, TaskStatus
+from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 from pydantic import ValidationError
 
 from helix_agents.errors import ToolsetError, UsageError
 from helix_agents.tools import ApprovalRule, Tool, ToolContext, check_approval_options
-from mcp import Client, MCPError, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 
 from .errors import MCPServerError, MCPToolError
 from .tools import MCPArguments, agent_tools, error_text, result_value
