@@ -135,8 +135,8 @@ def agent_tools(
     if isinstance(requires_approval, Mapping) and set(requires_approval) - names:
         raise ToolsetError(
             server,
-            "requires_approval names tools the server does not list (a gate that would "
-            f"never apply): {sorted(set(requires_approval) - names)}",
+            "requires_approval names tools not offered (not listed, or left out by include): "
+            f"a gate that would never apply: {sorted(set(requires_approval) - names)}",
         )
     tools: list[Tool[Any]] = []
     for listed_tool in chosen:
