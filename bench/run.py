@@ -55,6 +55,11 @@ def main(argv: list[str] | None = None) -> int:
         from bench_load import run_load
 
         summary = run_load(quick=args.quick, big=args.big)
+    elif args.name == "interop":
+        # each bridge against a direct call, measured in the same run (the mcp extra)
+        from bench_mcp import run_mcp
+
+        summary = {"bench": "interop", "mcp": run_mcp(quick=args.quick)}
     else:
         from bench_idle import run_idle
 
