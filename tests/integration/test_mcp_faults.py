@@ -170,6 +170,26 @@ async def test_a_slow_call_times_out_is_cancelled_at_the_server_and_the_connecti
     assert recorded["c-add"].result == {"total": 3}
 
 
+async def test_an_interrupt_cancels_an_mcp_call_under_way_at_the_server(tmp_path: Path) -> None:
+    calls = tmp_path / "calls.jsonl"
+    agent = define_agent(
+        "napper",
+        toolsets=[stdio("tools", calls)],
+        llm=calling(ScriptedLLM.call("slow", {"seconds": 60}, id="c-slow")),
+    )
+    store = MemoryEventStore()
+    with anyio.fail_after(LIMIT):
+        async with AgentExecutor(store, [agent]) as executor:
+            await executor.execute(agent, "go", session_id="s")
+            await until(lambda: len(read_calls(calls)) == 1)  # the server is in the call
+            await executor.service.interrupt("s", "enough")
+            await executor.wait_idle("s")
+            assert (await executor.state("s")).status == "interrupted"
+            await until(lambda: any(call.get("cancelled") for call in read_calls(calls)))
+        end = ends(await store.read("s"))["c-slow"]
+    assert end.error == "interrupted"
+
+
 async def test_a_server_that_never_answers_fails_the_opening_within_connect_timeout(
     tmp_path: Path,
 ) -> None:

@@ -28,12 +28,14 @@ from helix_agents.errors import UsageError
 from helix_agents.mcp import SESSION_META_KEY, mount_mcp
 from helix_agents.mcp.endpoint import INTERRUPT_REASON
 from helix_agents.server import AgentServer, create_http_app
+from helix_agents.server.http_app import DEFAULT_MAX_BODY_BYTES
 from helix_agents.stores import MemoryEventStore
 
 pytestmark = pytest.mark.slow
 
 LIMIT = 30
 TOKEN = "s3cret"
+JSON = "application/json"
 
 
 @asynccontextmanager
@@ -208,7 +210,7 @@ async def test_a_run_that_waits_for_a_person_goes_on_once_answered() -> None:
     ]
 
 
-async def test_the_endpoint_wants_the_gateways_token_and_refuses_other_origins() -> None:
+async def test_the_endpoint_wants_the_token_and_refuses_other_origins_and_big_bodies() -> None:
     with anyio.fail_after(LIMIT):
         async with gateway() as (url, _):
             # the SDK's client reads the refusal's JSON-RPC error (in its task groups)
@@ -218,11 +220,20 @@ async def test_the_endpoint_wants_the_gateways_token_and_refuses_other_origins()
                     pass
             async with httpx.AsyncClient() as http:
                 no_token = await http.post(f"{url}/mcp", json={})
+                too_big = await http.post(
+                    f"{url}/mcp",
+                    content=b"x" * (DEFAULT_MAX_BODY_BYTES + 1),
+                    headers={
+                        "Authorization": f"Bearer {TOKEN}",
+                        "Content-Type": "application/json",
+                    },
+                )
                 foreign = await http.post(
                     f"{url}/mcp",
                     json={},
                     headers={"Authorization": f"Bearer {TOKEN}", "Origin": "https://evil.test"},
                 )
+    assert too_big.status_code == 413
     assert no_token.status_code == 401
     assert no_token.headers["www-authenticate"] == 'Bearer realm="helix-agents"'
     assert no_token.json()["error"]["message"] == "missing or invalid bearer token"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
+from pathlib import Path
 from typing import Any
 
 import mcp_types
@@ -253,3 +255,18 @@ def test_the_public_names_are_pinned_and_documented() -> None:
         value = getattr(helix_agents.mcp, name)
         if inspect.isclass(value) or inspect.isfunction(value):
             assert (inspect.getdoc(value) or "").strip(), name
+
+
+SPEC = Path(__file__).parents[2] / "specs" / "mcp.md"
+
+
+def _spec_table(marker: str) -> set[str]:
+    """The names in the first column of the table between ``<!-- marker:begin/end -->``."""
+    text = SPEC.read_text(encoding="utf-8")
+    table = text.split(f"<!-- {marker}:begin -->", 1)[1].split(f"<!-- {marker}:end -->", 1)[0]
+    return set(re.findall(r"^\| `([a-z_]+)` \|", table, flags=re.MULTILINE))
+
+
+def test_the_spec_lists_every_option_of_mcptoolset_and_mount_mcp() -> None:
+    assert _spec_table("options") == set(inspect.signature(MCPToolset).parameters)
+    assert _spec_table("mount") == set(inspect.signature(helix_agents.mcp.mount_mcp).parameters)
