@@ -21,15 +21,10 @@ from _proc import BENCH, free_port, server_process
 from mcp import StdioServerParameters
 from pydantic import BaseModel
 
-from helix_agents import (
-    AgentExecutor,
-    ScriptedLLM,
-    ToolEnd,
-    ToolStart,
-    define_agent,
-    define_tool,
-)
+from helix_agents import AgentExecutor, define_agent, define_tool
+from helix_agents.events import ToolEnd, ToolStart
 from helix_agents.mcp import MCPToolset
+from helix_agents.models import ScriptedLLM
 from helix_agents.stores import MemoryEventStore
 
 STDIO = StdioServerParameters(command=sys.executable, args=[str(BENCH / "mcp_server.py")])

@@ -28,8 +28,10 @@ import anyio
 import uvicorn
 from pydantic import BaseModel
 
-from helix_agents import AgentExecutor, ScriptedLLM, ToolEnd, define_agent
+from helix_agents import AgentExecutor, define_agent
+from helix_agents.events import ToolEnd
 from helix_agents.mcp import MCPToolset, StdioServerParameters, mount_mcp
+from helix_agents.models import ScriptedLLM
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore
 

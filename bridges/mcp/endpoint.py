@@ -39,7 +39,8 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from helix_agents._aio import closing_iter
-from helix_agents.agent_config import AgentConfig
+from helix_agents.agents.config import AgentConfig
+from helix_agents.agents.tools import json_schema_of
 from helix_agents.errors import HelixError, UsageError
 from helix_agents.events import (
     Chunk,
@@ -60,10 +61,9 @@ from helix_agents.protocol import (
     RemoteStartRequest,
     message_from_input,
 )
+from helix_agents.runtime.tool_runner import validation_message
 from helix_agents.server import AgentServer
-from helix_agents.server.http_app import DEFAULT_MAX_BODY_BYTES, Auth
-from helix_agents.tool_runner import validation_message
-from helix_agents.tools import json_schema_of
+from helix_agents.server.gateway.app import DEFAULT_MAX_BODY_BYTES, Auth
 
 __all__ = ["MCP_PATH", "SESSION_META_KEY", "AgentMessage", "mount_mcp"]
 

@@ -25,8 +25,8 @@ from jsonschema.validators import validator_for
 from pydantic import BaseModel, ConfigDict, create_model, model_validator
 from pydantic_core import PydanticCustomError
 
+from helix_agents.agents.tools import ApprovalRule, Tool, ToolContext, define_tool
 from helix_agents.errors import ToolsetError, UsageError
-from helix_agents.tools import ApprovalRule, Tool, ToolContext, define_tool
 
 __all__ = ["MCPArguments", "agent_tools", "error_text", "result_value"]
 

@@ -35,8 +35,8 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import ValidationError
 
+from helix_agents.agents.tools import ApprovalRule, Tool, ToolContext, check_approval_options
 from helix_agents.errors import ToolsetError, UsageError
-from helix_agents.tools import ApprovalRule, Tool, ToolContext, check_approval_options
 
 from .errors import MCPServerError, MCPToolError
 from .tools import MCPArguments, agent_tools, error_text, result_value

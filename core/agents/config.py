@@ -147,7 +147,7 @@ class AgentConfig(Generic[OutputT]):
     workspaces: tuple[Workspace, ...] = ()
     persistent_agents: tuple[PersistentAgent, ...] = ()
     toolsets: tuple[Toolset, ...] = ()
-    """Sources of more tools (an MCP server's), opened by the executor (``core/agents/toolsets.py``)."""
+    """Sources of more tools (an MCP server's), opened by the executor (agents/toolsets.py)."""
 
     def persistent(self, agent_type: str) -> PersistentAgent | None:
         """The persistent child type ``agent_type`` of this agent, or None."""

@@ -16,16 +16,10 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
-from helix_agents import (
-    LLMRequest,
-    ScriptedLLM,
-    ToolContext,
-    ToolResultMessage,
-    UserMessage,
-    define_agent,
-    define_tool,
-)
-from helix_agents.scripted_llm import ScriptItem
+from helix_agents import ToolContext, define_agent, define_tool
+from helix_agents.messages import ToolResultMessage, UserMessage
+from helix_agents.models import LLMRequest, ScriptedLLM
+from helix_agents.models.scripted import ScriptItem
 
 __all__ = ["Findings", "Question", "agents"]
 

@@ -20,18 +20,13 @@ import pytest
 from mcp_servers import HttpServerProcess, read_calls, stdio_command, tools_http_app
 from servers import closed_port, serve
 
-from helix_agents import (
-    AgentExecutor,
-    AgentHooks,
-    LLMRequest,
-    ScriptedLLM,
-    ToolEnd,
-    ToolResultMessage,
-    define_agent,
-)
+from helix_agents import AgentExecutor, AgentHooks, define_agent
 from helix_agents.errors import ToolsetError
+from helix_agents.events import ToolEnd
 from helix_agents.mcp import MCPServerError, MCPToolset, StdioServerParameters
-from helix_agents.scripted_llm import ScriptItem
+from helix_agents.messages import ToolResultMessage
+from helix_agents.models import LLMRequest, ScriptedLLM
+from helix_agents.models.scripted import ScriptItem
 from helix_agents.stores import MemoryEventStore, SqliteEventStore
 
 pytestmark = pytest.mark.slow

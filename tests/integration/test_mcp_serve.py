@@ -23,12 +23,12 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_app import Findings, Question, agents
 from servers import serve
 
-from helix_agents import UserMessage
 from helix_agents.errors import UsageError
 from helix_agents.mcp import SESSION_META_KEY, mount_mcp
 from helix_agents.mcp.endpoint import INTERRUPT_REASON
+from helix_agents.messages import UserMessage
 from helix_agents.server import AgentServer, create_http_app
-from helix_agents.server.http_app import DEFAULT_MAX_BODY_BYTES
+from helix_agents.server.gateway.app import DEFAULT_MAX_BODY_BYTES
 from helix_agents.stores import MemoryEventStore
 
 pytestmark = pytest.mark.slow

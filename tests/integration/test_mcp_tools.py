@@ -18,17 +18,9 @@ from mcp_servers import read_calls, stdio_command, tools_http_app
 from pydantic import BaseModel
 from servers import serve
 
-from helix_agents import (
-    AgentExecutor,
-    CustomChunk,
-    LLMRequest,
-    ScriptedLLM,
-    ToolEnd,
-    ToolResultMessage,
-    define_agent,
-    define_tool,
-)
+from helix_agents import AgentExecutor, define_agent, define_tool
 from helix_agents.errors import ToolsetError
+from helix_agents.events import CustomChunk, ToolEnd
 from helix_agents.mcp import (
     CALL_META_KEYS,
     PROGRESS_CHUNK,
@@ -37,7 +29,9 @@ from helix_agents.mcp import (
     MCPToolset,
     StdioServerParameters,
 )
-from helix_agents.scripted_llm import ScriptItem
+from helix_agents.messages import ToolResultMessage
+from helix_agents.models import LLMRequest, ScriptedLLM
+from helix_agents.models.scripted import ScriptItem
 from helix_agents.stores import MemoryEventStore
 
 LIMIT = 30  # seconds any one test may take: the machine is shared

@@ -16,7 +16,7 @@ import helix_agents.mcp
 from helix_agents.errors import ToolsetError, UsageError
 from helix_agents.mcp import MCPArguments, MCPToolset, StdioServerParameters
 from helix_agents.mcp.tools import agent_tools, error_text, result_value
-from helix_agents.tool_runner import validation_message
+from helix_agents.runtime.tool_runner import validation_message
 
 STDIO = StdioServerParameters(command="mcp-server", args=["--flag"])
 

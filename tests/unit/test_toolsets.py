@@ -15,19 +15,14 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-from helix_agents import (
-    AgentExecutor,
-    LLMRequest,
-    RemoteStartRequest,
-    ScriptedLLM,
-    ToolEnd,
-    define_agent,
-    define_tool,
-)
+from helix_agents import AgentExecutor, define_agent, define_tool
+from helix_agents.agents.tools import Tool
 from helix_agents.errors import ToolsetError, UsageError
-from helix_agents.scripted_llm import ScriptItem
+from helix_agents.events import ToolEnd
+from helix_agents.models import LLMRequest, ScriptedLLM
+from helix_agents.models.scripted import ScriptItem
+from helix_agents.protocol import RemoteStartRequest
 from helix_agents.stores import MemoryEventStore
-from helix_agents.tools import Tool
 
 
 class Word(BaseModel):
