@@ -21,13 +21,14 @@ from _serve_process import ServeProcess
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp_app import Findings, Question, agents
-from servers import serve
+from servers import closed_port, serve
 
 from helix_agents.errors import UsageError
 from helix_agents.mcp import SESSION_META_KEY, mount_mcp
 from helix_agents.mcp.endpoint import INTERRUPT_REASON
 from helix_agents.messages import UserMessage
 from helix_agents.server import AgentServer, create_http_app
+from helix_agents.server.cli.commands import ServeOptions, TargetError, run_serve
 from helix_agents.server.gateway.app import DEFAULT_MAX_BODY_BYTES
 from helix_agents.stores import MemoryEventStore
 
@@ -36,6 +37,7 @@ pytestmark = pytest.mark.slow
 LIMIT = 30
 TOKEN = "s3cret"
 JSON = "application/json"
+ORIGIN = "https://app.example.com"  # the one browser origin the gateways here allow
 
 
 @asynccontextmanager
@@ -43,7 +45,13 @@ async def gateway(*, token: str | None = TOKEN) -> AsyncIterator[tuple[str, Agen
     """The agents behind a gateway with ``/mcp``; yields its base URL and the server."""
     server = AgentServer(agents, MemoryEventStore())
     app = create_http_app(server, auth=[token] if token else None)
-    mount_mcp(app, server, auth=[token] if token else None, input_models={"researcher": Question})
+    mount_mcp(
+        app,
+        server,
+        auth=[token] if token else None,
+        allowed_origins=[ORIGIN],
+        input_models={"researcher": Question},
+    )
     async with serve(app) as url:
         yield url, server
 
@@ -233,11 +241,20 @@ async def test_the_endpoint_wants_the_token_and_refuses_other_origins_and_big_bo
                     json={},
                     headers={"Authorization": f"Bearer {TOKEN}", "Origin": "https://evil.test"},
                 )
+            # a page of the allowed origin gets through, with the SDK's client
+            browser = {"Authorization": f"Bearer {TOKEN}", "Origin": ORIGIN}
+            async with (
+                httpx2.AsyncClient(headers=browser) as http2,
+                Client(streamable_http_client(f"{url}/mcp", http_client=http2)) as mcp,
+            ):
+                allowed = [tool.name for tool in (await mcp.list_tools()).tools]
     assert too_big.status_code == 413
     assert no_token.status_code == 401
     assert no_token.headers["www-authenticate"] == 'Bearer realm="helix-agents"'
     assert no_token.json()["error"]["message"] == "missing or invalid bearer token"
     assert foreign.status_code == 403
+    assert foreign.json()["error"]["message"] == "origin 'https://evil.test' is not allowed"
+    assert "chatter" in allowed
 
 
 async def test_mount_mcp_refuses_input_models_for_agents_it_does_not_serve() -> None:
@@ -271,3 +288,16 @@ async def test_helix_agents_serve_with_mcp_serves_the_agents_at_slash_mcp(tmp_pa
         "topic": "nats",
         "facts": ["nats is real", "nats is documented"],
     }
+
+
+async def test_serve_refuses_mcp_in_front_of_a_fleet() -> None:
+    with pytest.raises(TargetError, match="--mcp serves the agents of MODULE:ATTR, not a fleet"):
+        await run_serve(
+            None,
+            host="127.0.0.1",
+            port=closed_port(),
+            url="memory://",
+            heartbeat=15.0,
+            nats_url="nats://127.0.0.1:1",  # never reached: refused first
+            options=ServeOptions(mcp=True),
+        )
