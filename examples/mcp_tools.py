@@ -8,7 +8,8 @@
    is a tool call in the session's log, and the server stops when the
    executor exits.
 2. Agents out. The same agent is served by the gateway with an MCP endpoint
-   at ``/mcp`` (``mount_mcp``; ``helix-agents serve ... --mcp`` does the same)
+   at ``/mcp`` (``create_http_app(..., mcp=MCPOptions())``; ``helix-agents serve
+   ... --mcp`` does the same)
    and called with the SDK's own client, whose answer is the agent's typed
    output as structured content, with the run's chunks as progress.
 
@@ -30,7 +31,7 @@ from pydantic import BaseModel
 
 from helix_agents import AgentExecutor, define_agent
 from helix_agents.events import ToolEnd
-from helix_agents.mcp import MCPToolset, StdioServerParameters, mount_mcp
+from helix_agents.mcp import MCPOptions, MCPToolset, StdioServerParameters
 from helix_agents.models import ScriptedLLM
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore
@@ -120,7 +121,7 @@ async def agents_out() -> tuple[Any, list[str]]:
     listener.listen()  # connections queue while the gateway starts (it opens the MCP server)
     port = listener.getsockname()[1]
     served = AgentServer([calculator], MemoryEventStore(), owns_store=True)
-    app = mount_mcp(create_http_app(served), served)
+    app = create_http_app(served, mcp=MCPOptions())
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     session: list[str] = []
 

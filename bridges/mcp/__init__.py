@@ -2,8 +2,9 @@
 
 - :class:`MCPToolset`: an MCP server (a stdio subprocess or a streamable-HTTP
   endpoint) as tools of an agent, ``define_agent(..., toolsets=[...])``.
-- :func:`mount_mcp`: a streamable-HTTP MCP endpoint at ``/mcp`` of the gateway
-  (``helix-agents serve ... --mcp``), each served agent an MCP tool.
+- :class:`MCPOptions`: ``create_http_app(server, mcp=MCPOptions())`` (and
+  ``helix-agents serve ... --mcp``) serves each agent as an MCP tool at
+  ``/mcp`` of the gateway (``endpoint.py``; the gateway mounts it).
 
 ``specs/mcp.md`` maps each side onto the other: what maps to what, what is
 lost, what each side guarantees.
@@ -17,7 +18,7 @@ from .endpoint import (
     MCP_PATH as MCP_PATH,
     SESSION_META_KEY as SESSION_META_KEY,
     AgentMessage as AgentMessage,
-    mount_mcp as mount_mcp,
+    MCPOptions as MCPOptions,
 )
 from .errors import MCPServerError as MCPServerError, MCPToolError as MCPToolError
 from .tools import MCPArguments as MCPArguments
@@ -40,5 +41,5 @@ __all__ = [
     "MCP_PATH",
     "SESSION_META_KEY",
     "AgentMessage",
-    "mount_mcp",
+    "MCPOptions",
 ]

@@ -1,28 +1,30 @@
-"""Agents out over MCP: :func:`mount_mcp` puts a streamable-HTTP MCP endpoint at ``/mcp``.
+"""Agents out over MCP: a streamable-HTTP MCP endpoint at ``/mcp`` of the gateway.
 
-Each served agent is an MCP tool named after its agent type: its input schema
-is the agent's input model (``input_models``; by default ``{"message":
-string}``), its output schema the agent's ``output_schema``. A call starts a
-new session with that input (its message is the input's ``message`` field, as
-for a sub-agent), follows the session's stream, and answers with the typed
-output as structured content (and as JSON text), or with ``isError`` and the
-reason when the run fails or is interrupted. While it runs, each chunk of the
-session's stream is a progress notification (progress = the chunk's sequence;
-the first, 0, names the session). A client that cancels the call interrupts the
-session (resumable, as any interrupt). The endpoint is the ``mcp`` SDK's
-streamable-HTTP session manager, run inside the gateway's lifespan, behind the
-gateway's bearer tokens.
+``create_http_app(server, mcp=MCPOptions(...))`` (and ``helix-agents serve
+--mcp``) calls :func:`mcp_mount`: each served agent is an MCP tool named
+after its agent type, its input schema the agent's input model
+(``MCPOptions.input_models``; by default ``{"message": string}``), its output
+schema the agent's ``output_schema``. A call starts a new session with that
+input (its message is the input's ``message`` field, as for a sub-agent),
+follows the session's stream, and answers with the typed output as
+structured content (and as JSON text), or with ``isError`` and the reason
+when the run fails or is interrupted. While it runs, each chunk of the
+session's stream is a progress notification (progress = the chunk's
+sequence; the first, 0, names the session). A client that cancels the call
+interrupts the session (resumable, as any interrupt). The endpoint is the
+``mcp`` SDK's streamable-HTTP session manager, run inside the gateway's
+lifespan, behind the gateway's own bearer-token check: this package never
+imports the server; the gateway mounts it.
 """
 
 from __future__ import annotations
 
-import hmac
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import Any, assert_never
+from dataclasses import dataclass, field
+from typing import Any, Protocol, assert_never
 
 import anyio
 import mcp_types
@@ -32,10 +34,10 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from starlette.applications import Starlette
 from starlette.datastructures import Headers
+from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
 from helix_agents._aio import closing_iter
@@ -61,16 +63,19 @@ from helix_agents.protocol import (
     RemoteStartRequest,
     message_from_input,
 )
+from helix_agents.runtime.executor import AgentExecutor
 from helix_agents.runtime.tool_runner import validation_message
-from helix_agents.server import AgentServer
-from helix_agents.server.gateway.app import DEFAULT_MAX_BODY_BYTES, Auth
+from helix_agents.transport import RemoteAgentTransport
 
-__all__ = ["MCP_PATH", "SESSION_META_KEY", "AgentMessage", "mount_mcp"]
+__all__ = ["MCP_PATH", "SESSION_META_KEY", "AgentMessage", "MCPMount", "MCPOptions", "mcp_mount"]
+
+Authorized = Callable[[Request], Awaitable[bool]]
+"""The gateway's check of a request's bearer token."""
 
 log = logging.getLogger("helix_agents.mcp")
 
 MCP_PATH = "/mcp"
-"""Where :func:`mount_mcp` puts the endpoint."""
+"""Where the gateway serves the MCP endpoint."""
 
 SESSION_META_KEY = "helix-agents/sessionId"
 """The ``_meta`` key of a result that names the session the call ran."""
@@ -87,6 +92,54 @@ class AgentMessage(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     message: str = Field(min_length=1, description="What to ask the agent.")
+
+
+@dataclass(frozen=True)
+class MCPOptions:
+    """How the gateway serves its agents over MCP: ``create_http_app(server, mcp=MCPOptions())``.
+
+    Args:
+        input_models: per agent type, the pydantic model of its MCP input (the
+            tool's input schema; its ``message`` field, or else the whole input
+            as JSON, is the session's first message). Default: :class:`AgentMessage`.
+        allowed_origins: browser origins allowed to call ``/mcp`` (``*``: any); a
+            request with another ``Origin`` header is refused (403), one without
+            is not (``serve --mcp`` passes its ``--cors-origin`` origins).
+
+    Raises:
+        UsageError: an input model that is not a pydantic model class, or
+            origins that are not a list of strings. An input model for an agent
+            the gateway does not serve is refused when the gateway is built.
+    """
+
+    input_models: Mapping[str, type[BaseModel]] = field(default_factory=dict)
+    allowed_origins: Iterable[str] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.input_models, Mapping):
+            raise UsageError("MCPOptions: input_models maps agent types to pydantic models")
+        for name, model in self.input_models.items():
+            if not (isinstance(model, type) and issubclass(model, BaseModel)):
+                raise UsageError(f"MCPOptions: the input model of {name!r} is not a pydantic model")
+        origins = self.allowed_origins
+        if isinstance(origins, str) or not all(isinstance(o, str) for o in origins):
+            raise UsageError("MCPOptions: allowed_origins must be a list of origins")
+        object.__setattr__(self, "input_models", dict(self.input_models))
+        object.__setattr__(self, "allowed_origins", tuple(origins))
+
+
+class _Served(RemoteAgentTransport, Protocol):
+    """What the endpoint serves: an ``AgentServer`` (its agents, their executor, the protocol)."""
+
+    @property
+    def agent_types(self) -> list[str]:
+        """The agent types callers may start."""
+        ...
+
+    @property
+    def executor(self) -> AgentExecutor:
+        """The executor that runs them (its registry holds their definitions)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -107,21 +160,27 @@ class _Entry:
         )
 
 
-def _catalog(
-    target: AgentServer, input_models: Mapping[str, type[BaseModel]] | None
-) -> dict[str, _Entry]:
-    models = dict(input_models or {})
-    unknown = sorted(set(models) - set(target.agent_types))
+def _served(target: object) -> _Served:
+    """``target`` if it serves agents of its own (an ``AgentServer``), else :class:`UsageError`."""
+    executor = getattr(target, "executor", None)
+    types = getattr(target, "agent_types", None)
+    if not isinstance(executor, AgentExecutor) or not isinstance(types, list):
+        raise UsageError(
+            "MCP serves the agents of an AgentServer, whose definitions give the tools' "
+            "schemas (a fleet's gateway has none)"
+        )
+    return target  # type: ignore[return-value]  # checked just above, structurally
+
+
+def _catalog(target: _Served, input_models: Mapping[str, type[BaseModel]]) -> dict[str, _Entry]:
+    unknown = sorted(set(input_models) - set(target.agent_types))
     if unknown:
-        raise UsageError(f"mount_mcp: input_models names agents not served here: {unknown}")
-    for name, model in models.items():
-        if not (isinstance(model, type) and issubclass(model, BaseModel)):
-            raise UsageError(f"mount_mcp: the input model of {name!r} must be a pydantic model")
+        raise UsageError(f"MCPOptions: input_models names agents not served here: {unknown}")
     catalog: dict[str, _Entry] = {}
     for name in target.agent_types:
         agent = target.executor.registry.get(name)
         assert agent is not None  # an AgentServer registers what it serves
-        catalog[name] = _Entry(agent, models.get(name, AgentMessage))
+        catalog[name] = _Entry(agent, input_models.get(name, AgentMessage))
     return catalog
 
 
@@ -172,7 +231,7 @@ def _result(
 class _Calls:
     """The MCP server's handlers: list the served agents, run one per call."""
 
-    def __init__(self, target: AgentServer, catalog: dict[str, _Entry]) -> None:
+    def __init__(self, target: _Served, catalog: dict[str, _Entry]) -> None:
         self.target = target
         self.catalog = catalog
         self.stopping = False
@@ -258,117 +317,92 @@ class _Calls:
             )
 
 
-def _token_accepted(token: str, auth: Auth) -> Awaitable[bool] | bool:
-    if callable(auth):
-        return auth(token)
-    given = token.encode("latin-1", errors="replace")
-    return any(hmac.compare_digest(given, candidate.encode()) for candidate in auth)
-
-
 def _refusal(status: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
     """An HTTP refusal with a JSON-RPC error body (no id), as the MCP transports answer."""
-    body = {
-        "jsonrpc": "2.0",
-        "id": None,
-        "error": {"code": mcp_types.INVALID_REQUEST, "message": message},
-    }
+    error = {"code": mcp_types.INVALID_REQUEST, "message": message}
+    body = {"jsonrpc": "2.0", "id": None, "error": error}
     return Response(msgspec.json.encode(body), status, headers, media_type="application/json")
 
 
 class _Endpoint:
-    """The ASGI app at ``/mcp``: bearer token and Origin checked, then the SDK's manager."""
+    """The ASGI app at ``/mcp``: Origin and bearer token checked, then the SDK's manager."""
 
     def __init__(
         self,
         manager: StreamableHTTPSessionManager,
-        auth: Auth | None,
+        authorized: Authorized,
         origins: Collection[str],
     ) -> None:
         self.manager = manager
-        self.auth = auth
+        self.authorized = authorized
         self.origins = origins
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = Headers(scope=scope)
-        refusal = await self._refusal(headers)
-        if refusal is not None:
-            await refusal(scope, receive, send)
-            return
-        await self.manager.handle_request(scope, receive, send)
-
-    async def _refusal(self, headers: Headers) -> Response | None:
-        origin = headers.get("origin")
+        origin = Headers(scope=scope).get("origin")
         if origin is not None and "*" not in self.origins and origin not in self.origins:
             # A browser page from elsewhere (DNS rebinding): the MCP spec's Origin check.
-            return _refusal(403, f"origin {origin!r} is not allowed")
-        if self.auth is None:
-            return None
-        scheme, _, token = headers.get("authorization", "").partition(" ")
-        accepted = scheme.lower() == "bearer" and bool(token)
-        if accepted:
-            verdict = _token_accepted(token, self.auth)
-            accepted = bool(await verdict) if not isinstance(verdict, bool) else verdict
-        if accepted:
-            return None
-        return _refusal(
-            401,
-            "missing or invalid bearer token",
-            {"WWW-Authenticate": 'Bearer realm="helix-agents"'},
-        )
+            refusal = _refusal(403, f"origin {origin!r} is not allowed")
+        elif not await self.authorized(Request(scope, receive)):
+            refusal = _refusal(
+                401,
+                "missing or invalid bearer token",
+                {"WWW-Authenticate": 'Bearer realm="helix-agents"'},
+            )
+        else:
+            await self.manager.handle_request(scope, receive, send)
+            return
+        await refusal(scope, receive, send)
 
 
-def mount_mcp(
-    app: Starlette,
-    target: AgentServer,
+class MCPMount:
+    """A gateway's MCP endpoint: its route, and the lifespan its SDK session manager needs."""
+
+    def __init__(
+        self, routes: list[BaseRoute], manager: StreamableHTTPSessionManager, calls: _Calls
+    ) -> None:
+        self.routes = routes
+        """The ``/mcp`` route (GET, POST, DELETE) for the gateway's list."""
+        self._manager = manager
+        self._calls = calls
+
+    @asynccontextmanager
+    async def run(self) -> AsyncIterator[None]:
+        """Run the MCP sessions; enter it in the gateway's lifespan, once the agents run.
+
+        A call cut by its end (the gateway shuts down) leaves its run to the
+        server's own shutdown, which resumes it on restart.
+        """
+        async with self._manager.run():
+            try:
+                yield
+            finally:
+                self._calls.stopping = True
+
+
+def mcp_mount(
+    target: RemoteAgentTransport,
+    options: MCPOptions,
     *,
-    auth: Auth | None = None,
-    allowed_origins: Iterable[str] = (),
-    input_models: Mapping[str, type[BaseModel]] | None = None,
-) -> Starlette:
-    """Serve ``target``'s agents as MCP tools at ``/mcp`` of ``app`` (``create_http_app``'s).
+    authorized: Authorized,
+    max_body_bytes: int,
+) -> MCPMount:
+    """The ``/mcp`` endpoint serving ``target``'s agents (``create_http_app(..., mcp=...)``).
 
     Args:
-        app: the gateway (``create_http_app(target, ...)``); changed in place
-            and returned: the route is added and its lifespan also runs the
-            MCP session manager.
-        target: the ``AgentServer`` the gateway fronts.
-        auth: the gateway's bearer tokens (or its async check): the endpoint
-            wants the same ``Authorization: Bearer``.
-        allowed_origins: browser origins allowed to call the endpoint (``*``:
-            any); a request with another ``Origin`` header is refused (403),
-            one without is not (the gateway's CORS origins, for ``serve``).
-        input_models: per agent type, the pydantic model of its input (the
-            MCP tool's input schema; its ``message`` field, or else the whole
-            input as JSON, is the session's first message). Default:
-            :class:`AgentMessage`.
+        target: the gateway's target; it must be an ``AgentServer``.
+        options: the endpoint's :class:`MCPOptions`.
+        authorized: the gateway's check of a request's bearer token.
+        max_body_bytes: the gateway's body limit (larger requests: 413).
 
     Raises:
-        UsageError: ``target`` is not an ``AgentServer``, or ``input_models``
-            names an agent not served or holds something not a pydantic model.
+        UsageError: ``target`` serves no agents of its own (a fleet's
+            transport), or ``options.input_models`` names an agent it does not serve.
     """
-    if not isinstance(target, AgentServer):
-        raise UsageError("mount_mcp serves the agents of an AgentServer")
-    if isinstance(allowed_origins, str):
-        raise UsageError("mount_mcp: allowed_origins must be a list of origins")
-    calls = _Calls(target, _catalog(target, input_models))
+    served = _served(target)
+    calls = _Calls(served, _catalog(served, options.input_models))
     server: Server[Any] = Server(
         "helix-agents", on_list_tools=calls.list_tools, on_call_tool=calls.call_tool
     )
-    manager = StreamableHTTPSessionManager(server, max_request_body_size=DEFAULT_MAX_BODY_BYTES)
-    endpoint = _Endpoint(manager, auth, frozenset(allowed_origins))
-    app.router.routes.insert(0, Route(MCP_PATH, endpoint, methods=["GET", "POST", "DELETE"]))
-    inner = app.router.lifespan_context
-
-    @asynccontextmanager
-    async def lifespan(app: Any) -> AsyncIterator[Any]:
-        # The agents first (the gateway's own lifespan), then the MCP sessions;
-        # they end in the other order, and a call cut by the shutdown leaves
-        # its run to the server's own shutdown (which resumes it on restart).
-        async with inner(app) as state, manager.run():
-            try:
-                yield state
-            finally:
-                calls.stopping = True
-
-    app.router.lifespan_context = lifespan
-    return app
+    manager = StreamableHTTPSessionManager(server, max_request_body_size=max_body_bytes)
+    endpoint = _Endpoint(manager, authorized, frozenset(options.allowed_origins))
+    return MCPMount([Route(MCP_PATH, endpoint, methods=["GET", "POST", "DELETE"])], manager, calls)

@@ -51,6 +51,7 @@ from helix_agents.stores import open_store
 if TYPE_CHECKING:
     from nats.aio.client import Client as NatsClient
 
+    from helix_agents.mcp import MCPOptions
     from helix_agents.otel.export import ExportingTracer
 
 __all__ = [
@@ -131,9 +132,9 @@ async def run_serve(
         # would never run.
         tracer = exporting.tracer if exporting is not None else None
         server = AgentServer(agents, await open_store(url), owns_store=True, tracer=tracer)
-    app = create_http_app(server, auth=auth, heartbeat_interval=heartbeat)
-    if options.mcp:
-        _mount_mcp(app, server, auth, options)
+    app = create_http_app(
+        server, auth=auth, heartbeat_interval=heartbeat, mcp=_mcp_options(options)
+    )
     print(
         f"helix-agents: serving {', '.join(server.agent_types)} on http://{host}:{port}"
         + _access(auth, options)
@@ -163,17 +164,17 @@ def exporting_tracer() -> ExportingTracer:
     return make()
 
 
-def _mount_mcp(
-    app: Any, server: AgentServer, auth: list[str] | None, options: ServeOptions
-) -> None:
-    """``serve --mcp``: the agents as MCP tools at ``/mcp`` (specs/mcp.md)."""
+def _mcp_options(options: ServeOptions) -> MCPOptions | None:
+    """``serve --mcp``: the agents as MCP tools at ``/mcp`` (specs/mcp.md), else None."""
+    if not options.mcp:
+        return None
     try:
-        from helix_agents.mcp import mount_mcp
+        from helix_agents.mcp import MCPOptions
     except ImportError as exc:
         raise TargetError(
             f"--mcp needs the mcp extra (pip install 'helix-agents[mcp]'): {exc}"
         ) from exc
-    mount_mcp(app, server, auth=auth, allowed_origins=options.cors_origins)
+    return MCPOptions(allowed_origins=options.cors_origins)
 
 
 def _inspector(host: str, port: int, auth: list[str] | None) -> str:

@@ -1,6 +1,6 @@
 """Agents out over MCP: the gateway's ``/mcp`` endpoint, driven by the ``mcp`` SDK's own client.
 
-The gateway (``create_http_app`` + ``mount_mcp``) runs on uvicorn over
+The gateway (``create_http_app(..., mcp=MCPOptions(...))``) runs on uvicorn over
 loopback in the test's loop (so the test can reach the ``AgentServer``), and
 ``helix-agents serve --mcp`` runs as a subprocess once, with a token.
 """
@@ -23,12 +23,15 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_app import Findings, Question, agents
 from servers import closed_port, serve
 
+from helix_agents import InProcessTransport
 from helix_agents.errors import UsageError
-from helix_agents.mcp import SESSION_META_KEY, mount_mcp
+from helix_agents.mcp import SESSION_META_KEY, MCPOptions
 from helix_agents.mcp.endpoint import INTERRUPT_REASON
 from helix_agents.messages import UserMessage
 from helix_agents.server import AgentServer, create_http_app
-from helix_agents.server.cli.commands import ServeOptions, TargetError, run_serve
+from helix_agents.server.cli.serve import run_serve
+from helix_agents.server.cli.serve_uvicorn import ServeOptions
+from helix_agents.server.cli.target import TargetError
 from helix_agents.server.gateway.app import DEFAULT_MAX_BODY_BYTES
 from helix_agents.stores import MemoryEventStore
 
@@ -44,14 +47,8 @@ ORIGIN = "https://app.example.com"  # the one browser origin the gateways here a
 async def gateway(*, token: str | None = TOKEN) -> AsyncIterator[tuple[str, AgentServer]]:
     """The agents behind a gateway with ``/mcp``; yields its base URL and the server."""
     server = AgentServer(agents, MemoryEventStore())
-    app = create_http_app(server, auth=[token] if token else None)
-    mount_mcp(
-        app,
-        server,
-        auth=[token] if token else None,
-        allowed_origins=[ORIGIN],
-        input_models={"researcher": Question},
-    )
+    options = MCPOptions(input_models={"researcher": Question}, allowed_origins=[ORIGIN])
+    app = create_http_app(server, auth=[token] if token else None, mcp=options)
     async with serve(app) as url:
         yield url, server
 
@@ -257,15 +254,17 @@ async def test_the_endpoint_wants_the_token_and_refuses_other_origins_and_big_bo
     assert "chatter" in allowed
 
 
-async def test_mount_mcp_refuses_input_models_for_agents_it_does_not_serve() -> None:
+async def test_bad_mcp_options_and_a_target_without_agents_are_refused() -> None:
     server = AgentServer(agents, MemoryEventStore())
-    app = create_http_app(server)
     with pytest.raises(UsageError, match="not served here: \\['nobody'\\]"):
-        mount_mcp(app, server, input_models={"nobody": Question})
-    with pytest.raises(UsageError, match="must be a pydantic model"):
-        mount_mcp(app, server, input_models={"chatter": dict})  # type: ignore[dict-item]
-    with pytest.raises(UsageError, match="AgentServer"):
-        mount_mcp(app, object())  # type: ignore[arg-type]
+        create_http_app(server, mcp=MCPOptions(input_models={"nobody": Question}))
+    with pytest.raises(UsageError, match="is not a pydantic model"):
+        MCPOptions(input_models={"chatter": dict})  # type: ignore[dict-item]
+    with pytest.raises(UsageError, match="allowed_origins must be a list of origins"):
+        MCPOptions(allowed_origins="https://app.example.com")
+    fleet_like = InProcessTransport(server.executor.service)  # a transport, no agents of its own
+    with pytest.raises(UsageError, match="MCP serves the agents of an AgentServer"):
+        create_http_app(fleet_like, mcp=MCPOptions())
 
 
 async def test_helix_agents_serve_with_mcp_serves_the_agents_at_slash_mcp(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The import arrows point one way: server -> a2a -> transports/stores -> core (and otel -> core).
+"""The import arrows point one way: server -> a2a, mcp -> transports/stores -> core (otel -> core).
 
 ``core/`` (``helix_agents``) never imports ``helix_agents.stores``,
 ``.transports`` or ``.server``, and ``stores/`` and ``transports/`` never
@@ -36,8 +36,8 @@ RULES = {
     ),
     # the A2A bridge: the gateway mounts it (server -> a2a), so it never imports the server
     "bridges/a2a": ("helix_agents.a2a", ("helix_agents.server",)),
-    # a bridge may use every room; only serve --mcp imports it (lazily)
-    "bridges/mcp": ("helix_agents.mcp", ()),
+    # the MCP bridge: the gateway mounts it (server -> mcp), so it never imports the server
+    "bridges/mcp": ("helix_agents.mcp", ("helix_agents.server",)),
 }
 FOLDERS = ("core", "stores", "transports", "server", "otel", "bridges")
 """Folder names: importing one of them by name means importing by folder, not by package."""

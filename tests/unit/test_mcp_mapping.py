@@ -249,7 +249,7 @@ def test_the_public_names_are_pinned_and_documented() -> None:
         "MCP_PATH",
         "SESSION_META_KEY",
         "AgentMessage",
-        "mount_mcp",
+        "MCPOptions",
     }
     for name in helix_agents.mcp.__all__:
         value = getattr(helix_agents.mcp, name)
@@ -267,6 +267,6 @@ def _spec_table(marker: str) -> set[str]:
     return set(re.findall(r"^\| `([a-z_]+)` \|", table, flags=re.MULTILINE))
 
 
-def test_the_spec_lists_every_option_of_mcptoolset_and_mount_mcp() -> None:
+def test_the_spec_lists_every_option_of_mcptoolset_and_mcpoptions() -> None:
     assert _spec_table("options") == set(inspect.signature(MCPToolset).parameters)
-    assert _spec_table("mount") == set(inspect.signature(helix_agents.mcp.mount_mcp).parameters)
+    assert _spec_table("mount") == set(inspect.signature(helix_agents.mcp.MCPOptions).parameters)
