@@ -5,7 +5,7 @@
 after its agent type, its input schema the agent's input model
 (``MCPOptions.input_models``; by default ``{"message": string}``), its output
 schema the agent's ``output_schema``. A call starts a new session with that
-input (its message is the input's ``message`` field, as for a sub-agent),
+input (its first message made from the input as for a sub-agent),
 follows the session's stream, and answers with the typed output as
 structured content (and as JSON text), or with ``isError`` and the reason
 when the run fails or is interrupted. While it runs, each chunk of the
@@ -100,8 +100,9 @@ class MCPOptions:
 
     Args:
         input_models: per agent type, the pydantic model of its MCP input (the
-            tool's input schema; its ``message`` field, or else the whole input
-            as JSON, is the session's first message). Default: :class:`AgentMessage`.
+            tool's input schema; the session's first message is made from the
+            input as a sub-agent's is: a lone ``message``, ``query``, ``text`` or
+            ``content`` string, else the input as JSON). Default: :class:`AgentMessage`.
         allowed_origins: browser origins allowed to call ``/mcp`` (``*``: any); a
             request with another ``Origin`` header is refused (403), one without
             is not (``serve --mcp`` passes its ``--cors-origin`` origins).

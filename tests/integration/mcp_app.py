@@ -28,7 +28,7 @@ class Question(BaseModel):
     """The researcher's MCP input in the in-process tests."""
 
     query: str
-    depth: int = 1
+    depth: int | None = None
 
 
 class Findings(BaseModel):
