@@ -48,9 +48,11 @@ def main(argv: list[str] | None = None) -> int:
 
         summary = run_peer(quick=args.quick, loops=tuple(args.loop or ("default",)))
     elif args.name == "interop":
-        from bench_a2a import run_a2a  # the A2A half (the MCP half joins it here)
+        # each bridge against a direct call, measured in the same run (the a2a and mcp extras)
+        from bench_a2a import run_a2a
+        from bench_mcp import run_mcp
 
-        summary = {"a2a": run_a2a(quick=args.quick)}
+        summary = {"a2a": run_a2a(quick=args.quick), "mcp": run_mcp(quick=args.quick)}
     elif args.name == "load":
         from bench_load import run_load
 

@@ -18,6 +18,7 @@ Every error derives from :class:`HelixError`::
     │   ├── StreamDropError           a stream ended without its end event
     │   └── RemoteAgentFailedError    the remote agent definitively failed
     ├── AgentServerError              a server refused a request; carries the protocol ``code``
+    ├── ToolsetError                  a toolset (an MCP server's tools) will not open or is unusable
     ├── WorkspaceError                a workspace tool could not do what was asked
     │   ├── WorkspaceFailedError      a workspace is unusable: no provider, or the provider failed
     │   ├── WorkspacePathError        a path refused: absolute, ``..``, a link out (also ValueError)
@@ -53,6 +54,7 @@ __all__ = [
     "StoreClosedError",
     "StoreError",
     "StreamDropError",
+    "ToolsetError",
     "TransportError",
     "TransportTimeoutError",
     "UsageError",
@@ -246,6 +248,25 @@ class AgentServerError(HelixError):
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"
+
+
+class ToolsetError(HelixError):
+    """Raised when toolset ``toolset`` cannot be opened or offers tools an agent cannot use.
+
+    The executor raises it on entering (a toolset of a registered agent would
+    not open), from ``execute`` (a toolset of the agent it starts), and fails
+    a run with it as a recoverable error when a toolset opened for that run
+    fails; nothing else changes. ``toolset`` names the toolset, ``reason``
+    says what is wrong.
+    """
+
+    def __init__(self, toolset: str, reason: str) -> None:
+        self.toolset = toolset
+        self.reason = reason
+        super().__init__(toolset, reason)
+
+    def __str__(self) -> str:
+        return f"toolset {self.toolset}: {self.reason}"
 
 
 class AgentRunError(HelixError):

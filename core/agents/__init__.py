@@ -3,7 +3,8 @@
 ``config`` (``AgentConfig``, hooks, model settings, companion entries),
 ``define`` (``define_agent`` and the registry), ``tools`` (``Tool``,
 ``define_tool``, the tool context), ``function_tools`` (``@tool``: a tool
-from a plain function). May import models and the log; never the
+from a plain function), ``toolsets`` (``Toolset``: tools known once a source
+is open, such as an MCP server's). May import models and the log; never the
 runtime.
 """
 
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
         is_sub_agent_tool as is_sub_agent_tool,
         validate_tool_name as validate_tool_name,
     )
+    from helix_agents.agents.toolsets import Toolset as Toolset
     from helix_agents.children.tools import (
         create_remote_sub_agent_tool as create_remote_sub_agent_tool,
         create_sub_agent_tool as create_sub_agent_tool,
@@ -68,6 +70,7 @@ _HOMES = {
     "tool": "helix_agents.agents.function_tools",
     "is_sub_agent_tool": "helix_agents.agents.tools",
     "validate_tool_name": "helix_agents.agents.tools",
+    "Toolset": "helix_agents.agents.toolsets",
     "RemoteSubAgentTool": "helix_agents.agents.config",
     "SubAgentTool": "helix_agents.agents.config",
     "create_remote_sub_agent_tool": "helix_agents.children.tools",
@@ -94,6 +97,7 @@ __all__ = [
     "tool",
     "is_sub_agent_tool",
     "validate_tool_name",
+    "Toolset",
     "RemoteSubAgentTool",
     "SubAgentTool",
     "create_remote_sub_agent_tool",

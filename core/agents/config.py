@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 from pydantic import BaseModel
 
 from helix_agents.agents.tools import SUBAGENT_TOOL_PREFIX, ApprovalRule, Tool, json_schema_of
+from helix_agents.agents.toolsets import Toolset
 from helix_agents.errors import UsageError
 from helix_agents.models.base import LLMAdapter, ToolSpec
 from helix_agents.transport import RemoteAgentTransport
@@ -145,6 +146,8 @@ class AgentConfig(Generic[OutputT]):
     hooks: AgentHooks = field(default_factory=AgentHooks)
     workspaces: tuple[Workspace, ...] = ()
     persistent_agents: tuple[PersistentAgent, ...] = ()
+    toolsets: tuple[Toolset, ...] = ()
+    """Sources of more tools (an MCP server's), opened by the executor (agents/toolsets.py)."""
 
     def persistent(self, agent_type: str) -> PersistentAgent | None:
         """The persistent child type ``agent_type`` of this agent, or None."""

@@ -23,6 +23,7 @@ from helix_agents.agents.config import (
     SubAgentTool,
 )
 from helix_agents.agents.tools import SUBAGENT_TOOL_PREFIX, Tool, validate_tool_name
+from helix_agents.agents.toolsets import Toolset, check_toolsets
 from helix_agents.errors import UsageError, WorkspaceInheritanceError
 from helix_agents.models.base import LLMAdapter
 from helix_agents.models.names import model_from_name
@@ -49,6 +50,7 @@ def define_agent(
     hooks: AgentHooks | None = None,
     workspaces: Iterable[Workspace] = (),
     persistent_agents: Iterable[PersistentAgent] = (),
+    toolsets: Iterable[Toolset] = (),
 ) -> AgentConfig[OutputT]:
     """Define an agent.
 
@@ -74,6 +76,10 @@ def define_agent(
         persistent_agents: :class:`PersistentAgent` entries, each a child type
             the agent manages with the auto-injected ``companion__*`` tools
             (specs/companions.md); an agent type appears at most once.
+        toolsets: sources of more tools, such as an MCP server
+            (``helix_agents.mcp.MCPToolset``): the executor opens each once and
+            every run of the agent gets its tools after ``tools``
+            (specs/mcp.md).
 
     Raises:
         UsageError: for an invalid name, ``llm`` and ``model`` both given, a
@@ -84,7 +90,8 @@ def define_agent(
             that are not :class:`Workspace` or share a name, or a bad
             ``persistent_agents`` entry (not a :class:`PersistentAgent`, a
             repeated agent type, an unknown mode, a transport that is not a
-            ``RemoteAgentTransport``, ``inherit_workspace`` with a transport).
+            ``RemoteAgentTransport``, ``inherit_workspace`` with a transport),
+            or ``toolsets`` that are not toolsets or list one twice.
         WorkspaceInheritanceError: ``inherit_workspace`` for a child that
             declares workspaces of its own.
     """
@@ -130,6 +137,7 @@ def define_agent(
             raise UsageError(f"agent {name!r}: two workspaces are named {workspace.name!r}")
         workspace_names.add(workspace.name)
     companions = _checked_persistent_agents(name, persistent_agents)
+    toolset_list = check_toolsets(f"agent {name!r}", toolsets)
     config = AgentConfig(
         name=name,
         description=description,
@@ -143,6 +151,7 @@ def define_agent(
         hooks=hooks or AgentHooks(),
         workspaces=workspace_list,
         persistent_agents=companions,
+        toolsets=toolset_list,
     )
     if state_schema is not None:
         config.initial_state()  # fails now if the schema's defaults are incomplete

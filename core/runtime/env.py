@@ -8,6 +8,7 @@ from typing import Any
 
 from helix_agents.log.store import EventStore
 from helix_agents.models.base import LLMAdapter
+from helix_agents.runtime.toolsets import ToolsetHub
 from helix_agents.tracing import NO_TRACER, Tracer
 from helix_agents.transport import RemoteAgentTransport
 
@@ -37,3 +38,5 @@ class RunEnv:
     """``(session id, workspaces)``: hold a companion's workspaces open across its runs."""
     release_workspaces: Callable[[str], Awaitable[None]] = _nothing
     """``(session id)``: let go of what ``keep_workspaces`` held (a terminated companion)."""
+    toolsets: ToolsetHub | None = None
+    """The executor's open toolsets; a run adds their tools to its agent's."""

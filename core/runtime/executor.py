@@ -48,6 +48,7 @@ from helix_agents.runtime.inprocess import InProcessTransport
 from helix_agents.runtime.recovery import ExpiryTimers, recover_sessions
 from helix_agents.runtime.runs import RunGuard, SessionRuns, TakeoverClaim
 from helix_agents.runtime.service import ExecutorService
+from helix_agents.runtime.toolsets import ToolsetHub
 from helix_agents.tracing import NO_TRACER, Tracer
 from helix_agents.transport import RemoteAgentTransport
 from helix_agents.workspaces.base import WorkspaceProvider
@@ -108,6 +109,8 @@ class AgentExecutor:
         """The owner of this executor's running sessions (locks, active runs, launches)."""
         self.service = ExecutorService(self.runs)
         """The protocol, implemented once over this executor (a ``RemoteAgentTransport``)."""
+        self.toolsets = ToolsetHub()
+        """The agents' toolsets (an MCP server's tools...), open while the executor is."""
         self.env = RunEnv(
             store=store,
             llm=llm,
@@ -118,6 +121,7 @@ class AgentExecutor:
             tracer=tracer if tracer is not None else NO_TRACER,
             keep_workspaces=self.workspaces.keep,
             release_workspaces=self.workspaces.let_go,
+            toolsets=self.toolsets,
         )
         self.runs.env = self.env
         # the timers of the paused sessions' expiring open entries
@@ -175,6 +179,13 @@ class AgentExecutor:
                 )
 
     async def __aenter__(self) -> AgentExecutor:
+        # The toolsets open first and close last: every run can use them.
+        await self.toolsets.start()
+        try:
+            await self.toolsets.prepare(self.registry)
+        except BaseException:
+            await self.toolsets.aclose()
+            raise
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self.runs.task_group = tg
@@ -201,6 +212,8 @@ class AgentExecutor:
             if exc is not None and len(group.exceptions) == 1 and group.exceptions[0] is exc:
                 raise exc from None
             raise
+        finally:
+            await self.toolsets.aclose()
 
     # --- the Python API -----------------------------------------------------------
 
@@ -241,11 +254,14 @@ class AgentExecutor:
         """Start ``agent`` on a message (a string) or an input (a dict, mapped to a message).
 
         Idempotent for a given ``session_id``; raises :class:`AgentServerError`
-        (``ALREADY_COMPLETED``, ``ALREADY_RUNNING``) like ``service.start``.
+        (``ALREADY_COMPLETED``, ``ALREADY_RUNNING``) like ``service.start``,
+        and :class:`~helix_agents.errors.ToolsetError` when a toolset of the
+        agent (or of its sub-agents) will not open (nothing is started then).
         The handle's result carries the output as an ``output_schema`` instance.
         """
         self.registry.register(agent)
         self.require_models()
+        await self.toolsets.prepare(agent)
         message = (
             message_or_input
             if isinstance(message_or_input, str | list)

@@ -30,7 +30,13 @@ from helix_agents.children.call import ChildCall
 from helix_agents.children.open_calls import OpenCalls
 from helix_agents.children.target import SubAgentToolLike
 from helix_agents.companions.parent import Companions
-from helix_agents.errors import HelixError, OwnershipLost, StoreClosedError, StoreError
+from helix_agents.errors import (
+    HelixError,
+    OwnershipLost,
+    StoreClosedError,
+    StoreError,
+    ToolsetError,
+)
 from helix_agents.events import (
     Aborted,
     AbortRequested,
@@ -213,6 +219,13 @@ class SessionRun:
     # --- the loop -----------------------------------------------------------------
 
     async def _loop(self) -> None:
+        if self.agent.toolsets and self.env.toolsets is not None:
+            # The toolsets' tools as they are now serve the whole run.
+            try:
+                self.agent = await self.env.toolsets.expand(self.agent)
+            except ToolsetError as error:
+                await self._fail(str(error), recoverable=True)
+                return
         agent = self.agent
         while True:
             pending = unanswered_calls(self.writer.state)

@@ -51,6 +51,7 @@ from helix_agents.stores import open_store
 if TYPE_CHECKING:
     from nats.aio.client import Client as NatsClient
 
+    from helix_agents.mcp import MCPOptions
     from helix_agents.otel.export import ExportingTracer
 
 __all__ = [
@@ -97,6 +98,8 @@ async def run_serve(
             raise UsageError(
                 "--otel traces runs; a fleet's gateway runs none: trace its hosts (host --otel)"
             )
+        if options.mcp:
+            raise TargetError("--mcp serves the agents of MODULE:ATTR, not a fleet (--nats)")
         await _serve_fleet(
             nats_url,
             host=host,
@@ -129,12 +132,16 @@ async def run_serve(
         # would never run.
         tracer = exporting.tracer if exporting is not None else None
         server = AgentServer(agents, await open_store(url), owns_store=True, tracer=tracer)
-    app = create_http_app(server, auth=auth, heartbeat_interval=heartbeat)
+    app = create_http_app(
+        server, auth=auth, heartbeat_interval=heartbeat, mcp=_mcp_options(options)
+    )
     print(
         f"helix-agents: serving {', '.join(server.agent_types)} on http://{host}:{port}"
         + _access(auth, options)
     )
     print(f"helix-agents: inspector at {_inspector(host, port, auth)}")
+    if options.mcp:
+        print(f"helix-agents: MCP endpoint at http://{host}:{port}/mcp")
     if exporting is not None:
         print(f"helix-agents: tracing to {exporting.destination}")
     tune_collector()  # many live sessions: see server/serving/collector.py
@@ -155,6 +162,19 @@ def exporting_tracer() -> ExportingTracer:
     except ImportError as exc:
         raise UsageError("--otel needs OpenTelemetry: pip install 'helix-agents[otel]'") from exc
     return make()
+
+
+def _mcp_options(options: ServeOptions) -> MCPOptions | None:
+    """``serve --mcp``: the agents as MCP tools at ``/mcp`` (specs/mcp.md), else None."""
+    if not options.mcp:
+        return None
+    try:
+        from helix_agents.mcp import MCPOptions
+    except ImportError as exc:
+        raise TargetError(
+            f"--mcp needs the mcp extra (pip install 'helix-agents[mcp]'): {exc}"
+        ) from exc
+    return MCPOptions(allowed_origins=options.cors_origins)
 
 
 def _inspector(host: str, port: int, auth: list[str] | None) -> str:
@@ -253,6 +273,7 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
         cors_origins=tuple(args.cors_origins),
         log_level=args.log_level,
         otel=args.otel,
+        mcp=args.mcp,
     )
 
 
@@ -321,6 +342,12 @@ def add_serve_command(commands: Any, store_help: str) -> None:
         "API; repeat for several (default: none, CORS off)",
     )
     add_log_level(serve)
+    serve.add_argument(
+        "--mcp",
+        action="store_true",
+        help="also serve each agent as an MCP tool at /mcp (streamable HTTP, behind the same "
+        "token; needs the mcp extra; specs/mcp.md)",
+    )
     serve.add_argument(
         "--otel",
         action="store_true",

@@ -58,6 +58,8 @@ class ServeOptions:
     log_level: str = "info"
     otel: bool = False
     """Trace the runs with OpenTelemetry, exported over OTLP (``helix_agents.otel.export``)."""
+    mcp: bool = False
+    """Also serve each agent as an MCP tool at ``/mcp`` (``helix_agents.mcp``, the mcp extra)."""
 
 
 def _with_cors(app: Any, origins: tuple[str, ...]) -> Any:

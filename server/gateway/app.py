@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from importlib.util import find_spec
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 import msgspec
 from starlette.applications import Starlette
@@ -52,6 +52,9 @@ from helix_agents.server.streams.front_end_runs import decode_run, run_front_end
 from helix_agents.server.streams.sse import SSEResponse
 from helix_agents.server.ui import store_of, ui_routes
 from helix_agents.transports.bodies import SessionRequest
+
+if TYPE_CHECKING:
+    from helix_agents.mcp.endpoint import MCPMount, MCPOptions
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "AgentDirectory", "Auth", "create_http_app"]
 
@@ -118,6 +121,7 @@ def create_http_app(
     auth: Auth | None = None,
     heartbeat_interval: float = 15.0,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    mcp: MCPOptions | None = None,
 ) -> Starlette:
     """Build the Starlette app serving the protocol for ``target``.
 
@@ -128,6 +132,9 @@ def create_http_app(
             set, every route but ``/health`` needs ``Authorization: Bearer``.
         heartbeat_interval: seconds between ``:heartbeat`` comments on ``/sse``.
         max_body_bytes: larger request bodies are refused with 413.
+        mcp: also serve ``target``'s agents as MCP tools at ``/mcp``
+            (``helix_agents.mcp.MCPOptions``, the mcp extra; specs/mcp.md);
+            ``target`` must then be an ``AgentServer``.
     """
     server = target if isinstance(target, AgentServer) else None
     transport: RemoteAgentTransport = target
@@ -305,12 +312,15 @@ def create_http_app(
     async def internal_error(request: Request, exc: Exception) -> Response:
         return _error(protocol_error(exc, f"gateway {request.url.path}"))
 
+    mcp_endpoint = _mcp_endpoint(target, mcp, authorized, max_body_bytes)
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        if server is not None and not server.running:
-            async with server:
-                yield
-        else:
+        async with AsyncExitStack() as stack:
+            if server is not None and not server.running:
+                await stack.enter_async_context(server)
+            if mcp_endpoint is not None:  # its sessions start after the agents, stop before
+                await stack.enter_async_context(mcp_endpoint.run())
             yield
 
     routes = [
@@ -329,6 +339,7 @@ def create_http_app(
         Route("/openapi.json", endpoint(openapi, open_=True), methods=["GET"]),
         *ui_routes(store_of(target), endpoint),  # the inspector (specs/ui.md)
         *_a2a_routes(target, authorized, max_body_bytes, auth is not None),  # specs/a2a.md
+        *(mcp_endpoint.routes if mcp_endpoint is not None else ()),  # specs/mcp.md
     ]
     return _Gateway(
         endpoint(sse),
@@ -350,6 +361,20 @@ def _a2a_routes(
     from helix_agents.a2a.mount import a2a_routes
 
     return a2a_routes(target, authorized=authorized, max_body_bytes=max_body_bytes, bearer=bearer)
+
+
+def _mcp_endpoint(
+    target: AgentServer | RemoteAgentTransport,
+    options: MCPOptions | None,
+    authorized: Callable[[Request], Awaitable[bool]],
+    max_body_bytes: int,
+) -> MCPMount | None:
+    """The ``/mcp`` endpoint (specs/mcp.md) when ``options`` asks for it."""
+    if options is None:
+        return None
+    from helix_agents.mcp.endpoint import mcp_mount  # options were built: the extra is here
+
+    return mcp_mount(target, options, authorized=authorized, max_body_bytes=max_body_bytes)
 
 
 class _Gateway(Starlette):

@@ -1,4 +1,4 @@
-"""The import arrows point one way: server -> a2a -> transports/stores -> core (and otel -> core).
+"""The import arrows point one way: server -> a2a, mcp -> transports/stores -> core (otel -> core).
 
 ``core/`` (``helix_agents``) never imports ``helix_agents.stores``,
 ``.transports`` or ``.server``, and ``stores/`` and ``transports/`` never
@@ -24,10 +24,11 @@ RULES = {
             "helix_agents.transports",
             "helix_agents.server",
             "helix_agents.a2a",
+            "helix_agents.mcp",
         ),
     ),
-    "stores": ("helix_agents.stores", ("helix_agents.server",)),
-    "transports": ("helix_agents.transports", ("helix_agents.server",)),
+    "stores": ("helix_agents.stores", ("helix_agents.server", "helix_agents.mcp")),
+    "transports": ("helix_agents.transports", ("helix_agents.server", "helix_agents.mcp")),
     # tracing on OpenTelemetry: the Tracer seam of core, nothing else of ours
     "otel": (
         "helix_agents.otel",
@@ -35,6 +36,8 @@ RULES = {
     ),
     # the A2A bridge: the gateway mounts it (server -> a2a), so it never imports the server
     "bridges/a2a": ("helix_agents.a2a", ("helix_agents.server",)),
+    # the MCP bridge: the gateway mounts it (server -> mcp), so it never imports the server
+    "bridges/mcp": ("helix_agents.mcp", ("helix_agents.server",)),
 }
 FOLDERS = ("core", "stores", "transports", "server", "otel", "bridges")
 """Folder names: importing one of them by name means importing by folder, not by package."""
