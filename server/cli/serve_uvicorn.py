@@ -16,6 +16,11 @@ import msgspec
 
 from helix_agents.server.agent_server import AgentServer
 from helix_agents.server.cli.target import TargetError
+from helix_agents.server.serving.descriptors import (
+    fit_descriptor_limit,
+    fit_listen_backlog,
+    quiet_accept_errors,
+)
 from helix_agents.server.serving.limits import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_GRACE,
@@ -24,11 +29,8 @@ from helix_agents.server.serving.limits import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_STREAMS,
     StreamLimit,
-    bounded_http_protocol,
-    fit_descriptor_limit,
-    fit_listen_backlog,
-    quiet_accept_errors,
 )
+from helix_agents.server.serving.protocols import bounded_http_protocol
 
 if TYPE_CHECKING:
     from helix_agents.server.serving.graceful import GracefulServer

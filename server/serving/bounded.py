@@ -1,0 +1,125 @@
+"""What both bounded uvicorn protocols add: the connection cap, the header and body timers.
+
+:class:`Bounds` holds one server's settings and its connections still waiting
+for a request's headers; :class:`BoundedProtocol` is the mixin that enforces
+them, put before uvicorn's own protocol class by
+:func:`~helix_agents.server.serving.protocols.bounded_http_protocol`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, cast
+
+import msgspec
+
+from helix_agents.server.serving.limits import error_body
+from helix_agents.server.serving.writes import CoalescedWrites
+
+__all__ = ["Bounds", "BoundedProtocol"]
+
+_encode = msgspec.json.Encoder().encode
+
+
+@dataclass
+class Bounds:
+    """One server's connection bounds, shared by all its connections."""
+
+    max_connections: int
+    header_timeout: float
+    body_timeout: float
+    waiting: dict[Any, None] = field(default_factory=dict)
+    """Connections still waiting for a request's headers, oldest first."""
+
+
+class BoundedProtocol:
+    """The mixin of both bounded protocols: the cap, the header timer, coalesced writes."""
+
+    bounds: ClassVar[Bounds]
+    _header_timer: asyncio.TimerHandle | None = None
+    _body_timer: asyncio.TimerHandle | None = None
+    connections: set[Any]
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport
+
+    def _bounded_connection_made(self, transport: asyncio.BaseTransport) -> asyncio.Transport:
+        return cast(
+            asyncio.Transport, CoalescedWrites(cast(asyncio.Transport, transport), self.loop)
+        )
+
+    def _admit(self) -> None:
+        if len(self.connections) > self.bounds.max_connections:
+            oldest = next(iter(self.bounds.waiting), None)
+            if oldest is None:
+                self._refuse()
+                return
+            oldest._give_up()
+        self._await_headers()
+
+    def _await_headers(self) -> None:
+        self.bounds.waiting[self] = None
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+        self._header_timer = self.loop.call_later(self.bounds.header_timeout, self._give_up)
+
+    def _headers_received(self) -> None:
+        self.bounds.waiting.pop(self, None)
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _give_up(self) -> None:
+        """No request came in time (or room was needed): close without answering."""
+        self._headers_received()
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    def _watch_body(self, pending: bool) -> None:
+        """After the bytes that came in: time the request's body while some is still due."""
+        if pending:
+            if self._body_timer is None:
+                self._body_timer = self.loop.call_later(
+                    self.bounds.body_timeout, self._body_too_slow
+                )
+        elif self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+
+    def _body_too_slow(self) -> None:
+        """The body did not arrive in time: close unanswered, unless a response is under way."""
+        self._body_timer = None
+        cycle = getattr(self, "cycle", None)
+        if cycle is not None and cycle.response_started:
+            return  # answered without its body (it never read it): not stalled
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    def send_400_response(self, msg: str) -> None:
+        """A request that is not HTTP uvicorn can parse: ``400`` in the protocol's shape.
+
+        uvicorn's own answer is ``text/plain``; a client of the protocol
+        reads every refusal as ``{"error", "code"}``. The connection closes
+        (at once, when a response is under way: no answer fits in it).
+        """
+        cycle = getattr(self, "cycle", None)  # the last request's, on a keep-alive one
+        if cycle is not None and cycle.response_started and not cycle.response_complete:
+            self.transport.close()
+            return
+        body = _encode({"error": "malformed HTTP request", "code": "INVALID_REQUEST"})
+        head = (
+            "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+        )
+        self.transport.write(head.encode() + body)
+        self.transport.close()
+
+    def _refuse(self) -> None:
+        limit = self.bounds.max_connections
+        body = error_body(f"too many open connections ({limit}); retry later")
+        head = (
+            "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\nretry-after: 1\r\nconnection: close\r\n\r\n"
+        )
+        self.transport.write(head.encode() + body)
+        self.transport.close()

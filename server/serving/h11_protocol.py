@@ -1,0 +1,37 @@
+"""The bounded protocol on uvicorn's h11 parser (pure Python): its hooks into the bounds."""
+
+from __future__ import annotations
+
+import asyncio
+
+import h11  # uvicorn's, imported only to serve
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from helix_agents.server.serving.bounded import BoundedProtocol
+
+__all__ = ["BoundedH11Protocol"]
+
+
+class BoundedH11Protocol(BoundedProtocol, H11Protocol):
+    """uvicorn's h11 protocol with a connection cap and a header timeout."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(self._bounded_connection_made(transport))
+        self._admit()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        state = self.conn.their_state
+        if self in self.bounds.waiting and state is not h11.IDLE:
+            self._headers_received()
+        self._watch_body(state is h11.SEND_BODY)
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+            self._await_headers()  # keep-alive: the next request's headers are timed too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._headers_received()
+        self._watch_body(False)
+        super().connection_lost(exc)
