@@ -50,7 +50,8 @@ from helix_agents.events import Completed, RunStarted, SessionCreated, ToolEnd, 
 from helix_agents.models import ScriptedLLM
 from helix_agents.protocol import EndEvent, RemoteStartRequest
 from helix_agents.server import AgentServer
-from helix_agents.server.fleet.host import LEASE_BUCKET, NatsAgentHost
+from helix_agents.server.fleet.host import NatsAgentHost
+from helix_agents.server.fleet.leases import LEASE_BUCKET
 from helix_agents.stores.jetstream import WATCH_LINGER, JetStreamEventStore
 from helix_agents.transports.nats import NatsRemoteAgentTransport
 
