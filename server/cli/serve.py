@@ -44,6 +44,7 @@ from helix_agents.server.serving.limits import (
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_KEEP_ALIVE,
     DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_HEADER_BYTES,
     DEFAULT_MAX_STREAMS,
 )
 from helix_agents.stores import open_store
@@ -250,6 +251,7 @@ def serve_limits(args: argparse.Namespace) -> ServeLimits:
         max_connections=args.max_connections,
         header_timeout=args.header_timeout,
         body_timeout=args.body_timeout,
+        max_header_bytes=args.max_header_bytes,
         keep_alive=args.keep_alive,
         max_streams=args.max_streams,
         grace=args.grace,
@@ -398,6 +400,14 @@ def add_serve_command(commands: Any, store_help: str) -> None:
         default=DEFAULT_HEADER_TIMEOUT,
         metavar="SECONDS",
         help="time a connection has to send a request's headers (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--max-header-bytes",
+        type=bounded_number(int, 256),
+        default=DEFAULT_MAX_HEADER_BYTES,
+        metavar="BYTES",
+        help="bytes a request's head (request line and headers) may take; each line at most "
+        "8 KiB; beyond, 431 and the connection closed (default: %(default)s)",
     )
     serve.add_argument(
         "--body-timeout",

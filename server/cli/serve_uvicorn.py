@@ -27,6 +27,7 @@ from helix_agents.server.serving.limits import (
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_KEEP_ALIVE,
     DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_HEADER_BYTES,
     DEFAULT_MAX_STREAMS,
     StreamLimit,
 )
@@ -45,6 +46,7 @@ class ServeLimits:
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
     body_timeout: float = DEFAULT_BODY_TIMEOUT
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
     keep_alive: int = DEFAULT_KEEP_ALIVE
     max_streams: int = DEFAULT_MAX_STREAMS
     grace: float = DEFAULT_GRACE
@@ -145,8 +147,10 @@ def bounded_server(
             connections,
             limits.header_timeout,
             body_timeout=limits.body_timeout,
+            max_header_bytes=limits.max_header_bytes,
             parser="httptools" if limits.loop == "uvloop" else "h11",
         ),
+        h11_max_incomplete_event_size=limits.max_header_bytes,  # ours answers 431 first
         timeout_keep_alive=limits.keep_alive,
         backlog=fit_listen_backlog(connections),
         timeout_graceful_shutdown=None,  # the grace bounds the drain

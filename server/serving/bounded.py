@@ -14,7 +14,11 @@ from typing import Any, ClassVar, cast
 
 import msgspec
 
-from helix_agents.server.serving.limits import error_body
+from helix_agents.server.serving.limits import (
+    DEFAULT_MAX_HEADER_BYTES,
+    MAX_HEADER_LINE,
+    error_body,
+)
 from helix_agents.server.serving.writes import CoalescedWrites
 
 __all__ = ["Bounds", "BoundedProtocol"]
@@ -29,6 +33,9 @@ class Bounds:
     max_connections: int
     header_timeout: float
     body_timeout: float
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
+    """Bytes a request's head may take in all; each of its lines at most
+    :data:`MAX_HEADER_LINE` (or this, if less)."""
     waiting: dict[Any, None] = field(default_factory=dict)
     """Connections still waiting for a request's headers, oldest first."""
 
@@ -39,6 +46,9 @@ class BoundedProtocol:
     bounds: ClassVar[Bounds]
     _header_timer: asyncio.TimerHandle | None = None
     _body_timer: asyncio.TimerHandle | None = None
+    _head_bytes = 0  # of the request head coming in, so far
+    _head_line = 0  # bytes of its line not yet ended
+    _head_tail = b""  # its last 3 bytes: an end of head split between two reads
     connections: set[Any]
     loop: asyncio.AbstractEventLoop
     transport: asyncio.Transport
@@ -59,6 +69,8 @@ class BoundedProtocol:
 
     def _await_headers(self) -> None:
         self.bounds.waiting[self] = None
+        self._head_bytes = self._head_line = 0
+        self._head_tail = b""
         if self._header_timer is not None:
             self._header_timer.cancel()
         self._header_timer = self.loop.call_later(self.bounds.header_timeout, self._give_up)
@@ -68,6 +80,55 @@ class BoundedProtocol:
         if self._header_timer is not None:
             self._header_timer.cancel()
             self._header_timer = None
+
+    def _head_refused(self, data: bytes) -> bool:
+        """Count the bytes of a request's head as they come, before the parser reads them.
+
+        A head over ``max_header_bytes`` in all, or with a line (the request
+        line or a header) over :data:`MAX_HEADER_LINE`, is answered ``431``
+        and the connection closed: True, and the parser is not given ``data``.
+        Only bytes up to the end of the head are counted (a body that came
+        with it is not); no more than the bound plus one read is ever held.
+        """
+        if self not in self.bounds.waiting:
+            return False
+        limit = self.bounds.max_header_bytes
+        joined = self._head_tail + data
+        ends = [
+            found + len(mark)
+            for mark in (b"\r\n\r\n", b"\n\n")
+            if (found := joined.find(mark)) >= 0
+        ]
+        upto = max(min(ends) - len(self._head_tail), 0) if ends else len(data)
+        head = data[: min(upto, limit - self._head_bytes + 1)]  # past the bound: refused anyway
+        self._head_bytes += len(head)
+        self._head_tail = joined[-3:]
+        line = self._head_line
+        longest = 0
+        *ended, rest = head.split(b"\n")
+        for segment in ended:
+            longest = max(longest, line + len(segment))
+            line = 0
+        line += len(rest)
+        self._head_line = line
+        if self._head_bytes <= limit and max(longest, line) <= min(MAX_HEADER_LINE, limit):
+            return False
+        self._headers_received()
+        body = _encode(
+            {
+                "error": f"request head too large (over {limit} bytes, or a line over "
+                f"{min(MAX_HEADER_LINE, limit)})",
+                "code": "INVALID_REQUEST",
+            }
+        )
+        head_431 = (
+            "HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+        )
+        if not self.transport.is_closing():
+            self.transport.write(head_431.encode() + body)
+            self.transport.close()
+        return True
 
     def _give_up(self) -> None:
         """No request came in time (or room was needed): close without answering."""

@@ -20,6 +20,8 @@ class BoundedH11Protocol(BoundedProtocol, H11Protocol):
         self._admit()
 
     def data_received(self, data: bytes) -> None:
+        if self._head_refused(data):
+            return
         super().data_received(data)
         state = self.conn.their_state
         if self in self.bounds.waiting and state is not h11.IDLE:

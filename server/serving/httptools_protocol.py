@@ -23,6 +23,8 @@ class BoundedHttpToolsProtocol(BoundedProtocol, HttpToolsProtocol):
         self._headers_received()
 
     def data_received(self, data: bytes) -> None:
+        if self._head_refused(data):
+            return
         super().data_received(data)
         # A request whose body came with its headers (most) sets no timer.
         cycle = self.cycle

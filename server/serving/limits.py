@@ -19,6 +19,8 @@ __all__ = [
     "DEFAULT_BODY_TIMEOUT",
     "DEFAULT_HEADER_TIMEOUT",
     "DEFAULT_KEEP_ALIVE",
+    "DEFAULT_MAX_HEADER_BYTES",
+    "MAX_HEADER_LINE",
     "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_MAX_STREAMS",
     "LISTEN_BACKLOG",
@@ -36,6 +38,10 @@ DEFAULT_HEADER_TIMEOUT = 10.0
 """Seconds a connection may take to send a request's headers before it is closed."""
 DEFAULT_BODY_TIMEOUT = 30.0
 """Seconds a request's body may take to arrive, once its headers have, before it is closed."""
+DEFAULT_MAX_HEADER_BYTES = 32 * 1024
+"""Bytes a request's head (request line and headers) may take; beyond, ``431`` and a close."""
+MAX_HEADER_LINE = 8 * 1024
+"""Bytes the request line, or any one header line, may take (at most the whole head's bound)."""
 DEFAULT_KEEP_ALIVE = 5
 """Seconds an idle keep-alive connection stays open between requests (uvicorn's default)."""
 DEFAULT_MAX_STREAMS = 500

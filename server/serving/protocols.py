@@ -15,9 +15,13 @@ import math
 
 from helix_agents.errors import UsageError
 from helix_agents.server.serving.bounded import Bounds
-from helix_agents.server.serving.limits import DEFAULT_BODY_TIMEOUT
+from helix_agents.server.serving.limits import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_MAX_HEADER_BYTES,
+    MAX_HEADER_LINE,
+)
 
-__all__ = ["HTTP_PARSERS", "bounded_http_protocol"]
+__all__ = ["HTTP_PARSERS", "MAX_HEADER_LINE", "bounded_http_protocol"]
 
 HTTP_PARSERS = ("h11", "httptools")
 """The HTTP/1.1 implementations of uvicorn that :func:`bounded_http_protocol` can bound."""
@@ -28,6 +32,7 @@ def bounded_http_protocol(
     header_timeout: float,
     *,
     body_timeout: float = DEFAULT_BODY_TIMEOUT,
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES,
     parser: str = "h11",
 ) -> type[asyncio.Protocol]:
     """uvicorn's HTTP/1.1 protocol, bounded: pass it as ``uvicorn.Config(http=...)``.
@@ -42,6 +47,11 @@ def bounded_http_protocol(
     - Its body must then arrive whole within ``body_timeout`` seconds, else
       the connection is closed unanswered (a request whose response has
       begun is left alone: the application took it without its body).
+    - Its head may take ``max_header_bytes`` in all, and each of its lines
+      (the request line, each header) :data:`MAX_HEADER_LINE` bytes, else
+      it is answered ``431`` and the connection closed, on both parsers.
+      With h11, pass ``h11_max_incomplete_event_size=max_header_bytes`` too
+      (``serve`` does), or h11's own 16 KiB bound answers 400 first.
     - The writes of one turn of the event loop leave in one syscall.
 
     ``parser`` is uvicorn's ``"h11"`` (pure Python) or ``"httptools"`` (C).
@@ -53,10 +63,16 @@ def bounded_http_protocol(
     for name, value in (("header_timeout", header_timeout), ("body_timeout", body_timeout)):
         if isinstance(value, bool) or not (isinstance(value, int | float) and 0 < value < math.inf):
             raise UsageError(f"{name} must be a positive number, not {value!r}")
+    if (
+        isinstance(max_header_bytes, bool)
+        or not isinstance(max_header_bytes, int)
+        or max_header_bytes < 256
+    ):
+        raise UsageError(f"max_header_bytes must be an int >= 256, not {max_header_bytes!r}")
     if parser not in HTTP_PARSERS:
         raise UsageError(f"parser must be one of {', '.join(HTTP_PARSERS)}, not {parser!r}")
 
-    bounds = Bounds(max_connections, header_timeout, body_timeout)
+    bounds = Bounds(max_connections, header_timeout, body_timeout, max_header_bytes)
     base: type[asyncio.Protocol]
     if parser == "httptools":
         from helix_agents.server.serving.httptools_protocol import BoundedHttpToolsProtocol
