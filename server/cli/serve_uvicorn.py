@@ -29,6 +29,7 @@ from helix_agents.server.serving.limits import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_HEADER_BYTES,
     DEFAULT_MAX_STREAMS,
+    DEFAULT_WRITE_TIMEOUT,
     StreamLimit,
 )
 from helix_agents.server.serving.protocols import bounded_http_protocol
@@ -47,6 +48,7 @@ class ServeLimits:
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
     body_timeout: float = DEFAULT_BODY_TIMEOUT
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
+    write_timeout: float = DEFAULT_WRITE_TIMEOUT
     keep_alive: int = DEFAULT_KEEP_ALIVE
     max_streams: int = DEFAULT_MAX_STREAMS
     grace: float = DEFAULT_GRACE
@@ -148,6 +150,7 @@ def bounded_server(
             limits.header_timeout,
             body_timeout=limits.body_timeout,
             max_header_bytes=limits.max_header_bytes,
+            write_timeout=limits.write_timeout,
             parser="httptools" if limits.loop == "uvloop" else "h11",
         ),
         h11_max_incomplete_event_size=limits.max_header_bytes,  # ours answers 431 first

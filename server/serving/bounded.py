@@ -9,6 +9,10 @@ them, put before uvicorn's own protocol class by
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import socket
+import struct
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, cast
 
@@ -16,12 +20,15 @@ import msgspec
 
 from helix_agents.server.serving.limits import (
     DEFAULT_MAX_HEADER_BYTES,
+    DEFAULT_WRITE_TIMEOUT,
     MAX_HEADER_LINE,
     error_body,
 )
 from helix_agents.server.serving.writes import CoalescedWrites
 
 __all__ = ["Bounds", "BoundedProtocol"]
+
+log = logging.getLogger("helix_agents.server")
 
 _encode = msgspec.json.Encoder().encode
 
@@ -36,6 +43,8 @@ class Bounds:
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
     """Bytes a request's head may take in all; each of its lines at most
     :data:`MAX_HEADER_LINE` (or this, if less)."""
+    write_timeout: float = DEFAULT_WRITE_TIMEOUT
+    """Seconds the connection's writes may stay paused (its client taking nothing)."""
     waiting: dict[Any, None] = field(default_factory=dict)
     """Connections still waiting for a request's headers, oldest first."""
 
@@ -46,6 +55,7 @@ class BoundedProtocol:
     bounds: ClassVar[Bounds]
     _header_timer: asyncio.TimerHandle | None = None
     _body_timer: asyncio.TimerHandle | None = None
+    _write_timer: asyncio.TimerHandle | None = None
     _head_bytes = 0  # of the request head coming in, so far
     _head_line = 0  # bytes of its line not yet ended
     _head_tail = b""  # its last 3 bytes: an end of head split between two reads
@@ -129,6 +139,35 @@ class BoundedProtocol:
             self.transport.write(head_431.encode() + body)
             self.transport.close()
         return True
+
+    def _writes_paused(self) -> None:
+        """The transport's buffer went over its high-water mark: time how long it stays so."""
+        if self._write_timer is None:
+            self._write_timer = self.loop.call_later(
+                self.bounds.write_timeout, self._client_takes_nothing
+            )
+
+    def _writes_resumed(self) -> None:
+        """The client took bytes (the buffer drained below its low-water mark)."""
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
+
+    def _client_takes_nothing(self) -> None:
+        """The client took nothing for ``write_timeout``: cut the connection, dropping its bytes.
+
+        A close would wait to flush what is buffered, for as long as the
+        client keeps not reading; an abort frees it now.
+        """
+        self._write_timer = None
+        log.info("a client took nothing for %ss: its connection is cut", self.bounds.write_timeout)
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            # A reset, not a close: the kernel drops the bytes queued for the client too
+            # (a close would leave them queued for as long as it keeps not reading).
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.transport.abort()
 
     def _give_up(self) -> None:
         """No request came in time (or room was needed): close without answering."""

@@ -33,7 +33,16 @@ class BoundedH11Protocol(BoundedProtocol, H11Protocol):
         if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
             self._await_headers()  # keep-alive: the next request's headers are timed too
 
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self._writes_paused()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._writes_resumed()
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._headers_received()
         self._watch_body(False)
+        self._writes_resumed()
         super().connection_lost(exc)

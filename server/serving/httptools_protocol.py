@@ -36,7 +36,16 @@ class BoundedHttpToolsProtocol(BoundedProtocol, HttpToolsProtocol):
         if not self.transport.is_closing() and not queued:
             self._await_headers()  # keep-alive: the next request's headers are timed too
 
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self._writes_paused()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._writes_resumed()
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._headers_received()
         self._watch_body(False)
+        self._writes_resumed()
         super().connection_lost(exc)

@@ -20,6 +20,7 @@ __all__ = [
     "DEFAULT_HEADER_TIMEOUT",
     "DEFAULT_KEEP_ALIVE",
     "DEFAULT_MAX_HEADER_BYTES",
+    "DEFAULT_WRITE_TIMEOUT",
     "MAX_HEADER_LINE",
     "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_MAX_STREAMS",
@@ -38,6 +39,8 @@ DEFAULT_HEADER_TIMEOUT = 10.0
 """Seconds a connection may take to send a request's headers before it is closed."""
 DEFAULT_BODY_TIMEOUT = 30.0
 """Seconds a request's body may take to arrive, once its headers have, before it is closed."""
+DEFAULT_WRITE_TIMEOUT = 30.0
+"""Seconds a response may wait for its client to take any bytes before the connection is cut."""
 DEFAULT_MAX_HEADER_BYTES = 32 * 1024
 """Bytes a request's head (request line and headers) may take; beyond, ``431`` and a close."""
 MAX_HEADER_LINE = 8 * 1024

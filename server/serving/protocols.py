@@ -18,6 +18,7 @@ from helix_agents.server.serving.bounded import Bounds
 from helix_agents.server.serving.limits import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_MAX_HEADER_BYTES,
+    DEFAULT_WRITE_TIMEOUT,
     MAX_HEADER_LINE,
 )
 
@@ -33,6 +34,7 @@ def bounded_http_protocol(
     *,
     body_timeout: float = DEFAULT_BODY_TIMEOUT,
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES,
+    write_timeout: float = DEFAULT_WRITE_TIMEOUT,
     parser: str = "h11",
 ) -> type[asyncio.Protocol]:
     """uvicorn's HTTP/1.1 protocol, bounded: pass it as ``uvicorn.Config(http=...)``.
@@ -52,6 +54,9 @@ def bounded_http_protocol(
       it is answered ``431`` and the connection closed, on both parsers.
       With h11, pass ``h11_max_incomplete_event_size=max_header_bytes`` too
       (``serve`` does), or h11's own 16 KiB bound answers 400 first.
+    - A response whose client takes no bytes for ``write_timeout`` seconds
+      (the transport's writes stay paused) has its connection cut (aborted:
+      what was buffered for it is dropped).
     - The writes of one turn of the event loop leave in one syscall.
 
     ``parser`` is uvicorn's ``"h11"`` (pure Python) or ``"httptools"`` (C).
@@ -60,7 +65,12 @@ def bounded_http_protocol(
         raise UsageError(f"max_connections must be an int, not {max_connections!r}")
     if max_connections < 1:
         raise UsageError(f"max_connections must be at least 1, not {max_connections}")
-    for name, value in (("header_timeout", header_timeout), ("body_timeout", body_timeout)):
+    timeouts = (
+        ("header_timeout", header_timeout),
+        ("body_timeout", body_timeout),
+        ("write_timeout", write_timeout),
+    )
+    for name, value in timeouts:
         if isinstance(value, bool) or not (isinstance(value, int | float) and 0 < value < math.inf):
             raise UsageError(f"{name} must be a positive number, not {value!r}")
     if (
@@ -72,7 +82,7 @@ def bounded_http_protocol(
     if parser not in HTTP_PARSERS:
         raise UsageError(f"parser must be one of {', '.join(HTTP_PARSERS)}, not {parser!r}")
 
-    bounds = Bounds(max_connections, header_timeout, body_timeout, max_header_bytes)
+    bounds = Bounds(max_connections, header_timeout, body_timeout, max_header_bytes, write_timeout)
     base: type[asyncio.Protocol]
     if parser == "httptools":
         from helix_agents.server.serving.httptools_protocol import BoundedHttpToolsProtocol
