@@ -11,6 +11,8 @@ in ``specs/http.md``.
 from __future__ import annotations
 
 import hmac
+import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from importlib.util import find_spec
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 import msgspec
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Receive, Scope, Send
@@ -59,6 +61,36 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "AgentDirectory", "Auth", "create_http_app"]
 
 T = TypeVar("T")
+
+log = logging.getLogger("helix_agents.server")
+
+CLIENT_GONE_EVERY = 10.0
+"""Seconds between two log lines about clients that left before their request's body came."""
+
+
+class _ClientsGone:
+    """Clients that left mid-body: one ``info`` line per :data:`CLIENT_GONE_EVERY`, counting."""
+
+    def __init__(self) -> None:
+        self.last = -CLIENT_GONE_EVERY
+        self.since = 0
+
+    def note(self, path: str) -> None:
+        """A client left before its request's body on ``path`` came whole."""
+        self.since += 1
+        now = time.monotonic()
+        if now - self.last < CLIENT_GONE_EVERY:
+            return
+        log.info(
+            "gateway %s: a client left before its request's body came (%d since the last "
+            "such line)",
+            path,
+            self.since,
+        )
+        self.last, self.since = now, 0
+
+
+_clients_gone = _ClientsGone()
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20
 """Request bodies larger than this (1 MiB) are answered 413."""
@@ -181,6 +213,10 @@ def create_http_app(
                 if not open_ and not await authorized(request):
                     raise AgentServerError("UNAUTHORIZED", "missing or invalid bearer token")
                 return await handler(request)
+            except ClientDisconnect:
+                # Not an error of the server's: nobody reads the answer, nothing changed.
+                _clients_gone.note(request.url.path)
+                return _error(AgentServerError("INVALID_REQUEST", "client disconnected"))
             except Exception as exc:
                 return _error(protocol_error(exc, f"gateway {request.url.path}"))
 
