@@ -158,7 +158,10 @@ def bounded_server(
         backlog=fit_listen_backlog(connections),
         timeout_graceful_shutdown=None,  # the grace bounds the drain
     )
-    return GracefulServer(config, grace=limits.grace, agents=agents, on_exit=on_exit)
+    streams = getattr(app, "streams", None)  # create_http_app's open GET /sse streams
+    return GracefulServer(
+        config, grace=limits.grace, agents=agents, on_exit=on_exit, streams=streams
+    )
 
 
 def uvicorn_config(app: Any, *, log_level: str = "info", **options: Any) -> Any:

@@ -49,6 +49,7 @@ from helix_agents.server.edge import (
 from helix_agents.server.gateway.openapi import openapi_document
 from helix_agents.server.gateway.openapi_components import MAX_SEQUENCE
 from helix_agents.server.gateway.sessions import session_list_endpoint
+from helix_agents.server.streams.closing import OpenStreams
 from helix_agents.server.streams.front_end import ProjectedStreamResponse, stream_format
 from helix_agents.server.streams.front_end_runs import decode_run, run_front_end
 from helix_agents.server.streams.sse import SSEResponse
@@ -172,6 +173,7 @@ def create_http_app(
     transport: RemoteAgentTransport = target
     # Decided once: a protocol's isinstance walks its members (tens of microseconds).
     opener = target if isinstance(target, StreamOpener) else None
+    streams = OpenStreams()
 
     async def authorized(request: Request) -> bool:
         if auth is None:
@@ -266,7 +268,9 @@ def create_http_app(
                 fmt, session_id, events, cursor, heartbeat_interval=heartbeat_interval
             )
         events = await open_stream(session_id, cursor)
-        return SSEResponse(events, heartbeat_interval=heartbeat_interval)
+        return SSEResponse(
+            events, heartbeat_interval=heartbeat_interval, open_streams=(streams, session_id)
+        )
 
     async def sse_run(request: Request) -> ProjectedStreamResponse:
         fmt = stream_format(request.query_params.get("format"))
@@ -379,6 +383,7 @@ def create_http_app(
     ]
     return _Gateway(
         endpoint(sse),
+        streams,
         routes=routes,
         exception_handlers={HTTPException: http_error, Exception: internal_error},
         lifespan=lifespan,
@@ -423,9 +428,13 @@ class _Gateway(Starlette):
     can only end it. ``/sse`` with another method (``POST``: a front end's run) is Starlette's.
     """
 
-    def __init__(self, sse: Callable[[Request], Awaitable[Any]], **kwargs: Any) -> None:
+    def __init__(
+        self, sse: Callable[[Request], Awaitable[Any]], streams: OpenStreams, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self._sse = sse
+        self.streams = streams
+        """The open ``GET /sse`` streams (``serve``'s shutdown ends the idle ones at once)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (

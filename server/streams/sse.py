@@ -18,6 +18,7 @@ from helix_agents.errors import HelixError
 from helix_agents.log.streaming import EndedStream
 from helix_agents.protocol import ChunkEvent, EndEvent, ErrorEvent, TransportEvent
 from helix_agents.server.edge import protocol_error
+from helix_agents.server.streams.closing import SHUTDOWN_ERROR, OpenStreams
 from helix_agents.server.streams.sse_writer import write_sse
 
 __all__ = ["PAGE_BYTES", "SSEResponse", "encode_sse"]
@@ -59,10 +60,16 @@ class SSEResponse:
     """
 
     def __init__(
-        self, events: AsyncIterator[TransportEvent], *, heartbeat_interval: float = 15.0
+        self,
+        events: AsyncIterator[TransportEvent],
+        *,
+        heartbeat_interval: float = 15.0,
+        open_streams: tuple[OpenStreams, str] | None = None,
     ) -> None:
         self._events = events
         self._heartbeat_interval = heartbeat_interval
+        self._open_streams = open_streams
+        """Where this stream is counted as open (a shutdown may end it), and its session."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         events = self._events
@@ -71,15 +78,25 @@ class SSEResponse:
             with contextlib.suppress(OSError):  # the client went away
                 await _send_ended(events, send)
             return
-        await write_sse(
-            scope,
-            receive,
-            send,
-            _frames(events),
-            headers=_HEADERS,
-            heartbeat_interval=self._heartbeat_interval,
-            release=lambda: _close(events),
-        )
+        with contextlib.ExitStack() as stack:
+            ending = None
+            if self._open_streams is not None:
+                streams, session_id = self._open_streams
+                ending = stack.enter_context(streams.track(session_id))
+            await write_sse(
+                scope,
+                receive,
+                send,
+                _frames(events),
+                headers=_HEADERS,
+                heartbeat_interval=self._heartbeat_interval,
+                release=lambda: _close(events),
+                ending=ending,
+                farewell=_FAREWELL,
+            )
+
+
+_FAREWELL = encode_sse(ErrorEvent(error=SHUTDOWN_ERROR, recoverable=True))
 
 
 async def _send_ended(events: EndedStream, send: Send) -> None:
