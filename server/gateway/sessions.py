@@ -2,7 +2,8 @@
 
 Query parameters: ``status``, ``agent``, ``topLevel`` (``true``/``false``),
 ``limit`` (1-500, default 50) and ``cursor`` (a previous page's
-``nextCursor``; empty, as absent: the first page). The answer is a :class:`~helix_agents.log.session_list.SessionListPage`.
+``nextCursor``; empty, as absent: the first page). The answer is a
+:class:`~helix_agents.log.session_list.SessionListPage`.
 A gateway whose target has no store of its own (it fronts another gateway)
 answers ``NOT_FOUND``.
 """
