@@ -87,6 +87,7 @@ _NO_LEADER_WAIT = 15.0  # seconds an append waits out a stream without a leader 
 _READ_ROUNDS = 5  # reads restarted because the log was deleted and rebuilt under them
 _BATCH = 256  # messages one direct get returns at most
 _MARKED_SESSIONS = 4096  # sessions whose batch positions a store remembers
+_HEADER_ROOM = 4096  # bytes of a message left for its headers (ids, seqs, chain, expectations)
 _HEAD_GETS = 32  # last-message gets a session_heads call keeps in flight
 _MARKS_PER_SESSION = 64
 _REPORTED_SESSIONS = 16384  # sessions whose last reported stream seq a store remembers
@@ -433,7 +434,40 @@ class JetStreamEventStore:
         if any(stream_seq > self._own.get(session_id, 0) for stream_seq in held):
             self._notifier.publish(session_id, [])
 
+    def _message_room(self) -> int:
+        """Bytes a batch's payload may take in one message (the server's limit, less headers)."""
+        return max(int(self._nc.max_payload) - _HEADER_ROOM, 1)
+
     async def _append(self, session_id: str, encoded: list[bytes], expected_seq: int) -> int:
+        """Append ``encoded`` in one message, or, over the message limit, in several.
+
+        A batch that does not fit in one NATS message (a large tool result with
+        the messages that carry it) goes in consecutive messages, each a batch
+        of its own (compare-and-append on the one before), rather than failing
+        the run. An event that alone cannot fit is refused before anything is
+        written.
+        """
+        room = self._message_room()
+        if sum(len(data) + 1 for data in encoded) + 1 <= room:
+            return await self._append_one(session_id, encoded, expected_seq)
+        too_large = [len(data) for data in encoded if len(data) + 2 > room]
+        if too_large:
+            raise StoreError(
+                f"append to session {session_id!r}: an event of {max(too_large)} bytes is over "
+                f"the NATS message limit ({self._nc.max_payload} bytes)"
+            )
+        last = expected_seq
+        part: list[bytes] = []
+        size = 1
+        for data in encoded:
+            if part and size + len(data) + 1 > room:
+                last = await self._append_one(session_id, part, last)
+                part, size = [], 1
+            part.append(data)
+            size += len(data) + 1
+        return await self._append_one(session_id, part, last)
+
+    async def _append_one(self, session_id: str, encoded: list[bytes], expected_seq: int) -> int:
         last = expected_seq + len(encoded)
         subject = self._subject(session_id)
         payload = b"[" + b",".join(encoded) + b"]"
