@@ -27,7 +27,7 @@ from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Receive, Scope, Send
 
 from helix_agents import RemoteAgentTransport
-from helix_agents.errors import HTTP_STATUS, AgentServerError
+from helix_agents.errors import HTTP_STATUS, AgentServerError, TransportError
 from helix_agents.ids import SessionId
 from helix_agents.protocol import (
     RemoteMessageRequest,
@@ -318,7 +318,13 @@ def create_http_app(
         if server is not None:
             agents = server.agent_types
         elif isinstance(target, AgentDirectory):  # a fleet: what its live hosts announce
-            agents = await target.list_agent_types()
+            try:
+                agents = await target.list_agent_types()
+            except TransportError as exc:
+                # The fleet is out of reach (its NATS down): not this server's fault, and
+                # not for a load balancer to send clients here meanwhile.
+                log.warning("gateway /health: the fleet is out of reach: %s", exc)
+                return _error(AgentServerError("UNAVAILABLE", "the fleet is out of reach"))
         else:
             agents = []
         return _json({"status": "ok", "agents": agents})
