@@ -56,7 +56,7 @@ from helix_agents.server.edge import (
     protocol_error,
     with_trace_headers,
 )
-from helix_agents.server.fleet.leases import Lease, LeaseKeeper
+from helix_agents.server.fleet.leases import DEFAULT_LEASE_TTL, Lease, LeaseKeeper
 from helix_agents.server.fleet.takeover import OrphanTakeover
 from helix_agents.transports.bodies import SessionRequest
 from helix_agents.transports.nats import (
@@ -106,7 +106,7 @@ class NatsAgentHost:
         prefix: str = DEFAULT_PREFIX,
         queue: str = DEFAULT_QUEUE,
         host_id: str | None = None,
-        lease_ttl: float = 10.0,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
         forward_timeout: float = 4.0,
         replicas: int = 1,
     ) -> None:
@@ -135,7 +135,8 @@ class NatsAgentHost:
         self._tg: TaskGroup | None = None
         self._entered_server = False
         self._releasing: set[str] = set()  # sessions whose lease goes when their run ends
-        self.takeover = OrphanTakeover(self.server, self.leases, interval=lease_ttl / 2)
+        # A scan every third of the TTL: a dead host's sessions go within TTL + TTL/3.
+        self.takeover = OrphanTakeover(self.server, self.leases, interval=lease_ttl / 3)
         """The orphan scan: claims and resumes running sessions whose host died."""
 
     async def __aenter__(self) -> NatsAgentHost:

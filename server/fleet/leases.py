@@ -29,10 +29,23 @@ from helix_agents.stores._nats_inbox import (
     NatsInbox,
 )
 
-__all__ = ["LEASE_BUCKET", "KV_TIMEOUT", "Lease", "LeaseKeeper", "lease_key"]
+__all__ = [
+    "DEFAULT_LEASE_TTL",
+    "KV_TIMEOUT",
+    "LEASE_BUCKET",
+    "RENEWALS_AT_ONCE",
+    "Lease",
+    "LeaseKeeper",
+    "lease_key",
+]
 
 LEASE_BUCKET = "helix_leases"
 """The JetStream KV bucket that holds the hosts' session leases."""
+DEFAULT_LEASE_TTL = 3.0
+"""Seconds a lease lives unless renewed: a dead host's sessions are taken over about this
+long after its last renewal (plus one scan, a third of it). Renewals come every third of it."""
+RENEWALS_AT_ONCE = 64
+"""Lease renewals a host has in flight at once (a round is not one put after another)."""
 KV_TIMEOUT = 5.0
 """Seconds a lease write waits for JetStream (nats-py's KV default)."""
 
@@ -183,8 +196,28 @@ class LeaseKeeper:
         return entry.value.decode() if entry.value else None
 
     async def renew_forever(self, active: Callable[[], Iterable[str]]) -> None:
-        """Put the lease of each ``active()`` session every third of the TTL."""
-        while True:
-            for session_id in active():
+        """Put the lease of each ``active()`` session every third of the TTL.
+
+        A round's puts go out together (:data:`RENEWALS_AT_ONCE` in flight),
+        and the next round is due a third of the TTL after this one began, not
+        after it ended: on a loaded machine a slow round does not push the next
+        one back, and each lease gets two more chances before it lapses. A
+        round that took longer than the TTL is logged (leases may have lapsed:
+        their sessions may be taken over, which the claim keeps safe).
+        """
+        period = self.ttl / 3
+        limiter = anyio.Semaphore(RENEWALS_AT_ONCE)
+
+        async def renew(session_id: str) -> None:
+            async with limiter:
                 await self.put(session_id)  # a missed renewal is retried next round
-            await anyio.sleep(self.ttl / 3)
+
+        while True:
+            began = anyio.current_time()
+            async with anyio.create_task_group() as tg:
+                for session_id in active():
+                    tg.start_soon(renew, session_id)
+            took = anyio.current_time() - began
+            if took > self.ttl:
+                log.warning("lease renewals took %.1f s, over the lease TTL (%g s)", took, self.ttl)
+            await anyio.sleep(max(period - took, 0.0))
