@@ -6,7 +6,14 @@ import os
 import sqlite3
 import urllib.parse
 
-__all__ = ["SCHEMA", "add_chain_column", "connect", "connect_read_only", "is_corruption"]
+__all__ = [
+    "SCHEMA",
+    "add_chain_column",
+    "add_last_seq_column",
+    "connect",
+    "connect_read_only",
+    "is_corruption",
+]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS helix_events (
@@ -19,7 +26,8 @@ CREATE TABLE IF NOT EXISTS helix_events (
     PRIMARY KEY (session_id, seq)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS helix_sessions (
-    session_id TEXT PRIMARY KEY
+    session_id TEXT PRIMARY KEY,
+    last_seq INTEGER
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS helix_meta (
     key TEXT PRIMARY KEY,
@@ -59,6 +67,26 @@ def connect_read_only(path: str, *, busy_ms: int) -> sqlite3.Connection:
             continue
         return conn
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def add_last_seq_column(conn: sqlite3.Connection) -> None:
+    """Files written before ``helix_sessions.last_seq`` get it (``NULL``: unknown till appended)."""
+
+    def has() -> bool:
+        columns = conn.execute("PRAGMA table_info(helix_sessions)")
+        return any(row[1] == "last_seq" for row in columns)
+
+    if has():
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if not has():  # another process may have added it meanwhile
+            conn.execute("ALTER TABLE helix_sessions ADD COLUMN last_seq INTEGER")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
 
 
 def add_chain_column(conn: sqlite3.Connection) -> None:

@@ -36,6 +36,7 @@ from ._sqlite_reads import ChangeProbe, read_events
 from ._sqlite_schema import (
     SCHEMA,
     add_chain_column,
+    add_last_seq_column,
     connect,
     connect_read_only,
     is_corruption,
@@ -105,6 +106,7 @@ class SqliteEventStore:
             if not read_only:
                 writer.executescript(SCHEMA)
                 add_chain_column(writer)
+                add_last_seq_column(writer)
             held = held_commits(writer)
         except sqlite3.Error as exc:
             if writer is not None:
