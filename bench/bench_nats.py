@@ -46,11 +46,19 @@ from nats_agents import CHUNKS, Found, Query, researcher
 from pydantic import BaseModel
 
 from helix_agents import AgentExecutor, create_remote_sub_agent_tool, define_agent
-from helix_agents.events import Completed, RunStarted, SessionCreated, ToolEnd, ToolStart
+from helix_agents.events import (
+    Completed,
+    HostClaimed,
+    RunStarted,
+    SessionCreated,
+    ToolEnd,
+    ToolStart,
+)
 from helix_agents.models import ScriptedLLM
 from helix_agents.protocol import EndEvent, RemoteStartRequest
 from helix_agents.server import AgentServer
-from helix_agents.server.fleet.host import LEASE_BUCKET, NatsAgentHost
+from helix_agents.server.fleet.host import NatsAgentHost
+from helix_agents.server.fleet.leases import DEFAULT_LEASE_TTL, LEASE_BUCKET
 from helix_agents.stores.jetstream import WATCH_LINGER, JetStreamEventStore
 from helix_agents.transports.nats import NatsRemoteAgentTransport
 
@@ -184,7 +192,13 @@ async def _remote_calls(url: str, repeats: int) -> tuple[list[float], int, int, 
 # --- throughput against host subprocesses ------------------------------------------------------
 
 
-def _start_host(url: str, log_path: Path) -> subprocess.Popen[bytes]:
+def _start_host(
+    url: str,
+    log_path: Path,
+    *,
+    target: str = "nats_agents:agents",
+    lease_ttl: float | None = HOST_LEASE_TTL,
+) -> subprocess.Popen[bytes]:
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join([str(BENCH_DIR), os.environ.get("PYTHONPATH", "")])
     )
@@ -195,11 +209,10 @@ def _start_host(url: str, log_path: Path) -> subprocess.Popen[bytes]:
                 "-c",
                 "import sys; from helix_agents.server.cli.main import main; sys.exit(main())",
                 "host",
-                "nats_agents:agents",
+                target,
                 "--nats",
                 url,
-                "--lease-ttl",
-                str(HOST_LEASE_TTL),
+                *(["--lease-ttl", str(lease_ttl)] if lease_ttl is not None else []),
             ],
             cwd=BENCH_DIR,
             env=env,
@@ -293,6 +306,49 @@ async def _new_tails_per_s(url: str, tails: int) -> float:
     return tails / elapsed
 
 
+async def _await_claim(url: str, session_id: str, started: bool) -> float:
+    """Start ``session_id`` (a napper) or wait for its claim by another host; the time then."""
+    store = await JetStreamEventStore.connect(url)
+    nc = await nats.connect(url)
+    try:
+        transport = NatsRemoteAgentTransport(nc, store, timeout=30)
+        if not started:
+            await transport.start(
+                RemoteStartRequest(session_id=session_id, agent_type="napper", message="nap")
+            )
+        while True:
+            log = await store.read(session_id)
+            if not started and any(isinstance(event, ToolStart) for event in log):
+                return time.monotonic()  # in its tool on the first host
+            if started and any(isinstance(event, HostClaimed) for event in log):
+                return time.monotonic()
+            await anyio.sleep(0.02)  # polling the log: a measurement, not a test
+    finally:
+        await nc.close()
+        await store.close()
+
+
+def _time_to_takeover(tmp: Path) -> float:
+    """Seconds from a host's SIGKILL to another host's claim of its running session."""
+    with nats_server() as (url, _):
+        first = _start_host(url, tmp / "takeover-a.log", target=_NAPPING, lease_ttl=None)
+        second: subprocess.Popen[bytes] | None = None
+        try:
+            anyio.run(_await_claim, url, "takeover-1", False)
+            second = _start_host(url, tmp / "takeover-b.log", target=_NAPPING, lease_ttl=None)
+            first.kill()
+            killed = time.monotonic()
+            claimed = anyio.run(_await_claim, url, "takeover-1", True)
+            return claimed - killed
+        finally:
+            stop_process(first)
+            if second is not None:
+                stop_process(second)
+
+
+_NAPPING = "nats_agents:napping_agents"
+
+
 def _with_hosts(
     tmp: Path, count: int, sessions: int, concurrency: int
 ) -> tuple[float, dict[str, float]]:
@@ -327,6 +383,7 @@ def run_nats(*, quick: bool = False) -> dict[str, Any]:
             payload_size = max(1, size // max(appends, 1))
             raw_times = anyio.run(_raw_floor, url, appends, payload_size, calls)
             new_tails = anyio.run(_new_tails_per_s, url, 500 if quick else 2000)
+        takeover = _time_to_takeover(Path(tmp))
         # Best of alternating rounds: the runs are short and the machine is shared.
         one_host, one_cpu = two_hosts, two_cpu = 0.0, {}
         consumers_left = 0
@@ -358,6 +415,10 @@ def run_nats(*, quick: bool = False) -> dict[str, Any]:
         ("two-host speedup", f"{two_hosts / one_host:.2f} (on {os.cpu_count()} cores)"),
         (f"consumers left on the stream after {sessions} sessions, one host", f"{consumers_left}"),
         ("new tails/s (finished sessions streamed one after another)", f"{new_tails:,.0f}"),
+        (
+            f"time to takeover after a host's SIGKILL (lease TTL {DEFAULT_LEASE_TTL:g} s)",
+            f"{takeover:.2f} s",
+        ),
     ]
     for label, value in rows:
         print(f"{label + ':':<64} {value}")
@@ -375,4 +436,5 @@ def run_nats(*, quick: bool = False) -> dict[str, Any]:
         "sessions_per_s_two_hosts": round(two_hosts, 1),
         "consumers_left": consumers_left,
         "new_tails_per_s": round(new_tails, 1),
+        "time_to_takeover_s": round(takeover, 2),
     }

@@ -2,15 +2,19 @@
 
 Run as ``helix-agents host nats_agents:agents --nats URL`` with ``bench/`` on
 ``PYTHONPATH``. ``researcher`` finishes with ``CHUNKS`` one-word text chunks
-(the child of the benchmark's remote call, as in ``bench_http``).
+(the child of the benchmark's remote call, as in ``bench_http``); ``napper``
+(in ``napping_agents``) waits in a tool, for the time-to-takeover measurement.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+import anyio
 from pydantic import BaseModel
 
-from helix_agents import AgentConfig, define_agent
-from helix_agents.models import ScriptedLLM
+from helix_agents import AgentConfig, define_agent, define_tool
+from helix_agents.models import ScriptedLLM, ScriptStep
 
 CHUNKS = 10
 
@@ -34,3 +38,30 @@ def researcher(chunks: int = CHUNKS) -> AgentConfig:
 
 
 agents = [researcher()]
+
+
+class Nap(BaseModel):
+    seconds: float
+
+
+async def _nap(args: Nap, ctx: Any) -> dict[str, str]:
+    await anyio.sleep(args.seconds)
+    return {"woke": "yes"}
+
+
+def napper() -> AgentConfig:
+    """An agent that waits in its ``nap`` tool for an hour (the takeover measurement)."""
+    return define_agent(
+        "napper",
+        tools=[define_tool("nap", "Waits.", Nap, _nap)],
+        llm=ScriptedLLM(
+            [
+                ScriptStep(text="napping", tool_calls=[ScriptedLLM.call("nap", {"seconds": 3600})]),
+                ScriptStep(text="done"),
+            ]
+        ),
+    )
+
+
+napping_agents = [napper()]
+"""Served by the takeover measurement's hosts (default lease TTL)."""

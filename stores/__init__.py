@@ -36,7 +36,7 @@ DEFAULT_STORE_URL = "sqlite:///helix.db"
 """The store used when none is named: ``helix.db`` in the working directory."""
 
 
-async def open_store(url: str = DEFAULT_STORE_URL) -> EventStore:
+async def open_store(url: str = DEFAULT_STORE_URL, *, read_only: bool = False) -> EventStore:
     """Open the event store a URL names.
 
     ``sqlite:`` URLs follow SQLAlchemy's convention (three slashes and a
@@ -46,6 +46,8 @@ async def open_store(url: str = DEFAULT_STORE_URL) -> EventStore:
     servers of one cluster are comma-separated (``nats://a:1,nats://b:2?replicas=3``).
     Raises :class:`UsageError` for an unknown scheme or a malformed URL, and
     :class:`~helix_agents.errors.StoreError` when a NATS server cannot be reached.
+    ``read_only`` opens a SQLite file read-only (``SqliteEventStore(read_only=True)``:
+    it must exist); other stores are opened as usual (they create nothing by reading).
     """
     parts = urlsplit(url)
     if parts.scheme == "memory":
@@ -61,7 +63,11 @@ async def open_store(url: str = DEFAULT_STORE_URL) -> EventStore:
         if synchronous not in ("FULL", "NORMAL"):
             raise UsageError(f"bad sqlite URL {url!r}: synchronous must be FULL or NORMAL")
         return await anyio.to_thread.run_sync(
-            lambda: SqliteEventStore(path, synchronous=synchronous)  # type: ignore[arg-type]
+            lambda: SqliteEventStore(
+                path,
+                synchronous=synchronous,  # type: ignore[arg-type]
+                read_only=read_only,
+            )
         )
     if parts.scheme == "nats":
         return await _open_jetstream(url)

@@ -116,14 +116,16 @@ def apply_batch(conn: sqlite3.Connection, cache: LastSeqCache, batch: list[Op]) 
     Compare-and-append is decided in order against the last-seq cache (so two
     appends to one session in one batch see each other), each accepted row is
     chained to its predecessor, and the rows go in a few multi-row INSERTs.
-    ``helix_sessions`` only lists sessions, so it is written when a session is
-    created, not per append. A delete first flushes the rows accepted before
-    it. The caller drops the cache if the transaction does not commit.
+    ``helix_sessions`` lists sessions with the last seq committed to each
+    (its high-water mark: a log found ending before it lost its tail), set
+    once per session per batch. A delete first flushes the rows accepted
+    before it. The caller drops the cache if the transaction does not commit.
     """
     cache.validate(conn)
     ends = cache.ends
     rows: list[object] = []  # the accepted rows' values, one row after another
     created: list[tuple[str]] = []
+    last: dict[str, int] = {}  # session -> the seq this batch leaves its log at
     changed = False
     for op in batch:
         if isinstance(op, Append):
@@ -139,17 +141,18 @@ def apply_batch(conn: sqlite3.Connection, cache: LastSeqCache, batch: list[Op]) 
                 created.append((session_id,))
             op.result = op.expected_seq + len(op.encoded)
             ends[op.session_id] = (op.result, chain)
+            last[session_id] = op.result
             changed = True
         else:
-            _flush(conn, rows, created)
-            rows, created = [], []
+            _flush(conn, rows, created, last)
+            rows, created, last = [], [], {}
             op.result = conn.execute(
                 "DELETE FROM helix_sessions WHERE session_id = ?", (op.session_id,)
             ).rowcount
             conn.execute("DELETE FROM helix_events WHERE session_id = ?", (op.session_id,))
             ends[op.session_id] = (0, None)
             changed = changed or op.result > 0
-    _flush(conn, rows, created)
+    _flush(conn, rows, created, last)
     return changed
 
 
@@ -171,7 +174,12 @@ def _insert_sql(count: int) -> str:
 _INSERT_ROWS = [_insert_sql(1 << power) for power in range(9)]  # 1, 2, 4 ... 256 rows
 
 
-def _flush(conn: sqlite3.Connection, rows: list[object], created: list[tuple[str]]) -> None:
+def _flush(
+    conn: sqlite3.Connection,
+    rows: list[object],
+    created: list[tuple[str]],
+    last: dict[str, int],
+) -> None:
     """Insert ``rows`` (``_COLUMNS`` values a row) a few statements at a time, not one per row.
 
     ``executemany`` steps once per row, and each step hands the GIL over and
@@ -186,7 +194,12 @@ def _flush(conn: sqlite3.Connection, rows: list[object], created: list[tuple[str
         conn.execute(_INSERT_ROWS[power], rows[start * _COLUMNS : (start + count) * _COLUMNS])
         start += count
     if created:
-        conn.executemany("INSERT OR IGNORE INTO helix_sessions VALUES (?)", created)
+        conn.executemany("INSERT OR IGNORE INTO helix_sessions (session_id) VALUES (?)", created)
+    if last:
+        conn.executemany(
+            "UPDATE helix_sessions SET last_seq = ? WHERE session_id = ?",
+            [(seq, session_id) for session_id, seq in last.items()],
+        )
 
 
 class GroupCommit:

@@ -88,7 +88,9 @@ class HighWaterMark:
 
 
 def storage_problems(conn: sqlite3.Connection) -> list[tuple[str | None, str]]:
-    """SQLite's ``PRAGMA quick_check`` of the file, and sessions with events but not listed."""
+    """SQLite's ``PRAGMA quick_check`` of the file, sessions with events but not listed, and
+    sessions whose log ends before the last seq committed to them (their last events deleted).
+    """
     found: list[tuple[str | None, str]] = []
     try:
         for (line,) in conn.execute("PRAGMA quick_check(10)").fetchall():
@@ -98,9 +100,28 @@ def storage_problems(conn: sqlite3.Connection) -> list[tuple[str | None, str]]:
             "SELECT DISTINCT session_id FROM helix_events WHERE session_id NOT IN "
             "(SELECT session_id FROM helix_sessions) ORDER BY session_id"
         ).fetchall()
+        columns = [row[1] for row in conn.execute("PRAGMA table_info(helix_sessions)")]
+        cut = (
+            conn.execute(
+                "SELECT s.session_id, s.last_seq, (SELECT max(e.seq) FROM helix_events e "
+                "WHERE e.session_id = s.session_id) AS ends FROM helix_sessions s "
+                "WHERE s.last_seq IS NOT NULL AND s.last_seq > coalesce(ends, 0) "
+                "ORDER BY s.session_id"
+            ).fetchall()
+            if "last_seq" in columns
+            else []
+        )
     except sqlite3.DatabaseError as exc:
         found.append((None, f"the database file is damaged: {exc}"))
         return found
     for (session_id,) in unlisted:
         found.append((str(session_id), f"session {session_id!r} has events but is not in the list"))
+    for session_id, committed, ends in cut:
+        found.append(
+            (
+                str(session_id),
+                f"session {session_id!r} ends at seq {ends or 0} but seq {committed} was "
+                "committed: its last events were deleted",
+            )
+        )
     return found

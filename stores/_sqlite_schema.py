@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import urllib.parse
 
-__all__ = ["SCHEMA", "add_chain_column", "connect", "is_corruption"]
+__all__ = [
+    "SCHEMA",
+    "add_chain_column",
+    "add_last_seq_column",
+    "connect",
+    "connect_read_only",
+    "is_corruption",
+]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS helix_events (
@@ -17,7 +26,8 @@ CREATE TABLE IF NOT EXISTS helix_events (
     PRIMARY KEY (session_id, seq)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS helix_sessions (
-    session_id TEXT PRIMARY KEY
+    session_id TEXT PRIMARY KEY,
+    last_seq INTEGER
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS helix_meta (
     key TEXT PRIMARY KEY,
@@ -33,6 +43,50 @@ def connect(path: str, *, busy_ms: int, synchronous: str) -> sqlite3.Connection:
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute(f"PRAGMA synchronous = {synchronous}")
     return conn
+
+
+def connect_read_only(path: str, *, busy_ms: int) -> sqlite3.Connection:
+    """A ``mode=ro`` connection; ``immutable`` where SQLite cannot share the WAL index.
+
+    Nothing is set that writes (no journal mode). A WAL file whose ``-shm``
+    cannot be made beside it (a folder this process may not write) is read as
+    it stands (``immutable=1``).
+    """
+    if not os.path.exists(path):
+        raise sqlite3.OperationalError(f"no such file: {path}")
+    base = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro"
+    for uri in (base, f"{base}&immutable=1"):
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError:
+            conn.close()
+            if uri != base:
+                raise
+            continue
+        return conn
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def add_last_seq_column(conn: sqlite3.Connection) -> None:
+    """Files written before ``helix_sessions.last_seq`` get it (``NULL``: unknown till appended)."""
+
+    def has() -> bool:
+        columns = conn.execute("PRAGMA table_info(helix_sessions)")
+        return any(row[1] == "last_seq" for row in columns)
+
+    if has():
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if not has():  # another process may have added it meanwhile
+            conn.execute("ALTER TABLE helix_sessions ADD COLUMN last_seq INTEGER")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
 
 
 def add_chain_column(conn: sqlite3.Connection) -> None:

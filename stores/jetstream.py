@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import re
 import uuid
 from collections import OrderedDict
@@ -67,6 +68,7 @@ from ._common import AppendNotifier, check_batch, tail_events
 from ._nats_inbox import EXPECTED_LAST_SUBJECT_SEQ, WRONG_LAST_SEQUENCE, NatsInbox
 
 __all__ = [
+    "DEFAULT_OUTAGE_WAIT",
     "DEFAULT_STREAM",
     "JetStreamEventStore",
     "nats_servers",
@@ -87,6 +89,17 @@ _NO_LEADER_WAIT = 15.0  # seconds an append waits out a stream without a leader 
 _READ_ROUNDS = 5  # reads restarted because the log was deleted and rebuilt under them
 _BATCH = 256  # messages one direct get returns at most
 _MARKED_SESSIONS = 4096  # sessions whose batch positions a store remembers
+log = logging.getLogger("helix_agents.stores")
+
+DEFAULT_OUTAGE_WAIT = 600.0
+"""Seconds an append waits for a lost NATS connection to come back before it fails."""
+_OUTAGE_POLL = 1.0  # the longest pause between two looks at a lost connection
+_DISCONNECTED = (
+    nats.errors.ConnectionReconnectingError,
+    nats.errors.OutboundBufferLimitError,
+    nats.errors.StaleConnectionError,
+)
+_HEADER_ROOM = 4096  # bytes of a message left for its headers (ids, seqs, chain, expectations)
 _HEAD_GETS = 32  # last-message gets a session_heads call keeps in flight
 _MARKS_PER_SESSION = 64
 _REPORTED_SESSIONS = 16384  # sessions whose last reported stream seq a store remembers
@@ -137,9 +150,14 @@ class JetStreamEventStore:
         timeout: float,
         publish_attempts: int,
         poll_interval: float | None,
+        outage_wait: float = DEFAULT_OUTAGE_WAIT,
     ) -> None:
         """Use :meth:`connect`; this takes an already connected client and a ready stream."""
         self._nc = nc
+        self.outage_wait = outage_wait
+        """Seconds an append waits for a lost connection to NATS to come back."""
+        self._outage_began: float | None = None  # when the appends began to wait, if they do
+        self._outage_waiters = 0
         self._js = nc.jetstream(timeout=timeout)
         self._jsm = nc.jsm(timeout=timeout)
         self.stream = stream
@@ -208,6 +226,7 @@ class JetStreamEventStore:
         request_timeout: float = 5.0,
         publish_attempts: int = 3,
         poll_interval: float | None = 5.0,
+        outage_wait: float = DEFAULT_OUTAGE_WAIT,
     ) -> JetStreamEventStore:
         """Connect to NATS, create the stream if missing, and return an open store.
 
@@ -223,6 +242,10 @@ class JetStreamEventStore:
             poll_interval: how often the store's poller checks that its one
                 consumer still delivers (one request, however many tails);
                 when it does not, every tail re-reads (``None``: never).
+            outage_wait: seconds an append waits, re-sending with bounded backoff,
+                while the connection to NATS is lost (a server restarting, a
+                network cut): an outage is not a verdict on the run. Unanswered
+                sends while disconnected do not count against ``publish_attempts``.
 
         Raises:
             UsageError: a bad stream name or replica count.
@@ -234,6 +257,10 @@ class JetStreamEventStore:
             raise UsageError(f"replicas must be an int from 1 to 5, not {replicas!r}")
         if publish_attempts < 1:
             raise UsageError("publish_attempts must be at least 1")
+        if isinstance(outage_wait, bool) or not (
+            isinstance(outage_wait, int | float) and 0 <= outage_wait < float("inf")
+        ):
+            raise UsageError(f"outage_wait must be a finite number >= 0, not {outage_wait!r}")
         servers = nats_servers(url)
 
         async def quiet(exc: Exception) -> None:
@@ -261,6 +288,7 @@ class JetStreamEventStore:
             timeout=request_timeout,
             publish_attempts=publish_attempts,
             poll_interval=poll_interval,
+            outage_wait=outage_wait,
         )
         try:
             with store._translate():
@@ -433,7 +461,40 @@ class JetStreamEventStore:
         if any(stream_seq > self._own.get(session_id, 0) for stream_seq in held):
             self._notifier.publish(session_id, [])
 
+    def _message_room(self) -> int:
+        """Bytes a batch's payload may take in one message (the server's limit, less headers)."""
+        return max(int(self._nc.max_payload) - _HEADER_ROOM, 1)
+
     async def _append(self, session_id: str, encoded: list[bytes], expected_seq: int) -> int:
+        """Append ``encoded`` in one message, or, over the message limit, in several.
+
+        A batch that does not fit in one NATS message (a large tool result with
+        the messages that carry it) goes in consecutive messages, each a batch
+        of its own (compare-and-append on the one before), rather than failing
+        the run. An event that alone cannot fit is refused before anything is
+        written.
+        """
+        room = self._message_room()
+        if sum(len(data) + 1 for data in encoded) + 1 <= room:
+            return await self._append_one(session_id, encoded, expected_seq)
+        too_large = [len(data) for data in encoded if len(data) + 2 > room]
+        if too_large:
+            raise StoreError(
+                f"append to session {session_id!r}: an event of {max(too_large)} bytes is over "
+                f"the NATS message limit ({self._nc.max_payload} bytes)"
+            )
+        last = expected_seq
+        part: list[bytes] = []
+        size = 1
+        for data in encoded:
+            if part and size + len(data) + 1 > room:
+                last = await self._append_one(session_id, part, last)
+                part, size = [], 1
+            part.append(data)
+            size += len(data) + 1
+        return await self._append_one(session_id, part, last)
+
+    async def _append_one(self, session_id: str, encoded: list[bytes], expected_seq: int) -> int:
         last = expected_seq + len(encoded)
         subject = self._subject(session_id)
         payload = b"[" + b",".join(encoded) + b"]"
@@ -497,8 +558,16 @@ class JetStreamEventStore:
                 await anyio.sleep(delay)
                 delay = min(delay * 2, 1.0)
                 continue
-            except nats.errors.TimeoutError:
-                unsure = True
+            except (nats.errors.TimeoutError, *_DISCONNECTED) as exc:
+                unsure = unsure or isinstance(exc, nats.errors.TimeoutError)
+                if not self._nc.is_connected and not self._nc.is_closed:
+                    # NATS is out of reach (restarting, cut off): wait for it, not
+                    # counting the sends that could not be answered.
+                    await self._wait_for_nats(session_id)
+                    deadline = anyio.current_time() + _NO_LEADER_WAIT
+                    continue
+                if not isinstance(exc, nats.errors.TimeoutError):
+                    raise
                 attempts += 1
                 continue
             if ack.error is not None:
@@ -522,6 +591,52 @@ class JetStreamEventStore:
             f"append to session {session_id!r}: no acknowledgement after "
             f"{self._publish_attempts} tries; read the log to know whether it landed"
         )
+
+    async def _wait_for_nats(self, session_id: str) -> None:
+        """Wait, with bounded backoff, until the connection is back; at most ``outage_wait``.
+
+        The first append to wait logs that the store is out of reach; the
+        last one to see it back logs how long it was (``helix_agents.stores``).
+        """
+        now = anyio.current_time()
+        if self._outage_began is None:
+            self._outage_began = now
+            log.warning(
+                "jetstream store %r: NATS is out of reach; appends wait for it (up to %g s)",
+                self.stream,
+                self.outage_wait,
+            )
+        self._outage_waiters += 1
+        delay = 0.05
+        try:
+            while not self._nc.is_connected:
+                if self._nc.is_closed:
+                    raise StoreError(f"append to session {session_id!r}: the store was closed")
+                waited = anyio.current_time() - now
+                if waited >= self.outage_wait:
+                    raise StoreError(
+                        f"append to session {session_id!r}: NATS out of reach for {waited:.0f} s "
+                        f"(outage_wait {self.outage_wait:g} s)"
+                    )
+                await anyio.sleep(min(delay, self.outage_wait - waited))
+                delay = min(delay * 2, _OUTAGE_POLL)
+        finally:
+            self._outage_waiters -= 1
+            if self._outage_waiters == 0 and self._outage_began is not None:
+                if self._nc.is_connected:
+                    log.warning(
+                        "jetstream store %r: NATS is back after %.1f s; appends go on",
+                        self.stream,
+                        anyio.current_time() - self._outage_began,
+                    )
+                self._outage_began = None
+
+    @property
+    def outage(self) -> float | None:
+        """Seconds appends have been waiting for NATS to come back; None when none waits."""
+        if self._outage_began is None:
+            return None
+        return anyio.current_time() - self._outage_began
 
     async def delete(self, session_id: str) -> bool:
         """Delete a session's log (purge its subject); return whether it existed."""

@@ -33,7 +33,14 @@ from ._common import AppendNotifier, check_batch, tail_events
 from ._sqlite_commit import Append, Delete, GroupCommit, Op
 from ._sqlite_integrity import HighWaterMark, held_commits, storage_problems
 from ._sqlite_reads import ChangeProbe, read_events
-from ._sqlite_schema import SCHEMA, add_chain_column, connect, is_corruption
+from ._sqlite_schema import (
+    SCHEMA,
+    add_chain_column,
+    add_last_seq_column,
+    connect,
+    connect_read_only,
+    is_corruption,
+)
 
 __all__ = ["SqliteEventStore"]
 
@@ -60,6 +67,11 @@ class SqliteEventStore:
             the tails of sessions that changed; appends in this process wake
             them at once. ``None`` disables it.
         busy_timeout: seconds to wait for another process's write lock.
+        read_only: open the file read-only (``mode=ro``): nothing is created
+            or written (no schema, no journal mode, no high-water mark), and
+            ``append``/``delete`` raise :class:`UsageError`. A file in a place
+            this process cannot write to (where SQLite cannot make its ``-shm``
+            file either) is opened as immutable: its readers see it as it is.
 
     Attributes:
         lost_commits: found when the store was opened: how many commits the
@@ -77,8 +89,10 @@ class SqliteEventStore:
         synchronous: Literal["FULL", "NORMAL"] = "FULL",
         poll_interval: float | None = 0.5,
         busy_timeout: float = 10.0,
+        read_only: bool = False,
     ) -> None:
         self.path = os.fspath(path)
+        self.read_only = read_only
         if self.path == ":memory:" or self.path.startswith("file::memory:"):
             raise UsageError("SqliteEventStore needs a file; use MemoryEventStore for memory")
         if synchronous not in ("FULL", "NORMAL"):
@@ -89,8 +103,10 @@ class SqliteEventStore:
         writer: sqlite3.Connection | None = None
         try:
             writer = self._connect()
-            writer.executescript(SCHEMA)
-            add_chain_column(writer)
+            if not read_only:
+                writer.executescript(SCHEMA)
+                add_chain_column(writer)
+                add_last_seq_column(writer)
             held = held_commits(writer)
         except sqlite3.Error as exc:
             if writer is not None:
@@ -136,6 +152,10 @@ class SqliteEventStore:
         return self._read_limiter
 
     def _connect(self, busy_ms: int | None = None) -> sqlite3.Connection:
+        if self.read_only:
+            return connect_read_only(
+                self.path, busy_ms=self._busy_ms if busy_ms is None else busy_ms
+            )
         return connect(
             self.path,
             busy_ms=self._busy_ms if busy_ms is None else busy_ms,
@@ -148,6 +168,7 @@ class SqliteEventStore:
         """Append ``events`` if the log ends at ``expected_seq`` (see ``EventStore.append``)."""
         if self._closed:
             raise StoreClosedError()
+        self._ensure_writable()
         encoded, decoded = check_batch(session_id, events, expected_seq)
         op = Append(session_id, expected_seq, encoded, decoded)
         await self._writes.submit(op)
@@ -156,10 +177,15 @@ class SqliteEventStore:
     async def delete(self, session_id: str) -> bool:
         """Delete a session's log; return whether it existed."""
         self._ensure_open()
+        self._ensure_writable()
         validate_session_id(session_id)
         op = Delete(session_id)
         await self._writes.submit(op)
         return op.result > 0
+
+    def _ensure_writable(self) -> None:
+        if self.read_only:
+            raise UsageError(f"sqlite store {self.path!r} was opened read-only")
 
     def _committed(self, op: Op) -> None:
         """A committed op reaches the tails, and the ends this store remembers."""

@@ -76,13 +76,19 @@ class NatsServer:
 
     @classmethod
     def start(
-        cls, store_dir: Path, *, timeout: float = START_TIMEOUT, config: Path | None = None
+        cls,
+        store_dir: Path,
+        *,
+        timeout: float = START_TIMEOUT,
+        config: Path | None = None,
+        port: int | None = None,
     ) -> NatsServer:
         """Start a JetStream server storing in ``store_dir``; return once it accepts connections.
 
         ``config``: a nats-server configuration file to start from; the
         loopback address, the ephemeral port and ``store_dir`` given here
-        override its own.
+        override its own. ``port``: listen there (a restart on the address its
+        clients reconnect to) instead of on an ephemeral port.
 
         Raises:
             RuntimeError: If it exits or does not listen within ``timeout`` seconds
@@ -97,7 +103,7 @@ class NatsServer:
                 "-a",
                 "127.0.0.1",
                 "-p",
-                "-1",
+                str(port) if port is not None else "-1",
                 "--store_dir",
                 str(store_dir),
             ],

@@ -207,6 +207,8 @@ class NatsRemoteAgentTransport:
         dies); empty when no host ever announced. Raises :class:`TransportError`
         when the bucket cannot be read.
         """
+        if not self.nc.is_connected:  # reconnecting: say so now, not after the timeout
+            raise TransportError("NATS is out of reach (reconnecting)")
         js = self.nc.jetstream(timeout=self.timeout)
         try:
             try:

@@ -12,6 +12,7 @@ from helix_agents.server.agent_server import AgentServer
 from helix_agents.server.cli.options import add_log_level, replica_count
 from helix_agents.server.cli.serve import exporting_tracer
 from helix_agents.server.cli.target import load_target, server_agents
+from helix_agents.server.fleet.leases import DEFAULT_LEASE_TTL
 
 __all__ = ["add_host_command", "host_command", "run_host"]
 
@@ -20,7 +21,7 @@ async def run_host(
     spec: str,
     *,
     nats_url: str,
-    lease_ttl: float = 10.0,
+    lease_ttl: float = DEFAULT_LEASE_TTL,
     replicas: int = 1,
     log_level: str = "info",
     otel: bool = False,
@@ -113,7 +114,7 @@ def add_host_command(commands: Any) -> None:
     host.add_argument(
         "--lease-ttl",
         type=float,
-        default=10.0,
+        default=DEFAULT_LEASE_TTL,
         metavar="SECONDS",
         help="how long a dead host's sessions wait before another host takes them over "
         "(default: %(default)s)",

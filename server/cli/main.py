@@ -243,7 +243,7 @@ def _check_store_exists(url: str) -> None:
 
 
 async def _read_session(url: str, session_id: str) -> list[Event]:
-    store: EventStore = await open_store(url)
+    store: EventStore = await open_store(url, read_only=True)
     try:
         return await store.read(session_id)
     finally:
@@ -310,7 +310,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 async def _check_url(url: str) -> StoreCheck:
-    store: EventStore = await open_store(url)
+    store: EventStore = await open_store(url, read_only=True)
     try:
         return await check_store(store)
     finally:

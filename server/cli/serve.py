@@ -37,6 +37,7 @@ from helix_agents.server.cli.serve_uvicorn import (
 )
 from helix_agents.server.cli.target import TargetError, agents_of, load_target
 from helix_agents.server.gateway.app import create_http_app
+from helix_agents.server.serving.allocator import fix_mmap_threshold
 from helix_agents.server.serving.collector import tune_collector
 from helix_agents.server.serving.limits import (
     DEFAULT_BODY_TIMEOUT,
@@ -44,7 +45,9 @@ from helix_agents.server.serving.limits import (
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_KEEP_ALIVE,
     DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_HEADER_BYTES,
     DEFAULT_MAX_STREAMS,
+    DEFAULT_WRITE_TIMEOUT,
 )
 from helix_agents.stores import open_store
 
@@ -145,6 +148,7 @@ async def run_serve(
     if exporting is not None:
         print(f"helix-agents: tracing to {exporting.destination}")
     tune_collector()  # many live sessions: see server/serving/collector.py
+    fix_mmap_threshold()  # memory freed by streams that end returns: serving/allocator.py
     flush = exporting.flush if exporting is not None else None
     await bounded_server(
         app, host=host, port=port, limits=limits, agents=server, options=options, on_exit=flush
@@ -250,6 +254,8 @@ def serve_limits(args: argparse.Namespace) -> ServeLimits:
         max_connections=args.max_connections,
         header_timeout=args.header_timeout,
         body_timeout=args.body_timeout,
+        max_header_bytes=args.max_header_bytes,
+        write_timeout=args.write_timeout,
         keep_alive=args.keep_alive,
         max_streams=args.max_streams,
         grace=args.grace,
@@ -398,6 +404,22 @@ def add_serve_command(commands: Any, store_help: str) -> None:
         default=DEFAULT_HEADER_TIMEOUT,
         metavar="SECONDS",
         help="time a connection has to send a request's headers (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--max-header-bytes",
+        type=bounded_number(int, 256),
+        default=DEFAULT_MAX_HEADER_BYTES,
+        metavar="BYTES",
+        help="bytes a request's head (request line and headers) may take; each line at most "
+        "8 KiB; beyond, 431 and the connection closed (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--write-timeout",
+        type=bounded_number(float, 0.001),
+        default=DEFAULT_WRITE_TIMEOUT,
+        metavar="SECONDS",
+        help="time a response may wait for its client to take any bytes (a reader of a "
+        "stream that stopped reading); then the connection is cut (default: %(default)s)",
     )
     serve.add_argument(
         "--body-timeout",

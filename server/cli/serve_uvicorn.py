@@ -16,19 +16,23 @@ import msgspec
 
 from helix_agents.server.agent_server import AgentServer
 from helix_agents.server.cli.target import TargetError
+from helix_agents.server.serving.descriptors import (
+    fit_descriptor_limit,
+    fit_listen_backlog,
+    quiet_accept_errors,
+)
 from helix_agents.server.serving.limits import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_GRACE,
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_KEEP_ALIVE,
     DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_HEADER_BYTES,
     DEFAULT_MAX_STREAMS,
+    DEFAULT_WRITE_TIMEOUT,
     StreamLimit,
-    bounded_http_protocol,
-    fit_descriptor_limit,
-    fit_listen_backlog,
-    quiet_accept_errors,
 )
+from helix_agents.server.serving.protocols import bounded_http_protocol
 
 if TYPE_CHECKING:
     from helix_agents.server.serving.graceful import GracefulServer
@@ -43,6 +47,8 @@ class ServeLimits:
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
     body_timeout: float = DEFAULT_BODY_TIMEOUT
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
+    write_timeout: float = DEFAULT_WRITE_TIMEOUT
     keep_alive: int = DEFAULT_KEEP_ALIVE
     max_streams: int = DEFAULT_MAX_STREAMS
     grace: float = DEFAULT_GRACE
@@ -143,13 +149,19 @@ def bounded_server(
             connections,
             limits.header_timeout,
             body_timeout=limits.body_timeout,
+            max_header_bytes=limits.max_header_bytes,
+            write_timeout=limits.write_timeout,
             parser="httptools" if limits.loop == "uvloop" else "h11",
         ),
+        h11_max_incomplete_event_size=limits.max_header_bytes,  # ours answers 431 first
         timeout_keep_alive=limits.keep_alive,
         backlog=fit_listen_backlog(connections),
         timeout_graceful_shutdown=None,  # the grace bounds the drain
     )
-    return GracefulServer(config, grace=limits.grace, agents=agents, on_exit=on_exit)
+    streams = getattr(app, "streams", None)  # create_http_app's open GET /sse streams
+    return GracefulServer(
+        config, grace=limits.grace, agents=agents, on_exit=on_exit, streams=streams
+    )
 
 
 def uvicorn_config(app: Any, *, log_level: str = "info", **options: Any) -> Any:

@@ -71,7 +71,7 @@ def add_sessions_command(commands: Any, store_help: str) -> None:
 
 async def session_page(url: str, args: argparse.Namespace) -> SessionListPage:
     """The page of sessions ``args`` asks for, from the store at ``url`` (closed after)."""
-    store = await open_store(url)
+    store = await open_store(url, read_only=True)
     try:
         return await SessionCatalog(store).page(
             status=args.status,

@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any
@@ -37,14 +36,11 @@ from anyio.abc import TaskGroup
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
-from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import BucketNotFoundError
 from nats.js.kv import KeyValue
 
-from helix_agents import SessionState
-from helix_agents.errors import AgentServerError, ConcurrencyConflict, HelixError, UsageError
-from helix_agents.events import Event, HostClaimed
-from helix_agents.ids import SessionId, decode_session_token, encode_session_token
-from helix_agents.log import project_state
+from helix_agents.errors import AgentServerError, HelixError, UsageError
+from helix_agents.ids import SessionId, decode_session_token
 from helix_agents.protocol import (
     RemoteMessageRequest,
     RemoteResumeRequest,
@@ -52,7 +48,6 @@ from helix_agents.protocol import (
     SubmitApprovalRequest,
     SubmitToolResultRequest,
 )
-from helix_agents.runtime.runs import SessionLocks
 from helix_agents.server.agent_server import AgentServer
 from helix_agents.server.edge import (
     checked_id,
@@ -61,11 +56,8 @@ from helix_agents.server.edge import (
     protocol_error,
     with_trace_headers,
 )
-from helix_agents.stores._nats_inbox import (
-    EXPECTED_LAST_SUBJECT_SEQ,
-    WRONG_LAST_SEQUENCE,
-    NatsInbox,
-)
+from helix_agents.server.fleet.leases import DEFAULT_LEASE_TTL, Lease, LeaseKeeper
+from helix_agents.server.fleet.takeover import OrphanTakeover
 from helix_agents.transports.bodies import SessionRequest
 from helix_agents.transports.nats import (
     DEFAULT_PREFIX,
@@ -76,16 +68,7 @@ from helix_agents.transports.nats import (
     StatusRequest,
 )
 
-__all__ = ["LEASE_BUCKET", "NatsAgentHost", "lease_key"]
-
-LEASE_BUCKET = "helix_leases"
-"""The JetStream KV bucket that holds the hosts' session leases."""
-
-
-def lease_key(session_id: str) -> str:
-    """A session's key in the lease bucket (its subject token, ``:`` escaped as ``_c``)."""
-    return encode_session_token(session_id).replace(":", "_c")
-
+__all__ = ["NatsAgentHost"]
 
 log = logging.getLogger("helix_agents.server")
 
@@ -95,17 +78,9 @@ _encoder = msgspec.json.Encoder()
 _HOST_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _reply_decoder = msgspec.json.Decoder(Reply)
 _FORWARD_HOPS = 3  # a lease that moves again while a request follows it
-_KV_TIMEOUT = 5.0  # seconds a lease write waits for JetStream (nats-py's KV default)
 ANNOUNCE_EVERY = 5.0
 """Seconds between a host's announcements of its agent types in ``HOSTS_BUCKET``."""
 _ANNOUNCE_TTL = 3 * ANNOUNCE_EVERY  # a dead host's announcement lapses after this
-
-
-class _Lease(msgspec.Struct, kw_only=True):
-    """What taking a session's lease found: who holds it, and our revision if we created it."""
-
-    holder: str | None
-    created: int | None = None
 
 
 class _HeldElsewhere(HelixError):
@@ -131,7 +106,7 @@ class NatsAgentHost:
         prefix: str = DEFAULT_PREFIX,
         queue: str = DEFAULT_QUEUE,
         host_id: str | None = None,
-        lease_ttl: float = 10.0,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
         forward_timeout: float = 4.0,
         replicas: int = 1,
     ) -> None:
@@ -153,25 +128,22 @@ class NatsAgentHost:
         self.replicas = replicas
         """Copies JetStream keeps of the lease and hosts buckets, if this host creates them."""
         self._direct = f"{prefix}.host.{self.host_id}."
-        self._inbox = NatsInbox(nc, _KV_TIMEOUT)  # the lease writes (cheaper than nats-py's KV)
-        self._kv: KeyValue | None = None
+        self.leases = LeaseKeeper(nc, self.host_id, ttl=lease_ttl, replicas=replicas)
+        """The leases this host holds; a session's is taken, and given back, under its lock."""
         self._hosts_kv: KeyValue | None = None
-        self._kv_open = anyio.Event()
         self._subscriptions: list[Subscription] = []
         self._tg: TaskGroup | None = None
         self._entered_server = False
-        self._locks = SessionLocks()  # a session's lease is taken, and given back, under its lock
-        self._held: dict[str, int] = {}  # session -> revision of the lease this host wrote
         self._releasing: set[str] = set()  # sessions whose lease goes when their run ends
-        # What the orphan scan last read of each session: the seq its log ended
-        # at, and whether it was a candidate (running, of an agent type here).
-        self._scanned: dict[str, tuple[int, bool]] = {}
+        # A scan every third of the TTL: a dead host's sessions go within TTL + TTL/3.
+        self.takeover = OrphanTakeover(self.server, self.leases, interval=lease_ttl / 3)
+        """The orphan scan: claims and resumes running sessions whose host died."""
 
     async def __aenter__(self) -> NatsAgentHost:
         if self.server.run_guard is not None:
             raise UsageError("this AgentServer is already hosted (it has a run_guard)")
         self.server.run_guard = self._leased  # its leases wait for the bucket, opened below
-        self.server.executor.takeover_claim = self._claim_on_resume
+        self.server.executor.takeover_claim = self.takeover.claim_on_resume
         try:
             await self._open()
         except BaseException as exc:
@@ -202,14 +174,8 @@ class NatsAgentHost:
             # Requests another host forwards here, to the session's lease holder.
             await self._subscribe(f"{self._direct}{op}.*", handler, queue="")
         await self.nc.flush()
+        await self.leases.open()
         js = self.nc.jetstream()
-        try:
-            self._kv = await js.key_value(LEASE_BUCKET)
-        except BucketNotFoundError:
-            self._kv = await js.create_key_value(
-                bucket=LEASE_BUCKET, ttl=self.lease_ttl, replicas=self.replicas
-            )
-        self._kv_open.set()
         try:
             self._hosts_kv = await js.key_value(HOSTS_BUCKET)
         except BucketNotFoundError:
@@ -217,8 +183,8 @@ class NatsAgentHost:
                 bucket=HOSTS_BUCKET, ttl=_ANNOUNCE_TTL, replicas=self.replicas
             )
         await self._announce()  # before the gateway can be asked for this host's types
-        self._tg.start_soon(self._renew_forever)
-        self._tg.start_soon(self._take_over_forever)
+        self._tg.start_soon(self.leases.renew_forever, self.server.executor.active_sessions)
+        self._tg.start_soon(self.takeover.run_forever)
         self._tg.start_soon(self._announce_forever)
 
     async def _announce(self) -> None:
@@ -265,21 +231,13 @@ class NatsAgentHost:
             finally:
                 self.server.run_guard = None
                 self.server.executor.takeover_claim = None
-                self._kv_open.set()  # no lease is waited for any more (none, if it never opened)
-                await self._drop_idle_leases()
+                self.leases.stop_waiting()
+                # Runs that ended (or never began) here: any host may resume them at once,
+                # instead of after their leases lapse. Bounded, best effort.
                 with anyio.move_on_after(self.forward_timeout, shield=True):
-                    await self._inbox.close()  # the connection may outlive this host
-
-    async def _drop_idle_leases(self) -> None:
-        """On leaving: give back the leases of sessions no run of which is active here.
-
-        Their runs ended (or never began): any host may resume them at once,
-        instead of after their leases lapse. Bounded, best effort.
-        """
-        with anyio.move_on_after(self.forward_timeout, shield=True):
-            for session_id in list(self._held):
-                if not self.server.executor.is_executing(session_id):
-                    await self._drop_lease(session_id)
+                    await self.leases.drop_idle(self.server.executor.is_executing)
+                with anyio.move_on_after(self.forward_timeout, shield=True):
+                    await self.leases.close()
 
     async def _subscribe(
         self, subject: str, handler: Callable[[Msg], Awaitable[Any]], queue: str | None = None
@@ -400,7 +358,7 @@ class NatsAgentHost:
     # --- leases and failover ----------------------------------------------------------
 
     @asynccontextmanager
-    async def _leased(self, session_id: str) -> AsyncIterator[_Lease]:
+    async def _leased(self, session_id: str) -> AsyncIterator[Lease]:
         """Hold ``session_id``'s lease around a request that can begin its run here.
 
         The server's run guard (starts, resumes, answers; a local child's
@@ -412,8 +370,8 @@ class NatsAgentHost:
         given back. A lease that cannot be taken (JetStream unavailable) does
         not stop the run: the next renewal puts it.
         """
-        async with self._locks.hold(session_id):
-            lease = await self._take_lease(session_id)
+        async with self.leases.hold(session_id):
+            lease = await self.leases.take(session_id)
             if lease.holder is not None and lease.holder != self.host_id:
                 raise _HeldElsewhere(session_id, lease.holder)
             try:
@@ -422,14 +380,14 @@ class NatsAgentHost:
                 with anyio.CancelScope(shield=True):
                     await self._settle(session_id, lease)
 
-    async def _settle(self, session_id: str, lease: _Lease) -> None:
+    async def _settle(self, session_id: str, lease: Lease) -> None:
         """After a guarded request: keep the lease while a run is on, else give it back."""
         if not self.server.executor.is_executing(session_id):
             if lease.holder == self.host_id:
-                await self._drop_lease(session_id)
+                await self.leases.drop(session_id)
             return
         if lease.holder is None:
-            await self._put_lease(session_id)
+            await self.leases.put(session_id)
         if lease.created is not None or lease.holder is None:
             log.info("host %s runs %s", self.host_id, session_id)
         if session_id not in self._releasing and self._tg is not None:
@@ -442,201 +400,19 @@ class NatsAgentHost:
         try:
             while True:
                 await executor.wait_idle(session_id)
-                async with self._locks.hold(session_id):
+                async with self.leases.hold(session_id):
                     if not executor.is_executing(session_id):
-                        await self._drop_lease(session_id)
+                        await self.leases.drop(session_id)
                         return
         finally:
             self._releasing.discard(session_id)
 
-    async def _take_lease(self, session_id: str) -> _Lease:
-        """Create the session's lease for this host unless a host holds it; say who does."""
-        await self._kv_open.wait()  # a request that came in while the host was opening it
-        if self._kv is None:
-            return _Lease(holder=None)
-        try:
-            for _ in range(3):  # a lease that expires between the two steps: try again
-                try:
-                    revision = await self._create_lease(session_id)
-                    self._held[session_id] = revision
-                    return _Lease(holder=self.host_id, created=revision)
-                except (KeyWrongLastSequenceError, KeyNotFoundError):
-                    holder = await self._lease_holder(session_id)
-                    if holder is not None:
-                        return _Lease(holder=holder)
-        except Exception as exc:  # best effort: the next renewal puts it
-            log.warning("could not take the lease of %s: %s", session_id, exc)
-        return _Lease(holder=None)
-
-    async def _create_lease(self, session_id: str) -> int:
-        """Write this host's lease only if the key has no live value; its revision.
-
-        nats-py's ``KeyValue.create`` in one lighter publish; as there, a key
-        whose last entry is a delete marker (a lease given back) is written on
-        top of it, and a live key raises ``KeyWrongLastSequenceError``.
-        """
-        assert self._kv is not None
-        key = lease_key(session_id)
-        value = self.host_id.encode()
-        ack = await self._inbox.publish(
-            f"$KV.{LEASE_BUCKET}.{key}", value, {EXPECTED_LAST_SUBJECT_SEQ: "0"}
-        )
-        if ack.error is None:
-            return ack.seq
-        if ack.error.err_code not in WRONG_LAST_SEQUENCE:
-            raise nats.errors.Error(f"lease of {session_id!r}: {ack.error.description}")
-        try:
-            await self._kv.get(key)
-        except KeyNotFoundError as missing:
-            if missing.entry is None:
-                raise  # gone meanwhile (lapsed): the caller tries again
-            # Its last entry is a marker (a lease given back): write over it.
-            return await self._kv.update(key, value, last=missing.entry.revision)
-        raise KeyWrongLastSequenceError(description=ack.error.description)
-
-    async def _put_lease(self, session_id: str) -> None:
-        if self._kv is None:
-            return
-        try:
-            revision = await self._kv.put(lease_key(session_id), self.host_id.encode())
-            self._held[session_id] = revision
-        except Exception as exc:  # never the end of the host: the next renewal puts it again
-            log.warning("could not put the lease of %s: %s", session_id, exc)
-
-    async def _drop_lease(self, session_id: str) -> None:
-        """Delete the lease this host last wrote, unless it was written since."""
-        revision = self._held.pop(session_id, None)
-        if self._kv is None or revision is None:
-            return
-        headers = {"KV-Operation": "DEL", EXPECTED_LAST_SUBJECT_SEQ: str(revision)}
-        try:
-            subject = f"$KV.{LEASE_BUCKET}.{lease_key(session_id)}"
-            ack = await self._inbox.publish(subject, b"", headers)
-            if ack.error is not None:
-                raise nats.errors.Error(ack.error.description)
-        except Exception as exc:  # written since: not ours to delete; it lapses
-            log.debug("left the lease of %s: %s", session_id, exc)
-
-    async def _renew_forever(self) -> None:
-        assert self._kv is not None
-        while True:
-            for session_id in self.server.executor.active_sessions():
-                await self._put_lease(session_id)  # a missed renewal is retried next round
-            await anyio.sleep(self.lease_ttl / 3)
-
-    async def _take_over_forever(self) -> None:
-        while True:
-            await anyio.sleep(self.lease_ttl / 2)
-            try:
-                await self.take_over_orphans()
-            except Exception as exc:  # a store or NATS failure (a node died): the next round
-                log.warning("looking for orphaned sessions failed: %r", exc)
-
-    async def _lease_holder(self, session_id: str) -> str | None:
-        assert self._kv is not None
-        try:
-            entry = await self._kv.get(lease_key(session_id))
-        except KeyNotFoundError:
-            return None
-        return entry.value.decode() if entry.value else None
-
     async def take_over_orphans(self) -> list[str]:
         """Claim and resume the running sessions no live lease covers; return their ids.
 
-        Only sessions of this host's agent types, whose host died (its lease
-        expired). This host takes the lease first (only if no host holds it),
-        then claims by compare-and-append of ``host_claimed``.
-
-        The scan reads a session's log only when it is new to it or its log
-        moved since it last read it (the store's ``session_heads``, one call):
-        a session at rest keeps what the last read found (a finished session
-        is never read again). A running one is read afresh before it is
-        claimed, and one a live host holds is not read at all.
+        One round of this host's orphan scan (:class:`~.takeover.OrphanTakeover`).
         """
-        store = self.server.store
-        executor = self.server.executor
-        heads = await store.session_heads()
-        scanned = self._scanned
-        for gone in [session_id for session_id in scanned if session_id not in heads]:
-            del scanned[gone]
-        taken: list[str] = []
-        for session_id, head in heads.items():
-            if executor.is_executing(session_id):
-                continue
-            known = scanned.get(session_id)
-            candidate: SessionState | None = None
-            if known is None or not known[1]:
-                if known is not None and known[0] == head:
-                    continue  # read at this very head: not running, or not ours
-                candidate = await self._scan(session_id)
-                if candidate is None:
-                    continue
-            if await self._lease_holder(session_id) is not None:
-                continue  # a live host holds it
-            # Known running from an earlier scan: read afresh, it may have moved on.
-            state = candidate or await self._scan(session_id)
-            if state is None:
-                continue
-            async with self._locks.hold(session_id):
-                lease = await self._take_lease(session_id)
-                if lease.created is None:
-                    continue  # a host took the lease first
-                claim = HostClaimed(
-                    session_id=session_id,
-                    seq=state.last_seq + 1,
-                    ts=time.time(),
-                    host_id=self.host_id,
-                    previous_host_id=state.host_id,
-                )
-                try:
-                    await store.append(session_id, [claim], state.last_seq)
-                except ConcurrencyConflict:
-                    await self._drop_lease(session_id)
-                    continue  # another host claimed it first, or it moved on
-            log.warning("host %s takes over session %s", self.host_id, session_id)
-            # Under the lease this host holds: the guard lets the run begin here.
-            await self.server.resume_agent(RemoteResumeRequest(session_id=session_id))
-            taken.append(session_id)
-        return taken
-
-    async def _scan(self, session_id: str) -> SessionState | None:
-        """Read ``session_id``'s log for the orphan scan: its state if it is a candidate.
-
-        A candidate is running and of an agent type this host serves; what
-        was found is kept (``_scanned``) with the seq the log ended at.
-        """
-        log_ = await self.server.store.read(session_id)
-        if not log_:
-            self._scanned.pop(session_id, None)
-            return None
-        state = project_state(log_)
-        candidate = state.status == "running" and state.agent_type in self.server.agent_types
-        self._scanned[session_id] = (state.last_seq, candidate)
-        return state if candidate else None
-
-    def _claim_on_resume(self, log_: Sequence[Event], state: SessionState) -> list[Event]:
-        """The claim a resume appends with its ``run_started`` when it takes over a session.
-
-        A resume (a parent re-opening its child, a client) of a session its log
-        says is running, none of whose runs is active here, under the lease this
-        host just took (none was live): its run was cut (its host died, or a
-        store failure ended it). The takeover is claimed, as a scan claims it
-        (``take_over_orphans``), in the same compare-and-append as the new run.
-        Nothing more if this host's own scan claimed it just now.
-        """
-        last = log_[-1]
-        if isinstance(last, HostClaimed) and last.host_id == self.host_id:
-            return []
-        log.warning("host %s takes over session %s", self.host_id, state.session_id)
-        return [
-            HostClaimed(
-                session_id=state.session_id,
-                seq=state.last_seq + 1,
-                ts=time.time(),
-                host_id=self.host_id,
-                previous_host_id=state.host_id,
-            )
-        ]
+        return await self.takeover.take_over_orphans()
 
     async def _status(self, msg: Msg) -> Any:
         request = decode(msg.data, StatusRequest)
@@ -645,8 +421,8 @@ class NatsAgentHost:
             session_id
         ):
             # Whether a run is executing is the lease holder's to say.
-            await self._kv_open.wait()
-            holder = await self._lease_holder(session_id) if self._kv is not None else None
+            await self.leases.wait_open()
+            holder = await self.leases.holder(session_id) if self.leases.kv is not None else None
             if holder is not None and holder != self.host_id:
                 raise _HeldElsewhere(session_id, holder)
         return await self.server.get_status(session_id)

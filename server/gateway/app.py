@@ -11,6 +11,8 @@ in ``specs/http.md``.
 from __future__ import annotations
 
 import hmac
+import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from importlib.util import find_spec
@@ -19,13 +21,13 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 import msgspec
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Receive, Scope, Send
 
 from helix_agents import RemoteAgentTransport
-from helix_agents.errors import HTTP_STATUS, AgentServerError
+from helix_agents.errors import HTTP_STATUS, AgentServerError, TransportError
 from helix_agents.ids import SessionId
 from helix_agents.protocol import (
     RemoteMessageRequest,
@@ -47,6 +49,7 @@ from helix_agents.server.edge import (
 from helix_agents.server.gateway.openapi import openapi_document
 from helix_agents.server.gateway.openapi_components import MAX_SEQUENCE
 from helix_agents.server.gateway.sessions import session_list_endpoint
+from helix_agents.server.streams.closing import OpenStreams
 from helix_agents.server.streams.front_end import ProjectedStreamResponse, stream_format
 from helix_agents.server.streams.front_end_runs import decode_run, run_front_end
 from helix_agents.server.streams.sse import SSEResponse
@@ -59,6 +62,36 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "AgentDirectory", "Auth", "create_http_app"]
 
 T = TypeVar("T")
+
+log = logging.getLogger("helix_agents.server")
+
+CLIENT_GONE_EVERY = 10.0
+"""Seconds between two log lines about clients that left before their request's body came."""
+
+
+class _ClientsGone:
+    """Clients that left mid-body: one ``info`` line per :data:`CLIENT_GONE_EVERY`, counting."""
+
+    def __init__(self) -> None:
+        self.last = -CLIENT_GONE_EVERY
+        self.since = 0
+
+    def note(self, path: str) -> None:
+        """A client left before its request's body on ``path`` came whole."""
+        self.since += 1
+        now = time.monotonic()
+        if now - self.last < CLIENT_GONE_EVERY:
+            return
+        log.info(
+            "gateway %s: a client left before its request's body came (%d since the last "
+            "such line)",
+            path,
+            self.since,
+        )
+        self.last, self.since = now, 0
+
+
+_clients_gone = _ClientsGone()
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20
 """Request bodies larger than this (1 MiB) are answered 413."""
@@ -140,6 +173,7 @@ def create_http_app(
     transport: RemoteAgentTransport = target
     # Decided once: a protocol's isinstance walks its members (tens of microseconds).
     opener = target if isinstance(target, StreamOpener) else None
+    streams = OpenStreams()
 
     async def authorized(request: Request) -> bool:
         if auth is None:
@@ -181,6 +215,10 @@ def create_http_app(
                 if not open_ and not await authorized(request):
                     raise AgentServerError("UNAUTHORIZED", "missing or invalid bearer token")
                 return await handler(request)
+            except ClientDisconnect:
+                # Not an error of the server's: nobody reads the answer, nothing changed.
+                _clients_gone.note(request.url.path)
+                return _error(AgentServerError("INVALID_REQUEST", "client disconnected"))
             except Exception as exc:
                 return _error(protocol_error(exc, f"gateway {request.url.path}"))
 
@@ -230,7 +268,9 @@ def create_http_app(
                 fmt, session_id, events, cursor, heartbeat_interval=heartbeat_interval
             )
         events = await open_stream(session_id, cursor)
-        return SSEResponse(events, heartbeat_interval=heartbeat_interval)
+        return SSEResponse(
+            events, heartbeat_interval=heartbeat_interval, open_streams=(streams, session_id)
+        )
 
     async def sse_run(request: Request) -> ProjectedStreamResponse:
         fmt = stream_format(request.query_params.get("format"))
@@ -278,7 +318,13 @@ def create_http_app(
         if server is not None:
             agents = server.agent_types
         elif isinstance(target, AgentDirectory):  # a fleet: what its live hosts announce
-            agents = await target.list_agent_types()
+            try:
+                agents = await target.list_agent_types()
+            except TransportError as exc:
+                # The fleet is out of reach (its NATS down): not this server's fault, and
+                # not for a load balancer to send clients here meanwhile.
+                log.warning("gateway /health: the fleet is out of reach: %s", exc)
+                return _error(AgentServerError("UNAVAILABLE", "the fleet is out of reach"))
         else:
             agents = []
         return _json({"status": "ok", "agents": agents})
@@ -343,6 +389,7 @@ def create_http_app(
     ]
     return _Gateway(
         endpoint(sse),
+        streams,
         routes=routes,
         exception_handlers={HTTPException: http_error, Exception: internal_error},
         lifespan=lifespan,
@@ -387,9 +434,13 @@ class _Gateway(Starlette):
     can only end it. ``/sse`` with another method (``POST``: a front end's run) is Starlette's.
     """
 
-    def __init__(self, sse: Callable[[Request], Awaitable[Any]], **kwargs: Any) -> None:
+    def __init__(
+        self, sse: Callable[[Request], Awaitable[Any]], streams: OpenStreams, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self._sse = sse
+        self.streams = streams
+        """The open ``GET /sse`` streams (``serve``'s shutdown ends the idle ones at once)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (

@@ -2,7 +2,8 @@
 
 Query parameters: ``status``, ``agent``, ``topLevel`` (``true``/``false``),
 ``limit`` (1-500, default 50) and ``cursor`` (a previous page's
-``nextCursor``). The answer is a :class:`~helix_agents.log.session_list.SessionListPage`.
+``nextCursor``; empty, as absent: the first page). The answer is a
+:class:`~helix_agents.log.session_list.SessionListPage`.
 A gateway whose target has no store of its own (it fronts another gateway)
 answers ``NOT_FOUND``.
 """
@@ -64,7 +65,7 @@ def session_list_endpoint(target: Any) -> Callable[[Request], Awaitable[Response
             agent_type=params.get("agent"),
             top_level=_flag("topLevel", params.get("topLevel")),
             limit=_limit(params.get("limit")),
-            cursor=params.get("cursor"),
+            cursor=params.get("cursor") or None,  # empty: the first page (the schema allows it)
         )
         return Response(_encoder.encode(page), media_type="application/json")
 

@@ -7,7 +7,11 @@ on. Runs still going after ``grace`` seconds are interrupted: an
 ``interrupt_requested`` event with :data:`SHUTDOWN_REASON` in each log, so
 each run records ``interrupted`` and stops, and the next ``serve`` on the same
 store resumes them. Their streams get a few seconds to send their last event,
-then the remaining connections are closed and the process exits. A second
+then the remaining connections are closed and the process exits. A ``GET /sse``
+stream of a session with no run executing here (paused on a client tool or an
+approval; with no ``agents``, any: their runs are elsewhere) ends at once
+with a recoverable ``error`` frame, its reader free to reconnect elsewhere or
+after the restart; one whose run pauses during the grace ends when it does. A second
 signal starts that at once; a third stops waiting for connections (uvicorn's
 forced exit).
 """
@@ -27,6 +31,7 @@ import uvicorn
 from helix_agents.errors import HelixError
 from helix_agents.protocol import RemoteResumeRequest
 from helix_agents.server.agent_server import AgentServer
+from helix_agents.server.streams.closing import OpenStreams
 
 __all__ = ["SHUTDOWN_REASON", "GracefulServer", "resume_interrupted_by_shutdown"]
 
@@ -54,6 +59,8 @@ class GracefulServer(uvicorn.Server):
             ``_EXIT_WAIT`` seconds) once the shutdown is done, before uvicorn
             raises the signal again (which may end the process): flushing
             traces, say.
+        streams: the app's open ``GET /sse`` streams (``create_http_app``'s
+            ``app.streams``), those with no run here ended at once on shutdown.
     """
 
     def __init__(
@@ -63,11 +70,13 @@ class GracefulServer(uvicorn.Server):
         grace: float,
         agents: AgentServer | None = None,
         on_exit: Callable[[], object] | None = None,
+        streams: OpenStreams | None = None,
     ) -> None:
         super().__init__(config)
         self.grace = grace
         self.agents = agents
         self.on_exit = on_exit
+        self.streams = streams
         self._signals = 0
         self._hurry = False
 
@@ -127,7 +136,10 @@ class GracefulServer(uvicorn.Server):
         deadline = anyio.current_time() + self.grace
         # Polled, as uvicorn polls its own flags: a signal handler can only set
         # a flag, and runs ending or connections closing signal nothing.
-        while self._busy() and anyio.current_time() < deadline and not self._hurry:  # noqa: ASYNC110
+        while True:
+            self._end_idle_streams()
+            if not self._busy() or anyio.current_time() >= deadline or self._hurry:
+                break
             await anyio.sleep(_TICK)
         if self.agents is not None and await self._interrupt_runs(self.agents):
             # The streams of the interrupted runs send their last event and end.
@@ -136,6 +148,17 @@ class GracefulServer(uvicorn.Server):
                 await anyio.sleep(_TICK)
         for connection in list(self.server_state.connections):
             connection.transport.close()  # streams of paused sessions, slow clients
+
+    def _end_idle_streams(self) -> None:
+        """End the streams of sessions with no run executing here (paused, or run elsewhere)."""
+        if self.streams is None or not len(self.streams):
+            return
+        executor = self.agents.executor if self.agents is not None else None
+        ended = self.streams.end(
+            lambda session_id: executor is None or not executor.is_executing(session_id)
+        )
+        if ended:
+            log.info("ended %d stream(s) of sessions with no run here (readers reconnect)", ended)
 
     async def _interrupt_runs(self, agents: AgentServer) -> bool:
         """Interrupt the top-level runs still going and wait (bounded) for them; whether any."""

@@ -1,6 +1,6 @@
 """Server-sent events in the protocol's own format: ``/sse``'s frames and its response.
 
-``SSEResponse`` sends a finished session's stream as one body, and any other
+``SSEResponse`` sends a finished session's stream in pages, and any other
 through :func:`~helix_agents.server.streams.sse_writer.write_sse` (heartbeats, one
 writer, disconnects), the machine every ``/sse`` format shares.
 """
@@ -8,6 +8,7 @@ writer, disconnects), the machine every ``/sse`` format shares.
 from __future__ import annotations
 
 import contextlib
+from collections import deque
 from collections.abc import AsyncIterator
 
 import msgspec
@@ -17,9 +18,13 @@ from helix_agents.errors import HelixError
 from helix_agents.log.streaming import EndedStream
 from helix_agents.protocol import ChunkEvent, EndEvent, ErrorEvent, TransportEvent
 from helix_agents.server.edge import protocol_error
+from helix_agents.server.streams.closing import SHUTDOWN_ERROR, OpenStreams
 from helix_agents.server.streams.sse_writer import write_sse
 
-__all__ = ["SSEResponse", "encode_sse"]
+__all__ = ["PAGE_BYTES", "SSEResponse", "encode_sse"]
+
+PAGE_BYTES = 64 * 1024
+"""Bytes of frames an ended stream hands the server at a time."""
 
 _encoder = msgspec.json.Encoder()
 
@@ -55,29 +60,73 @@ class SSEResponse:
     """
 
     def __init__(
-        self, events: AsyncIterator[TransportEvent], *, heartbeat_interval: float = 15.0
+        self,
+        events: AsyncIterator[TransportEvent],
+        *,
+        heartbeat_interval: float = 15.0,
+        open_streams: tuple[OpenStreams, str] | None = None,
     ) -> None:
         self._events = events
         self._heartbeat_interval = heartbeat_interval
+        self._open_streams = open_streams
+        """Where this stream is counted as open (a shutdown may end it), and its session."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         events = self._events
         if isinstance(events, EndedStream) and scope.get("method") != "HEAD":
-            # Every item is at hand (the run had ended): one body, no tasks.
-            body = b"".join([encode_sse(event) for event in events.items])
+            # Every item is at hand (the run had ended): no tasks, no heartbeat.
             with contextlib.suppress(OSError):  # the client went away
-                await send({"type": "http.response.start", "status": 200, "headers": _HEADERS})
-                await send({"type": "http.response.body", "body": body, "more_body": False})
+                await _send_ended(events, send)
             return
-        await write_sse(
-            scope,
-            receive,
-            send,
-            _frames(events),
-            headers=_HEADERS,
-            heartbeat_interval=self._heartbeat_interval,
-            release=lambda: _close(events),
-        )
+        with contextlib.ExitStack() as stack:
+            ending = None
+            if self._open_streams is not None:
+                streams, session_id = self._open_streams
+                ending = stack.enter_context(streams.track(session_id))
+            await write_sse(
+                scope,
+                receive,
+                send,
+                _frames(events),
+                headers=_HEADERS,
+                heartbeat_interval=self._heartbeat_interval,
+                release=lambda: _close(events),
+                ending=ending,
+                farewell=_FAREWELL,
+            )
+
+
+_FAREWELL = encode_sse(ErrorEvent(error=SHUTDOWN_ERROR, recoverable=True))
+
+
+async def _send_ended(events: EndedStream, send: Send) -> None:
+    """Send an ended stream's items in pages of about :data:`PAGE_BYTES`, each as it is taken.
+
+    Each page is encoded when the one before it has been handed over, and
+    ``send`` waits while the client is not taking them (uvicorn's flow
+    control): a reader that stops reading holds one page and the items not
+    yet sent, never the whole stream encoded; the items sent are let go.
+    """
+    pending = deque(events.items)
+    events.items = []
+    page: list[bytes] = []
+    try:
+        await send({"type": "http.response.start", "status": 200, "headers": _HEADERS})
+        size = 0
+        while pending:
+            frame = encode_sse(pending.popleft())
+            page.append(frame)
+            size += len(frame)
+            if size >= PAGE_BYTES or not pending:
+                body = b"".join(page) if len(page) > 1 else page[0]
+                page, size = [], 0
+                more = bool(pending)
+                await send({"type": "http.response.body", "body": body, "more_body": more})
+    finally:
+        # A client gone mid-stream: what was not sent goes now, not when a traceback
+        # that holds this frame is collected.
+        pending.clear()
+        page.clear()
 
 
 async def _frames(events: AsyncIterator[TransportEvent]) -> AsyncIterator[bytes]:

@@ -45,6 +45,12 @@ class _Outbox:
         self._ready = anyio.Event()
         self._drained: anyio.Event | None = None
 
+    def put_now(self, frame: bytes) -> None:
+        """Queue ``frame`` without waiting (a last frame: the outbox closes next)."""
+        self.frames.append(frame)
+        self.size += len(frame)
+        self._ready.set()
+
     async def put(self, frame: bytes) -> None:
         """Queue ``frame``; wait only when the outbox is over its limit."""
         self.frames.append(frame)
@@ -87,6 +93,8 @@ async def write_sse(
     headers: Headers,
     heartbeat_interval: float,
     release: Callable[[], Awaitable[None]],
+    ending: anyio.Event | None = None,
+    farewell: bytes = b"",
 ) -> None:
     """Answer 200 with ``headers`` and stream ``frames`` until they end or the client leaves.
 
@@ -97,6 +105,9 @@ async def write_sse(
     their own, or none); an exception they let through propagates, and the
     response is cut without its final empty body: the client sees a cut
     stream and reconnects from its last id.
+
+    ``ending``, once set, stops the frames (a shutdown): ``farewell`` is sent
+    after what is queued, and the response ends.
     """
     if scope.get("method") == "HEAD":
         with anyio.CancelScope(shield=True):
@@ -107,17 +118,29 @@ async def write_sse(
     outbox = _Outbox(_OUTBOX_LIMIT)
     sent = {"start": False, "end": False}
 
+    producing = anyio.CancelScope()
+    ended_early = False
+
     async def produce() -> None:
         try:
-            async for frame in frames:
-                await outbox.put(frame)
+            with producing:
+                async for frame in frames:
+                    await outbox.put(frame)
         finally:
+            if ended_early and farewell:
+                outbox.put_now(farewell)
             outbox.close()
             with anyio.CancelScope(shield=True):
                 aclose = getattr(frames, "aclose", None)
                 if aclose is not None:
                     await aclose()
                 await release()
+
+    async def end_early(event: anyio.Event) -> None:
+        nonlocal ended_early
+        await event.wait()
+        ended_early = True
+        producing.cancel()
 
     async def heartbeat() -> None:
         while True:
@@ -152,6 +175,8 @@ async def write_sse(
             tg.start_soon(heartbeat)
             tg.start_soon(write, tg)
             tg.start_soon(disconnected, tg)
+            if ending is not None:
+                tg.start_soon(end_early, ending)
     except* OSError:
         client_gone = True  # the socket went away under a send
     if sent["start"] and not sent["end"] and not client_gone:

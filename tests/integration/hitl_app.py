@@ -197,3 +197,7 @@ def __getattr__(attribute: str) -> Any:
         # Many stream retries: a restarted server B comes back within them.
         return {"root": root_agent(remote_tool("child", transport, stream_retries=20))}
     raise AttributeError(attribute)
+
+
+paused_agents = {"asker": worker("asker")}
+"""One ``asker`` that pauses on its ``ask_user`` client tool (``test_serve_shutdown.py``)."""

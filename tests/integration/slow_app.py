@@ -1,7 +1,8 @@
 """An agent that stays running: ``helix-agents serve tests.integration.slow_app:agents``.
 
 ``sleeper`` calls its ``wait`` tool, which waits (an hour) unless the
-server was started with ``SLOW_APP_QUICK=1``, then answers with the text
+server was started with ``SLOW_APP_QUICK=1`` (or for ``SLOW_APP_NAP`` seconds
+if set), then answers with the text
 it was given. Used by the tests of ``serve``'s limits and its bounded
 shutdown (``test_serve_limits.py``, ``test_serve_shutdown.py``): a session
 that is running, with an open stream, for as long as the test needs.
@@ -30,7 +31,7 @@ class Nap(BaseModel):
 
 async def _wait(args: Nap, ctx: ToolContext) -> dict[str, Any]:
     if os.environ.get("SLOW_APP_QUICK") != "1":
-        await anyio.sleep(3600)
+        await anyio.sleep(float(os.environ.get("SLOW_APP_NAP", "3600")))
     return {"woke": args.label}
 
 

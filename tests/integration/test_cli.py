@@ -377,10 +377,10 @@ class _ClosingSpy:
     def __init__(self) -> None:
         self.closed: list[bool] = []
 
-    async def __call__(self, url: str) -> Any:
+    async def __call__(self, url: str, *, read_only: bool = False) -> Any:
         from helix_agents.stores import open_store
 
-        store = await open_store(url)
+        store = await open_store(url, read_only=read_only)
         index = len(self.closed)
         self.closed.append(False)
         close = store.close

@@ -34,6 +34,7 @@ from helix_agents import AgentConfig, AgentExecutor, EventStore
 from helix_agents.events import InputRequired
 from helix_agents.log import project_state, project_stream
 from helix_agents.messages import ToolResultMessage
+from helix_agents.protocol import RemoteStartRequest
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.server.fleet.host import NatsAgentHost
 from helix_agents.stores import JetStreamEventStore, MemoryEventStore
@@ -193,3 +194,24 @@ async def test_root_to_http_server_to_nats_host_three_deep(
     _check_answer(answer, output, logs[owner])
     assert output.startswith("root got: subagent__child=")
     assert "relay(subagent__grand=" in output
+
+
+async def test_a_500_kb_client_tool_result_on_a_nats_host_completes_the_run(
+    nats_server: NatsServer,
+) -> None:
+    """Issue 25.10: the answer was accepted, then its batch (over 1 MiB) failed the run."""
+    large = "t" * 500_000
+    async with nats_host(nats_server, [worker("asker")]) as (transport, store):
+        with anyio.fail_after(LIMIT):
+            await transport.start(
+                RemoteStartRequest(session_id="large", agent_type="asker", message="hi")
+            )
+            await until(store, "large", lambda state: state.status == "paused")
+            status = await transport.get_status("large")
+            (pending,) = status.pending_client_tool_call_ids
+            answered = await transport.submit_tool_result("large", pending, {"color": large})
+            assert answered.resumed
+            await until(store, "large", lambda state: state.is_terminal)
+        state = project_state(await store.read("large"))
+    assert state.status == "completed", state.error
+    assert large in str(state.output)

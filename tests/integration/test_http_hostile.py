@@ -381,3 +381,19 @@ async def test_an_empty_last_event_id_is_no_cursor(tmp_path: Path) -> None:
     assert empty.text == absent.text
     assert "event: chunk" in empty.text  # the whole run: its first chunk, then its end
     assert "event: end" in empty.text
+
+
+async def test_an_empty_session_list_cursor_is_the_first_page(tmp_path: Path) -> None:
+    """``GET /sessions?cursor=``: the schema allows an empty cursor; it is no cursor (200)."""
+    async with _served(tmp_path) as (client, _):
+        with anyio.fail_after(TIMEOUT):
+            started = await client.post(
+                "/start", json={"sessionId": "s", "agentType": "writer", "message": "go"}
+            )
+            assert started.status_code == 200, started.text
+            absent = await client.get("/sessions")
+            empty = await client.get("/sessions", params={"cursor": ""})
+    assert absent.status_code == 200, absent.text
+    assert empty.status_code == 200, empty.text
+    assert empty.json() == absent.json()
+    assert [item["sessionId"] for item in empty.json()["sessions"]] == ["s"]

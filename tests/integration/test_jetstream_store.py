@@ -254,13 +254,29 @@ async def test_an_append_never_acknowledged_fails_with_an_unknown_outcome(
     assert await store.read(SID) == make_events(SID, 1, 2)
 
 
-async def test_a_batch_over_the_max_payload_is_a_store_error_and_writes_nothing(
+async def test_a_batch_over_the_max_payload_is_stored_across_messages(
+    store: JetStreamEventStore,
+) -> None:
+    """Issue 25.10: a batch over the NATS message limit was a StoreError that failed the run."""
+    await create(store, SID, 2)
+    huge = [delta(SID, seq, "x" * 200_000) for seq in range(3, 9)]  # ~1.2 MB: over 1 MiB
+    assert await store.append(SID, huge, 2) == 8
+    assert await store.read(SID) == [*make_events(SID, 1, 2), *huge]
+    assert await store.read(SID, 5) == huge[3:]
+    assert await store.append(SID, make_events(SID, 9), 8) == 9  # the log goes on from there
+    with pytest.raises(ConcurrencyConflict):
+        await store.append(SID, huge, 2)  # stale: its first message is refused, nothing written
+    assert len(await store.read(SID)) == 9
+
+
+async def test_an_event_alone_over_the_max_payload_is_a_store_error_and_writes_nothing(
     store: JetStreamEventStore,
 ) -> None:
     await create(store, SID, 2)
-    huge = [delta(SID, seq, "x" * 200_000) for seq in range(3, 9)]  # ~1.2 MB in one message
-    with pytest.raises(StoreError):
-        await store.append(SID, huge, 2)
+    small = delta(SID, 3, "small")
+    whole = delta(SID, 4, "x" * 1_100_000)  # one event over 1 MiB
+    with pytest.raises(StoreError, match="over the NATS message limit"):
+        await store.append(SID, [small, whole], 2)
     assert await store.read(SID) == make_events(SID, 1, 2)
     assert await store.append(SID, make_events(SID, 3), 2) == 3
 

@@ -37,7 +37,7 @@ from test_nats_fleet import TARGET, _delegate, _process
 from helix_agents.errors import ConcurrencyConflict, StoreError
 from helix_agents.events import Event, TextDelta
 from helix_agents.log import project_state
-from helix_agents.server.fleet.host import LEASE_BUCKET
+from helix_agents.server.fleet.leases import LEASE_BUCKET
 from helix_agents.stores import JetStreamEventStore, open_store
 from helix_agents.transports.nats import HOSTS_BUCKET, NatsRemoteAgentTransport
 

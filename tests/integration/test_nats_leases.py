@@ -35,7 +35,7 @@ from helix_agents.events import Event, HostClaimed, RunStarted
 from helix_agents.models import LLMRequest, LLMStreamEvent, ScriptedLLM
 from helix_agents.protocol import RemoteStartRequest
 from helix_agents.server import AgentServer, NatsAgentHost
-from helix_agents.server.fleet.host import LEASE_BUCKET, lease_key
+from helix_agents.server.fleet.leases import LEASE_BUCKET, lease_key
 from helix_agents.stores import JetStreamEventStore
 from helix_agents.transports.nats import NatsRemoteAgentTransport
 
@@ -322,21 +322,21 @@ async def test_a_lease_given_back_is_taken_again_and_a_stale_give_back_deletes_n
     async with fleet(nats_server.url, [_researcher()], [_researcher()]) as (hosts, _):
         with anyio.fail_after(LIMIT):
             a, b = hosts.a, hosts.b
-            first = await a._take_lease(session_id)  # a key never written
+            first = await a.leases.take(session_id)  # a key never written
             assert first.created is not None
             assert await hosts.lease(session_id) == "A"
-            assert await b._take_lease(session_id) == type(first)(holder="A")  # live: refused
-            await a._drop_lease(session_id)
+            assert await b.leases.take(session_id) == type(first)(holder="A")  # live: refused
+            await a.leases.drop(session_id)
             assert await hosts.lease(session_id) is None
-            again = await b._take_lease(session_id)  # written over A's delete marker
+            again = await b.leases.take(session_id)  # written over A's delete marker
             assert again.created is not None
             assert again.created > first.created
             assert await hosts.lease(session_id) == "B"
             # A gives back the lease it held before: B's, written since, stays.
-            a._held[session_id] = first.created
-            await a._drop_lease(session_id)
+            a.leases.held[session_id] = first.created
+            await a.leases.drop(session_id)
             assert await hosts.lease(session_id) == "B"
-            await b._drop_lease(session_id)
-            assert (await a._take_lease(session_id)).created is not None
+            await b.leases.drop(session_id)
+            assert (await a.leases.take(session_id)).created is not None
             assert await hosts.lease(session_id) == "A"
-            await a._drop_lease(session_id)
+            await a.leases.drop(session_id)

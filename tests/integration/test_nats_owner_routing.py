@@ -41,7 +41,7 @@ from helix_agents.events import (
 from helix_agents.models import LLMRequest, LLMStreamEvent, ScriptedLLM
 from helix_agents.protocol import RemoteResumeRequest, RemoteStartRequest
 from helix_agents.server import AgentServer, NatsAgentHost
-from helix_agents.server.fleet.host import lease_key
+from helix_agents.server.fleet.leases import lease_key
 from helix_agents.stores import JetStreamEventStore, MemoryEventStore
 from helix_agents.transports.nats import NatsRemoteAgentTransport
 
@@ -254,7 +254,7 @@ async def test_a_host_that_leaves_gives_back_the_leases_of_its_finished_runs(
                     RemoteStartRequest(session_id=session_id, agent_type="worker", message="go")
                 )
                 await gate.called.wait()
-                held = await host._lease_holder(session_id)
+                held = await host.leases.holder(session_id)
                 gate.release.set()  # leaving waits for the run; its releaser is stopped
             kv = await nc.jetstream().key_value("helix_leases")
             with pytest.raises(KeyNotFoundError):

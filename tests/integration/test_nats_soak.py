@@ -69,7 +69,8 @@ from helix_agents.events import (
 )
 from helix_agents.log import project_state, project_stream
 from helix_agents.protocol import ChunkEvent, EndEvent, ErrorEvent, RemoteStartRequest
-from helix_agents.server.fleet.host import ANNOUNCE_EVERY, LEASE_BUCKET, lease_key
+from helix_agents.server.fleet.host import ANNOUNCE_EVERY
+from helix_agents.server.fleet.leases import LEASE_BUCKET, lease_key
 from helix_agents.stores import JetStreamEventStore
 from helix_agents.transports.nats import HOSTS_BUCKET, NatsRemoteAgentTransport
 

@@ -33,7 +33,7 @@ from helix_agents.messages import UserMessage
 from helix_agents.models import ScriptedLLM
 from helix_agents.protocol import RemoteResumeRequest
 from helix_agents.server import AgentServer, NatsAgentHost
-from helix_agents.server.fleet.host import LEASE_BUCKET, lease_key
+from helix_agents.server.fleet.leases import LEASE_BUCKET, lease_key
 from helix_agents.stores import JetStreamEventStore
 
 pytestmark = [pytest.mark.slow, pytest.mark.nats]
@@ -123,7 +123,7 @@ async def test_a_scan_that_meets_a_nats_error_runs_again_and_claims_the_orphan(
     async with _orphaned(nats_server) as (store, nc, server, orphan):
         with anyio.fail_after(LIMIT):
             async with NatsAgentHost(server, nc, host_id="survivor", lease_ttl=TTL) as host:
-                host._kv = FailingGets(host._kv, failures=3)  # type: ignore[assignment]
+                host.leases.kv = FailingGets(host.leases.kv, failures=3)  # type: ignore[assignment]
                 await _completed(store, orphan)  # the host's own loop claims and resumes it
             log = await store.read(orphan)
     claims = [event for event in log if isinstance(event, HostClaimed)]

@@ -32,7 +32,7 @@ from starlette.routing import Mount, Route
 from helix_agents.errors import UsageError
 from helix_agents.server import StreamLimit
 from helix_agents.server.cli import main as cli
-from helix_agents.server.serving.limits import quiet_accept_errors
+from helix_agents.server.serving.descriptors import quiet_accept_errors
 
 pytestmark = pytest.mark.slow
 

@@ -186,3 +186,41 @@ async def test_a_second_ctrl_c_forces_the_stop_with_130(tmp_path: Path) -> None:
     assert "error: interrupted" not in server.output()
     for events in (await stored_logs(server.db)).values():
         assert isinstance(events[-1], Interrupted), events[-1]
+
+
+PAUSED = "tests.integration.hitl_app:paused_agents"
+
+
+async def test_a_stream_of_a_paused_session_ends_at_once_with_a_recoverable_error(
+    tmp_path: Path,
+) -> None:
+    """SIGTERM with a long grace: the paused session's stream ends now, not after the grace."""
+    server = ServeProcess(tmp_path, PAUSED, "--grace", "600")
+    frames: list[tuple[str, str]] = []
+    with anyio.fail_after(TIMEOUT):
+        async with running(server), httpx.AsyncClient(timeout=30) as client:
+            started = await client.post(
+                f"{server.url}/start",
+                json={"sessionId": "asks", "agentType": "asker", "message": "pick"},
+            )
+            assert started.status_code == 200, started.text
+            parser = SSEParser()
+            async with client.stream(
+                "GET", f"{server.url}/sse", params={"sessionId": "asks"}
+            ) as stream:
+                chunks = stream.aiter_bytes()  # one iterator, read on after the signal
+                async for data in chunks:
+                    frames.extend((m.event, m.data) for m in parser.feed(data))
+                    if any("tool_start" in text and "ask_user" in text for _, text in frames):
+                        break  # paused: the client tool was handed out
+                signalled = time.perf_counter()
+                server.signal(signal.SIGTERM)
+                async for data in chunks:
+                    frames.extend((m.event, m.data) for m in parser.feed(data))
+            ended_after = time.perf_counter() - signalled
+            code = await server.wait()
+    assert ended_after < 10, ended_after  # not the 600 s grace
+    event, data = frames[-1]
+    assert event == "error", frames[-3:]
+    assert '"recoverable":true' in data
+    assert code in (0, -signal.SIGTERM), server.output()

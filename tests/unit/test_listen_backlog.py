@@ -6,13 +6,12 @@ import resource
 
 import pytest
 
-from helix_agents.server.serving import limits
+from helix_agents.server.serving import descriptors
+from helix_agents.server.serving.descriptors import fit_descriptor_limit, fit_listen_backlog
 from helix_agents.server.serving.limits import (
     LISTEN_BACKLOG,
     MAX_LISTEN_BACKLOG,
     RESERVED_DESCRIPTORS,
-    fit_descriptor_limit,
-    fit_listen_backlog,
 )
 
 
@@ -36,8 +35,8 @@ class FakeLimit:
 @pytest.fixture
 def fake_limit(monkeypatch: pytest.MonkeyPatch) -> FakeLimit:
     fake = FakeLimit(1024, 1 << 20)
-    monkeypatch.setattr(limits.resource, "getrlimit", fake.getrlimit)
-    monkeypatch.setattr(limits.resource, "setrlimit", fake.setrlimit)
+    monkeypatch.setattr(descriptors.resource, "getrlimit", fake.getrlimit)
+    monkeypatch.setattr(descriptors.resource, "setrlimit", fake.setrlimit)
     return fake
 
 

@@ -10,7 +10,8 @@ import pytest
 
 from helix_agents.errors import UsageError
 from helix_agents.server.cli.options import loop_options, resolve_loop
-from helix_agents.server.serving.limits import _CoalescedWrites, bounded_http_protocol
+from helix_agents.server.serving.protocols import bounded_http_protocol
+from helix_agents.server.serving.writes import CoalescedWrites
 
 
 class _Reader(asyncio.Protocol):
@@ -47,7 +48,7 @@ async def test_writes_of_one_turn_reach_the_socket_as_one_write() -> None:
         real_write(data)
 
     transport.write = spy  # type: ignore[method-assign]
-    coalesced = _CoalescedWrites(transport, asyncio.get_running_loop())
+    coalesced = CoalescedWrites(transport, asyncio.get_running_loop())
     coalesced.write(b"HTTP/1.1 200 OK\r\n\r\n")
     coalesced.write(b"")
     coalesced.writelines([b"body", b"!"])
@@ -66,7 +67,7 @@ async def test_writes_of_one_turn_reach_the_socket_as_one_write() -> None:
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_abort_drops_what_is_queued() -> None:
     transport, reader = await _pair()
-    coalesced = _CoalescedWrites(transport, asyncio.get_running_loop())
+    coalesced = CoalescedWrites(transport, asyncio.get_running_loop())
     coalesced.write(b"never sent")
     coalesced.abort()
     with anyio.fail_after(10):
