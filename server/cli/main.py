@@ -153,7 +153,8 @@ def _build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         help="with --rerun: run this tool (or subagent__NAME, or a remote companion's type) for "
-        "real instead of answering it from the recording (repeatable)",
+        "real instead of answering it from the recording (repeatable; default: none, every "
+        "call is answered from the recording)",
     )
 
     export = commands.add_parser(
