@@ -9,7 +9,6 @@ claimants can never both win) and resumes it from its log.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 
 import anyio
@@ -19,6 +18,7 @@ from helix_agents.errors import ConcurrencyConflict
 from helix_agents.events import Event, HostClaimed
 from helix_agents.log import project_state
 from helix_agents.protocol import RemoteResumeRequest
+from helix_agents.runtime.writer import stamp
 from helix_agents.server.agent_server import AgentServer
 from helix_agents.server.fleet.leases import LeaseKeeper
 
@@ -89,15 +89,11 @@ class OrphanTakeover:
                 lease = await self.leases.take(session_id)
                 if lease.created is None:
                     continue  # a host took the lease first
-                claim = HostClaimed(
-                    session_id=session_id,
-                    seq=state.last_seq + 1,
-                    ts=time.time(),
-                    host_id=self.leases.host_id,
-                    previous_host_id=state.host_id,
-                )
+                claim = HostClaimed(host_id=self.leases.host_id, previous_host_id=state.host_id)
                 try:
-                    await store.append(session_id, [claim], state.last_seq)
+                    await store.append(
+                        session_id, stamp(session_id, state.last_seq, [claim]), state.last_seq
+                    )
                 except ConcurrencyConflict:
                     await self.leases.drop(session_id)
                     continue  # another host claimed it first, or it moved on
@@ -136,12 +132,5 @@ class OrphanTakeover:
         if isinstance(last, HostClaimed) and last.host_id == self.leases.host_id:
             return []
         log.warning("host %s takes over session %s", self.leases.host_id, state.session_id)
-        return [
-            HostClaimed(
-                session_id=state.session_id,
-                seq=state.last_seq + 1,
-                ts=time.time(),
-                host_id=self.leases.host_id,
-                previous_host_id=state.host_id,
-            )
-        ]
+        # The resume stamps its batch (SessionRuns.begin_run): the payload only.
+        return [HostClaimed(host_id=self.leases.host_id, previous_host_id=state.host_id)]
