@@ -110,9 +110,9 @@ class SessionCatalog:
         self, session_id: str, head: int, *, with_doc: bool = False
     ) -> SessionListEntry | None:
         known = self._known.get(session_id)
-        if known is not None and known.latest_sequence == head:
-            if not with_doc or session_id in self._docs:
-                return known
+        fresh = known is not None and known.latest_sequence == head
+        if known is not None and fresh and (not with_doc or session_id in self._docs):
+            return known
         try:
             log_ = await self.store.read(session_id)
             if not log_:
