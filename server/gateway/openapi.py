@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from helix_agents.log.search import MAX_METADATA_FILTERS, MAX_QUERY_CHARS, MAX_QUERY_TERMS
 from helix_agents.log.session_list import MAX_PAGE_SIZE
 from helix_agents.server.gateway.openapi_components import (
     ERROR_HEADERS,
@@ -74,10 +75,32 @@ def _session_list_query() -> list[dict[str, Any]]:
         }
 
     statuses = ["running", "completed", "failed", "interrupted", "paused"]
+    time = {"type": "string", "maxLength": 64}
     return [
         query("status", {"type": "string", "enum": statuses}, "Only sessions with this status"),
         query("agent", {"type": "string"}, "Only sessions of this agent type"),
         query("topLevel", {"type": "boolean"}, "Only sessions without a parent"),
+        query(
+            "q",
+            {"type": "string", "maxLength": MAX_QUERY_CHARS},
+            f"Text search over the messages and output: each word (at most {MAX_QUERY_TERMS}) "
+            "must begin a word of the session",
+        ),
+        query(
+            "metadata.{key}",
+            {"type": "string", "maxLength": 512},
+            f"Repeatable, one per key (at most {MAX_METADATA_FILTERS}): metadata.KEY=VALUE keeps "
+            "sessions whose metadata KEY equals VALUE",
+        ),
+        *(
+            query(name, time, f"{what} (epoch seconds or ISO 8601; naive is UTC)")
+            for name, what in (
+                ("createdAfter", "Only sessions created at or after this time"),
+                ("createdBefore", "Only sessions created before this time"),
+                ("updatedAfter", "Only sessions whose last event is at or after this time"),
+                ("updatedBefore", "Only sessions whose last event is before this time"),
+            )
+        ),
         query(
             "limit",
             {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE, "default": 50},
