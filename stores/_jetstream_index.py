@@ -28,20 +28,20 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 
 import anyio
 import msgspec
 import nats.errors
 import nats.js.errors
+from nats.js.client import JetStreamContext
 from nats.js.kv import KeyValue
 
 from helix_agents.errors import DamagedLogError, LogError
+from helix_agents.events import Event
 from helix_agents.ids import encode_session_token
 from helix_agents.log.search import IndexedSession, MemorySessionIndex, SessionDoc, SessionQuery
-
-if TYPE_CHECKING:
-    from .jetstream import JetStreamEventStore
 
 __all__ = ["JetStreamSessionIndex"]
 
@@ -60,11 +60,27 @@ def _key(session_id: str) -> str:
 
 
 class JetStreamSessionIndex:
-    """A JetStream store's :class:`~helix_agents.log.search.SessionIndex` (see the module)."""
+    """A JetStream store's :class:`~helix_agents.log.search.SessionIndex` (see the module).
 
-    def __init__(self, store: JetStreamEventStore) -> None:
-        self._store = store
-        self.bucket = f"HELIX_INDEX_{store.stream}"
+    It gets what it uses of its store as arguments: the JetStream context, the
+    stream's name, ``session_heads``, ``read``, and the context manager that
+    turns nats-py errors into the store's own.
+    """
+
+    def __init__(
+        self,
+        js: JetStreamContext,
+        stream: str,
+        *,
+        heads: Callable[[], Awaitable[dict[str, int]]],
+        read: Callable[[str, int], Awaitable[list[Event]]],
+        translate: Callable[[], AbstractContextManager[None]],
+    ) -> None:
+        self._js = js
+        self._heads = heads
+        self._read = read
+        self._translate = translate
+        self.bucket = f"HELIX_INDEX_{stream}"
         self._kv: KeyValue | None = None
         self._mirror = MemorySessionIndex()
         self._lock = anyio.Lock()
@@ -82,11 +98,11 @@ class JetStreamSessionIndex:
 
     async def _bucket(self) -> KeyValue:
         if self._kv is None:
-            self._kv = await self._store._js.create_key_value(bucket=self.bucket, history=1)
+            self._kv = await self._js.create_key_value(bucket=self.bucket, history=1)
         return self._kv
 
     async def _catch_up(self) -> None:
-        heads = await self._store.session_heads()
+        heads = await self._heads()
         docs = self._mirror.docs
         gone = [session_id for session_id in docs if session_id not in heads]
         moved = [
@@ -96,7 +112,7 @@ class JetStreamSessionIndex:
         ]
         if not gone and not moved:
             return
-        with self._store._translate():
+        with self._translate():
             kv = await self._bucket()
             for session_id in gone:
                 self._mirror.drop(session_id)
@@ -133,7 +149,7 @@ class JetStreamSessionIndex:
         if doc is not None and doc.last_seq > head:
             doc = None  # the log was deleted and is shorter now: start again
         try:
-            events = await self._store.read(session_id, 0 if doc is None else doc.last_seq)
+            events = await self._read(session_id, 0 if doc is None else doc.last_seq)
         except (LogError, DamagedLogError) as exc:
             log.warning("session index: %s not indexed: %s", session_id, exc)
             return

@@ -1086,7 +1086,13 @@ class JetStreamEventStore:
         """The sessions matching ``query``, newest first, from a KV index (``_jetstream_index``)."""
         self._ensure_open()
         if self._search_index is None:
-            self._search_index = JetStreamSessionIndex(self)
+            self._search_index = JetStreamSessionIndex(
+                self._js,
+                self.stream,
+                heads=self.session_heads,
+                read=self.read,
+                translate=self._translate,
+            )
         return await self._search_index.search(query, before=before, limit=limit)
 
     async def _subject_counts(self) -> dict[str, int]:
