@@ -38,8 +38,9 @@ from helix_agents.messages import AssistantMessage, UserMessage
 
 __all__ = [
     "MAX_METADATA_FILTERS",
+    "MAX_METADATA_VALUE",
     "MAX_QUERY_CHARS",
-    "MAX_QUERY_TERMS",
+    "MAX_TIME",
     "IndexedSession",
     "MemorySessionIndex",
     "SessionDoc",
@@ -51,14 +52,14 @@ __all__ = [
 ]
 
 MAX_QUERY_CHARS = 256
-MAX_QUERY_TERMS = 8
+MAX_TIME = 1e15  # seconds either side of the epoch a numeric time bound may be
 MAX_METADATA_FILTERS = 8
 MAX_METADATA_KEY = 128
 MAX_METADATA_VALUE = 512
 MAX_TIME_CHARS = 64
 
 _WORD = re.compile(r"[^\W_]+")
-_NUMBER = re.compile(r"-?\d{1,12}(?:\.\d{1,9})?")
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
 
 def words(text: str) -> list[str]:
@@ -104,7 +105,12 @@ def parse_time(name: str, raw: str) -> float:
     if len(raw) > MAX_TIME_CHARS or not raw.isascii():
         raise UsageError(problem)
     if _NUMBER.fullmatch(raw):
-        return float(raw)
+        value = float(raw)
+        if not -MAX_TIME <= value <= MAX_TIME:
+            raise UsageError(
+                f"{name} is out of range (at most {MAX_TIME:.0e} seconds from the epoch)"
+            )
+        return value
     try:
         when = datetime.fromisoformat(raw)
     except ValueError:
@@ -152,12 +158,13 @@ class SessionQuery(msgspec.Struct, frozen=True, kw_only=True):
         if text is not None:
             if len(text) > MAX_QUERY_CHARS:
                 raise UsageError(f"search text is at most {MAX_QUERY_CHARS} characters")
-            found = tuple(dict.fromkeys(words(text)))
-            if not found:
-                raise UsageError("search text has no words (letters or digits) to search for")
-            if len(found) > MAX_QUERY_TERMS:
-                raise UsageError(f"search text has at most {MAX_QUERY_TERMS} words")
-            terms = found
+            # Distinct words; a word that begins another adds nothing ("rot rotate").
+            found = sorted(set(words(text)), key=len, reverse=True)
+            kept: list[str] = []
+            for word in found:
+                if not any(other.startswith(word) for other in kept):
+                    kept.append(word)
+            terms = tuple(sorted(kept))
         pairs = list(metadata)
         if len(pairs) > MAX_METADATA_FILTERS:
             raise UsageError(f"at most {MAX_METADATA_FILTERS} metadata filters")
@@ -178,12 +185,6 @@ class SessionQuery(msgspec.Struct, frozen=True, kw_only=True):
         ):
             if bound is not None and not math.isfinite(bound):
                 raise UsageError(f"{name} must be a finite time")
-        for low, high, what in (
-            (created_after, created_before, "created"),
-            (updated_after, updated_before, "updated"),
-        ):
-            if low is not None and high is not None and low >= high:
-                raise UsageError(f"{what}After must be before {what}Before")
         return cls(
             terms=terms,
             metadata=tuple(sorted(pairs)),

@@ -12,7 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from helix_agents.log.search import MAX_METADATA_FILTERS, MAX_QUERY_CHARS, MAX_QUERY_TERMS
+from helix_agents.log.search import (
+    MAX_METADATA_FILTERS,
+    MAX_METADATA_VALUE,
+    MAX_QUERY_CHARS,
+    MAX_TIME,
+)
 from helix_agents.log.session_list import MAX_PAGE_SIZE
 from helix_agents.server.gateway.openapi_components import (
     ERROR_HEADERS,
@@ -75,7 +80,12 @@ def _session_list_query() -> list[dict[str, Any]]:
         }
 
     statuses = ["running", "completed", "failed", "interrupted", "paused"]
-    time = {"type": "string", "maxLength": 64}
+    time = {
+        "anyOf": [
+            {"type": "number", "minimum": -MAX_TIME, "maximum": MAX_TIME},
+            {"type": "string", "format": "date-time"},
+        ]
+    }
     return [
         query("status", {"type": "string", "enum": statuses}, "Only sessions with this status"),
         query("agent", {"type": "string"}, "Only sessions of this agent type"),
@@ -83,12 +93,12 @@ def _session_list_query() -> list[dict[str, Any]]:
         query(
             "q",
             {"type": "string", "maxLength": MAX_QUERY_CHARS},
-            f"Text search over the messages and output: each word (at most {MAX_QUERY_TERMS}) "
-            "must begin a word of the session",
+            "Text search over the messages, input and output: each word (a run of letters and "
+            "digits) must begin a word of the session; no word at all is no search",
         ),
         query(
             "metadata.{key}",
-            {"type": "string", "maxLength": 512},
+            {"type": "string", "maxLength": MAX_METADATA_VALUE},
             f"Repeatable, one per key (at most {MAX_METADATA_FILTERS}): metadata.KEY=VALUE keeps "
             "sessions whose metadata KEY equals VALUE",
         ),

@@ -61,10 +61,10 @@ async def test_the_search_box_narrows_the_list(page: Any) -> None:
             await page.fill("#search-filter", "zebra")
             await page.press("#search-filter", "Enter")
             await expect(page.locator("#sessions-empty")).to_be_visible(timeout=WAIT_MS)
-            # A search the server refuses shows its error on the page, not a blank list.
+            # Only punctuation is no search: the whole list again.
             await page.fill("#search-filter", "?!")
             await page.press("#search-filter", "Enter")
-            await expect(page.locator("#problem")).to_contain_text("no words", timeout=WAIT_MS)
+            await expect(rows).to_have_count(3, timeout=WAIT_MS)
             # Opened with ?q=, the box and the list start from it.
             await page.goto(f"{url}/ui?q=offsite")
             await expect(page.locator("#search-filter")).to_have_value("offsite")

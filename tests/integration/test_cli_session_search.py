@@ -74,10 +74,9 @@ def test_sessions_search_metadata_and_time_flags(
     ("args", "needle"),
     [
         (["--metadata", "team"], "--metadata takes KEY=VALUE"),
-        (["--search", "?!"], "no words"),
         (["--search", "x" * 300], "at most 256"),
         (["--created-after", "last tuesday"], "--created-after must be seconds since the epoch"),
-        (["--updated-after", "5", "--updated-before", "4"], "must be before"),
+        (["--updated-after", "1e99"], "--updated-after is out of range"),
     ],
 )
 def test_sessions_bad_search_is_one_line(
