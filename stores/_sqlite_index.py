@@ -15,7 +15,10 @@ the log, even after a crash. Tables:
 
 "Updated" and the last seq are not stored: the events' primary key answers
 them per session. A file written before the index existed is indexed when a
-store first opens it (``ensure_index``, once, marked in ``helix_meta``).
+store first opens it (``ensure_index``, once, marked in ``helix_meta``). A
+store opened read-only on a file never indexed, or on an SQLite built
+without FTS5, has no index: its ``search_sessions`` answers None and the
+session list folds the logs instead.
 """
 
 from __future__ import annotations
@@ -38,7 +41,14 @@ from helix_agents.events import (
 from helix_agents.log.codec import decode_event
 from helix_agents.log.search import SessionQuery, event_text
 
-__all__ = ["INDEX_SCHEMA", "drop_session", "ensure_index", "index_batch", "search_sql"]
+__all__ = [
+    "INDEX_SCHEMA",
+    "drop_session",
+    "ensure_index",
+    "index_batch",
+    "index_ready",
+    "search_sql",
+]
 
 log = logging.getLogger("helix_agents.stores")
 
@@ -128,11 +138,20 @@ def index_batch(
     )
 
 
-def ensure_index(conn: sqlite3.Connection) -> None:
-    """Create the index tables; index every session of a file written before them (once)."""
-    conn.executescript(INDEX_SCHEMA)
+def ensure_index(conn: sqlite3.Connection) -> bool:
+    """Create the index tables and index every session of a file written before them (once).
+
+    Returns whether the file has the index: False only when this SQLite has no FTS5.
+    """
+    try:
+        conn.executescript(INDEX_SCHEMA)
+    except sqlite3.OperationalError as exc:
+        if "fts5" not in str(exc):
+            raise
+        log.warning("sqlite store: this SQLite has no FTS5: session search folds every log")
+        return False
     if _indexed(conn):
-        return
+        return True
     conn.execute("BEGIN IMMEDIATE")
     try:
         if not _indexed(conn):  # another process may have done it meanwhile
@@ -149,6 +168,15 @@ def ensure_index(conn: sqlite3.Connection) -> None:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+    return True
+
+
+def index_ready(conn: sqlite3.Connection) -> bool:
+    """Whether the file holds a complete index (for a store that may not write to it)."""
+    try:
+        return _indexed(conn)
+    except sqlite3.Error:
+        return False  # a file without helix_meta: nothing a store wrote
 
 
 def _indexed(conn: sqlite3.Connection) -> bool:

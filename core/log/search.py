@@ -220,12 +220,13 @@ class SessionIndex(Protocol):
 
     async def search_sessions(
         self, query: SessionQuery, *, before: tuple[float, str] | None, limit: int
-    ) -> list[IndexedSession]:
+    ) -> list[IndexedSession] | None:
         """The sessions matching ``query``, newest first, at most ``limit``.
 
         Ordered by ``(created_ts, session_id)`` descending; only sessions whose
         key is below ``before`` (exclusive) when it is given. Status is not part
-        of the query: the caller folds each session for it.
+        of the query: the caller folds each session for it. None: this store
+        has no index to answer from right now (the caller folds every log).
         """
         ...
 

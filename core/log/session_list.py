@@ -178,9 +178,10 @@ class SessionCatalog:
         if len(self._known) > _MAX_HELD:
             self._known.clear()
             self._docs.clear()
+        chosen: list[SessionListEntry] | None = None
         if isinstance(self.store, SessionIndex):
             chosen = await self._indexed(self.store, query, status, after, limit)
-        else:
+        if chosen is None:
             chosen = await self._scanned(query, status, after)
         page = chosen[:limit]
         more = len(chosen) > limit
@@ -195,12 +196,17 @@ class SessionCatalog:
         status: str | None,
         after: tuple[float, str] | None,
         limit: int,
-    ) -> list[SessionListEntry]:
-        """Up to ``limit + 1`` sessions, from the store's index a batch at a time."""
+    ) -> list[SessionListEntry] | None:
+        """Up to ``limit + 1`` sessions, from the store's index a batch at a time.
+
+        None when the store says it has no index to answer from.
+        """
         chosen: list[SessionListEntry] = []
         batch = limit + 1
         while True:
             found = await index.search_sessions(query, before=after, limit=batch)
+            if found is None:
+                return None
             for hit in found:
                 summary = await self._summary(hit.session_id, hit.last_seq)
                 if summary is not None and _passes(summary, query, status):

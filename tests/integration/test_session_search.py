@@ -286,6 +286,26 @@ async def test_a_sqlite_file_from_before_the_index_is_indexed_on_open(tmp_path: 
             assert await found(store) == ["s-new", "s-old"]
 
 
+async def test_a_read_only_sqlite_store_searches_with_or_without_an_index(tmp_path: Path) -> None:
+    path = tmp_path / "events.db"
+    with anyio.fail_after(TIMEOUT):
+        async with SqliteEventStore(path) as store:
+            await put(store, session("s-1", T0, said="indexed words", metadata={"a": "b"}))
+        query = SessionQuery.build(text="indexed")
+        async with SqliteEventStore(path, read_only=True) as reader:
+            hits = await reader.search_sessions(query, before=None, limit=5)
+            assert [hit.session_id for hit in hits or []] == ["s-1"]
+        # A file no indexing store ever opened: read-only cannot index it, so the list folds.
+        conn = sqlite3.connect(path)
+        conn.execute("DELETE FROM helix_meta WHERE key = 'session_index'")
+        conn.commit()
+        conn.close()
+        async with SqliteEventStore(path, read_only=True) as reader:
+            assert await reader.search_sessions(query, before=None, limit=5) is None
+            assert await found(reader, text="indexed", metadata=[("a", "b")]) == ["s-1"]
+            assert await found(reader, text="other") == []
+
+
 async def test_sqlite_index_rows_commit_with_the_events(tmp_path: Path) -> None:
     """The index changes in the events' transaction: an append that fails indexes nothing."""
     path = tmp_path / "events.db"
