@@ -24,6 +24,7 @@ from helix_agents.errors import ConcurrencyConflict, StoreError
 from helix_agents.events import EVENT_TYPES, Event
 
 from ._chain import chain_of
+from ._sqlite_index import drop_session, index_batch
 from ._sqlite_integrity import HighWaterMark, count_commit
 
 __all__ = ["Append", "Delete", "GroupCommit", "LastSeqCache", "Op"]
@@ -110,7 +111,9 @@ class LastSeqCache:
         return end
 
 
-def apply_batch(conn: sqlite3.Connection, cache: LastSeqCache, batch: list[Op]) -> bool:
+def apply_batch(
+    conn: sqlite3.Connection, cache: LastSeqCache, batch: list[Op], *, indexed: bool = True
+) -> bool:
     """Apply a batch inside an open write transaction; whether it changed anything.
 
     Compare-and-append is decided in order against the last-seq cache (so two
@@ -118,8 +121,10 @@ def apply_batch(conn: sqlite3.Connection, cache: LastSeqCache, batch: list[Op]) 
     chained to its predecessor, and the rows go in a few multi-row INSERTs.
     ``helix_sessions`` lists sessions with the last seq committed to each
     (its high-water mark: a log found ending before it lost its tail), set
-    once per session per batch. A delete first flushes the rows accepted
-    before it. The caller drops the cache if the transaction does not commit.
+    once per session per batch. The session index (``_sqlite_index``) is
+    written alongside, in the same transaction. A delete first flushes the
+    rows accepted before it. The caller drops the cache if the transaction
+    does not commit.
     """
     cache.validate(conn)
     ends = cache.ends
@@ -139,6 +144,8 @@ def apply_batch(conn: sqlite3.Connection, cache: LastSeqCache, batch: list[Op]) 
                 rows += (session_id, event.seq, _TAGS[type(event)], event.ts, data, chain)
             if actual == 0:
                 created.append((session_id,))
+            if indexed:
+                index_batch(conn, session_id, op.events, created=actual == 0)
             op.result = op.expected_seq + len(op.encoded)
             ends[op.session_id] = (op.result, chain)
             last[session_id] = op.result
@@ -150,6 +157,8 @@ def apply_batch(conn: sqlite3.Connection, cache: LastSeqCache, batch: list[Op]) 
                 "DELETE FROM helix_sessions WHERE session_id = ?", (op.session_id,)
             ).rowcount
             conn.execute("DELETE FROM helix_events WHERE session_id = ?", (op.session_id,))
+            if indexed:
+                drop_session(conn, op.session_id)
             ends[op.session_id] = (0, None)
             changed = changed or op.result > 0
     _flush(conn, rows, created, last)
@@ -223,6 +232,7 @@ class GroupCommit:
         self._queue: list[Op] = []
         self._limiter: anyio.CapacityLimiter | None = None
         self._cache = LastSeqCache()
+        self.indexed = True  # whether batches write the session index too (_sqlite_index)
         self.leading = False
         self._leading_task_active = False
         self._idle: anyio.Event | None = None
@@ -316,7 +326,11 @@ class GroupCommit:
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                commits = count_commit(conn) if apply_batch(conn, self._cache, batch) else 0
+                commits = (
+                    count_commit(conn)
+                    if apply_batch(conn, self._cache, batch, indexed=self.indexed)
+                    else 0
+                )
                 conn.execute("COMMIT")
             except BaseException:
                 self._cache = LastSeqCache()

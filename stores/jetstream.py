@@ -62,9 +62,11 @@ from helix_agents.errors import (
 )
 from helix_agents.events import Event
 from helix_agents.ids import decode_session_token, encode_session_token, validate_session_id
+from helix_agents.log.search import IndexedSession, SessionQuery
 
 from ._chain import chain_of
 from ._common import AppendNotifier, check_batch, tail_events
+from ._jetstream_index import JetStreamSessionIndex
 from ._nats_inbox import EXPECTED_LAST_SUBJECT_SEQ, WRONG_LAST_SEQUENCE, NatsInbox
 
 __all__ = [
@@ -1075,6 +1077,23 @@ class JetStreamEventStore:
             for session_id in counts
             if session_id in self._heads
         }
+
+    _search_index: JetStreamSessionIndex | None = None
+
+    async def search_sessions(
+        self, query: SessionQuery, *, before: tuple[float, str] | None, limit: int
+    ) -> list[IndexedSession]:
+        """The sessions matching ``query``, newest first, from a KV index (``_jetstream_index``)."""
+        self._ensure_open()
+        if self._search_index is None:
+            self._search_index = JetStreamSessionIndex(
+                self._js,
+                self.stream,
+                heads=self.session_heads,
+                read=self.read,
+                translate=self._translate,
+            )
+        return await self._search_index.search(query, before=before, limit=limit)
 
     async def _subject_counts(self) -> dict[str, int]:
         """Every session's message count on the stream (one ``STREAM.INFO`` page at a time)."""

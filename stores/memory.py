@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Sequence
 from helix_agents.errors import ConcurrencyConflict, StoreClosedError
 from helix_agents.events import Event
 from helix_agents.ids import validate_session_id
+from helix_agents.log.search import IndexedSession, MemorySessionIndex, SessionQuery
 
 from ._common import AppendNotifier, check_batch, tail_events
 
@@ -17,10 +18,14 @@ class MemoryEventStore:
     """An in-process :class:`~helix_agents.EventStore`; nothing survives the process.
 
     Appends are atomic because they never await between check and write.
+    It is a :class:`~helix_agents.log.search.SessionIndex` too: each append
+    updates a :class:`~helix_agents.log.search.MemorySessionIndex` (words,
+    metadata, times) in the same step.
     """
 
     def __init__(self) -> None:
         self._logs: dict[str, list[Event]] = {}
+        self._index = MemorySessionIndex()
         self._notifier = AppendNotifier()
         self._closed = False
 
@@ -45,6 +50,7 @@ class MemoryEventStore:
         # Keep the decoded copies: what a reader gets is what the wire carries,
         # as with every other store.
         log.extend(decoded)
+        self._index.add(decoded)
         self._notifier.publish(session_id, decoded)
         return len(log)
 
@@ -86,11 +92,19 @@ class MemoryEventStore:
         self._ensure_open()
         return {session_id: log[-1].seq for session_id, log in self._logs.items() if log}
 
+    async def search_sessions(
+        self, query: SessionQuery, *, before: tuple[float, str] | None, limit: int
+    ) -> list[IndexedSession]:
+        """The sessions matching ``query``, newest first (see ``SessionIndex``)."""
+        self._ensure_open()
+        return self._index.search(query, before=before, limit=limit)
+
     async def delete(self, session_id: str) -> bool:
         """Delete a session's log; return whether it existed."""
         self._ensure_open()
         validate_session_id(session_id)
         existed = self._logs.pop(session_id, None) is not None
+        self._index.drop(session_id)
         if existed:
             self._notifier.publish(session_id, [])
         return existed

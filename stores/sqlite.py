@@ -27,10 +27,12 @@ from helix_agents.errors import (
 )
 from helix_agents.events import Event
 from helix_agents.ids import validate_session_id
+from helix_agents.log.search import IndexedSession, SessionQuery
 
 from ._batched import BatchedCall, BatchedCalls
 from ._common import AppendNotifier, check_batch, tail_events
 from ._sqlite_commit import Append, Delete, GroupCommit, Op
+from ._sqlite_index import ensure_index, index_ready, search_sql
 from ._sqlite_integrity import HighWaterMark, held_commits, storage_problems
 from ._sqlite_reads import ChangeProbe, read_events
 from ._sqlite_schema import (
@@ -107,6 +109,9 @@ class SqliteEventStore:
                 writer.executescript(SCHEMA)
                 add_chain_column(writer)
                 add_last_seq_column(writer)
+                self._indexed = ensure_index(writer)
+            else:
+                self._indexed = index_ready(writer)
             held = held_commits(writer)
         except sqlite3.Error as exc:
             if writer is not None:
@@ -128,6 +133,7 @@ class SqliteEventStore:
                 self._lost_note,
             )
         self._writes = GroupCommit(writer, self.path, high_water, self._committed)
+        self._writes.indexed = self._indexed
         self._read_limiter: anyio.CapacityLimiter | None = None
         self._closed = False
         self._notifier = AppendNotifier(self._probe, poll_interval)
@@ -374,6 +380,25 @@ class SqliteEventStore:
             (),
         )
         return {str(row[0]): int(row[1]) for row in rows if isinstance(row[1], int)}
+
+    async def search_sessions(
+        self, query: SessionQuery, *, before: tuple[float, str] | None, limit: int
+    ) -> list[IndexedSession] | None:
+        """The sessions matching ``query``, newest first, from the index (``_sqlite_index``).
+
+        None when the file has no index (read-only on a file never indexed, or
+        no FTS5 in this SQLite): the session list then folds the logs.
+        """
+        self._ensure_open()
+        if not self._indexed:
+            return None
+        sql, params = search_sql(query, before, limit)
+        rows = await self._in_thread(self._scalar_sync, sql, tuple(params))
+        return [
+            IndexedSession(str(row[0]), float(row[1]), int(row[2]))  # type: ignore[arg-type]
+            for row in rows
+            if isinstance(row[2], int)
+        ]
 
     async def check_storage(self) -> list[tuple[str | None, str]]:
         """Damage beyond single logs, as (session or None, one line): for ``check_store``.

@@ -12,6 +12,13 @@ seq. A page asks the store for every session's last seq in one call
 (``session_heads``) and reads and folds again only the sessions that moved,
 so a page of a store whose sessions are at rest reads no log. A log that does
 not fold (damaged) is left out; ``helix-agents check`` names it.
+
+Search (``query``, a :class:`~helix_agents.log.search.SessionQuery`): a store
+that implements :class:`~helix_agents.log.search.SessionIndex` names the
+matching sessions itself, a batch at a time in list order, and only those are
+summarised (the status filter is checked on the summary). Any other store is
+served by folding every log, as without a query, and matching each session's
+:class:`~helix_agents.log.search.SessionDoc`.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import msgspec
 
 from helix_agents.errors import DamagedLogError, LogError, UsageError
 from helix_agents.log.projections import project_state
+from helix_agents.log.search import SessionDoc, SessionIndex, SessionQuery
 from helix_agents.log.state import SessionStatus
 from helix_agents.log.store import EventStore
 
@@ -38,6 +46,8 @@ __all__ = [
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
+_MAX_BATCH = 1000  # sessions asked of an index at once
+_MAX_HELD = 100_000  # summaries held; beyond, the cache starts over
 
 log = logging.getLogger("helix_agents.sessions")
 
@@ -91,13 +101,17 @@ class SessionCatalog:
     def __init__(self, store: EventStore) -> None:
         self.store = store
         self._known: dict[str, SessionListEntry] = {}
+        self._docs: dict[str, SessionDoc] = {}  # by a scan (a store without an index)
 
     def __repr__(self) -> str:
         return f"<SessionCatalog of {self.store!r}: {len(self._known)} summaries held>"
 
-    async def _summary(self, session_id: str, head: int) -> SessionListEntry | None:
+    async def _summary(
+        self, session_id: str, head: int, *, with_doc: bool = False
+    ) -> SessionListEntry | None:
         known = self._known.get(session_id)
-        if known is not None and known.latest_sequence == head:
+        fresh = known is not None and known.latest_sequence == head
+        if known is not None and fresh and (not with_doc or session_id in self._docs):
             return known
         try:
             log_ = await self.store.read(session_id)
@@ -107,7 +121,14 @@ class SessionCatalog:
         except (LogError, DamagedLogError) as exc:
             log.warning("session list: %s left out: %s", session_id, exc)
             self._known.pop(session_id, None)
+            self._docs.pop(session_id, None)
             return None
+        if with_doc:
+            doc = SessionDoc.start(log_[0])
+            doc.add(log_)
+            self._docs[session_id] = doc
+        else:
+            self._docs.pop(session_id, None)
         summary = SessionListEntry(
             session_id=state.session_id,
             agent_type=state.agent_type,
@@ -131,6 +152,7 @@ class SessionCatalog:
         top_level: bool = False,
         limit: int = DEFAULT_PAGE_SIZE,
         cursor: str | None = None,
+        query: SessionQuery | None = None,
     ) -> SessionListPage:
         """The sessions after ``cursor`` (newest first) that pass the filters, at most ``limit``.
 
@@ -141,6 +163,8 @@ class SessionCatalog:
             top_level: only sessions without a parent (no sub-agents).
             limit: 1 to ``MAX_PAGE_SIZE`` (500) sessions per page.
             cursor: a page's ``next_cursor``, to continue after it.
+            query: text, metadata and time filters (with ``agent_type`` and
+                ``top_level`` merged into it when given here too).
 
         Raises:
             UsageError: an unknown status, a limit out of range, a malformed cursor.
@@ -150,26 +174,89 @@ class SessionCatalog:
         if isinstance(limit, bool) or not 1 <= limit <= MAX_PAGE_SIZE:
             raise UsageError(f"limit must be 1 to {MAX_PAGE_SIZE}, not {limit}")
         after = None if cursor is None else _decode_cursor(cursor)
-        heads = await self.store.session_heads()
-        for gone in set(self._known) - set(heads):
-            del self._known[gone]
-        chosen: list[SessionListEntry] = []
-        for session_id, head in heads.items():
-            summary = await self._summary(session_id, head)
-            if summary is None:
-                continue
-            if status is not None and summary.status != status:
-                continue
-            if agent_type is not None and summary.agent_type != agent_type:
-                continue
-            if top_level and summary.parent_session_id is not None:
-                continue
-            if after is not None and _key(summary) >= after:
-                continue
-            chosen.append(summary)
-        chosen.sort(key=_key, reverse=True)
+        query = _merged(query, agent_type, top_level)
+        if len(self._known) > _MAX_HELD:
+            self._known.clear()
+            self._docs.clear()
+        chosen: list[SessionListEntry] | None = None
+        if isinstance(self.store, SessionIndex):
+            chosen = await self._indexed(self.store, query, status, after, limit)
+        if chosen is None:
+            chosen = await self._scanned(query, status, after)
         page = chosen[:limit]
         more = len(chosen) > limit
         return SessionListPage(
             sessions=page, next_cursor=_encode_cursor(page[-1]) if more else None
         )
+
+    async def _indexed(
+        self,
+        index: SessionIndex,
+        query: SessionQuery,
+        status: str | None,
+        after: tuple[float, str] | None,
+        limit: int,
+    ) -> list[SessionListEntry] | None:
+        """Up to ``limit + 1`` sessions, from the store's index a batch at a time.
+
+        None when the store says it has no index to answer from.
+        """
+        chosen: list[SessionListEntry] = []
+        batch = limit + 1
+        while True:
+            found = await index.search_sessions(query, before=after, limit=batch)
+            if found is None:
+                return None
+            for hit in found:
+                summary = await self._summary(hit.session_id, hit.last_seq)
+                if summary is not None and _passes(summary, query, status):
+                    chosen.append(summary)
+                    if len(chosen) > limit:
+                        return chosen
+            if len(found) < batch:
+                return chosen
+            after = (found[-1].created_ts, found[-1].session_id)
+            batch = min(batch * 2, _MAX_BATCH)
+
+    async def _scanned(
+        self, query: SessionQuery, status: str | None, after: tuple[float, str] | None
+    ) -> list[SessionListEntry]:
+        """Every session that passes, newest first: each log folded (once per move)."""
+        with_doc = bool(query.terms or query.metadata)
+        heads = await self.store.session_heads()
+        for gone in set(self._known) - set(heads):
+            del self._known[gone]
+            self._docs.pop(gone, None)
+        chosen: list[SessionListEntry] = []
+        for session_id, head in heads.items():
+            summary = await self._summary(session_id, head, with_doc=with_doc)
+            if summary is None or not _passes(summary, query, status):
+                continue
+            if after is not None and _key(summary) >= after:
+                continue
+            if with_doc and not self._docs[session_id].matches(query):
+                continue
+            chosen.append(summary)
+        chosen.sort(key=_key, reverse=True)
+        return chosen
+
+
+def _merged(query: SessionQuery | None, agent_type: str | None, top_level: bool) -> SessionQuery:
+    query = query or SessionQuery()
+    if agent_type is not None and query.agent_type not in (None, agent_type):
+        raise UsageError("two different agent types asked for")
+    return msgspec.structs.replace(
+        query,
+        agent_type=agent_type or query.agent_type,
+        top_level=top_level or query.top_level,
+    )
+
+
+def _passes(summary: SessionListEntry, query: SessionQuery, status: str | None) -> bool:
+    """The filters a summary itself answers (an index checked them too, maybe a moment ago)."""
+    return (
+        (status is None or summary.status == status)
+        and (query.agent_type is None or summary.agent_type == query.agent_type)
+        and not (query.top_level and summary.parent_session_id is not None)
+        and query.matches_times(summary.created_ts, summary.updated_ts)
+    )

@@ -8,6 +8,8 @@ from typing import Any
 
 import msgspec
 
+from helix_agents.errors import UsageError
+from helix_agents.log.search import SessionQuery, parse_time
 from helix_agents.log.session_list import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_SIZE,
@@ -16,7 +18,7 @@ from helix_agents.log.session_list import (
 )
 from helix_agents.stores import open_store
 
-__all__ = ["add_sessions_command", "session_page", "sessions_lines"]
+__all__ = ["add_sessions_command", "session_page", "session_query", "sessions_lines"]
 
 STATUSES = ("running", "completed", "failed", "interrupted", "paused")
 
@@ -53,6 +55,32 @@ def add_sessions_command(commands: Any, store_help: str) -> None:
         help="only sessions without a parent (default: sub-agents' sessions too)",
     )
     sessions.add_argument(
+        "--search",
+        metavar="TEXT",
+        help="only sessions whose messages or output have every word of TEXT, each as the "
+        "start of a word, any case (default: no text search)",
+    )
+    sessions.add_argument(
+        "--metadata",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="only sessions whose metadata KEY equals VALUE; repeat for more keys, all must "
+        "match (default: none)",
+    )
+    for flag, what in (
+        ("--created-after", "created at or after"),
+        ("--created-before", "created before"),
+        ("--updated-after", "whose last event is at or after"),
+        ("--updated-before", "whose last event is before"),
+    ):
+        sessions.add_argument(
+            flag,
+            metavar="TIME",
+            help=f"only sessions {what} TIME: seconds since the epoch or ISO 8601 "
+            "(no zone: UTC) (default: no bound)",
+        )
+    sessions.add_argument(
         "--limit",
         type=_page_size,
         default=DEFAULT_PAGE_SIZE,
@@ -69,8 +97,31 @@ def add_sessions_command(commands: Any, store_help: str) -> None:
     )
 
 
+def session_query(args: argparse.Namespace) -> SessionQuery:
+    """The search ``args`` asks for (UsageError for a bad one)."""
+    metadata: list[tuple[str, str]] = []
+    for pair in args.metadata:
+        key, equals, value = pair.partition("=")
+        if not equals:
+            raise UsageError(f"--metadata takes KEY=VALUE, not {pair[:40]!r}")
+        metadata.append((key, value))
+
+    def when(flag: str, raw: str | None) -> float | None:
+        return None if raw is None else parse_time(flag, raw)
+
+    return SessionQuery.build(
+        text=args.search,
+        metadata=metadata,
+        created_after=when("--created-after", args.created_after),
+        created_before=when("--created-before", args.created_before),
+        updated_after=when("--updated-after", args.updated_after),
+        updated_before=when("--updated-before", args.updated_before),
+    )
+
+
 async def session_page(url: str, args: argparse.Namespace) -> SessionListPage:
     """The page of sessions ``args`` asks for, from the store at ``url`` (closed after)."""
+    query = session_query(args)
     store = await open_store(url, read_only=True)
     try:
         return await SessionCatalog(store).page(
@@ -79,6 +130,7 @@ async def session_page(url: str, args: argparse.Namespace) -> SessionListPage:
             top_level=args.top_level,
             limit=args.limit,
             cursor=args.cursor,
+            query=query,
         )
     finally:
         await store.close()

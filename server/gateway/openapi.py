@@ -12,6 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from helix_agents.log.search import (
+    MAX_METADATA_FILTERS,
+    MAX_METADATA_VALUE,
+    MAX_QUERY_CHARS,
+    MAX_TIME,
+)
 from helix_agents.log.session_list import MAX_PAGE_SIZE
 from helix_agents.server.gateway.openapi_components import (
     ERROR_HEADERS,
@@ -74,10 +80,37 @@ def _session_list_query() -> list[dict[str, Any]]:
         }
 
     statuses = ["running", "completed", "failed", "interrupted", "paused"]
+    time = {
+        "anyOf": [
+            {"type": "number", "minimum": -MAX_TIME, "maximum": MAX_TIME},
+            {"type": "string", "format": "date-time"},
+        ]
+    }
     return [
         query("status", {"type": "string", "enum": statuses}, "Only sessions with this status"),
         query("agent", {"type": "string"}, "Only sessions of this agent type"),
         query("topLevel", {"type": "boolean"}, "Only sessions without a parent"),
+        query(
+            "q",
+            {"type": "string", "maxLength": MAX_QUERY_CHARS},
+            "Text search over the messages, input and output: each word (a run of letters and "
+            "digits) must begin a word of the session; no word at all is no search",
+        ),
+        query(
+            "metadata.{key}",
+            {"type": "string", "maxLength": MAX_METADATA_VALUE},
+            f"Repeatable, one per key (at most {MAX_METADATA_FILTERS}): metadata.KEY=VALUE keeps "
+            "sessions whose metadata KEY equals VALUE",
+        ),
+        *(
+            query(name, time, f"{what} (epoch seconds or ISO 8601; naive is UTC)")
+            for name, what in (
+                ("createdAfter", "Only sessions created at or after this time"),
+                ("createdBefore", "Only sessions created before this time"),
+                ("updatedAfter", "Only sessions whose last event is at or after this time"),
+                ("updatedBefore", "Only sessions whose last event is before this time"),
+            )
+        ),
         query(
             "limit",
             {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE, "default": 50},

@@ -1,8 +1,10 @@
 """``GET /sessions``: the gateway's session list (``specs/http.md``), over a ``SessionCatalog``.
 
 Query parameters: ``status``, ``agent``, ``topLevel`` (``true``/``false``),
-``limit`` (1-500, default 50) and ``cursor`` (a previous page's
-``nextCursor``; empty, as absent: the first page). The answer is a
+``q`` (text search), ``metadata.KEY=VALUE`` (repeatable, one per key),
+``createdAfter``/``createdBefore``/``updatedAfter``/``updatedBefore`` (epoch
+seconds or ISO 8601), ``limit`` (1-500, default 50) and ``cursor`` (a
+previous page's ``nextCursor``; empty, as absent: the first page). The answer is a
 :class:`~helix_agents.log.session_list.SessionListPage`.
 A gateway whose target has no store of its own (it fronts another gateway)
 answers ``NOT_FOUND``.
@@ -14,16 +16,64 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
+from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import Response
 
 from helix_agents.errors import AgentServerError
+from helix_agents.log.search import MAX_METADATA_FILTERS, SessionQuery, parse_time
 from helix_agents.log.session_list import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, SessionCatalog
 from helix_agents.server.ui import store_of
 
 __all__ = ["session_list_endpoint"]
 
 _encoder = msgspec.json.Encoder()
+
+_METADATA = "metadata."
+_SINGLE = (
+    "status",
+    "agent",
+    "topLevel",
+    "q",
+    "createdAfter",
+    "createdBefore",
+    "updatedAfter",
+    "updatedBefore",
+    "limit",
+    "cursor",
+)
+
+
+def _invalid(message: str) -> AgentServerError:
+    return AgentServerError("INVALID_REQUEST", message)
+
+
+def _query(params: QueryParams) -> SessionQuery:
+    """The search part of the request: text, metadata filters and time bounds."""
+    for name in _SINGLE:
+        if len(params.getlist(name)) > 1:
+            raise _invalid(f"{name} is given more than once")
+    metadata = [
+        (name[len(_METADATA) :], value)
+        for name, value in params.multi_items()
+        if name.startswith(_METADATA)
+    ]
+    if len(metadata) > MAX_METADATA_FILTERS:
+        raise _invalid(f"at most {MAX_METADATA_FILTERS} metadata filters")
+    text = (params.get("q") or "").strip() or None
+
+    def when(name: str) -> float | None:
+        raw = params.get(name)
+        return None if raw is None else parse_time(name, raw)
+
+    return SessionQuery.build(
+        text=text,
+        metadata=metadata,
+        created_after=when("createdAfter"),
+        created_before=when("createdBefore"),
+        updated_after=when("updatedAfter"),
+        updated_before=when("updatedBefore"),
+    )
 
 
 def _flag(name: str, raw: str | None) -> bool:
@@ -60,12 +110,14 @@ def session_list_endpoint(target: Any) -> Callable[[Request], Awaitable[Response
         if catalog is None:
             raise AgentServerError("NOT_FOUND", "this gateway has no session store to list")
         params = request.query_params
+        query = _query(params)
         page = await catalog.page(
             status=params.get("status"),
             agent_type=params.get("agent"),
             top_level=_flag("topLevel", params.get("topLevel")),
             limit=_limit(params.get("limit")),
             cursor=params.get("cursor") or None,  # empty: the first page (the schema allows it)
+            query=query,
         )
         return Response(_encoder.encode(page), media_type="application/json")
 

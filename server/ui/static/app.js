@@ -1,6 +1,7 @@
 // The helix-agents inspector (specs/ui.md). No build step: a plain ES module.
 //
-// /ui                 the session list (GET sessions?topLevel=true)
+// /ui                 the session list (GET sessions?topLevel=true, and q= from
+//                     the search box)
 // /ui?session=ID      one session tree: GET snapshot, then GET sse from the
 //                     snapshot's sequence, folding each chunk with the same
 //                     rules as the server's fold (server/ui/view.py).
@@ -110,6 +111,7 @@ async function loadList() {
     const page = await getJson("sessions", {
       status: $("status-filter").value,
       agent: $("agent-filter").value.trim(),
+      q: $("search-filter").value.trim(),
       topLevel: "true",
       limit: PAGE,
       cursor,
@@ -152,6 +154,7 @@ function showList() {
   const query = new URLSearchParams(location.search);
   $("status-filter").value = query.get("status") || "";
   $("agent-filter").value = query.get("agentType") || "";
+  $("search-filter").value = query.get("q") || "";
   $("list-filter").addEventListener("submit", (event) => {
     event.preventDefault();
     list.cursors = [null];
