@@ -1,0 +1,43 @@
+"""Durable runtimes' shared half: a session's run as durable steps over one log.
+
+An engine (``helix_agents.temporal``; DBOS next) supplies the workflow that
+drives the steps and records their results; :class:`DurableSteps` does the
+work of each step on the session's log, exactly once (``specs/temporal.md``).
+"""
+
+from __future__ import annotations
+
+from helix_agents.durable.launches import Launch, collect_launches, deferred_launch
+from helix_agents.durable.plan import (
+    CallJob,
+    ChildOpened,
+    JobDone,
+    Plan,
+    Round,
+    RoundEnd,
+    RunInput,
+    StepInput,
+    StopInput,
+    ToolPolicy,
+)
+from helix_agents.durable.steps import Beat, DurableSteps, StepFailed, plan_of
+
+__all__ = [
+    "Beat",
+    "CallJob",
+    "ChildOpened",
+    "DurableSteps",
+    "JobDone",
+    "Launch",
+    "Plan",
+    "Round",
+    "RoundEnd",
+    "RunInput",
+    "StepFailed",
+    "StepInput",
+    "StopInput",
+    "ToolPolicy",
+    "collect_launches",
+    "deferred_launch",
+    "plan_of",
+]

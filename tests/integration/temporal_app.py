@@ -1,0 +1,188 @@
+"""Agents the Temporal tests run, in a test process or a worker subprocess.
+
+``helix-agents worker tests.integration.temporal_app:agents --temporal ADDR``
+runs them on a worker; ``serve ... --temporal ADDR`` fronts them.
+
+- ``boss``: one turn calling ``add`` and ``subagent__helper`` at once, then a
+  text answer (its output).
+- ``helper``: calls ``double``, then finishes with an :class:`Answer`.
+- ``marker_boss``: calls ``mark`` (which notes each execution in
+  ``$HELIX_TEMPORAL_MARKS/<call id>.<n>`` and then waits ``MARK_SECONDS``, so
+  a test can kill its worker mid tool), then answers.
+- ``tree``: ``subagent__middle`` -> ``subagent__leaf`` -> ``nap`` (long): an
+  interrupt has a grandchild to reach.
+- ``hitl_boss``: ``subagent__clerk``, whose ``pay`` needs an approval.
+
+Scripts are indexed by the conversation (``ScriptedLLM``), so a retried or
+resumed step gets the same answer.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+from pydantic import BaseModel
+
+from helix_agents import (
+    ToolContext,
+    create_sub_agent_tool,
+    define_agent,
+    define_tool,
+)
+from helix_agents.models import ScriptedLLM
+
+__all__ = ["MARK_SECONDS", "Answer", "agents"]
+
+MARK_SECONDS = float(os.environ.get("HELIX_TEMPORAL_MARK_SECONDS", "2.0"))
+NAP_SECONDS = 60.0
+
+
+class Pair(BaseModel):
+    """Two numbers."""
+
+    a: int
+    b: int
+
+
+class Number(BaseModel):
+    """One number."""
+
+    x: int
+
+
+class Answer(BaseModel):
+    """A sub-agent's output."""
+
+    value: int
+
+
+class Amount(BaseModel):
+    """What ``pay`` pays."""
+
+    amount: int
+
+
+def _add(value: Pair, ctx: ToolContext) -> int:
+    return value.a + value.b
+
+
+def _double(value: Number, ctx: ToolContext) -> int:
+    return value.x * 2
+
+
+async def _mark(value: Number, ctx: ToolContext) -> int:
+    where = Path(os.environ.get("HELIX_TEMPORAL_MARKS", "."))
+    runs = len(list(where.glob(f"{ctx.tool_call_id}.*")))
+    (where / f"{ctx.tool_call_id}.{runs + 1}").write_text(str(os.getpid()))
+    await anyio.sleep(MARK_SECONDS)
+    return value.x + 100
+
+
+async def _nap(value: Number, ctx: ToolContext) -> int:
+    await anyio.sleep(NAP_SECONDS)
+    return value.x
+
+
+def _pay(value: Amount, ctx: ToolContext) -> dict[str, Any]:
+    return {"paid": value.amount}
+
+
+add = define_tool("add", "Add two numbers.", Pair, _add)
+double = define_tool("double", "Double a number.", Number, _double)
+mark = define_tool("mark", "Note a run, then wait.", Number, _mark)
+nap = define_tool("nap", "Sleep a long time.", Number, _nap)
+pay = define_tool("pay", "Pay an amount.", Amount, _pay, requires_approval=True)
+
+helper = define_agent(
+    "helper",
+    description="Doubles a number.",
+    tools=[double],
+    output_schema=Answer,
+    llm=ScriptedLLM(
+        [
+            [ScriptedLLM.call("double", {"x": 3}, id="d1")],
+            ScriptedLLM.finish({"value": 6}, text="the double is six"),
+        ]
+    ),
+)
+
+boss = define_agent(
+    "boss",
+    description="Adds and delegates.",
+    tools=[add, create_sub_agent_tool(helper, Number)],
+    llm=ScriptedLLM(
+        [
+            [
+                ScriptedLLM.call("add", {"a": 1, "b": 2}, id="a1"),
+                ScriptedLLM.call("subagent__helper", {"x": 3}, id="h1"),
+            ],
+            ScriptedLLM.reply("one plus two is three and the helper said six"),
+        ]
+    ),
+)
+
+marker_boss = define_agent(
+    "marker_boss",
+    description="Marks, then answers.",
+    tools=[mark],
+    llm=ScriptedLLM(
+        [[ScriptedLLM.call("mark", {"x": 1}, id="m1")], ScriptedLLM.reply("marked and done")]
+    ),
+)
+
+leaf = define_agent(
+    "leaf",
+    description="Naps.",
+    tools=[nap],
+    output_schema=Answer,
+    llm=ScriptedLLM(
+        [[ScriptedLLM.call("nap", {"x": 1}, id="n1")], ScriptedLLM.finish({"value": 1})]
+    ),
+)
+middle = define_agent(
+    "middle",
+    description="Asks the leaf.",
+    tools=[create_sub_agent_tool(leaf, Number)],
+    output_schema=Answer,
+    llm=ScriptedLLM(
+        [
+            [ScriptedLLM.call("subagent__leaf", {"x": 1}, id="l1")],
+            ScriptedLLM.finish({"value": 2}),
+        ]
+    ),
+)
+tree = define_agent(
+    "tree",
+    description="Asks the middle.",
+    tools=[create_sub_agent_tool(middle, Number)],
+    llm=ScriptedLLM(
+        [[ScriptedLLM.call("subagent__middle", {"x": 1}, id="m1")], ScriptedLLM.reply("tree done")]
+    ),
+)
+
+clerk = define_agent(
+    "clerk",
+    description="Pays, with approval.",
+    tools=[pay],
+    output_schema=Answer,
+    llm=ScriptedLLM(
+        [[ScriptedLLM.call("pay", {"amount": 5}, id="p1")], ScriptedLLM.finish({"value": 5})]
+    ),
+)
+hitl_boss = define_agent(
+    "hitl_boss",
+    description="Delegates a payment.",
+    tools=[create_sub_agent_tool(clerk, Amount)],
+    llm=ScriptedLLM(
+        [
+            [ScriptedLLM.call("subagent__clerk", {"amount": 5}, id="c1")],
+            ScriptedLLM.reply("payment done"),
+        ]
+    ),
+)
+
+agents = {agent.name: agent for agent in (boss, marker_boss, tree, hitl_boss)}
+"""The agents served (their sub-agents come with them)."""
