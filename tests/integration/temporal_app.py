@@ -3,8 +3,8 @@
 ``helix-agents worker tests.integration.temporal_app:agents --temporal ADDR``
 runs them on a worker; ``serve ... --temporal ADDR`` fronts them.
 
-- ``boss``: one turn calling ``add`` and ``subagent__helper`` at once, then a
-  text answer (its output).
+- ``boss``: a turn calling ``add``, one calling ``subagent__helper``, then a
+  text answer (its output); ``fan``: both calls in one turn, at once.
 - ``helper``: calls ``double``, then finishes with an :class:`Answer`.
 - ``marker_boss``: calls ``mark`` (which notes each execution in
   ``$HELIX_TEMPORAL_MARKS/<call id>.<n>`` and then waits ``MARK_SECONDS``, so
@@ -73,10 +73,14 @@ def _double(value: Number, ctx: ToolContext) -> int:
     return value.x * 2
 
 
-async def _mark(value: Number, ctx: ToolContext) -> int:
+def _note(call_id: str) -> None:
     where = Path(os.environ.get("HELIX_TEMPORAL_MARKS", "."))
-    runs = len(list(where.glob(f"{ctx.tool_call_id}.*")))
-    (where / f"{ctx.tool_call_id}.{runs + 1}").write_text(str(os.getpid()))
+    runs = len(list(where.glob(f"{call_id}.*")))
+    (where / f"{call_id}.{runs + 1}").write_text(str(os.getpid()))
+
+
+async def _mark(value: Number, ctx: ToolContext) -> int:
+    await anyio.to_thread.run_sync(_note, ctx.tool_call_id)
     await anyio.sleep(MARK_SECONDS)
     return value.x + 100
 
@@ -115,11 +119,24 @@ boss = define_agent(
     tools=[add, create_sub_agent_tool(helper, Number)],
     llm=ScriptedLLM(
         [
+            [ScriptedLLM.call("add", {"a": 1, "b": 2}, id="a1")],
+            [ScriptedLLM.call("subagent__helper", {"x": 3}, id="h1")],
+            ScriptedLLM.reply("one plus two is three and the helper said six"),
+        ]
+    ),
+)
+
+fan = define_agent(
+    "fan",
+    description="Adds and delegates at once.",
+    tools=[add, create_sub_agent_tool(helper, Number)],
+    llm=ScriptedLLM(
+        [
             [
                 ScriptedLLM.call("add", {"a": 1, "b": 2}, id="a1"),
                 ScriptedLLM.call("subagent__helper", {"x": 3}, id="h1"),
             ],
-            ScriptedLLM.reply("one plus two is three and the helper said six"),
+            ScriptedLLM.reply("both done"),
         ]
     ),
 )
@@ -184,5 +201,5 @@ hitl_boss = define_agent(
     ),
 )
 
-agents = {agent.name: agent for agent in (boss, marker_boss, tree, hitl_boss)}
+agents = {agent.name: agent for agent in (boss, fan, marker_boss, tree, hitl_boss)}
 """The agents served (their sub-agents come with them)."""
