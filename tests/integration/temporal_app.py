@@ -7,11 +7,13 @@ runs them on a worker; ``serve ... --temporal ADDR`` fronts them.
   text answer (its output); ``fan``: both calls in one turn, at once.
 - ``helper``: calls ``double``, then finishes with an :class:`Answer`.
 - ``marker_boss``: calls ``mark`` (which notes each execution in
-  ``$HELIX_TEMPORAL_MARKS/<call id>.<n>`` and then waits ``MARK_SECONDS``, so
-  a test can kill its worker mid tool), then answers.
+  ``$HELIX_TEMPORAL_MARKS/<call id>.<n>``, emits a ``marked`` custom chunk
+  and then waits ``MARK_SECONDS``, so a test can kill its worker mid tool),
+  then answers.
 - ``tree``: ``subagent__middle`` -> ``subagent__leaf`` -> ``nap`` (long): an
   interrupt has a grandchild to reach.
 - ``hitl_boss``: ``subagent__clerk``, whose ``pay`` needs an approval.
+- ``echo``: answers every turn with its last message (follow-ups).
 
 Scripts are indexed by the conversation (``ScriptedLLM``), so a retried or
 resumed step gets the same answer.
@@ -32,7 +34,8 @@ from helix_agents import (
     define_agent,
     define_tool,
 )
-from helix_agents.models import ScriptedLLM
+from helix_agents.messages import UserMessage
+from helix_agents.models import LLMRequest, ScriptedLLM
 
 __all__ = ["MARK_SECONDS", "Answer", "agents"]
 
@@ -81,6 +84,7 @@ def _note(call_id: str) -> None:
 
 async def _mark(value: Number, ctx: ToolContext) -> int:
     await anyio.to_thread.run_sync(_note, ctx.tool_call_id)
+    await ctx.emit("marked", {"pid": os.getpid()})  # the test waits for this, then kills
     await anyio.sleep(MARK_SECONDS)
     return value.x + 100
 
@@ -201,5 +205,13 @@ hitl_boss = define_agent(
     ),
 )
 
-agents = {agent.name: agent for agent in (boss, fan, marker_boss, tree, hitl_boss)}
+
+def _echo(request: LLMRequest) -> str:
+    said = [m.content for m in request.messages if isinstance(m, UserMessage)]
+    return f"echo: {said[-1]}"
+
+
+echo = define_agent("echo", description="Echoes each turn.", llm=ScriptedLLM(_echo))
+
+agents = {agent.name: agent for agent in (boss, fan, marker_boss, tree, hitl_boss, echo)}
 """The agents served (their sub-agents come with them)."""
