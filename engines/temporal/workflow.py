@@ -22,7 +22,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ActivityError, CancelledError, WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
@@ -118,6 +118,12 @@ class AgentWorkflow:
     @workflow.run
     async def run(self, run: WorkflowInput) -> str:
         """Run the session until it ends, or pauses longer than ``paused_wait``; its status."""
+        status = await self._run(run)
+        # A stop still passing itself on to the children finishes first.
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return status
+
+    async def _run(self, run: WorkflowInput) -> str:
         self._input = run
         seq = run.seq
         while True:
@@ -152,6 +158,10 @@ class AgentWorkflow:
                 return plan.status
             seq = self._resume
 
+    def _cut(self, exc: ActivityError) -> bool:
+        """Whether ``exc`` is a step cancelled by a stop (not a step that failed)."""
+        return self._stop is not None or isinstance(exc.cause, CancelledError)
+
     def _woken(self) -> bool:
         return self._resume > self._paused_at or self._stop is not None
 
@@ -183,6 +193,8 @@ class AgentWorkflow:
                         "helix_model_step", StepInput(sid, plan.seq), Plan, long=True
                     )
             except ActivityError as exc:
+                if self._cut(exc):
+                    raise asyncio.CancelledError from exc
                 # A step whose retries are spent: the run fails, recorded in the log.
                 plan = await self._step(
                     "helix_run_failed", [StepInput(sid, plan.seq), _cause(exc)], Plan
@@ -221,6 +233,8 @@ class AgentWorkflow:
                     ),
                 )
             except ActivityError as exc:
+                if self._cut(exc):
+                    raise asyncio.CancelledError from exc
                 failed: JobDone = await self._step(
                     "helix_tool_failed", [step, f"tool failed: {_cause(exc)}"], JobDone
                 )

@@ -8,6 +8,7 @@ The worker and the gateway's server run in this process (the same code
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import anyio
 import pytest
@@ -16,6 +17,7 @@ from temporal_server import TemporalDev
 from helix_agents import AgentExecutor, PersistentAgent, define_agent
 from helix_agents.errors import UsageError
 from helix_agents.events import (
+    Aborted,
     Interrupted,
     SubSessionFinished,
     ToolEnd,
@@ -25,12 +27,13 @@ from helix_agents.log import project_state
 from helix_agents.models import ScriptedLLM
 from helix_agents.protocol import RemoteStartRequest
 from helix_agents.stores import MemoryEventStore
-from helix_agents.temporal import TemporalWorker
+from helix_agents.temporal import TemporalWorker, ToolPolicy
 from helix_agents.workspaces import Workspace
 from tests.integration._temporal_kit import (
     comparable,
     gateway_and_worker,
     options_for,
+    results_of,
     seqs_contiguous,
     stream_to_end,
     wait_for,
@@ -144,3 +147,48 @@ def test_worker_refuses_agents_it_cannot_run() -> None:
             [define_agent("ws", llm=llm, workspaces=[Workspace("files", "memory")])],
             MemoryEventStore(),
         )
+
+
+async def test_a_tools_policy_bounds_its_activity(
+    temporal_dev: TemporalDev, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ToolPolicy(timeout, max_attempts) is the tool's activity's: each attempt is cut at the
+    timeout and retried; when the attempts are spent, the call gets an error result the
+    model reads, and the run goes on."""
+    monkeypatch.setenv("HELIX_TEMPORAL_MARKS", str(tmp_path))
+    store = MemoryEventStore()
+    policy = ToolPolicy(timeout=0.5, max_attempts=2, initial_interval=0.1)
+    options = options_for(temporal_dev, tool_policies={"mark": policy}, heartbeat_timeout=2.0)
+    with anyio.fail_after(60):
+        async with gateway_and_worker(agents, store, options) as (server, _):
+            await server.start(
+                RemoteStartRequest(session_id="p1", agent_type="marker_boss", message="go")
+            )
+            assert await stream_to_end(server, "p1") == "marked and done"
+    log = await store.read("p1")
+    assert seqs_contiguous(log)
+    [result] = results_of(log, "m1")
+    assert "tool failed" in result.message.content
+    runs = sorted([path.name async for path in anyio.Path(tmp_path).iterdir()])
+    assert runs == ["m1.1", "m1.2"]  # two attempts, as the policy says
+
+
+async def test_abort_reaches_every_descendant(temporal_dev: TemporalDev) -> None:
+    """An abort at the root is a signal passed down: every session of the tree ends aborted
+    (failed, with its error chunk), and every tool_start has its tool_end."""
+    store = MemoryEventStore()
+    with anyio.fail_after(60):
+        async with gateway_and_worker(agents, store, options_for(temporal_dev)) as (server, _):
+            await server.start(RemoteStartRequest(session_id="ab", agent_type="tree", message="go"))
+            leaf = "ab-sub-m1-sub-l1"
+            await wait_for(store, leaf, lambda e: isinstance(e, ToolStart) and e.tool_name == "nap")
+            await server.abort("ab", "stop it")
+            for session_id in ("ab", "ab-sub-m1", leaf):
+                await wait_for(store, session_id, lambda e: isinstance(e, Aborted))
+    for session_id in ("ab", "ab-sub-m1", leaf):
+        log = await store.read(session_id)
+        assert seqs_contiguous(log)
+        assert project_state(log).status == "failed"
+        starts = {e.tool_call_id for e in log if isinstance(e, ToolStart)}
+        ends = {e.tool_call_id for e in log if isinstance(e, ToolEnd)}
+        assert starts == ends
