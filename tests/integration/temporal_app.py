@@ -14,6 +14,7 @@ runs them on a worker; ``serve ... --temporal ADDR`` fronts them.
   interrupt has a grandchild to reach.
 - ``hitl_boss``: ``subagent__clerk``, whose ``pay`` needs an approval.
 - ``echo``: answers every turn with its last message (follow-ups).
+- ``streamer``: 40 words, one delta every 0.1 s (a worker killed mid stream).
 
 Scripts are indexed by the conversation (``ScriptedLLM``), so a retried or
 resumed step gets the same answer.
@@ -206,6 +207,13 @@ hitl_boss = define_agent(
 )
 
 
+streamer = define_agent(
+    "streamer",
+    description="Streams a long answer slowly.",
+    llm=ScriptedLLM([" ".join(f"word{n}" for n in range(40))], chunk_words=1, delta_delay=0.1),
+)
+
+
 def _echo(request: LLMRequest) -> str:
     said = [m.content for m in request.messages if isinstance(m, UserMessage)]
     return f"echo: {said[-1]}"
@@ -213,5 +221,5 @@ def _echo(request: LLMRequest) -> str:
 
 echo = define_agent("echo", description="Echoes each turn.", llm=ScriptedLLM(_echo))
 
-agents = {agent.name: agent for agent in (boss, fan, marker_boss, tree, hitl_boss, echo)}
+agents = {agent.name: agent for agent in (boss, fan, marker_boss, tree, hitl_boss, echo, streamer)}
 """The agents served (their sub-agents come with them)."""

@@ -74,7 +74,7 @@ async def remote(tmp_path: Path) -> AsyncIterator[tuple[ServeProcess, TcpProxy]]
         await served.terminate()
 
 
-async def test_remote_child_stream_cut_resumes_through_activity_retry(
+async def test_seed_000_temporal_runtime_activity_retry_after_a_stream_drop(
     temporal_dev: TemporalDev, remote: tuple[ServeProcess, TcpProxy]
 ) -> None:
     """The remote child's SSE stream is cut mid-frame: the remote-call activity raises

@@ -13,6 +13,7 @@ from pathlib import Path
 import anyio
 import pytest
 from temporal_server import TemporalDev
+from temporalio.client import Client
 
 from helix_agents import AgentExecutor, PersistentAgent, define_agent
 from helix_agents.errors import UsageError
@@ -79,6 +80,23 @@ async def test_tools_and_local_child_write_the_builtin_runtimes_log(
     assert child.output == {"value": 6}
 
 
+async def test_seed_002_temporal_sub_agents_run_as_child_workflows(
+    temporal_dev: TemporalDev,
+) -> None:
+    """A local sub-agent's run is a child workflow of its parent's, its id the child's session."""
+    store = MemoryEventStore()
+    options = options_for(temporal_dev)
+    with anyio.fail_after(60):
+        async with gateway_and_worker(agents, store, options) as (server, _):
+            await server.start(RemoteStartRequest(session_id="cw", agent_type="boss", message="go"))
+            await stream_to_end(server, "cw")
+        client = await Client.connect(temporal_dev.address)
+        described = await client.get_workflow_handle("cw-sub-h1").describe()
+    info = described.raw_description.workflow_execution_info
+    assert info.parent_execution.workflow_id == "cw"
+    assert described.workflow_type == "helix_agent"
+
+
 async def test_a_round_runs_its_tool_and_its_child_at_once(temporal_dev: TemporalDev) -> None:
     """One turn calling a tool and a sub-agent: both run, each segment whole, in one round."""
     store = MemoryEventStore()
@@ -96,7 +114,9 @@ async def test_a_round_runs_its_tool_and_its_child_at_once(temporal_dev: Tempora
     assert finished.output == {"value": 6}
 
 
-async def test_interrupt_reaches_a_grandchild_child_workflow(temporal_dev: TemporalDev) -> None:
+async def test_seed_002_temporal_interrupt_trigger_reaches_a_grandchild(
+    temporal_dev: TemporalDev,
+) -> None:
     """Seed 002 'Temporal: Immediate (Trigger)': an interrupt at the root stops the grandchild.
 
     The stop is a signal passed on by each workflow to its children at once;

@@ -16,7 +16,7 @@ import pytest
 from temporal_server import TemporalDev, fresh_task_queue
 
 from helix_agents.errors import AgentServerError
-from helix_agents.events import CustomChunk, Interrupted, ToolStart
+from helix_agents.events import CustomChunk, Interrupted, StepRestarted, TextDelta, ToolStart
 from helix_agents.log import project_state
 from helix_agents.protocol import (
     EndEvent,
@@ -177,6 +177,35 @@ async def test_worker_killed_mid_tool_another_completes(deployment: Deployment) 
         runs = sorted([path.name async for path in anyio.Path(marks).iterdir()])
         assert runs == ["m1.1", "m1.2"]  # cut once, run again once, never after its result
         assert await anyio.Path(marks / "m1.2").read_text() == str(deployment.workers[1].pid)
+    except BaseException:
+        print(deployment.outputs())
+        raise
+    finally:
+        await store.close()
+
+
+async def test_worker_killed_mid_model_stream_another_completes(deployment: Deployment) -> None:
+    """SIGKILL the worker while the model streams: the retried step declares the partial
+    text void (step_restarted) and streams the turn again; no gap, no duplicate seq."""
+    first = deployment.worker()
+    await first.start()
+    store = SqliteEventStore(deployment.db)
+    try:
+        async with HttpRemoteAgentTransport(deployment.gateway.url) as client:
+            with anyio.fail_after(120):
+                await client.start(
+                    RemoteStartRequest(session_id="ms", agent_type="streamer", message="go")
+                )
+                await wait_for(store, "ms", lambda e: isinstance(e, TextDelta))
+                await first.kill()
+                await deployment.worker().start()
+                output = await _to_end(client, "ms")
+        assert output == " ".join(f"word{n}" for n in range(40))
+        log = await store.read("ms")
+        assert seqs_contiguous(log)
+        [restart] = [e for e in log if isinstance(e, StepRestarted)]
+        assert restart.discard_deltas >= 1
+        assert project_state(log).status == "completed"
     except BaseException:
         print(deployment.outputs())
         raise
