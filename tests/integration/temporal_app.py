@@ -14,6 +14,7 @@ runs them on a worker; ``serve ... --temporal ADDR`` fronts them.
   interrupt has a grandchild to reach.
 - ``hitl_boss``: ``subagent__clerk``, whose ``pay`` needs an approval.
 - ``echo``: answers every turn with its last message (follow-ups).
+- ``remote_boss``: a remote ``researcher`` (``remote_app``) at ``$HELIX_TEMPORAL_REMOTE_URL``.
 - ``streamer``: 40 words, one delta every 0.1 s (a worker killed mid stream).
 
 Scripts are indexed by the conversation (``ScriptedLLM``), so a retried or
@@ -31,12 +32,15 @@ from pydantic import BaseModel
 
 from helix_agents import (
     ToolContext,
+    create_remote_sub_agent_tool,
     create_sub_agent_tool,
     define_agent,
     define_tool,
 )
 from helix_agents.messages import UserMessage
 from helix_agents.models import LLMRequest, ScriptedLLM
+from helix_agents.transports import HttpRemoteAgentTransport
+from tests.integration.remote_app import Query, Report
 
 __all__ = ["MARK_SECONDS", "Answer", "agents"]
 
@@ -214,6 +218,29 @@ streamer = define_agent(
 )
 
 
+# A remote researcher served by ``helix-agents serve tests.integration.remote_app:agents``
+# at $HELIX_TEMPORAL_REMOTE_URL (a test sets it for its workers).
+remote_boss = define_agent(
+    "remote_boss",
+    description="Asks a remote researcher.",
+    tools=[
+        create_remote_sub_agent_tool(
+            "researcher",
+            description="Research (remote).",
+            input_schema=Query,
+            output_schema=Report,
+            transport=HttpRemoteAgentTransport(
+                os.environ.get("HELIX_TEMPORAL_REMOTE_URL", "http://127.0.0.1:9")
+            ),
+            remote_agent_type="researcher",
+        )
+    ],
+    llm=ScriptedLLM(
+        [[ScriptedLLM.call("subagent__researcher", {"query": "tea"}, id="r1")], "researched"]
+    ),
+)
+
+
 def _echo(request: LLMRequest) -> str:
     said = [m.content for m in request.messages if isinstance(m, UserMessage)]
     return f"echo: {said[-1]}"
@@ -221,5 +248,8 @@ def _echo(request: LLMRequest) -> str:
 
 echo = define_agent("echo", description="Echoes each turn.", llm=ScriptedLLM(_echo))
 
-agents = {agent.name: agent for agent in (boss, fan, marker_boss, tree, hitl_boss, echo, streamer)}
+agents = {
+    agent.name: agent
+    for agent in (boss, fan, marker_boss, tree, hitl_boss, echo, streamer, remote_boss)
+}
 """The agents served (their sub-agents come with them)."""

@@ -16,7 +16,16 @@ import pytest
 from temporal_server import TemporalDev, fresh_task_queue
 
 from helix_agents.errors import AgentServerError
-from helix_agents.events import CustomChunk, Interrupted, StepRestarted, TextDelta, ToolStart
+from helix_agents.events import (
+    ChildChunkForwarded,
+    CustomChunk,
+    Interrupted,
+    RunStarted,
+    StepRestarted,
+    SubSessionFinished,
+    TextDelta,
+    ToolStart,
+)
 from helix_agents.log import project_state
 from helix_agents.protocol import (
     EndEvent,
@@ -211,3 +220,46 @@ async def test_worker_killed_mid_model_stream_another_completes(deployment: Depl
         raise
     finally:
         await store.close()
+
+
+async def test_worker_killed_mid_remote_child_another_completes(
+    deployment: Deployment, tmp_path: Path
+) -> None:
+    """SIGKILL the worker while it follows a remote child (a real ``serve`` over HTTP): the
+    retried remote-call activity asks the child's status first and follows on from the seq
+    the parent's log holds; the child is started once (its id is deterministic)."""
+    remote_dir = tmp_path / "remote"
+    remote_dir.mkdir()
+    remote = ServeProcess(remote_dir, "tests.integration.remote_app:agents")
+    await remote.start()
+    deployment.env["HELIX_TEMPORAL_REMOTE_URL"] = remote.url
+    store = SqliteEventStore(deployment.db)
+    remote_store = SqliteEventStore(remote.db)
+    try:
+        first = deployment.worker()
+        await first.start()
+        async with HttpRemoteAgentTransport(deployment.gateway.url) as client:
+            with anyio.fail_after(120):
+                await client.start(
+                    RemoteStartRequest(session_id="rk", agent_type="remote_boss", message="go")
+                )
+                await wait_for(store, "rk", lambda e: isinstance(e, ChildChunkForwarded))
+                await first.kill()
+                await deployment.worker().start()
+                assert await _to_end(client, "rk") == "researched"
+        log = await store.read("rk")
+        assert seqs_contiguous(log)
+        forwarded = [e.child_seq for e in log if isinstance(e, ChildChunkForwarded)]
+        assert forwarded == sorted(set(forwarded))  # each chunk once, in order
+        [finished] = [e for e in log if isinstance(e, SubSessionFinished)]
+        assert finished.status == "completed"
+        child = await remote_store.read("rk-remote-r1")
+        assert sum(isinstance(e, RunStarted) for e in child) == 1  # never started again
+        assert forwarded[-1] <= child[-1].seq
+    except BaseException:
+        print(deployment.outputs(), remote.output())
+        raise
+    finally:
+        await store.close()
+        await remote_store.close()
+        await remote.terminate()
