@@ -73,7 +73,7 @@ from helix_agents.log.state import SessionState
 from helix_agents.messages import AssistantMessage, ToolCall, UserMessage
 from helix_agents.models.base import FINISH_TOOL_NAME, LLMError
 from helix_agents.runtime.executor import AgentExecutor
-from helix_agents.runtime.run_loop import FINISH_REMINDER, SessionRun, unanswered_calls
+from helix_agents.runtime.run_loop import SessionRun
 from helix_agents.runtime.tool_runner import (
     ToolOutcome,
     result_events,
@@ -82,6 +82,7 @@ from helix_agents.runtime.tool_runner import (
     tool_start,
     validate_finish,
 )
+from helix_agents.runtime.turns import FINISH_REMINDER, unanswered_calls
 from helix_agents.runtime.writer import SessionWriter, StopRequest
 
 __all__ = ["Beat", "DurableSteps", "StepFailed", "plan_of"]
