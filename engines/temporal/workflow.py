@@ -53,6 +53,16 @@ _REMOTE = RetryPolicy(
     non_retryable_error_types=["StepFailed", "OwnershipLost", "RemoteAgentFailedError"],
 )
 _LONG = timedelta(days=1)
+_LOCAL = frozenset(
+    {
+        "helix_begin",
+        "helix_round_open",
+        "helix_round_close",
+        "helix_child_open",
+        "helix_tool_failed",
+    }
+)
+"""The short steps (a read of the log and a few appends): local activities."""
 
 
 @dataclass
@@ -298,6 +308,16 @@ class AgentWorkflow:
         retry: RetryPolicy = _STEP,
     ) -> Any:
         args = arg if isinstance(arg, list) else [arg]
+        if name in _LOCAL:
+            # A short step runs as a local activity: on the worker running this
+            # workflow, recorded in its history, no round trip through a task queue.
+            return await workflow.execute_local_activity(
+                name,
+                args=args,
+                result_type=result_type,
+                start_to_close_timeout=timedelta(seconds=seconds),
+                retry_policy=retry,
+            )
         return await workflow.execute_activity(
             name,
             args=args,
