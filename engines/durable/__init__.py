@@ -20,7 +20,13 @@ from helix_agents.durable.plan import (
     StopInput,
     ToolPolicy,
 )
-from helix_agents.durable.steps import Beat, DurableSteps, StepFailed, plan_of
+from helix_agents.durable.steps import (
+    Beat,
+    DurableSteps,
+    StepFailed,
+    plan_of,
+    refuse_unsupported,
+)
 
 __all__ = [
     "Beat",
@@ -40,4 +46,5 @@ __all__ = [
     "collect_launches",
     "deferred_launch",
     "plan_of",
+    "refuse_unsupported",
 ]

@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 import anyio
 
 from helix_agents.agents.config import AgentConfig, RemoteSubAgentTool, SubAgentTool
+from helix_agents.agents.define import AgentRegistry
 from helix_agents.agents.tools import Tool
 from helix_agents.children.call import ChildCall
 from helix_agents.durable.launches import collect_launches
@@ -85,7 +86,7 @@ from helix_agents.runtime.tool_runner import (
 from helix_agents.runtime.turns import FINISH_REMINDER, unanswered_calls
 from helix_agents.runtime.writer import SessionWriter, StopRequest
 
-__all__ = ["Beat", "DurableSteps", "StepFailed", "plan_of"]
+__all__ = ["Beat", "DurableSteps", "StepFailed", "plan_of", "refuse_unsupported"]
 
 log = logging.getLogger("helix_agents.durable")
 
@@ -97,6 +98,37 @@ _STOP_KINDS: tuple[type[Event], ...] = (InterruptRequested, AbortRequested)
 
 class StepFailed(HelixError):
     """A step that can never succeed (no such session, an agent this worker lacks): no retry."""
+
+
+def refuse_unsupported(registry: AgentRegistry) -> set[str]:
+    """Refuse what the durable steps do not run yet; the names of the agents' tools.
+
+    Raises:
+        UsageError: an agent with persistent companions, with workspaces, or with a
+            tool whose pending input expires (``expires_in``: no timer answers it).
+    """
+    known: set[str] = set()
+    for name in registry.names():
+        agent = registry.get(name)
+        assert agent is not None
+        if agent.persistent_agents:
+            raise UsageError(
+                f"agent {name!r} has persistent companions: the durable runtimes do not "
+                "run them yet (run it on the built-in runtime)"
+            )
+        if agent.workspaces:
+            raise UsageError(
+                f"agent {name!r} declares workspaces: the durable runtimes cannot host "
+                "a workspace's lifecycle (run it on the built-in runtime)"
+            )
+        for tool in agent.tools:
+            if getattr(tool, "expires_in", None) is not None:
+                raise UsageError(
+                    f"tool {tool.name!r} of agent {name!r} sets expires_in: the durable "
+                    "runtimes do not expire pending inputs yet (leave it unset)"
+                )
+            known.add(tool.name)
+    return known
 
 
 def plan_of(state: SessionState) -> Plan:
@@ -155,21 +187,7 @@ class DurableSteps:
         self._policies = dict(tool_policies or {})
         self._default = default_policy or ToolPolicy()
         self._beat_every = beat_every
-        known: set[str] = set()
-        for name in executor.registry.names():
-            agent = executor.registry.get(name)
-            assert agent is not None
-            if agent.persistent_agents:
-                raise UsageError(
-                    f"agent {name!r} has persistent companions: the durable runtimes do not "
-                    "run them yet (run it on the built-in runtime)"
-                )
-            if agent.workspaces:
-                raise UsageError(
-                    f"agent {name!r} declares workspaces: the durable runtimes cannot host "
-                    "a workspace's lifecycle (run it on the built-in runtime)"
-                )
-            known.update(tool.name for tool in agent.tools)
+        known = refuse_unsupported(executor.registry)
         unknown = sorted(set(self._policies) - known)
         if unknown:
             raise UsageError(f"tool_policies name tools no agent has: {', '.join(unknown)}")

@@ -19,7 +19,7 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from helix_agents.agents.config import AgentConfig
-from helix_agents.durable import DurableSteps
+from helix_agents.durable import DurableSteps, refuse_unsupported
 from helix_agents.log.store import EventStore
 from helix_agents.models.base import LLMAdapter, LLMError, LLMRequest, LLMStreamEvent
 from helix_agents.runtime.executor import AgentExecutor
@@ -148,10 +148,14 @@ async def temporal_server(
     Its start, resume, follow-up and answers launch workflows; its interrupt
     and abort signal them; its streams and statuses read ``store``. It never
     recovers sessions itself: Temporal does.
+
+    Raises:
+        UsageError: an agent the durable runtime does not run (as the worker).
+        TransportError: Temporal cannot be reached.
     """
     options = options or TemporalOptions()
-    client = client or await connect(options)
     listed = list(agents.values()) if isinstance(agents, Mapping) else list(agents)
     server = AgentServer(listed, store, llm=_NoModel(), recover=False, owns_store=owns_store)
-    attach(server.executor, client, options)
+    refuse_unsupported(server.executor.registry)
+    attach(server.executor, client or await connect(options), options)
     return server

@@ -13,6 +13,7 @@ runs them on a worker; ``serve ... --temporal ADDR`` fronts them.
 - ``tree``: ``subagent__middle`` -> ``subagent__leaf`` -> ``nap`` (long): an
   interrupt has a grandchild to reach.
 - ``hitl_boss``: ``subagent__clerk``, whose ``pay`` needs an approval.
+- ``asker``: a client tool ``pick`` (answered by the test).
 - ``echo``: answers every turn with its last message (follow-ups).
 - ``remote_boss``: a remote ``researcher`` (``remote_app``) at ``$HELIX_TEMPORAL_REMOTE_URL``.
 - ``streamer``: 40 words, one delta every 0.1 s (a worker killed mid stream).
@@ -211,6 +212,15 @@ hitl_boss = define_agent(
 )
 
 
+asker = define_agent(
+    "asker",
+    description="Asks the user to pick a colour (a client tool).",
+    tools=[define_tool("pick", "The user picks a colour.", Amount, "client")],
+    llm=ScriptedLLM(
+        [[ScriptedLLM.call("pick", {"amount": 3}, id="k1")], ScriptedLLM.reply("picked")]
+    ),
+)
+
 streamer = define_agent(
     "streamer",
     description="Streams a long answer slowly.",
@@ -250,6 +260,6 @@ echo = define_agent("echo", description="Echoes each turn.", llm=ScriptedLLM(_ec
 
 agents = {
     agent.name: agent
-    for agent in (boss, fan, marker_boss, tree, hitl_boss, echo, streamer, remote_boss)
+    for agent in (boss, fan, marker_boss, tree, hitl_boss, asker, echo, streamer, remote_boss)
 }
 """The agents served (their sub-agents come with them)."""

@@ -24,6 +24,7 @@ from tests.integration._serve_process import ServeProcess
 from tests.integration._temporal_kit import (
     gateway_and_worker,
     options_for,
+    results_of,
     seqs_contiguous,
     stream_to_end,
     wait_for,
@@ -61,6 +62,23 @@ async def test_approval_answered_at_the_root_resumes_the_tree(temporal_dev: Temp
     assert child.output == {"value": 5}
     for session_id in ("a1", "a1-sub-c1"):
         assert seqs_contiguous(await store.read(session_id))
+
+
+async def test_client_tool_answered_at_the_root_resumes_the_run(temporal_dev: TemporalDev) -> None:
+    """A client tool pauses the run (its workflow waits on a signal); the result submitted
+    at the root is recorded and the run goes on with it."""
+    store = MemoryEventStore()
+    with anyio.fail_after(60):
+        async with gateway_and_worker(agents, store, options_for(temporal_dev)) as (server, _):
+            await server.start(RemoteStartRequest(session_id="ct", agent_type="asker", message="?"))
+            await wait_for(store, "ct", lambda e: isinstance(e, Suspended))
+            assert (await server.get_status("ct")).pending_client_tool_call_ids == ["k1"]
+            answer = await server.submit_tool_result("ct", "k1", {"colour": "teal"})
+            assert answer.resumed
+            assert await stream_to_end(server, "ct") == "picked"
+    log = await store.read("ct")
+    assert seqs_contiguous(log)
+    assert [r.message.content for r in results_of(log, "k1")] == ['{"colour":"teal"}']
 
 
 @pytest.fixture

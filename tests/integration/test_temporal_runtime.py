@@ -15,7 +15,7 @@ import pytest
 from temporal_server import TemporalDev
 from temporalio.client import Client
 
-from helix_agents import AgentExecutor, PersistentAgent, define_agent
+from helix_agents import AgentExecutor, PersistentAgent, define_agent, define_tool
 from helix_agents.errors import UsageError
 from helix_agents.events import (
     Aborted,
@@ -39,7 +39,7 @@ from tests.integration._temporal_kit import (
     stream_to_end,
     wait_for,
 )
-from tests.integration.temporal_app import agents
+from tests.integration.temporal_app import Number, agents
 
 pytestmark = [pytest.mark.slow]
 
@@ -162,6 +162,9 @@ def test_worker_refuses_agents_it_cannot_run() -> None:
             [define_agent("lead", llm=llm, persistent_agents=[PersistentAgent(child)])],
             MemoryEventStore(),
         )
+    pick = define_tool("pick", "Pick.", Number, "client", expires_in=5.0)
+    with pytest.raises(UsageError, match="expires_in"):
+        TemporalWorker([define_agent("late", llm=llm, tools=[pick])], MemoryEventStore())
     with pytest.raises(UsageError, match="workspaces"):
         TemporalWorker(
             [define_agent("ws", llm=llm, workspaces=[Workspace("files", "memory")])],
