@@ -19,14 +19,17 @@ from helix_agents import AgentExecutor, PersistentAgent, define_agent, define_to
 from helix_agents.errors import UsageError
 from helix_agents.events import (
     Aborted,
+    CustomChunk,
     Interrupted,
+    StepStarted,
     SubSessionFinished,
     ToolEnd,
     ToolStart,
 )
 from helix_agents.log import project_state
+from helix_agents.messages import UserMessage
 from helix_agents.models import ScriptedLLM
-from helix_agents.protocol import RemoteStartRequest
+from helix_agents.protocol import RemoteMessageRequest, RemoteStartRequest
 from helix_agents.stores import MemoryEventStore
 from helix_agents.temporal import TemporalWorker, ToolPolicy
 from helix_agents.workspaces import Workspace
@@ -215,3 +218,27 @@ async def test_abort_reaches_every_descendant(temporal_dev: TemporalDev) -> None
         starts = {e.tool_call_id for e in log if isinstance(e, ToolStart)}
         ends = {e.tool_call_id for e in log if isinstance(e, ToolEnd)}
         assert starts == ends
+
+
+async def test_a_follow_up_sent_while_running_is_taken_at_the_next_step(
+    temporal_dev: TemporalDev, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A message sent to a running session is queued in the log (the service appends it)
+    and the workflow's next model step takes it in, as on the built-in runtime."""
+    monkeypatch.setenv("HELIX_TEMPORAL_MARKS", str(tmp_path))
+    store = MemoryEventStore()
+    with anyio.fail_after(60):
+        async with gateway_and_worker(agents, store, options_for(temporal_dev)) as (server, _):
+            await server.start(
+                RemoteStartRequest(session_id="fu", agent_type="marker_boss", message="go")
+            )
+            await wait_for(store, "fu", lambda e: isinstance(e, CustomChunk))
+            sent = await server.send_message(
+                RemoteMessageRequest(session_id="fu", message="and then?", message_id="m-1")
+            )
+            assert sent.queued
+            assert await stream_to_end(server, "fu") == "marked and done"
+    state = project_state(await store.read("fu"))
+    said = [m.content for m in state.messages if isinstance(m, UserMessage)]
+    assert said == ["go", "and then?"]
+    assert any(isinstance(e, StepStarted) and e.taken == 1 for e in await store.read("fu"))
