@@ -25,7 +25,7 @@ __all__ = [
     "ToolPolicy",
 ]
 
-JobKind = Literal["tool", "child", "remote"]
+JobKind = Literal["tool", "child", "remote", "companion"]
 
 
 @dataclass
@@ -122,11 +122,18 @@ class ChildOpened:
 
 @dataclass
 class JobDone:
-    """A call's step ended: the parent's log end, and the child that suspended (if it did)."""
+    """A call's step ended: the parent's log end, and the child that suspended (if it did).
+
+    ``client``/``approval``/``children``: what a companion call left waiting for
+    people (as a round's own calls do).
+    """
 
     seq: int
     call_id: str
     suspended_child: str | None = None
+    client: list[str] = field(default_factory=list)
+    approval: list[str] = field(default_factory=list)
+    children: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -39,8 +39,10 @@ import anyio
 
 from helix_agents.agents.config import AgentConfig, RemoteSubAgentTool, SubAgentTool
 from helix_agents.agents.define import AgentRegistry
-from helix_agents.agents.tools import Tool
+from helix_agents.agents.tools import COMPANION_TOOL_PREFIX, Tool
 from helix_agents.children.call import ChildCall
+from helix_agents.children.open_calls import OpenCalls
+from helix_agents.companions.parent import Companions
 from helix_agents.durable.launches import collect_launches
 from helix_agents.durable.plan import (
     CallJob,
@@ -104,18 +106,14 @@ def refuse_unsupported(registry: AgentRegistry) -> set[str]:
     """Refuse what the durable steps do not run yet; the names of the agents' tools.
 
     Raises:
-        UsageError: an agent with persistent companions, with workspaces, or with a
-            tool whose pending input expires (``expires_in``: no timer answers it).
+        UsageError: an agent with workspaces (the seed's guard for durable runtimes),
+            or with a tool whose pending input expires (``expires_in``: no timer
+            answers it).
     """
     known: set[str] = set()
     for name in registry.names():
         agent = registry.get(name)
         assert agent is not None
-        if agent.persistent_agents:
-            raise UsageError(
-                f"agent {name!r} has persistent companions: the durable runtimes do not "
-                "run them yet (run it on the built-in runtime)"
-            )
         if agent.workspaces:
             raise UsageError(
                 f"agent {name!r} declares workspaces: the durable runtimes cannot host "
@@ -172,7 +170,7 @@ class DurableSteps:
 
     Raises:
         UsageError: an agent uses what the durable steps do not run yet
-            (persistent companions, workspaces), or a policy names no tool.
+            (workspaces, expiring inputs), or a policy names no tool.
     """
 
     def __init__(
@@ -209,6 +207,12 @@ class DurableSteps:
 
     def _run(self, agent: AgentConfig, writer: SessionWriter) -> SessionRun:
         return SessionRun(self.executor.env, agent, writer, writer.state.run_id)
+
+    def _companions(self, agent: AgentConfig, writer: SessionWriter) -> Companions | None:
+        if not agent.persistent_agents:
+            return None
+        fire = self._run(agent, writer).fire
+        return Companions(writer, agent, self.executor.env, fire, OpenCalls())
 
     async def _guarded(
         self,
@@ -285,8 +289,12 @@ class DurableSteps:
         restart = interrupted_step(log_)
         if restart is not None:
             writer.emit(restart)  # the cut step runs again: its partial text is void
+        companions = self._companions(agent, writer)
 
         async def body() -> None:
+            if companions is not None:
+                # Children's outcomes not yet seen reach the model first (push).
+                await companions.deliver()
             try:
                 response = await run.step()
             except LLMError as error:
@@ -316,6 +324,9 @@ class DurableSteps:
                     tool_start(agent, sid, call),
                     *result_events(agent, sid, call, shown, usage=False),
                 )
+                continue
+            if agent.persistent_agents and call.name.startswith(COMPANION_TOOL_PREFIX):
+                opened.jobs.append(CallJob(call.id, call.name, "companion"))
                 continue
             if tool is None:
                 await writer.append(
@@ -462,6 +473,24 @@ class DurableSteps:
         suspended = await self._guarded(writer, stop, body, beat, held)
         return JobDone(writer.last_seq, step.call_id, child.session_id if suspended else None)
 
+    async def companion_call(self, step: StepInput, beat: Beat = _no_beat) -> JobDone:
+        """One companion tool call (a blocking spawn follows its child here, heartbeating)."""
+        stop = _Stop()
+        agent, writer, _log = await self._open(step.session_id, stop)
+        call = _unanswered(writer.state, step.call_id)
+        companions = self._companions(agent, writer)
+        if call is None or companions is None or writer.state.status != "running":
+            return JobDone(writer.last_seq, step.call_id)
+        waiting = Waiting()
+        await self._guarded(writer, stop, lambda: companions.call(call, waiting), beat)
+        return JobDone(
+            writer.last_seq,
+            step.call_id,
+            client=list(waiting.client),
+            approval=list(waiting.approval),
+            children=dict(waiting.children),
+        )
+
     # --- endings ------------------------------------------------------------------------
 
     async def stopped(self, request: StopInput) -> Plan:
@@ -482,6 +511,11 @@ class DurableSteps:
                     if ref is not None and ref.status == "running":
                         child.opened = True
                         tg.start_soon(child.halt, stop)
+        companions = self._companions(agent, writer)
+        if stop.kind == "abort" and companions is not None:
+            # Stopped for good: so are its companions running on their own.
+            with anyio.move_on_after(self.executor.env.stop_grace):
+                await companions.terminate_live(stop.reason)
         await writer.append()  # what the halts forwarded
         after = _last_turn_seq(log_)
         started = _open_tool_starts(await self.executor.store.read(writer.session_id, after))

@@ -3,7 +3,8 @@
 The same ``define_agent`` agents: a session's run is a workflow (id = the
 session id), each model call and each tool call an activity, a local
 sub-agent a child workflow, a remote sub-agent call the seeds'
-remote-call activity; interrupts and aborts are signals. Every event lands
+remote-call activity, a companion tool call an activity; interrupts and
+aborts are signals. Every event lands
 once in the session's log, so the protocol, the streams and the CLI work
 unchanged. Needs the ``temporal`` extra (``temporalio``).
 

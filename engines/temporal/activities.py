@@ -81,6 +81,7 @@ class HelixActivities:
             self.child_open,
             self.child_follow,
             self.remote_child,
+            self.companion_call,
             self.round_close,
             self.stopped,
             self.run_failed,
@@ -132,6 +133,11 @@ class HelixActivities:
                 previous[0],
             )
         return await _translated(lambda: self.steps.remote_child(step, _beat))
+
+    @activity.defn(name="helix_companion_call")
+    async def companion_call(self, step: StepInput) -> JobDone:
+        """A companion tool call (a blocking spawn follows its child, heartbeating)."""
+        return await _translated(lambda: self.steps.companion_call(step, _beat))
 
     @activity.defn(name="helix_round_close")
     async def round_close(self, end: RoundEnd) -> Plan:

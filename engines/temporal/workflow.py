@@ -218,7 +218,12 @@ class AgentWorkflow:
         done = await asyncio.gather(*(self._job(job, opened.seq) for job in opened.jobs))  # noqa: TID251
         seq = max([opened.seq, *(job.seq for job in done)])
         children = {job.suspended_child: job.call_id for job in done if job.suspended_child}
-        end = RoundEnd(sid, seq, opened.client, opened.approval, children)
+        client, approval = list(opened.client), list(opened.approval)
+        for job in done:  # what companion calls left waiting
+            client.extend(job.client)
+            approval.extend(job.approval)
+            children.update(job.children)
+        end = RoundEnd(sid, seq, client, approval, children)
         closed: Plan = await self._step("helix_round_close", end, Plan)
         return closed
 
@@ -250,6 +255,9 @@ class AgentWorkflow:
                 )
                 return failed
             return result
+        if job.kind == "companion":
+            companion: JobDone = await self._step("helix_companion_call", step, JobDone, long=True)
+            return companion
         if job.kind == "remote":
             remote: JobDone = await self._step(
                 "helix_remote_child", step, JobDone, long=True, retry=_REMOTE

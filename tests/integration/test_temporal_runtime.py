@@ -15,23 +15,26 @@ import pytest
 from temporal_server import TemporalDev
 from temporalio.client import Client
 
-from helix_agents import AgentExecutor, PersistentAgent, define_agent, define_tool
+from helix_agents import AgentExecutor, define_agent, define_tool
 from helix_agents.errors import UsageError
 from helix_agents.events import (
     Aborted,
+    Completed,
+    CompletionDelivered,
     CustomChunk,
     Interrupted,
+    MessageAppended,
     StepStarted,
     SubSessionFinished,
     ToolEnd,
     ToolStart,
 )
 from helix_agents.log import project_state
-from helix_agents.messages import UserMessage
+from helix_agents.messages import ToolResultMessage, UserMessage
 from helix_agents.models import ScriptedLLM
 from helix_agents.protocol import RemoteMessageRequest, RemoteStartRequest
 from helix_agents.stores import MemoryEventStore
-from helix_agents.temporal import TemporalWorker, ToolPolicy
+from helix_agents.temporal import TemporalOptions, TemporalWorker, ToolPolicy
 from helix_agents.workspaces import Workspace
 from tests.integration._temporal_kit import (
     comparable,
@@ -42,6 +45,7 @@ from tests.integration._temporal_kit import (
     stream_to_end,
     wait_for,
 )
+from tests.integration.companion_app import agents as companion_agents
 from tests.integration.temporal_app import Number, agents
 
 pytestmark = [pytest.mark.slow]
@@ -156,15 +160,9 @@ async def test_seed_002_temporal_interrupt_trigger_reaches_a_grandchild(
 
 
 def test_worker_refuses_agents_it_cannot_run() -> None:
-    """Persistent companions and workspaces are refused at construction (UsageError)."""
-
+    """Workspaces and expiring inputs are refused at construction (UsageError), never run
+    half-way; so is a tool policy naming no tool."""
     llm = ScriptedLLM(["hi"])
-    child = define_agent("pal", llm=llm)
-    with pytest.raises(UsageError, match="companions"):
-        TemporalWorker(
-            [define_agent("lead", llm=llm, persistent_agents=[PersistentAgent(child)])],
-            MemoryEventStore(),
-        )
     pick = define_tool("pick", "Pick.", Number, "client", expires_in=5.0)
     with pytest.raises(UsageError, match="expires_in"):
         TemporalWorker([define_agent("late", llm=llm, tools=[pick])], MemoryEventStore())
@@ -173,6 +171,45 @@ def test_worker_refuses_agents_it_cannot_run() -> None:
             [define_agent("ws", llm=llm, workspaces=[Workspace("files", "memory")])],
             MemoryEventStore(),
         )
+    with pytest.raises(UsageError, match="no agent has"):
+        TemporalWorker(
+            [define_agent("plain", llm=llm)],
+            MemoryEventStore(),
+            TemporalOptions(tool_policies={"nope": ToolPolicy()}),
+        )
+
+
+async def test_companions_blocking_and_non_blocking(temporal_dev: TemporalDev) -> None:
+    """Seed 004's companions on Temporal: a blocking spawn returns the child's output inline,
+    a non-blocking one runs on its own (its own workflow); every child session completes and
+    the parent's follow-up turn gets the pushed outcome."""
+    store = MemoryEventStore()
+    with anyio.fail_after(60):
+        async with gateway_and_worker(companion_agents, store, options_for(temporal_dev)) as (
+            server,
+            _,
+        ):
+            await server.start(RemoteStartRequest(session_id="cp", agent_type="lead", message="go"))
+            first = await stream_to_end(server, "cp")
+            for child in ("cp-agent-slow", "cp-agent-bg"):
+                await wait_for(store, child, lambda e: isinstance(e, Completed))
+            await server.send_message(RemoteMessageRequest(session_id="cp", message="more"))
+            last = (await store.read("cp"))[-1].seq
+            second = await stream_to_end(server, "cp", last)
+    assert first == 'turn 1: {"name":"bg","status":"running"}'  # as on the built-in runtime
+    assert second == "turn 2: more"
+    assert project_state(await store.read("cp-agent-slow")).output == {"text": "answered s"}
+    assert project_state(await store.read("cp-agent-bg")).output == {"text": "answered b"}
+    log = await store.read("cp")
+    assert seqs_contiguous(log)
+    inline = [
+        e.message.content
+        for e in log
+        if isinstance(e, MessageAppended) and isinstance(e.message, ToolResultMessage)
+    ]
+    assert any("answered s" in text for text in inline)  # the blocking spawn's output, inline
+    delivered = [e.sub_session_id for e in log if isinstance(e, CompletionDelivered)]
+    assert sorted(delivered) == ["cp-agent-bg", "cp-agent-slow"]  # each outcome once
 
 
 async def test_a_tools_policy_bounds_its_activity(
