@@ -363,7 +363,7 @@ class DurableSteps:
         agent, writer, _log = await self._open(step.session_id, stop)
         call = _unanswered(writer.state, step.call_id)
         tool = agent.tool(call.name) if call is not None else None
-        if call is None or not isinstance(tool, Tool) or writer.state.status != "running":
+        if call is None or not isinstance(tool, Tool) or not _goes_on(writer.state):
             return JobDone(writer.last_seq, step.call_id)
         run = self._run(agent, writer)
         await self._guarded(
@@ -438,6 +438,8 @@ class DurableSteps:
         call = _unanswered(writer.state, step.call_id)
         if call is None or writer.state.status != "running":
             return JobDone(writer.last_seq, step.call_id)
+        if not _goes_on(writer.state):
+            return JobDone(writer.last_seq, step.call_id)
         child = self._child(agent, writer, call)
         child.opened = True
         suspended = await self._guarded(
@@ -461,6 +463,8 @@ class DurableSteps:
         call = _unanswered(writer.state, step.call_id)
         if call is None or writer.state.status != "running":
             return JobDone(writer.last_seq, step.call_id)
+        if not _goes_on(writer.state):
+            return JobDone(writer.last_seq, step.call_id)
         child = self._child(agent, writer, call)
 
         async def body() -> bool:
@@ -479,7 +483,7 @@ class DurableSteps:
         agent, writer, _log = await self._open(step.session_id, stop)
         call = _unanswered(writer.state, step.call_id)
         companions = self._companions(agent, writer)
-        if call is None or companions is None or writer.state.status != "running":
+        if call is None or companions is None or not _goes_on(writer.state):
             return JobDone(writer.last_seq, step.call_id)
         waiting = Waiting()
         await self._guarded(writer, stop, lambda: companions.call(call, waiting), beat)
@@ -584,6 +588,11 @@ def _first(group: BaseExceptionGroup[Any]) -> BaseException:
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
     return error
+
+
+def _goes_on(state: SessionState) -> bool:
+    """Whether a call's step may run: the session runs and no stop request waits."""
+    return state.status == "running" and plan_of(state).stop is None
 
 
 def _unanswered(state: SessionState, call_id: str) -> ToolCall | None:

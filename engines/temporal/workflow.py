@@ -150,10 +150,7 @@ class AgentWorkflow:
                 # A stop request reached the log without its signal: act on the log.
                 self._stop = (plan.stop, plan.stop_reason)
                 await self._cascade(plan.stop, plan.stop_reason)
-            if self._stop is not None:
-                return await self._stopped()
-            assert plan is not None
-            if plan.status == "paused":
+            if self._stop is None and plan is not None and plan.status == "paused":
                 self._paused_at = plan.seq
                 try:
                     await workflow.wait_condition(
@@ -162,10 +159,14 @@ class AgentWorkflow:
                     )
                 except TimeoutError:
                     return "paused"  # a later answer starts a new run of the session
-                if self._stopping():
-                    return await self._stopped()
-            elif self._resume <= plan.seq:
+            if self._stopping():
+                plan = await self._stopped()
+                self._stop = None
+            assert plan is not None
+            if self._resume <= plan.seq:
                 return plan.status
+            # The next run of the session is due (a resume, a follow-up turn) and
+            # reached this execution before it closed: run it here.
             seq = self._resume
 
     def _cut(self, exc: ActivityError) -> bool:
@@ -178,7 +179,7 @@ class AgentWorkflow:
     def _stopping(self) -> bool:
         return self._stop is not None
 
-    async def _stopped(self) -> str:
+    async def _stopped(self) -> Plan:
         """Record the stop once the children acknowledged (a paused run: already recorded)."""
         assert self._stop is not None
         kind, reason = self._stop
@@ -189,7 +190,7 @@ class AgentWorkflow:
             Plan,
             seconds=run.stop_grace + 60,
         )
-        return ended.status
+        return ended
 
     async def _drive(self, seq: int) -> Plan:
         sid = self._run_input.session_id
