@@ -5,8 +5,9 @@ with three differences: a run is launched by :class:`TemporalLauncher`
 (signal-with-start of the session's workflow, whose id is the session id)
 instead of in this process; ``interrupt``/``abort`` record the request in
 the log as always and then signal the workflow, which passes the stop on to
-every child workflow at once; and ``status``/``resume`` ask Temporal whether
-the session's workflow is open (``is_executing``), since no run is held here.
+every child workflow at once; and ``status``/``start``/``resume`` ask Temporal
+whether the session's workflow is open (``is_executing``; a repeated start or
+a resume joins the run in progress), since no run is held here.
 Everything else (idempotent start by compare-and-append, follow-ups,
 answers routed at the root, streams from the log) is the service unchanged,
 so the gateway in front of it cannot tell which runtime runs a session.
@@ -29,8 +30,10 @@ from helix_agents.agents.config import AgentConfig
 from helix_agents.durable import ToolPolicy, deferred_launch
 from helix_agents.errors import AgentServerError, TransportError
 from helix_agents.events import Event
+from helix_agents.log.projections import project_state
 from helix_agents.protocol import (
     RemoteResumeRequest,
+    RemoteStartRequest,
     RemoteStartResponse,
     RemoteStatusResponse,
     checked_session_id,
@@ -39,6 +42,7 @@ from helix_agents.runtime.executor import AgentExecutor
 from helix_agents.runtime.inprocess import InProcessTransport
 from helix_agents.runtime.runs import SessionRuns
 from helix_agents.runtime.service import ExecutorService
+from helix_agents.runtime.starts import user_messages
 from helix_agents.temporal.workflow import WORKFLOW_NAME, WorkflowInput
 
 __all__ = ["TemporalLauncher", "TemporalOptions", "TemporalService", "attach", "connect"]
@@ -145,6 +149,31 @@ class TemporalService(ExecutorService):
         status = await super().get_status(session_id)
         executing = status.status == "running" and await self.workflow_open(session_id)
         return msgspec.structs.replace(status, is_executing=executing)
+
+    async def start(self, request: RemoteStartRequest) -> RemoteStartResponse:
+        """Start a session (idempotent); a repeat while its workflow runs joins that run.
+
+        (No run is held here, so the service alone would take a running session
+        over as one left by a dead process.)
+        """
+        session_id = checked_session_id(request.session_id)
+        log_ = await self._runs.store.read(session_id)
+        if log_:
+            state = project_state(log_)
+            if state.status == "running" and await self.workflow_open(session_id):
+                messages = user_messages(request.message)
+                if state.agent_type != request.agent_type or (
+                    state.messages[: len(messages)] != messages
+                ):
+                    raise AgentServerError(
+                        "ALREADY_RUNNING",
+                        f"session {session_id!r} exists with a different request "
+                        f"(agent type {state.agent_type!r}); use a new session id",
+                    )
+                return RemoteStartResponse(
+                    session_id=session_id, stream_id=session_id, run_id=state.run_id
+                )
+        return await super().start(request)
 
     async def resume(self, request: RemoteResumeRequest) -> RemoteStartResponse:
         """Resume, unless the session's workflow is running it now (then: that run's ids)."""
