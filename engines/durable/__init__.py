@@ -7,6 +7,8 @@ work of each step on the session's log, exactly once (``specs/temporal.md``).
 
 from __future__ import annotations
 
+from helix_agents.durable.calls import CallSteps
+from helix_agents.durable.kit import Beat, StepKit
 from helix_agents.durable.launches import Launch, collect_launches, deferred_launch
 from helix_agents.durable.plan import (
     CallJob,
@@ -20,17 +22,13 @@ from helix_agents.durable.plan import (
     StopInput,
     ToolPolicy,
 )
-from helix_agents.durable.steps import (
-    Beat,
-    DurableSteps,
-    StepFailed,
-    plan_of,
-    refuse_unsupported,
-)
+from helix_agents.durable.reading import StepFailed, plan_of, refuse_unsupported
+from helix_agents.durable.steps import DurableSteps
 
 __all__ = [
     "Beat",
     "CallJob",
+    "CallSteps",
     "ChildOpened",
     "DurableSteps",
     "JobDone",
@@ -41,6 +39,7 @@ __all__ = [
     "RunInput",
     "StepFailed",
     "StepInput",
+    "StepKit",
     "StopInput",
     "ToolPolicy",
     "collect_launches",

@@ -105,22 +105,22 @@ class HelixActivities:
     @activity.defn(name="helix_tool_call")
     async def tool_call(self, step: StepInput) -> JobDone:
         """One regular tool call (heartbeating; its retry policy is the tool's)."""
-        return await _translated(lambda: self.steps.tool_call(step, _beat))
+        return await _translated(lambda: self.steps.calls.tool_call(step, _beat))
 
     @activity.defn(name="helix_tool_failed")
     async def tool_failed(self, step: StepInput, error: str) -> JobDone:
         """A tool call whose attempts are spent, recorded as an error result."""
-        return await _translated(lambda: self.steps.tool_failed(step, error))
+        return await _translated(lambda: self.steps.calls.tool_failed(step, error))
 
     @activity.defn(name="helix_child_open")
     async def child_open(self, step: StepInput) -> ChildOpened:
         """A local child call opened; its run is launched by the workflow."""
-        return await _translated(lambda: self.steps.child_open(step))
+        return await _translated(lambda: self.steps.calls.child_open(step))
 
     @activity.defn(name="helix_child_follow")
     async def child_follow(self, step: StepInput) -> JobDone:
         """A local child followed to its end, its chunks forwarded (heartbeating)."""
-        return await _translated(lambda: self.steps.child_follow(step, _beat))
+        return await _translated(lambda: self.steps.calls.child_follow(step, _beat))
 
     @activity.defn(name="helix_remote_child")
     async def remote_child(self, step: StepInput) -> JobDone:
@@ -132,12 +132,12 @@ class HelixActivities:
                 step.call_id,
                 previous[0],
             )
-        return await _translated(lambda: self.steps.remote_child(step, _beat))
+        return await _translated(lambda: self.steps.calls.remote_child(step, _beat))
 
     @activity.defn(name="helix_companion_call")
     async def companion_call(self, step: StepInput) -> JobDone:
         """A companion tool call (a blocking spawn follows its child, heartbeating)."""
-        return await _translated(lambda: self.steps.companion_call(step, _beat))
+        return await _translated(lambda: self.steps.calls.companion_call(step, _beat))
 
     @activity.defn(name="helix_round_close")
     async def round_close(self, end: RoundEnd) -> Plan:
