@@ -62,7 +62,12 @@ class StepKit:
     async def open(
         self, session_id: str, stop: StopWatch | None = None
     ) -> tuple[AgentConfig, SessionWriter, list[Event]]:
-        """The session's agent, a writer over its log (``stop`` hears stop requests), the log."""
+        """The session's agent, a writer over its log (``stop`` hears stop requests), the log.
+
+        The agent comes with its toolsets' tools, as a run's does: the executor
+        keeps each toolset open and shared (a toolset that will not open fails
+        the step, which the engine retries).
+        """
         store = self.executor.store
         log_ = await store.read(session_id)
         if not log_:
@@ -71,6 +76,9 @@ class StepKit:
         agent = self.executor.registry.get(writer.state.agent_type)
         if agent is None:
             raise StepFailed(f"agent type {writer.state.agent_type!r} is not on this worker")
+        toolsets = self.executor.env.toolsets
+        if agent.toolsets and toolsets is not None:
+            agent = await toolsets.expand(agent)
         return agent, writer, log_
 
     def run(self, agent: AgentConfig, writer: SessionWriter) -> SessionRun:

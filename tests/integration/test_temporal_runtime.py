@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -279,3 +280,53 @@ async def test_a_follow_up_sent_while_running_is_taken_at_the_next_step(
     said = [m.content for m in state.messages if isinstance(m, UserMessage)]
     assert said == ["go", "and then?"]
     assert any(isinstance(e, StepStarted) and e.taken == 1 for e in await store.read("fu"))
+
+
+class _Toolset:
+    """A toolset offering ``tools`` while open (as an MCP server's would)."""
+
+    def __init__(self, tools: list[Any]) -> None:
+        self._tools = tools
+        self.opened = 0
+
+    @property
+    def name(self) -> str:
+        return "numbers"
+
+    def tools(self) -> list[Any]:
+        return self._tools
+
+    async def __aenter__(self) -> _Toolset:
+        self.opened += 1
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+async def test_a_toolsets_tools_run_as_activities(temporal_dev: TemporalDev) -> None:
+    """An agent's toolset is opened once by the worker's executor; its tools are called as
+    any tool, each an activity."""
+
+    def triple(value: Number, ctx: Any) -> int:
+        return value.x * 3
+
+    numbers = _Toolset([define_tool("triple", "Triple a number.", Number, triple)])
+    tripler = define_agent(
+        "tripler",
+        toolsets=[numbers],
+        llm=ScriptedLLM([[ScriptedLLM.call("triple", {"x": 4}, id="t1")], "twelve"]),
+    )
+    store = MemoryEventStore()
+    with anyio.fail_after(60):
+        async with gateway_and_worker({"tripler": tripler}, store, options_for(temporal_dev)) as (
+            server,
+            _,
+        ):
+            await server.start(
+                RemoteStartRequest(session_id="ts", agent_type="tripler", message="?")
+            )
+            assert await stream_to_end(server, "ts") == "twelve"
+    [result] = results_of(await store.read("ts"), "t1")
+    assert result.message.content == "12"
+    assert numbers.opened >= 1
