@@ -1,4 +1,4 @@
-"""Benchmarks: ``python bench/run.py store|runtime|http|nats|idle|peer|load|interop``.
+"""Benchmarks: ``python bench/run.py store|runtime|http|nats|idle|peer|load|interop|temporal``.
 
 Each benchmark measures our code and a raw baseline in the same run and prints
 ratios; its last line is one JSON object. Benchmarks never assert on time and
@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-BENCHMARKS = ("store", "runtime", "http", "nats", "idle", "peer", "load", "interop")
+BENCHMARKS = ("store", "runtime", "http", "nats", "idle", "peer", "load", "interop", "temporal")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,6 +57,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench_load import run_load
 
         summary = run_load(quick=args.quick, big=args.big)
+    elif args.name == "temporal":
+        from bench_temporal import run_temporal
+
+        summary = run_temporal(quick=args.quick)
     else:
         from bench_idle import run_idle
 

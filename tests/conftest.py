@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 from nats_server import NatsServer
+from temporal_server import TemporalDev
 
 from helix_agents import EventStore
 from helix_agents.stores import JetStreamEventStore, MemoryEventStore, SqliteEventStore
@@ -64,6 +65,17 @@ STORE_BACKENDS = [
 def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
     """One JetStream ``nats-server`` for the whole run, on a loopback ephemeral port."""
     server = NatsServer.start(tmp_path_factory.mktemp("nats-store"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def temporal_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TemporalDev]:
+    """One Temporal dev server (in memory, on loopback) for the run: tests/temporal_server.py."""
+    server = TemporalDev(tmp_path_factory.mktemp("temporal"))
+    server.start()
     try:
         yield server
     finally:

@@ -42,7 +42,7 @@ from helix_agents.children.target import (
     fits,
     hook_call,
 )
-from helix_agents.errors import AgentServerError, TransportError
+from helix_agents.errors import AgentServerError, StreamDropError, TransportError
 from helix_agents.events import SubSessionResumed, SubSessionStarted
 from helix_agents.messages import ToolCall
 from helix_agents.protocol import RemoteStartRequest, message_from_input
@@ -90,6 +90,14 @@ class ChildCall(ChildLink):
         Returns True when the child suspended waiting for people: the call then
         keeps no result and its segment stays open until the parent re-opens it.
         """
+        return await self.open() and await self.conclude()
+
+    async def open(self) -> bool:
+        """Validate the input and start (or re-open) the child; False if the call is finished.
+
+        The first half of :meth:`run`; a durable engine runs the halves as two
+        durable steps, with the child's run launched in between.
+        """
         try:
             value = self.tool.input_schema.model_validate(self.call.arguments)
         except ValidationError as exc:
@@ -111,7 +119,25 @@ class ChildCall(ChildLink):
                 await self._reopen(payload)
             elif not await self._start(payload):
                 return False
+        except (TransportError, AgentServerError) as exc:
+            await self.finish(ChildOutcome(status="failed", error=str(exc)))
+            return False
+        return True
+
+    async def conclude(self, *, raise_drops: bool = False) -> bool:
+        """Follow the opened child to its end and record the call's result (or suspension).
+
+        The second half of :meth:`run`; True when the child suspended. With
+        ``raise_drops``, a :class:`StreamDropError` (the stream dropped more
+        often in a row than the tool allows) is raised instead of being the
+        call's error result: a durable engine retries the step.
+        """
+        try:
             outcome = await self._await()
+        except StreamDropError as exc:
+            if raise_drops:
+                raise
+            outcome = ChildOutcome(status="failed", error=str(exc))
         except (TransportError, AgentServerError) as exc:
             outcome = ChildOutcome(status="failed", error=str(exc))
         if outcome.status == "suspended":

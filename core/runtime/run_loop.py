@@ -248,7 +248,7 @@ class SessionRun:
                 # Children's outcomes not yet seen reach the model first (push).
                 await self._companions.deliver()
             try:
-                response = await self._step()
+                response = await self.step()
             except LLMError as error:
                 await self._fail(str(error), recoverable=error.retryable)
                 return
@@ -263,7 +263,14 @@ class SessionRun:
                     MessageAppended(message=UserMessage(content=FINISH_REMINDER))
                 )
 
-    async def _step(self) -> LLMResponse | None:
+    async def step(self) -> LLMResponse | None:
+        """Run one model step: ``step_started``, the streamed text, the assistant turn.
+
+        Returns the turn (its calls made unique), or None when the turn ended the
+        run (a final answer, recorded with the completion in one batch). Also
+        used alone by a durable engine, one step per durable step
+        (``helix_agents.durable``); the caller runs the writer's flusher.
+        """
         agent = self.agent
         llm = self.env.llm_override or agent.llm or self.env.llm
         if llm is None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import (
     AbstractAsyncContextManager,
     AbstractContextManager,
@@ -27,7 +27,7 @@ from helix_agents.runtime.writer import SessionWriter, StartCommit, stamp
 from helix_agents.tracing import Span, Tracer, end_run_span, run_span, tokens_used
 from helix_agents.workspaces.hub import WorkspaceHub
 
-__all__ = ["ActiveRun", "RunGuard", "SessionLocks", "SessionRuns", "TakeoverClaim"]
+__all__ = ["ActiveRun", "Launcher", "RunGuard", "SessionLocks", "SessionRuns", "TakeoverClaim"]
 
 
 RunGuard = Callable[[str], AbstractAsyncContextManager[object]]
@@ -39,6 +39,12 @@ TakeoverClaim = Callable[[Sequence[Event], SessionState], list[Event]]
 
 A resume takes over when the log says the session runs and no run of it is
 active here; a fleet host claims it there (``host_claimed``), in the same batch."""
+
+Launcher = Callable[[AgentConfig, Sequence[Event], str], Awaitable[None]]
+"""``launcher(agent, log, run_id)``: have a run of the session whose ``log`` ends with its
+``run_started`` happen elsewhere (a durable engine's worker), instead of in this process.
+
+Called once the log is durable; it returns once the run is handed over."""
 
 
 class SessionLocks:
@@ -127,6 +133,8 @@ class SessionRuns:
         """Entered around every start and resume (a NATS host takes leases there)."""
         self.takeover_claim: TakeoverClaim | None = None
         """Events a resume that takes over a session left running appends first."""
+        self.launcher: Launcher | None = None
+        """Where runs happen when not here (``helix_agents.temporal``); None: in this process."""
         self._active: dict[str, ActiveRun] = {}
         self._tg: TaskGroup | None = None
         self._on_run_end = on_run_end
@@ -253,6 +261,14 @@ class SessionRuns:
                 unsaved=unsaved,
                 start=start,
             )
+            if self.launcher is not None:
+                # Run elsewhere: the start is saved first, then the run handed over.
+                try:
+                    await writer.save_start()
+                except OwnershipLost:
+                    return
+                await self.launcher(agent, log_, active.run_id)
+                return
             if unsaved and _acts_before_its_loop(agent, writer.state):
                 # Workspaces and the start hook act outside the log: only once
                 # the start is durable (a lost start then runs nothing of them).

@@ -48,6 +48,7 @@ from helix_agents.server.cli.rerun import rerun_lines
 from helix_agents.server.cli.serve import add_serve_command
 from helix_agents.server.cli.sessions import add_sessions_command, session_page, sessions_lines
 from helix_agents.server.cli.target import TargetError
+from helix_agents.server.cli.worker import add_temporal_commands
 from helix_agents.stores import DEFAULT_STORE_URL, StoreCheck, check_store, open_store
 
 __all__ = ["DAMAGE_FOUND", "STORE_URL_ENV", "CliError", "main", "store_url"]
@@ -212,6 +213,7 @@ def _build_parser() -> argparse.ArgumentParser:
     add_openapi_command(commands)
     add_sessions_command(commands, store_help)
     commands.choices["sessions"].set_defaults(handler=_sessions)
+    add_temporal_commands(commands, store_help)
     return parser
 
 

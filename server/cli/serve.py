@@ -9,12 +9,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import anyio
 
+from helix_agents.agents.config import AgentConfig
 from helix_agents.errors import UsageError
+from helix_agents.log.store import EventStore
 from helix_agents.server.agent_server import AgentServer
 from helix_agents.server.cli.options import (
     LOOPS,
@@ -36,6 +39,7 @@ from helix_agents.server.cli.serve_uvicorn import (
     check_address,
 )
 from helix_agents.server.cli.target import TargetError, agents_of, load_target
+from helix_agents.server.cli.worker import temporal_server_factory
 from helix_agents.server.gateway.app import create_http_app
 from helix_agents.server.serving.allocator import fix_mmap_threshold
 from helix_agents.server.serving.collector import tune_collector
@@ -80,6 +84,7 @@ async def run_serve(
     tokens: list[str] | None = None,
     replicas: int = 1,
     options: ServeOptions | None = None,
+    make_server: Callable[[list[AgentConfig], EventStore], Awaitable[AgentServer]] | None = None,
 ) -> None:
     """Serve ``spec`` (an AgentServer, or agents run on the store at ``url``) under uvicorn.
 
@@ -89,7 +94,8 @@ async def run_serve(
     ``limits`` bounds connections, header and keep-alive times, open streams
     and the shutdown (:class:`ServeLimits`). ``tokens``: the accepted bearer
     tokens (every route but ``/health`` then needs one); ``options``: the CORS
-    origins and the log level (:class:`ServeOptions`).
+    origins and the log level (:class:`ServeOptions`). ``make_server``: how
+    the server of agents is made (``serve --temporal``: runs on Temporal).
     """
     limits = limits or ServeLimits()
     options = options or ServeOptions()
@@ -134,7 +140,11 @@ async def run_serve(
         # re-raises SIGTERM after a graceful shutdown, so code after serve()
         # would never run.
         tracer = exporting.tracer if exporting is not None else None
-        server = AgentServer(agents, await open_store(url), owns_store=True, tracer=tracer)
+        store = await open_store(url)
+        if make_server is not None:
+            server = await make_server(agents, store)
+        else:
+            server = AgentServer(agents, store, owns_store=True, tracer=tracer)
     app = create_http_app(
         server, auth=auth, heartbeat_interval=heartbeat, mcp=_mcp_options(options)
     )
@@ -300,6 +310,7 @@ def serve_command(args: argparse.Namespace) -> int:
             tokens=tokens,
             replicas=args.replicas,
             options=serve_options(args),
+            make_server=temporal_server_factory(args),
         ),
         backend_options=loop_options(limits.loop),
     )

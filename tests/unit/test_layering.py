@@ -25,6 +25,20 @@ RULES = {
             "helix_agents.server",
             "helix_agents.a2a",
             "helix_agents.mcp",
+            "helix_agents.durable",
+            "helix_agents.temporal",
+        ),
+    ),
+    # the durable engines' shared half: core only, never an engine or an edge
+    "engines/durable": (
+        "helix_agents.durable",
+        (
+            "helix_agents.stores",
+            "helix_agents.transports",
+            "helix_agents.server",
+            "helix_agents.a2a",
+            "helix_agents.mcp",
+            "helix_agents.temporal",
         ),
     ),
     "stores": ("helix_agents.stores", ("helix_agents.server", "helix_agents.mcp")),
@@ -39,7 +53,7 @@ RULES = {
     # the MCP bridge: the gateway mounts it (server -> mcp), so it never imports the server
     "bridges/mcp": ("helix_agents.mcp", ("helix_agents.server",)),
 }
-FOLDERS = ("core", "stores", "transports", "server", "otel", "bridges")
+FOLDERS = ("core", "stores", "transports", "server", "otel", "bridges", "engines")
 """Folder names: importing one of them by name means importing by folder, not by package."""
 
 

@@ -1,0 +1,133 @@
+"""``CallSteps``: the durable steps of one call each: a tool, a child, a remote child, a companion.
+
+Each finds its call among the last turn's unanswered ones (a retried step
+whose call has its result does nothing), runs it with the built-in runtime's
+pieces (``run_tool_call``, ``ChildCall``, ``Companions``) and records it.
+"""
+
+from __future__ import annotations
+
+from helix_agents.agents.tools import Tool
+from helix_agents.durable.kit import Beat, StepKit, StopWatch, no_beat
+from helix_agents.durable.launches import collect_launches
+from helix_agents.durable.plan import ChildOpened, JobDone, StepInput
+from helix_agents.durable.reading import goes_on, open_tool_starts, unanswered
+from helix_agents.hitl.gates import Waiting
+from helix_agents.runtime.tool_runner import ToolOutcome, result_events, run_tool_call, tool_start
+
+__all__ = ["CallSteps"]
+
+
+class CallSteps:
+    """The call steps, over ``kit``."""
+
+    def __init__(self, kit: StepKit) -> None:
+        self.kit = kit
+
+    async def tool_call(self, step: StepInput, beat: Beat = no_beat) -> JobDone:
+        """Run one regular tool call, unless its result is already recorded."""
+        stop = StopWatch()
+        agent, writer, _log = await self.kit.open(step.session_id, stop)
+        call = unanswered(writer.state, step.call_id)
+        tool = agent.tool(call.name) if call is not None else None
+        if call is None or not isinstance(tool, Tool) or not goes_on(writer.state):
+            return JobDone(writer.last_seq, step.call_id)
+        run = self.kit.run(agent, writer)
+        await self.kit.guarded(
+            writer, stop, lambda: run_tool_call(agent, writer, call, tool, run.fire), beat
+        )
+        return JobDone(writer.last_seq, step.call_id)
+
+    async def tool_failed(self, step: StepInput, error: str) -> JobDone:
+        """Record a tool call whose every attempt failed (its steps' retries spent) as an error."""
+        agent, writer, log_ = await self.kit.open(step.session_id)
+        call = unanswered(writer.state, step.call_id)
+        if call is None or writer.state.status != "running":
+            return JobDone(writer.last_seq, step.call_id)
+        sid = writer.session_id
+        started = call.id in open_tool_starts(log_)
+        await writer.append(
+            *([] if started else [tool_start(agent, sid, call)]),
+            *result_events(agent, sid, call, ToolOutcome(error=error), usage=False),
+        )
+        return JobDone(writer.last_seq, step.call_id)
+
+    async def child_open(self, step: StepInput) -> ChildOpened:
+        """Open a local child call; the child's run it needs is returned, not launched here."""
+        agent, writer, _log = await self.kit.open(step.session_id)
+        call = unanswered(writer.state, step.call_id)
+        if call is None or writer.state.status != "running":
+            return ChildOpened(writer.last_seq, "", open=False)
+        child = self.kit.child(agent, writer, call)
+        with collect_launches() as launches:
+            opened = await child.open()
+            await self.kit.executor.runs.wait_idle(child.session_id)  # its launch is handed over
+        await writer.append()  # the call's records, written behind by the open
+        seqs = [launch.seq for launch in launches if launch.session_id == child.session_id]
+        return ChildOpened(
+            writer.last_seq, child.session_id, open=opened, launch_seq=max(seqs) if seqs else None
+        )
+
+    async def child_follow(self, step: StepInput, beat: Beat = no_beat) -> JobDone:
+        """Follow an opened local child to its end (or suspension) and record the call's result."""
+        stop = StopWatch()
+        agent, writer, _log = await self.kit.open(step.session_id, stop)
+        call = unanswered(writer.state, step.call_id)
+        if call is None or writer.state.status != "running":
+            return JobDone(writer.last_seq, step.call_id)
+        if not goes_on(writer.state):
+            return JobDone(writer.last_seq, step.call_id)
+        child = self.kit.child(agent, writer, call)
+        child.opened = True
+        suspended = await self.kit.guarded(
+            writer, stop, child.conclude, beat, lambda: writer.held_child_seq(child.session_id)
+        )
+        return JobDone(writer.last_seq, step.call_id, child.session_id if suspended else None)
+
+    async def remote_child(self, step: StepInput, beat: Beat = no_beat) -> JobDone:
+        """A remote sub-agent call: deterministic id, status first, resumed from the seq held.
+
+        The call's child id is ``{parent}-remote-{call id}``; a retried step re-opens
+        it from what the parent's log holds (the status decides: completed -> its
+        output, no re-run; running -> follow from the last seq held; failed -> its
+        error). A stream that drops more often in a row than the tool's
+        ``stream_retries`` raises :class:`~helix_agents.errors.StreamDropError`:
+        the engine retries the step. ``progress`` given to ``beat`` is the last
+        child seq the parent's log holds.
+        """
+        stop = StopWatch()
+        agent, writer, _log = await self.kit.open(step.session_id, stop)
+        call = unanswered(writer.state, step.call_id)
+        if call is None or writer.state.status != "running":
+            return JobDone(writer.last_seq, step.call_id)
+        if not goes_on(writer.state):
+            return JobDone(writer.last_seq, step.call_id)
+        child = self.kit.child(agent, writer, call)
+
+        async def body() -> bool:
+            return await child.open() and await child.conclude(raise_drops=True)
+
+        def held() -> int:
+            ref = writer.state.sub_sessions.get(child.session_id)
+            return ref.last_child_seq if ref is not None else 0
+
+        suspended = await self.kit.guarded(writer, stop, body, beat, held)
+        return JobDone(writer.last_seq, step.call_id, child.session_id if suspended else None)
+
+    async def companion_call(self, step: StepInput, beat: Beat = no_beat) -> JobDone:
+        """One companion tool call (a blocking spawn follows its child here, heartbeating)."""
+        stop = StopWatch()
+        agent, writer, _log = await self.kit.open(step.session_id, stop)
+        call = unanswered(writer.state, step.call_id)
+        companions = self.kit.companions(agent, writer)
+        if call is None or companions is None or not goes_on(writer.state):
+            return JobDone(writer.last_seq, step.call_id)
+        waiting = Waiting()
+        await self.kit.guarded(writer, stop, lambda: companions.call(call, waiting), beat)
+        return JobDone(
+            writer.last_seq,
+            step.call_id,
+            client=list(waiting.client),
+            approval=list(waiting.approval),
+            children=dict(waiting.children),
+        )

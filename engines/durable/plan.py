@@ -1,0 +1,156 @@
+"""What a durable engine's workflow and its steps hand each other: small, plain, JSON-able.
+
+A workflow (Temporal's, DBOS's) decides only from these: every value in
+them comes out of a step, so an engine that records step results (Temporal's
+history, DBOS's step table) replays the workflow to the same decisions.
+Plain dataclasses of strings, numbers and lists, so every engine's default
+serializer carries them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = [
+    "CallJob",
+    "ChildOpened",
+    "JobDone",
+    "Plan",
+    "Round",
+    "RoundEnd",
+    "RunInput",
+    "StepInput",
+    "StopInput",
+    "ToolPolicy",
+]
+
+JobKind = Literal["tool", "child", "remote", "companion"]
+
+
+@dataclass
+class RunInput:
+    """A run of session ``session_id`` whose log ends at ``seq`` (its ``run_started``)."""
+
+    session_id: str
+    seq: int
+
+
+@dataclass
+class StepInput:
+    """One step of session ``session_id``: the log ended at ``seq`` when it was scheduled.
+
+    ``call_id``: the tool call a call's step is about (empty for the others).
+    """
+
+    session_id: str
+    seq: int
+    call_id: str = ""
+
+
+@dataclass
+class ToolPolicy:
+    """How a tool call's durable step is retried and bounded (set per tool on the worker).
+
+    Args:
+        max_attempts: attempts in all (1: never retried; a crash then fails the call).
+        initial_interval: seconds before the first retry.
+        backoff: each later wait is the one before times this.
+        max_interval: the longest wait between attempts, in seconds.
+        timeout: the longest one attempt may take, in seconds (None: the tool's own
+            ``timeout`` plus a margin, or ten minutes).
+    """
+
+    max_attempts: int = 5
+    initial_interval: float = 1.0
+    backoff: float = 2.0
+    max_interval: float = 30.0
+    timeout: float | None = None
+
+
+@dataclass
+class Plan:
+    """Where a session stands after a step: what its workflow does next.
+
+    ``status`` is the session's (``running``, ``paused``, ``completed``,
+    ``failed``, ``interrupted``); ``stop`` is ``interrupt``/``abort`` when the
+    log holds a stop request the run has not acted on; ``calls``: the last
+    assistant turn has calls without results (a round is due, not a step).
+    """
+
+    session_id: str
+    seq: int
+    status: str
+    stop: str | None = None
+    stop_reason: str | None = None
+    calls: bool = False
+
+
+@dataclass
+class CallJob:
+    """One call of a round that runs as a durable step of its own (or a child run)."""
+
+    call_id: str
+    name: str
+    kind: JobKind
+    policy: ToolPolicy = field(default_factory=ToolPolicy)
+
+
+@dataclass
+class Round:
+    """A round opened: the calls that run on their own, and those that wait for people.
+
+    The round's inline calls (``__finish__``, unknown tools, approval gates,
+    client tools) are recorded by the step that opened it.
+    """
+
+    seq: int
+    jobs: list[CallJob] = field(default_factory=list)
+    client: list[str] = field(default_factory=list)
+    approval: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ChildOpened:
+    """A local child call opened: its session, and the run of it to launch (if one is due)."""
+
+    seq: int
+    child_session_id: str
+    open: bool
+    launch_seq: int | None = None
+
+
+@dataclass
+class JobDone:
+    """A call's step ended: the parent's log end, and the child that suspended (if it did).
+
+    ``client``/``approval``/``children``: what a companion call left waiting for
+    people (as a round's own calls do).
+    """
+
+    seq: int
+    call_id: str
+    suspended_child: str | None = None
+    client: list[str] = field(default_factory=list)
+    approval: list[str] = field(default_factory=list)
+    children: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class RoundEnd:
+    """What a round's closing step needs: what waits for people, and which children."""
+
+    session_id: str
+    seq: int
+    client: list[str] = field(default_factory=list)
+    approval: list[str] = field(default_factory=list)
+    children: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class StopInput:
+    """A stop of session ``session_id``'s run: ``interrupt`` or ``abort``."""
+
+    session_id: str
+    kind: str
+    reason: str | None = None

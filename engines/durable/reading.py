@@ -1,0 +1,153 @@
+"""What a durable step reads in a session's log: the plan, the calls, what a retry finds.
+
+Pure functions of the log or of its folded state, shared by the steps
+(``steps.py``, ``calls.py``); and the check of what the durable runtimes run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from helix_agents.agents.config import AgentConfig
+from helix_agents.agents.define import AgentRegistry
+from helix_agents.durable.plan import Plan
+from helix_agents.errors import HelixError, UsageError
+from helix_agents.events import Completed, Event, Failed, MessageAppended, ToolEnd, ToolStart
+from helix_agents.log.state import SessionState
+from helix_agents.messages import AssistantMessage, ToolCall
+from helix_agents.models.base import FINISH_TOOL_NAME
+from helix_agents.runtime.tool_runner import validate_finish
+from helix_agents.runtime.turns import unanswered_calls
+
+__all__ = [
+    "StepFailed",
+    "finished_output",
+    "first_error",
+    "goes_on",
+    "last_turn_seq",
+    "open_tool_starts",
+    "plan_of",
+    "refuse_unsupported",
+    "stepped_since",
+    "unanswered",
+]
+
+
+class StepFailed(HelixError):
+    """A step that can never succeed (no such session, an agent this worker lacks): no retry."""
+
+
+def refuse_unsupported(registry: AgentRegistry) -> set[str]:
+    """Refuse what the durable steps do not run yet; the names of the agents' tools.
+
+    Raises:
+        UsageError: an agent with workspaces (the seed's guard for durable runtimes),
+            or with a tool whose pending input expires (``expires_in``: no timer
+            answers it).
+    """
+    known: set[str] = set()
+    for name in registry.names():
+        agent = registry.get(name)
+        assert agent is not None
+        if agent.workspaces:
+            raise UsageError(
+                f"agent {name!r} declares workspaces: the durable runtimes cannot host "
+                "a workspace's lifecycle (run it on the built-in runtime)"
+            )
+        for tool in agent.tools:
+            if getattr(tool, "expires_in", None) is not None:
+                raise UsageError(
+                    f"tool {tool.name!r} of agent {name!r} sets expires_in: the durable "
+                    "runtimes do not expire pending inputs yet (leave it unset)"
+                )
+            known.add(tool.name)
+    return known
+
+
+def plan_of(state: SessionState) -> Plan:
+    """Where ``state`` stands: what its workflow does next."""
+    stop = "abort" if state.abort_requested else "interrupt" if state.interrupt_requested else None
+    running = state.status == "running"
+    return Plan(
+        session_id=state.session_id,
+        seq=state.last_seq,
+        status=state.status,
+        stop=stop if running else None,
+        stop_reason=state.stop_reason if running else None,
+        calls=running and bool(unanswered_calls(state)),
+    )
+
+
+def first_error(group: BaseExceptionGroup[Any]) -> BaseException:
+    """The first leaf exception of ``group`` (a step raises what its body raised)."""
+    error: BaseException = group
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return error
+
+
+def goes_on(state: SessionState) -> bool:
+    """Whether a call's step may run: the session runs and no stop request waits."""
+    return state.status == "running" and plan_of(state).stop is None
+
+
+def unanswered(state: SessionState, call_id: str) -> ToolCall | None:
+    """Call ``call_id`` of the last turn, if it has no result yet."""
+    for call in unanswered_calls(state):
+        if call.id == call_id:
+            return call
+    return None
+
+
+def stepped_since(log_: list[Event], seq: int) -> bool:
+    """Whether the log holds a model turn (or an ending) after ``seq``: the step was done."""
+    for event in reversed(log_):
+        if event.seq <= seq:
+            return False
+        if isinstance(event, Completed | Failed) or (
+            isinstance(event, MessageAppended) and isinstance(event.message, AssistantMessage)
+        ):
+            return True
+    return False
+
+
+def last_turn_seq(log_: list[Event]) -> int:
+    """The seq of the last assistant turn (0 if none)."""
+    for event in reversed(log_):
+        if isinstance(event, MessageAppended) and isinstance(event.message, AssistantMessage):
+            return event.seq
+    return 0
+
+
+def open_tool_starts(events: list[Event]) -> set[str]:
+    """Ids of calls with a ``tool_start`` and no ``tool_end`` after the last model turn."""
+    started: set[str] = set()
+    for event in events[_last_turn_index(events) :]:
+        if isinstance(event, ToolStart):
+            started.add(event.tool_call_id)
+        elif isinstance(event, ToolEnd):
+            started.discard(event.tool_call_id)
+    return started
+
+
+def _last_turn_index(events: list[Event]) -> int:
+    for index in range(len(events) - 1, -1, -1):
+        event = events[index]
+        if isinstance(event, MessageAppended) and isinstance(event.message, AssistantMessage):
+            return index
+    return 0
+
+
+def finished_output(agent: AgentConfig, state: SessionState) -> tuple[Any] | None:
+    """The output of the last turn's valid ``__finish__`` call, if it has one."""
+    if agent.output_schema is None:
+        return None
+    for message in reversed(state.messages):
+        if isinstance(message, AssistantMessage):
+            for call in message.tool_calls:
+                if call.name == FINISH_TOOL_NAME:
+                    outcome = validate_finish(agent, call.arguments)
+                    if outcome.error is None:
+                        return (outcome.result,)
+            return None
+    return None

@@ -1,0 +1,325 @@
+"""``DurableSteps``: a session's run cut into durable steps, each landing once in the log.
+
+The engine-neutral half of a durable runtime (``specs/temporal.md``). A
+workflow (Temporal's, a DBOS one) drives a session with these steps and
+decides only from what they return (:mod:`helix_agents.durable.plan`):
+
+- ``begin``: a run begins (its ``on_agent_start`` hook) and says what is due;
+- ``model_step``: one model call (``step_started``, streamed text, the turn);
+- ``round_open``: a turn's calls routed; the inline ones recorded (``__finish__``,
+  unknown tools, approval gates, client tools), the rest returned as jobs;
+- in :attr:`DurableSteps.calls` (``calls.py``): ``tool_call``, ``child_open`` +
+  ``child_follow`` (a local child, whose run the workflow launches in
+  between), ``remote_child``, ``companion_call``: one job each;
+- ``round_close``: completion, suspension for people, or the next step;
+- ``stopped``: an interrupt or abort recorded once the children acknowledged.
+
+**One log, exactly once.** Every step reads the session's log, folds it and
+appends through a :class:`~helix_agents.runtime.writer.SessionWriter`, whose
+compare-and-append at the log's end (the seq the workflow passed is where the
+step's work starts) folds any other writer's events (a stop request, an
+answer, a queued message) and retries. A step is a no-op when its work is
+already in the log: a retried step (its worker died after appending, before
+the engine recorded its result) finds its events there and succeeds without
+repeating them: a model step finds its turn, a tool step its result, a round
+its records. A step cut mid-stream leaves a partial step that the retry
+declares void (``step_restarted``), as a resumed run does.
+
+Every step runs the building blocks of the built-in runtime (``SessionRun.step``,
+``run_tool_call``, ``ChildCall``, the HITL gates), so the log a durable engine
+writes is the log the built-in runtime writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+
+from helix_agents.agents.config import AgentConfig, RemoteSubAgentTool, SubAgentTool
+from helix_agents.agents.tools import COMPANION_TOOL_PREFIX
+from helix_agents.durable.calls import CallSteps
+from helix_agents.durable.kit import Beat, StepKit, StopWatch, no_beat
+from helix_agents.durable.plan import (
+    CallJob,
+    Plan,
+    Round,
+    RoundEnd,
+    StepInput,
+    StopInput,
+    ToolPolicy,
+)
+from helix_agents.durable.reading import (
+    finished_output,
+    last_turn_seq,
+    open_tool_starts,
+    plan_of,
+    refuse_unsupported,
+    stepped_since,
+)
+from helix_agents.errors import UsageError
+from helix_agents.events import (
+    Aborted,
+    AbortRequested,
+    Completed,
+    ErrorChunk,
+    Event,
+    Failed,
+    Interrupted,
+    InterruptRequested,
+    MessageAppended,
+    OutputChunk,
+)
+from helix_agents.hitl.gates import Waiting, approval_gate, client_call, suspension
+from helix_agents.log.projections import interrupted_step
+from helix_agents.log.state import SessionState
+from helix_agents.messages import UserMessage
+from helix_agents.models.base import FINISH_TOOL_NAME, LLMError
+from helix_agents.runtime.executor import AgentExecutor
+from helix_agents.runtime.tool_runner import (
+    ToolOutcome,
+    result_events,
+    tool_end,
+    tool_start,
+    validate_finish,
+)
+from helix_agents.runtime.turns import FINISH_REMINDER, unanswered_calls
+from helix_agents.runtime.writer import SessionWriter, StopRequest
+
+__all__ = ["DurableSteps"]
+
+
+class DurableSteps:
+    """The steps of the sessions of ``executor``'s agents, on its store (see the module doc).
+
+    Args:
+        executor: where the agents, the store, the models and the local
+            transport come from (its task group must be open while steps run).
+        tool_policies: a :class:`ToolPolicy` by tool name (retries, timeout).
+        default_policy: the policy of the other tools.
+        beat_every: seconds between a long step's heartbeats.
+
+    Raises:
+        UsageError: an agent uses what the durable steps do not run yet
+            (workspaces, expiring inputs), or a policy names no tool.
+    """
+
+    def __init__(
+        self,
+        executor: AgentExecutor,
+        *,
+        tool_policies: Mapping[str, ToolPolicy] | None = None,
+        default_policy: ToolPolicy | None = None,
+        beat_every: float = 1.0,
+    ) -> None:
+        self.kit = StepKit(executor, beat_every)
+        self.calls = CallSteps(self.kit)
+        """The steps of one call each (a tool, a child, a remote child, a companion)."""
+        self._policies = dict(tool_policies or {})
+        self._default = default_policy or ToolPolicy()
+        known = refuse_unsupported(executor.registry)
+        unknown = sorted(set(self._policies) - known)
+        if unknown:
+            raise UsageError(f"tool_policies name tools no agent has: {', '.join(unknown)}")
+
+    def policy(self, tool_name: str) -> ToolPolicy:
+        """The retry policy of tool ``tool_name``'s steps."""
+        return self._policies.get(tool_name, self._default)
+
+    # --- the run ----------------------------------------------------------------------
+
+    async def begin(self, step: StepInput) -> Plan:
+        """A run begins: fire ``on_agent_start`` (at least once) and say what is due."""
+        agent, writer, _log = await self.kit.open(step.session_id)
+        if writer.state.status == "running":
+            await self.kit.run(agent, writer).fire("on_agent_start")
+        return plan_of(writer.state)
+
+    async def model_step(self, step: StepInput, beat: Beat = no_beat) -> Plan:
+        """One model call, recorded once (a retry after it was recorded calls nothing)."""
+        stop = StopWatch()
+        agent, writer, log_ = await self.kit.open(step.session_id, stop)
+        state = writer.state
+        if state.status != "running" or plan_of(state).stop or unanswered_calls(state):
+            return plan_of(state)
+        if stepped_since(log_, step.seq):
+            return plan_of(state)
+        if state.run_step_count >= agent.max_steps:
+            await self._fail(agent, writer, f"max steps ({agent.max_steps}) reached")
+            return plan_of(writer.state)
+        run = self.kit.run(agent, writer)
+        restart = interrupted_step(log_)
+        if restart is not None:
+            writer.emit(restart)  # the cut step runs again: its partial text is void
+        companions = self.kit.companions(agent, writer)
+
+        async def body() -> None:
+            if companions is not None:
+                # Children's outcomes not yet seen reach the model first (push).
+                await companions.deliver()
+            try:
+                response = await run.step()
+            except LLMError as error:
+                await self._fail(agent, writer, str(error), recoverable=error.retryable)
+                return
+            if response is not None and not response.tool_calls and agent.output_schema:
+                await writer.append(MessageAppended(message=UserMessage(content=FINISH_REMINDER)))
+
+        await self.kit.guarded(writer, stop, body, beat)
+        return plan_of(writer.state)
+
+    async def round_open(self, step: StepInput) -> Round:
+        """Route the last turn's unanswered calls: record the inline ones, return the jobs."""
+        agent, writer, _log = await self.kit.open(step.session_id)
+        opened = Round(seq=writer.last_seq)
+        if writer.state.status != "running":
+            return opened
+        sid = writer.session_id
+        for call in unanswered_calls(writer.state):
+            tool = agent.tool(call.name)
+            if call.name == FINISH_TOOL_NAME and agent.output_schema is not None:
+                outcome = validate_finish(agent, call.arguments)
+                shown = (
+                    outcome if outcome.error is not None else ToolOutcome(result="output accepted")
+                )
+                await writer.append(
+                    tool_start(agent, sid, call),
+                    *result_events(agent, sid, call, shown, usage=False),
+                )
+                continue
+            if agent.persistent_agents and call.name.startswith(COMPANION_TOOL_PREFIX):
+                opened.jobs.append(CallJob(call.id, call.name, "companion"))
+                continue
+            if tool is None:
+                await writer.append(
+                    tool_start(agent, sid, call),
+                    *result_events(
+                        agent,
+                        sid,
+                        call,
+                        ToolOutcome(error=f"unknown tool {call.name!r}"),
+                        usage=False,
+                    ),
+                )
+                continue
+            gate = await approval_gate(writer, agent, call, tool)
+            if gate == "wait":
+                opened.approval.append(call.id)
+            elif gate == "done":
+                continue
+            elif isinstance(tool, SubAgentTool):
+                opened.jobs.append(CallJob(call.id, call.name, "child"))
+            elif isinstance(tool, RemoteSubAgentTool):
+                opened.jobs.append(CallJob(call.id, call.name, "remote"))
+            elif tool.is_client_tool:
+                if await client_call(writer, agent, call, tool):
+                    opened.client.append(call.id)
+            else:
+                opened.jobs.append(CallJob(call.id, call.name, "tool", self.policy(call.name)))
+        opened.seq = writer.last_seq
+        return opened
+
+    async def round_close(self, end: RoundEnd) -> Plan:
+        """End a round: complete on a valid ``__finish__``, suspend for people, or go on."""
+        agent, writer, _log = await self.kit.open(end.session_id)
+        state = writer.state
+        if state.status != "running":
+            return plan_of(state)
+        output = finished_output(agent, state)
+        if output is not None:
+            completion = self._completion(agent, writer, output[0])
+            state = await writer.append_with(
+                lambda latest: [] if latest.queued_messages else completion
+            )
+            if state.status == "completed":
+                await self.kit.run(agent, writer).fire("on_agent_complete", output[0])
+            return plan_of(state)
+        waiting = Waiting(client=end.client, approval=end.approval, children=end.children)
+        if waiting:
+            await writer.append_with(suspension(agent, waiting))
+        return plan_of(writer.state)
+
+    # --- endings ------------------------------------------------------------------------
+
+    async def stopped(self, request: StopInput) -> Plan:
+        """Record a stop: children halted (acknowledged), open tool calls closed, the ending."""
+        agent, writer, log_ = await self.kit.open(request.session_id)
+        state = writer.state
+        if state.status != "running":
+            return plan_of(state)  # a paused session was stopped at once by the service
+        stop = StopRequest(request.kind, request.reason)
+        with anyio.move_on_after(self.kit.executor.env.stop_grace):
+            async with anyio.create_task_group() as tg:
+                for call in unanswered_calls(state):
+                    tool = agent.tool(call.name)
+                    if not isinstance(tool, SubAgentTool | RemoteSubAgentTool):
+                        continue
+                    child = self.kit.child(agent, writer, call)
+                    ref = state.sub_sessions.get(child.session_id)
+                    if ref is not None and ref.status == "running":
+                        child.opened = True
+                        tg.start_soon(child.halt, stop)
+        companions = self.kit.companions(agent, writer)
+        if stop.kind == "abort" and companions is not None:
+            # Stopped for good: so are its companions running on their own.
+            with anyio.move_on_after(self.kit.executor.env.stop_grace):
+                await companions.terminate_live(stop.reason)
+        await writer.append()  # what the halts forwarded
+        after = last_turn_seq(log_)
+        started = open_tool_starts(await self.kit.executor.store.read(writer.session_id, after))
+        word = "interrupted" if stop.kind == "interrupt" else "aborted"
+        sid = writer.session_id
+        reason = f"aborted: {stop.reason}" if stop.reason else "aborted"
+
+        def ending(latest: SessionState) -> list[Event]:
+            if latest.status != "running":
+                return []
+            closing = [
+                tool_end(agent, sid, call, ToolOutcome(error=word))
+                for call in unanswered_calls(latest)
+                if call.id in started
+            ]
+            asked: list[Event] = []
+            if stop.kind == "interrupt":
+                if not latest.interrupt_requested:
+                    asked.append(InterruptRequested(reason=stop.reason))
+                return [*asked, *closing, Interrupted(reason=stop.reason)]
+            if not latest.abort_requested:
+                asked.append(AbortRequested(reason=stop.reason))
+            return [
+                *asked,
+                *closing,
+                ErrorChunk(agent_id=sid, agent_type=agent.name, error=reason),
+                Aborted(reason=stop.reason),
+            ]
+
+        before = writer.last_seq
+        await writer.append_with(ending)
+        if stop.kind == "abort" and writer.last_seq > before:
+            await self.kit.run(agent, writer).fire("on_agent_fail", reason)
+        return plan_of(writer.state)
+
+    async def run_failed(self, step: StepInput, error: str) -> Plan:
+        """Fail a run whose step can never succeed (its engine's retries are spent)."""
+        agent, writer, _log = await self.kit.open(step.session_id)
+        if writer.state.status == "running":
+            await self._fail(agent, writer, f"internal error: {error}")
+        return plan_of(writer.state)
+
+    def _completion(self, agent: AgentConfig, writer: SessionWriter, output: Any) -> list[Event]:
+        sid = writer.session_id
+        return [
+            OutputChunk(agent_id=sid, agent_type=agent.name, output=output),
+            Completed(output=output),
+        ]
+
+    async def _fail(
+        self, agent: AgentConfig, writer: SessionWriter, error: str, *, recoverable: bool = False
+    ) -> None:
+        sid = writer.session_id
+        await writer.append(
+            ErrorChunk(agent_id=sid, agent_type=agent.name, error=error, recoverable=recoverable),
+            Failed(error=error, recoverable=recoverable),
+        )
+        await self.kit.run(agent, writer).fire("on_agent_fail", error)

@@ -1,0 +1,225 @@
+"""The protocol over Temporal: runs launched as workflows, stops sent as signals.
+
+:class:`TemporalService` is the executor's :class:`~helix_agents.runtime.service.ExecutorService`
+with three differences: a run is launched by :class:`TemporalLauncher`
+(signal-with-start of the session's workflow, whose id is the session id)
+instead of in this process; ``interrupt``/``abort`` record the request in
+the log as always and then signal the workflow, which passes the stop on to
+every child workflow at once; and ``status``/``start``/``resume`` ask Temporal
+whether the session's workflow is open (``is_executing``; a repeated start or
+a resume joins the run in progress), since no run is held here.
+Everything else (idempotent start by compare-and-append, follow-ups,
+answers routed at the root, streams from the log) is the service unchanged,
+so the gateway in front of it cannot tell which runtime runs a session.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import anyio
+import msgspec
+from temporalio.api.enums.v1 import WorkflowExecutionStatus
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from helix_agents.agents.config import AgentConfig
+from helix_agents.durable import ToolPolicy, deferred_launch
+from helix_agents.errors import AgentServerError, TransportError
+from helix_agents.events import Event
+from helix_agents.log.projections import project_state
+from helix_agents.protocol import (
+    RemoteResumeRequest,
+    RemoteStartRequest,
+    RemoteStartResponse,
+    RemoteStatusResponse,
+    checked_session_id,
+)
+from helix_agents.runtime.executor import AgentExecutor
+from helix_agents.runtime.inprocess import InProcessTransport
+from helix_agents.runtime.runs import SessionRuns
+from helix_agents.runtime.service import ExecutorService
+from helix_agents.runtime.starts import user_messages
+from helix_agents.temporal.workflow import WORKFLOW_NAME, WorkflowInput
+
+__all__ = ["TemporalLauncher", "TemporalOptions", "TemporalService", "attach", "connect"]
+
+log = logging.getLogger("helix_agents.temporal")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TemporalOptions:
+    """Where the workflows run and how (give the gateway and the workers the same).
+
+    Args:
+        address: the Temporal frontend, ``host:port``.
+        namespace: the Temporal namespace.
+        task_queue: the task queue the workers poll and the launcher starts on.
+        heartbeat_timeout: seconds a long step may stay silent before it is
+            retried on another worker (a worker that died mid-step).
+        paused_wait: seconds a paused run waits for its resume signal.
+        stop_grace: seconds a stopping run waits for its children.
+        tool_policies: a :class:`~helix_agents.durable.ToolPolicy` by tool name
+            (workers only: retries and timeout of that tool's activity).
+        default_policy: the policy of every other tool (workers only).
+    """
+
+    address: str = "127.0.0.1:7233"
+    namespace: str = "default"
+    task_queue: str = "helix-agents"
+    heartbeat_timeout: float = 10.0
+    paused_wait: float = 7 * 24 * 3600.0
+    stop_grace: float = 10.0
+    tool_policies: dict[str, ToolPolicy] = field(default_factory=dict)
+    default_policy: ToolPolicy = field(default_factory=ToolPolicy)
+
+
+async def connect(options: TemporalOptions) -> Client:
+    """A Temporal client for ``options`` (``TransportError`` if it cannot be reached)."""
+    try:
+        return await Client.connect(options.address, namespace=options.namespace)
+    except RuntimeError as exc:  # the SDK's core reports a failed connection so
+        raise TransportError(f"cannot reach Temporal at {options.address}: {exc}") from exc
+
+
+class TemporalLauncher:
+    """Launches a session's run as its workflow: signal-with-start, id = the session id.
+
+    A run already open for the session (a paused one waiting) gets the
+    ``resume`` signal; otherwise a new workflow starts with it. Inside a
+    durable step that opens a local child, the launch is handed to the
+    parent's workflow instead (a child workflow).
+    """
+
+    def __init__(self, client: Client, options: TemporalOptions) -> None:
+        self.client = client
+        self.options = options
+
+    async def __call__(self, agent: AgentConfig, log_: Sequence[Event], run_id: str) -> None:
+        """Launch the run whose ``run_started`` ends ``log_`` (retried a few times, then logged)."""
+        session_id, seq = log_[0].session_id, log_[-1].seq
+        if deferred_launch(session_id, seq, run_id):
+            return
+        options = self.options
+        for attempt in range(5):
+            try:
+                await self.client.start_workflow(
+                    WORKFLOW_NAME,
+                    WorkflowInput(
+                        session_id,
+                        seq,
+                        heartbeat_timeout=options.heartbeat_timeout,
+                        paused_wait=options.paused_wait,
+                        stop_grace=options.stop_grace,
+                    ),
+                    id=session_id,
+                    task_queue=options.task_queue,
+                    start_signal="resume",
+                    start_signal_args=[seq],
+                )
+                return
+            except RPCError as exc:
+                log.warning("launching %s (attempt %d): %s", session_id, attempt + 1, exc)
+                await anyio.sleep(0.2 * 2**attempt)
+        log.error("could not launch run %s of %s: a resume will launch it", run_id, session_id)
+
+
+class TemporalService(ExecutorService):
+    """The protocol's service with runs on Temporal (see the module doc)."""
+
+    def __init__(self, runs: SessionRuns, client: Client) -> None:
+        super().__init__(runs)
+        self.client = client
+
+    async def workflow_open(self, session_id: str) -> bool:
+        """Whether the session's workflow (its current run) is open."""
+        try:
+            described = await self.client.get_workflow_handle(session_id).describe()
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise AgentServerError("UNAVAILABLE", f"Temporal: {exc}") from exc
+        return bool(described.raw_description.workflow_execution_info.status == _RUNNING)
+
+    async def get_status(self, session_id: str) -> RemoteStatusResponse:
+        """The status from the log; ``is_executing`` from Temporal (its workflow is open)."""
+        status = await super().get_status(session_id)
+        executing = status.status == "running" and await self.workflow_open(session_id)
+        return msgspec.structs.replace(status, is_executing=executing)
+
+    async def start(self, request: RemoteStartRequest) -> RemoteStartResponse:
+        """Start a session (idempotent); a repeat while its workflow runs joins that run.
+
+        (No run is held here, so the service alone would take a running session
+        over as one left by a dead process.)
+        """
+        session_id = checked_session_id(request.session_id)
+        log_ = await self._runs.store.read(session_id)
+        if log_:
+            state = project_state(log_)
+            if state.status == "running" and await self.workflow_open(session_id):
+                messages = user_messages(request.message)
+                if state.agent_type != request.agent_type or (
+                    state.messages[: len(messages)] != messages
+                ):
+                    raise AgentServerError(
+                        "ALREADY_RUNNING",
+                        f"session {session_id!r} exists with a different request "
+                        f"(agent type {state.agent_type!r}); use a new session id",
+                    )
+                return RemoteStartResponse(
+                    session_id=session_id, stream_id=session_id, run_id=state.run_id
+                )
+        return await super().start(request)
+
+    async def resume(self, request: RemoteResumeRequest) -> RemoteStartResponse:
+        """Resume, unless the session's workflow is running it now (then: that run's ids)."""
+        session_id = checked_session_id(request.session_id)
+        state = await self._runs.state(session_id)
+        if state.status == "running" and await self.workflow_open(session_id):
+            if request.message:
+                raise AgentServerError(
+                    "ALREADY_RUNNING", f"session {session_id!r} is running: send the message"
+                )
+            return RemoteStartResponse(
+                session_id=session_id, stream_id=session_id, run_id=state.run_id
+            )
+        return await super().resume(request)
+
+    async def interrupt(self, session_id: str, reason: str | None = None) -> None:
+        """Record the interrupt in the log, then signal the session's workflow."""
+        await super().interrupt(session_id, reason)
+        await self._signal_stop(session_id, "interrupt", reason)
+
+    async def abort(self, session_id: str, reason: str | None = None) -> None:
+        """Record the abort in the log, then signal the session's workflow."""
+        await super().abort(session_id, reason)
+        await self._signal_stop(session_id, "abort", reason)
+
+    async def _signal_stop(self, session_id: str, kind: str, reason: str | None) -> None:
+        try:
+            await self.client.get_workflow_handle(session_id).signal("stop", args=[kind, reason])
+        except RPCError as exc:
+            # No open workflow (a paused run that ended its wait): the log has it all.
+            log.info("stop of %s not signalled: %s", session_id, exc)
+
+
+_RUNNING = WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
+
+
+def attach(executor: AgentExecutor, client: Client, options: TemporalOptions) -> TemporalService:
+    """Make ``executor`` run its sessions on Temporal; return its new service.
+
+    Its runs are launched as workflows, its stops signalled, its local
+    children reached through the Temporal-aware service. Call it before the
+    executor is entered.
+    """
+    service = TemporalService(executor.runs, client)
+    executor.service = service
+    executor.env = dataclasses.replace(executor.env, local_transport=InProcessTransport(service))
+    executor.runs.env = executor.env
+    executor.runs.launcher = TemporalLauncher(client, options)
+    return service

@@ -1,0 +1,344 @@
+"""``AgentWorkflow``: one run of a session as a Temporal workflow (``specs/temporal.md``).
+
+Deterministic: it decides only from its input, its signals and its
+activities' results (the durable steps' plans), and does nothing else. The
+workflow id is the session id; a local sub-agent's run is a child workflow
+whose id is the child's session id. Signals: ``stop(kind, reason)`` (an
+interrupt or abort, passed on at once to every running child workflow) and
+``resume(seq)`` (a paused run goes on: its answers came in; also how the
+launcher reaches a run still open when the next one is due).
+
+Workflow code runs on Temporal's deterministic event loop, where its own
+primitives (``asyncio.gather``, tasks, ``workflow.wait_condition``) are the
+structured concurrency; the project's anyio rule applies to activities.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, CancelledError, WorkflowAlreadyStartedError
+from temporalio.workflow import ParentClosePolicy
+
+with workflow.unsafe.imports_passed_through():
+    from helix_agents.durable.plan import (
+        CallJob,
+        ChildOpened,
+        JobDone,
+        Plan,
+        Round,
+        RoundEnd,
+        StepInput,
+        StopInput,
+    )
+
+__all__ = ["WORKFLOW_NAME", "AgentWorkflow", "WorkflowInput"]
+
+WORKFLOW_NAME = "helix_agent"
+_STEP = RetryPolicy(
+    initial_interval=timedelta(seconds=0.5),
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=20,
+    non_retryable_error_types=["StepFailed", "OwnershipLost"],
+)
+_REMOTE = RetryPolicy(
+    initial_interval=timedelta(seconds=0.2),
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=20,
+    non_retryable_error_types=["StepFailed", "OwnershipLost", "RemoteAgentFailedError"],
+)
+_LONG = timedelta(days=1)
+_LOCAL = frozenset(
+    {
+        "helix_begin",
+        "helix_round_open",
+        "helix_round_close",
+        "helix_child_open",
+        "helix_tool_failed",
+    }
+)
+"""The short steps (a read of the log and a few appends): local activities."""
+
+
+@dataclass
+class WorkflowInput:
+    """A run of ``session_id`` whose log ends at ``seq``, and the engine's timing knobs.
+
+    ``heartbeat_timeout``: a long step (a model call, a tool, a child followed)
+    silent this long is retried elsewhere (its worker is presumed dead).
+    ``paused_wait``: how long a paused run waits for its ``resume`` signal
+    before it ends (a later answer then starts a new run of the session).
+    ``stop_grace``: how long a stopping run waits for its children.
+    """
+
+    session_id: str
+    seq: int
+    heartbeat_timeout: float = 10.0
+    paused_wait: float = 7 * 24 * 3600.0
+    stop_grace: float = 10.0
+
+
+@workflow.defn(name=WORKFLOW_NAME)
+class AgentWorkflow:
+    """Drives one session's run through the durable steps (see the module doc)."""
+
+    def __init__(self) -> None:
+        self._stop: tuple[str, str | None] | None = None
+        self._resume = 0
+        self._children: dict[str, str] = {}  # child workflow id -> the parent's call id
+        self._body: asyncio.Task[Plan] | None = None
+        self._input: WorkflowInput | None = None
+        self._paused_at = 0
+
+    # --- signals -------------------------------------------------------------------
+
+    @workflow.signal(name="stop")
+    async def stop(self, kind: str, reason: str | None = None) -> None:
+        """Stop the run (an abort overrides an interrupt) and every child workflow running."""
+        if self._stop is None or kind == "abort":
+            self._stop = (kind, reason)
+        if self._body is not None:
+            self._body.cancel()
+        await self._cascade(kind, reason)
+
+    @workflow.signal(name="resume")
+    def resume(self, seq: int) -> None:
+        """A run of this session whose log ends at ``seq`` is due (answers came in, a turn)."""
+        self._resume = max(self._resume, seq)
+
+    async def _cascade(self, kind: str, reason: str | None) -> None:
+        children = list(self._children)
+        if children:
+            # Temporal's deterministic loop: its asyncio is the workflow's task group.
+            await asyncio.gather(*(self._signal_stop(child, kind, reason) for child in children))  # noqa: TID251
+
+    async def _signal_stop(self, child: str, kind: str, reason: str | None) -> None:
+        try:
+            await workflow.get_external_workflow_handle(child).signal("stop", args=[kind, reason])
+        except Exception as exc:  # it has ended meanwhile: nothing to stop
+            workflow.logger.info("stop of child workflow %s not delivered: %s", child, exc)
+
+    # --- the run -------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, run: WorkflowInput) -> str:
+        """Run the session until it ends, or pauses longer than ``paused_wait``; its status."""
+        status = await self._run(run)
+        # A stop still passing itself on to the children finishes first.
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return status
+
+    async def _run(self, run: WorkflowInput) -> str:
+        self._input = run
+        seq = run.seq
+        while True:
+            self._body = asyncio.get_running_loop().create_task(self._drive(seq))
+            plan: Plan | None = None
+            try:
+                plan = await self._body
+            except asyncio.CancelledError:
+                if self._stop is None:
+                    raise
+            finally:
+                self._body = None
+            if self._stop is None and plan is not None and plan.stop is not None:
+                # A stop request reached the log without its signal: act on the log.
+                self._stop = (plan.stop, plan.stop_reason)
+                await self._cascade(plan.stop, plan.stop_reason)
+            if self._stop is None and plan is not None and plan.status == "paused":
+                self._paused_at = plan.seq
+                try:
+                    await workflow.wait_condition(
+                        self._woken,
+                        timeout=timedelta(seconds=run.paused_wait),
+                    )
+                except TimeoutError:
+                    return "paused"  # a later answer starts a new run of the session
+            if self._stopping():
+                plan = await self._stopped()
+                self._stop = None
+            assert plan is not None
+            if self._resume <= plan.seq:
+                return plan.status
+            # The next run of the session is due (a resume, a follow-up turn) and
+            # reached this execution before it closed: run it here.
+            seq = self._resume
+
+    def _cut(self, exc: ActivityError) -> bool:
+        """Whether ``exc`` is a step cancelled by a stop (not a step that failed)."""
+        return self._stop is not None or isinstance(exc.cause, CancelledError)
+
+    def _woken(self) -> bool:
+        return self._resume > self._paused_at or self._stop is not None
+
+    def _stopping(self) -> bool:
+        return self._stop is not None
+
+    async def _stopped(self) -> Plan:
+        """Record the stop once the children acknowledged (a paused run: already recorded)."""
+        assert self._stop is not None
+        kind, reason = self._stop
+        run = self._run_input
+        ended: Plan = await self._step(
+            "helix_stopped",
+            StopInput(run.session_id, kind, reason),
+            Plan,
+            seconds=run.stop_grace + 60,
+        )
+        return ended
+
+    async def _drive(self, seq: int) -> Plan:
+        sid = self._run_input.session_id
+        plan: Plan = await self._step("helix_begin", StepInput(sid, seq), Plan)
+        while plan.status == "running" and plan.stop is None:
+            try:
+                if plan.calls:
+                    plan = await self._round(plan)
+                else:
+                    plan = await self._step(
+                        "helix_model_step", StepInput(sid, plan.seq), Plan, long=True
+                    )
+            except ActivityError as exc:
+                if self._cut(exc):
+                    raise asyncio.CancelledError from exc
+                # A step whose retries are spent: the run fails, recorded in the log.
+                plan = await self._step(
+                    "helix_run_failed", [StepInput(sid, plan.seq), _cause(exc)], Plan
+                )
+        return plan
+
+    async def _round(self, plan: Plan) -> Plan:
+        sid = plan.session_id
+        opened: Round = await self._step("helix_round_open", StepInput(sid, plan.seq), Round)
+        # The round's jobs run at once, as a built-in round's do (Temporal's loop, see above).
+        done = await asyncio.gather(*(self._job(job, opened.seq) for job in opened.jobs))  # noqa: TID251
+        seq = max([opened.seq, *(job.seq for job in done)])
+        children = {job.suspended_child: job.call_id for job in done if job.suspended_child}
+        client, approval = list(opened.client), list(opened.approval)
+        for job in done:  # what companion calls left waiting
+            client.extend(job.client)
+            approval.extend(job.approval)
+            children.update(job.children)
+        end = RoundEnd(sid, seq, client, approval, children)
+        closed: Plan = await self._step("helix_round_close", end, Plan)
+        return closed
+
+    async def _job(self, job: CallJob, seq: int) -> JobDone:
+        sid = self._run_input.session_id
+        step = StepInput(sid, seq, job.call_id)
+        if job.kind == "tool":
+            policy = job.policy
+            try:
+                result: JobDone = await workflow.execute_activity(
+                    "helix_tool_call",
+                    step,
+                    result_type=JobDone,
+                    start_to_close_timeout=timedelta(seconds=policy.timeout or 600.0),
+                    heartbeat_timeout=timedelta(seconds=self._run_input.heartbeat_timeout),
+                    retry_policy=RetryPolicy(
+                        initial_interval=timedelta(seconds=policy.initial_interval),
+                        backoff_coefficient=policy.backoff,
+                        maximum_interval=timedelta(seconds=policy.max_interval),
+                        maximum_attempts=policy.max_attempts,
+                        non_retryable_error_types=["StepFailed", "OwnershipLost"],
+                    ),
+                )
+            except ActivityError as exc:
+                if self._cut(exc):
+                    raise asyncio.CancelledError from exc
+                failed: JobDone = await self._step(
+                    "helix_tool_failed", [step, f"tool failed: {_cause(exc)}"], JobDone
+                )
+                return failed
+            return result
+        if job.kind == "companion":
+            companion: JobDone = await self._step("helix_companion_call", step, JobDone, long=True)
+            return companion
+        if job.kind == "remote":
+            remote: JobDone = await self._step(
+                "helix_remote_child", step, JobDone, long=True, retry=_REMOTE
+            )
+            return remote
+        opened: ChildOpened = await self._step("helix_child_open", step, ChildOpened)
+        if not opened.open:
+            return JobDone(opened.seq, job.call_id)
+        child = opened.child_session_id
+        self._children[child] = job.call_id
+        try:
+            if opened.launch_seq is not None:
+                await self._launch_child(child, opened.launch_seq)
+            if self._stop is not None:  # it started after the stop went round
+                await self._signal_stop(child, *self._stop)
+            followed: JobDone = await self._step(
+                "helix_child_follow", StepInput(sid, opened.seq, job.call_id), JobDone, long=True
+            )
+            return followed
+        finally:
+            self._children.pop(child, None)
+
+    async def _launch_child(self, child: str, seq: int) -> None:
+        run = self._run_input
+        try:
+            await workflow.start_child_workflow(
+                WORKFLOW_NAME,
+                WorkflowInput(
+                    child,
+                    seq,
+                    heartbeat_timeout=run.heartbeat_timeout,
+                    paused_wait=run.paused_wait,
+                    stop_grace=run.stop_grace,
+                ),
+                id=child,
+                task_queue=workflow.info().task_queue,
+                parent_close_policy=ParentClosePolicy.ABANDON,
+            )
+        except WorkflowAlreadyStartedError:
+            # A run of it is open (paused, waiting for its resume): wake it.
+            await workflow.get_external_workflow_handle(child).signal("resume", seq)
+
+    @property
+    def _run_input(self) -> WorkflowInput:
+        assert self._input is not None
+        return self._input
+
+    async def _step(
+        self,
+        name: str,
+        arg: Any,
+        result_type: type[Any],
+        *,
+        long: bool = False,
+        seconds: float = 60.0,
+        retry: RetryPolicy = _STEP,
+    ) -> Any:
+        args = arg if isinstance(arg, list) else [arg]
+        if name in _LOCAL:
+            # A short step runs as a local activity: on the worker running this
+            # workflow, recorded in its history, no round trip through a task queue.
+            return await workflow.execute_local_activity(
+                name,
+                args=args,
+                result_type=result_type,
+                start_to_close_timeout=timedelta(seconds=seconds),
+                retry_policy=retry,
+            )
+        return await workflow.execute_activity(
+            name,
+            args=args,
+            result_type=result_type,
+            start_to_close_timeout=_LONG if long else timedelta(seconds=seconds),
+            heartbeat_timeout=(
+                timedelta(seconds=self._run_input.heartbeat_timeout) if long else None
+            ),
+            retry_policy=retry,
+        )
+
+
+def _cause(exc: ActivityError) -> str:
+    cause = exc.cause
+    return str(cause) if cause is not None else str(exc)

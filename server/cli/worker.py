@@ -1,0 +1,131 @@
+"""``helix-agents worker APP --temporal ADDRESS`` and ``serve APP --temporal ADDRESS``.
+
+The worker runs APP's agents as Temporal workflows (``helix_agents.temporal``,
+the ``temporal`` extra), appending every event to ``--store``; ``serve
+--temporal`` is the gateway starting those workflows, with the HTTP routes
+unchanged. Give both the same store, task queue and namespace
+(``specs/temporal.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+
+from helix_agents.agents.config import AgentConfig
+from helix_agents.errors import UsageError
+from helix_agents.log.store import EventStore
+from helix_agents.server.agent_server import AgentServer
+from helix_agents.server.cli.options import store_url
+from helix_agents.server.cli.target import TargetError, chat_agents
+from helix_agents.stores import open_store
+
+__all__ = ["add_temporal_commands", "temporal_server_factory", "worker_command"]
+
+ServerFactory = Callable[[list[AgentConfig], EventStore], Awaitable[AgentServer]]
+
+
+def _temporal_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    parser.add_argument(
+        "--temporal",
+        metavar="ADDRESS",
+        required=required,
+        help="run the sessions as Temporal workflows, on the Temporal frontend at host:port"
+        + ("" if required else " (workers: helix-agents worker)"),
+    )
+    parser.add_argument(
+        "--task-queue",
+        default="helix-agents",
+        help="with --temporal: the task queue (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--namespace",
+        default="default",
+        help="with --temporal: the Temporal namespace (default: %(default)s)",
+    )
+
+
+def add_temporal_commands(commands: Any, store_help: str) -> None:
+    """Add ``worker`` to the CLI, and ``--temporal`` (with its queue and namespace) to ``serve``."""
+    _temporal_options(commands.choices["serve"], required=False)
+    worker = commands.add_parser(
+        "worker",
+        help="run agents as Temporal workflows",
+        description="Run MODULE:ATTR's agents as Temporal workflows (the temporal extra), "
+        "appending to --store; start them with 'helix-agents serve MODULE:ATTR --temporal'.",
+    )
+    worker.add_argument("target", metavar="MODULE:ATTR", help="the agents (as for serve)")
+    worker.add_argument("--store", metavar="URL", help=store_help)
+    _temporal_options(worker, required=True)
+    worker.add_argument(
+        "--heartbeat-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="a step silent this long is retried on another worker (default: %(default)s)",
+    )
+    worker.set_defaults(handler=worker_command)
+
+
+def _options(args: argparse.Namespace) -> Any:
+    try:
+        from helix_agents.temporal import TemporalOptions
+    except ImportError as exc:
+        raise UsageError(
+            f"--temporal needs the temporal extra: pip install 'helix-agents[temporal]' ({exc})"
+        ) from exc
+    if getattr(args, "heartbeat_timeout", 10.0) <= 0:
+        raise UsageError("--heartbeat-timeout must be above 0")
+    return TemporalOptions(
+        address=args.temporal,
+        namespace=args.namespace,
+        task_queue=args.task_queue,
+        heartbeat_timeout=getattr(args, "heartbeat_timeout", 10.0),
+    )
+
+
+def temporal_server_factory(args: argparse.Namespace) -> ServerFactory | None:
+    """For ``serve --temporal``: how the gateway's server is made (None without the flag)."""
+    if args.temporal is None:
+        return None
+    if args.nats is not None:
+        raise TargetError("serve takes --temporal or --nats, not both")
+    if getattr(args, "otel", False):
+        raise UsageError("--otel traces runs; a gateway on Temporal runs none (its workers do)")
+    options = _options(args)
+
+    async def make(agents: list[AgentConfig], store: EventStore) -> AgentServer:
+        from helix_agents.temporal import temporal_server
+
+        return await temporal_server(agents, store, options, owns_store=True)
+
+    return make
+
+
+def worker_command(args: argparse.Namespace) -> int:
+    """Run a parsed ``worker`` command line until interrupted; its exit status."""
+    url = store_url(args.store)
+    options = _options(args)
+    agents = chat_agents(args.target)
+
+    async def work() -> None:
+        from helix_agents.temporal import TemporalWorker
+
+        store = await open_store(url)
+        try:
+            async with TemporalWorker(agents, store, options):
+                names = ", ".join(sorted(agent.name for agent in agents))
+                print(
+                    f"helix-agents: worker for {names} on task queue {options.task_queue!r} "
+                    f"at {options.address}",
+                    flush=True,
+                )
+                await anyio.sleep_forever()
+        finally:
+            await store.close()
+
+    anyio.run(work)
+    return 0
