@@ -38,8 +38,8 @@ from helix_agents.log.codec import decode_jsonl, encode_jsonl
 from helix_agents.log.projections import project_state
 from helix_agents.log.store import EventStore
 from helix_agents.server.cli.chat import ChatError, add_chat_command
-from helix_agents.server.cli.demo import run_demo
-from helix_agents.server.cli.demo_hitl import run_hitl_demo
+from helix_agents.server.cli.demos.hitl import run_hitl_demo
+from helix_agents.server.cli.demos.tree import run_demo
 from helix_agents.server.cli.host import add_host_command
 from helix_agents.server.cli.openapi_cmd import add_openapi_command
 from helix_agents.server.cli.options import STORE_URL_ENV, ask_terminal, store_url

@@ -47,7 +47,8 @@ from helix_agents.events import (
 )
 from helix_agents.log import encode_jsonl, project_state
 from helix_agents.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
-from helix_agents.server.cli import demo, main as cli
+from helix_agents.server.cli import main as cli
+from helix_agents.server.cli.demos import tree as demo
 from helix_agents.stores import SqliteEventStore
 
 pytestmark = pytest.mark.slow

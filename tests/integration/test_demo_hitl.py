@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from helix_agents.server.cli import demo_hitl
+from helix_agents.server.cli.demos import hitl as demo_hitl
 
 pytestmark = pytest.mark.anyio
 
