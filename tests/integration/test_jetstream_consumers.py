@@ -16,7 +16,7 @@ from conftest import fresh_stream_name
 from nats_server import NatsServer
 
 from helix_agents.events import Event, RunStarted, SessionCreated
-from helix_agents.stores import JetStreamEventStore, jetstream
+from helix_agents.stores import JetStreamEventStore, _jetstream_watch
 
 pytestmark = [pytest.mark.slow, pytest.mark.nats]
 
@@ -86,7 +86,7 @@ async def test_tails_in_a_row_share_one_consumer_and_none_is_left(
 async def test_an_unused_consumer_is_deleted_after_the_linger(
     nats_server: NatsServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(jetstream, "WATCH_LINGER", 0.05)
+    monkeypatch.setattr(_jetstream_watch, "WATCH_LINGER", 0.05)
     stream = fresh_stream_name()
     with anyio.fail_after(LIMIT):
         store = await JetStreamEventStore.connect(nats_server.url, stream=stream)
@@ -116,14 +116,14 @@ async def test_a_tail_cancelled_while_its_consumer_is_made_leaves_none(
     in the middle of making the store's consumer: the consumer the server made is still
     the store's, deleted after the linger, not left to lapse (found by ``bench/run.py
     nats``: 4-30 consumers left once runs got faster)."""
-    monkeypatch.setattr(jetstream, "WATCH_LINGER", 0.05)
+    monkeypatch.setattr(_jetstream_watch, "WATCH_LINGER", 0.05)
     stream = fresh_stream_name()
     with anyio.fail_after(LIMIT):
         store = await JetStreamEventStore.connect(nats_server.url, stream=stream)
         try:
             await store.append("s", _created("s"), 0)
             made = anyio.Event()
-            subscribe = store._js.subscribe
+            subscribe = store._access.js.subscribe
 
             async def slow_subscribe(*args: object, **kwargs: object) -> object:
                 subscription = await subscribe(*args, **kwargs)  # type: ignore[arg-type]
@@ -131,7 +131,7 @@ async def test_a_tail_cancelled_while_its_consumer_is_made_leaves_none(
                 await anyio.sleep(0.5)  # the answer is still on its way when the tail is cut
                 return subscription
 
-            monkeypatch.setattr(store._js, "subscribe", slow_subscribe)
+            monkeypatch.setattr(store._access.js, "subscribe", slow_subscribe)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_tail_once, store, "s")
                 await made.wait()
@@ -139,7 +139,7 @@ async def test_a_tail_cancelled_while_its_consumer_is_made_leaves_none(
                 tg.cancel_scope.cancel()
             # Well within the server's inactivity threshold (5 s): deleted, not lapsed.
             left = await _consumers_after(nats_server.url, stream, 2.0)
-            assert store._watch_refs == 0
+            assert store._watch._refs == 0
         finally:
             await store.close()
     assert left == 0

@@ -296,14 +296,14 @@ async def test_read_from_the_middle_of_a_long_interleaved_log_needs_few_gets(
                 session_id, make_events(session_id, last[session_id] + 1, size), last[session_id]
             )
     total = last[SID]
-    real_get = store._jsm.get_msg
+    real_get = store._access.jsm.get_msg
     gets: list[int] = []
 
     async def counting_get(*args: Any, **kwargs: Any) -> Any:
         gets.append(1)
         return await real_get(*args, **kwargs)
 
-    monkeypatch.setattr(store._jsm, "get_msg", counting_get)
+    monkeypatch.setattr(store._access.jsm, "get_msg", counting_get)
     for from_seq in (1, 150, 301, total - 3, total - 1):
         gets.clear()
         events = await store.read(SID, from_seq)

@@ -44,7 +44,7 @@ async def test_a_tail_whose_deliveries_are_lost_gets_the_event_from_the_sweep(
     def drop(msg: Msg, prefix: str) -> None:
         lost.append(msg.subject)  # as a push missed across a reconnect
 
-    tailing._on_stored = drop  # type: ignore[method-assign]
+    tailing._watch.on_stored = drop  # type: ignore[method-assign]
     got: list[int] = []
     try:
         await writer.append(session_id, [_delta(session_id, 1)], 0)

@@ -84,7 +84,7 @@ async def _covering(store: JetStreamEventStore, tg: Any) -> None:
 
     tg.start_soon(keep)
     await ready.wait()
-    await _until(lambda: store._covered_from is not None)  # once the consumer's info is back
+    await _until(lambda: store._watch.covered_from is not None)  # once the consumer's info is back
 
 
 async def test_a_tail_from_the_stores_own_append_does_not_read(nats_server: NatsServer) -> None:
@@ -137,7 +137,8 @@ async def test_an_append_by_another_store_before_the_tail_is_never_missed(
                     await other.append(session, _started(session, 3), 2)
                     if wait_for_report:
                         appended = mine._positions[session][0] + 1  # the other's stream seq
-                        await _until(lambda s=session, at=appended: mine._reported.get(s, 0) >= at)
+                        seen = mine._watch.reported
+                        await _until(lambda s=session, at=appended, r=seen: r.get(s, 0) >= at)
                     # The store's last sight of the session is its own append, at seq 2.
                     with anyio.fail_after(5):
                         found.append(await _next_seq(mine, session, 2))
@@ -163,7 +164,8 @@ async def test_after_a_probe_finds_the_consumer_gone_tails_read(nats_server: Nat
                         await nc.jsm().delete_consumer(stream, consumer.name)
                 finally:
                     await nc.close()
-                assert await store._probe(["keeper"]) == ["keeper"]  # gone: every tail re-reads
+                # Gone: every tail re-reads.
+                assert await store._watch.probe(["keeper"]) == ["keeper"]
                 await store.append("s", _created("s"), 0)
                 # Another store's append, which the deleted consumer never reports.
                 await other.append("s", _started("s", 3), 2)

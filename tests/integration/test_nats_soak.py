@@ -255,7 +255,7 @@ async def _stuck(
     # The client store's own watch (a client stream that never ends); its
     # internals, read for this report only, may change: best effort.
     try:
-        notifier, watch = store._notifier, store._watch
+        notifier, watch = store._notifier, store._watch.consumer
         lines.append(
             f"client store: watch {watch is not None}, polling {notifier._polling}, "
             f"idle {len(notifier._idle)}, watched {len(notifier.watched())}, "
