@@ -81,8 +81,9 @@ async def test_a_sync_always_node_killed_after_acks_keeps_every_acknowledged_app
     server = NatsServer.start(tmp_path / "store", config=config)
     try:
         with anyio.fail_after(LIMIT):
+            # No outage wait: the server stays dead, an append in flight must give up.
             store = await JetStreamEventStore.connect(
-                server.url, stream=stream, request_timeout=2.0, publish_attempts=1
+                server.url, stream=stream, request_timeout=2.0, publish_attempts=1, outage_wait=0
             )
             try:
 
