@@ -34,7 +34,7 @@ def _temporal_options(parser: argparse.ArgumentParser, *, required: bool) -> Non
         metavar="ADDRESS",
         required=required,
         help="run the sessions as Temporal workflows, on the Temporal frontend at host:port"
-        + ("" if required else " (workers: helix-agents worker)"),
+        + ("" if required else " (workers: helix-agents worker; default: the built-in runtime)"),
     )
     parser.add_argument(
         "--task-queue",

@@ -35,6 +35,7 @@ RUNS: dict[str, tuple[list[str], str]] = {
     "workspace_notes.py": (["--root", "notes"], "answer: The reader says: 2 notes: Lyon, Nice"),
     "nats_fleet.py": ([], ""),  # with a server: test_nats_fleet_runs_twice
     "a2a_interop.py": ([], "lead: logs replay (3 sources)"),
+    "temporal_worker.py": ([], "output: Lyon has 516092 people: big enough."),
     "mcp_tools.py": ([], "structured content: {'answer': 42}"),
 }
 """Each example's arguments and a line its output must hold."""
