@@ -1,0 +1,197 @@
+"""``DbosWorker``: this process runs the agents' sessions as DBOS workflows.
+
+DBOS is a library: the worker launches it in-process over its system
+database (SQLite by default, a file; Postgres when several processes share
+the work) and polls the worker queue. DBOS runs a dequeued or recovered
+workflow on its own event loop (a thread); every step's work is handed to
+the worker's event loop, where its executor, store and models live, through
+an anyio blocking portal (:class:`StepHost`). One DBOS per process: a
+second worker entered while one runs is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, TypeVar
+
+import anyio
+from anyio.from_thread import BlockingPortal
+from dbos import DBOS, DBOSConfig
+
+from helix_agents.agents.config import AgentConfig
+from helix_agents.durable import DurableSteps, ToolPolicy
+from helix_agents.errors import UsageError
+from helix_agents.log.store import EventStore
+from helix_agents.models.base import LLMAdapter
+from helix_agents.runtime.executor import AgentExecutor
+from helix_agents.runtime.inprocess import InProcessTransport
+
+__all__ = ["DbosOptions", "DbosWorker", "StepHost", "current_host"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DbosOptions:
+    """Where DBOS keeps its state and how the workflows run (give every process the same).
+
+    Args:
+        system_database: DBOS's system database URL: ``sqlite:///path`` (embedded,
+            one process) or ``postgresql://...`` (several worker processes).
+        queue: the DBOS queue runs are enqueued on and workers poll.
+        app_name: DBOS's application name.
+        executor_id: this process's DBOS executor id (a restart with the same
+            id recovers the workflows it left pending; default ``local``).
+        polling_interval: seconds between a worker's polls of the queue.
+        paused_wait: seconds a paused run waits for its resume message.
+        stop_grace: seconds a stopping run waits for its children.
+        tool_policies: a :class:`~helix_agents.durable.ToolPolicy` by tool name.
+        default_policy: the policy of every other tool.
+    """
+
+    system_database: str = "sqlite:///helix_dbos.sqlite"
+    queue: str = "helix-agents"
+    app_name: str = "helix-agents"
+    executor_id: str | None = None
+    polling_interval: float = 0.1
+    paused_wait: float = 7 * 24 * 3600.0
+    stop_grace: float = 10.0
+    tool_policies: dict[str, ToolPolicy] = field(default_factory=dict)
+    default_policy: ToolPolicy = field(default_factory=ToolPolicy)
+
+
+class StepHost:
+    """What the workflows' steps run on: the durable steps, on the worker's loop."""
+
+    def __init__(self, steps: DurableSteps, options: DbosOptions, portal: BlockingPortal) -> None:
+        self.steps = steps
+        self.options = options
+        self._portal = portal
+        self._loop = asyncio.get_running_loop()
+
+    async def call(self, work: Callable[[], Awaitable[T]]) -> T:
+        """Run ``work()`` on the worker's loop; cancelling the caller cancels it."""
+        if asyncio.get_running_loop() is self._loop:
+            return await work()
+
+        async def run() -> T:
+            return await work()
+
+        future: concurrent.futures.Future[T] = self._portal.start_task_soon(run)
+        return await asyncio.wrap_future(future)
+
+
+_HOST: list[StepHost] = []
+
+
+def current_host() -> StepHost:
+    """The host of this process's running worker (``UsageError`` if none runs)."""
+    if not _HOST:
+        raise UsageError("no DbosWorker runs in this process")
+    return _HOST[0]
+
+
+class DbosWorker:
+    """Runs the agents' sessions as DBOS workflows on this process (``async with``).
+
+    Args:
+        agents: the agents (sub-agents included by their tools), as for the executor.
+        store: the store every session's log lives in.
+        options: DBOS's system database, queue and knobs (:class:`DbosOptions`).
+        llm: the default model for agents that have none.
+
+    Raises:
+        UsageError: an agent the durable runtime does not run (workspaces,
+            expiring inputs), or a tool policy that names no tool.
+    """
+
+    def __init__(
+        self,
+        agents: Iterable[AgentConfig] | Mapping[str, AgentConfig],
+        store: EventStore,
+        options: DbosOptions | None = None,
+        *,
+        llm: LLMAdapter | None = None,
+    ) -> None:
+        listed = list(agents.values()) if isinstance(agents, Mapping) else list(agents)
+        self.options = options or DbosOptions()
+        self.executor = AgentExecutor(store, listed, llm=llm, stop_grace=self.options.stop_grace)
+        self.steps = DurableSteps(
+            self.executor,
+            tool_policies=self.options.tool_policies,
+            default_policy=self.options.default_policy,
+        )
+        attach(self.executor, self.options)
+        self._portal: BlockingPortal | None = None
+
+    async def __aenter__(self) -> DbosWorker:
+        from helix_agents.dbos import workflow  # registers the workflow with DBOS
+
+        del workflow
+        if _HOST:
+            raise UsageError("a DbosWorker already runs in this process (DBOS is one per process)")
+        await self.executor.__aenter__()
+        try:
+            self._portal = BlockingPortal()
+            await self._portal.__aenter__()
+            _HOST.append(StepHost(self.steps, self.options, self._portal))
+            await anyio.to_thread.run_sync(self._launch)
+        except BaseException:
+            await self._close()
+            raise
+        return self
+
+    def _launch(self) -> None:
+        config: DBOSConfig = {
+            "name": self.options.app_name,
+            "system_database_url": self.options.system_database,
+            "notification_listener_polling_interval_sec": 0.05,
+        }
+        if self.options.executor_id is not None:
+            config["executor_id"] = self.options.executor_id
+        DBOS(config=config)
+        DBOS.launch()
+        DBOS.register_queue(self.options.queue, polling_interval_sec=self.options.polling_interval)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._close()
+
+    async def _close(self) -> None:
+        try:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(lambda: DBOS.destroy(destroy_registry=False))
+        finally:
+            _HOST.clear()
+            portal, self._portal = self._portal, None
+            try:
+                if portal is not None:
+                    await portal.__aexit__(None, None, None)
+            finally:
+                await self.executor.__aexit__(None, None, None)
+
+    async def run(self) -> None:
+        """Run until cancelled."""
+        async with self:
+            await anyio.sleep_forever()
+
+
+def attach(executor: AgentExecutor, options: DbosOptions) -> Any:
+    """Make ``executor`` launch its runs as DBOS workflows; return its new service."""
+    from helix_agents.dbos.launches import DbosLauncher, DbosService
+
+    service = DbosService(executor.runs)
+    executor.service = service
+    executor.env = dataclasses.replace(executor.env, local_transport=InProcessTransport(service))
+    executor.runs.env = executor.env
+    executor.runs.launcher = DbosLauncher(options.queue)
+    return service
