@@ -13,6 +13,15 @@ from __future__ import annotations
 
 from helix_agents.dbos.host import DbosOptions, DbosWorker
 from helix_agents.dbos.launches import DbosLauncher, DbosService
+from helix_agents.dbos.server import DbosServer, dbos_server
 from helix_agents.durable import ToolPolicy
 
-__all__ = ["DbosLauncher", "DbosOptions", "DbosService", "DbosWorker", "ToolPolicy"]
+__all__ = [
+    "DbosLauncher",
+    "DbosOptions",
+    "DbosServer",
+    "DbosService",
+    "DbosWorker",
+    "ToolPolicy",
+    "dbos_server",
+]
