@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -24,6 +25,7 @@ from anyio.from_thread import BlockingPortal
 from dbos import DBOS, DBOSConfig
 
 from helix_agents.agents.config import AgentConfig
+from helix_agents.dbos.takeover import Takeover
 from helix_agents.durable import DurableSteps, ToolPolicy
 from helix_agents.errors import UsageError
 from helix_agents.log.store import EventStore
@@ -48,6 +50,8 @@ class DbosOptions:
         executor_id: this process's DBOS executor id (a restart with the same
             id recovers the workflows it left pending; default ``local``).
         polling_interval: seconds between a worker's polls of the queue.
+        takeover_after: Postgres only: a worker silent this long is presumed dead,
+            and a live worker recovers its workflows (``takeover.py``).
         paused_wait: seconds a paused run waits for its resume message.
         stop_grace: seconds a stopping run waits for its children.
         tool_policies: a :class:`~helix_agents.durable.ToolPolicy` by tool name.
@@ -59,6 +63,7 @@ class DbosOptions:
     app_name: str = "helix-agents"
     executor_id: str | None = None
     polling_interval: float = 0.1
+    takeover_after: float = 10.0
     paused_wait: float = 7 * 24 * 3600.0
     stop_grace: float = 10.0
     tool_policies: dict[str, ToolPolicy] = field(default_factory=dict)
@@ -128,6 +133,20 @@ class DbosWorker:
         )
         attach(self.executor, self.options)
         self._portal: BlockingPortal | None = None
+        self._takeover: Takeover | None = None
+        self._beating = anyio.CancelScope()
+        url = self.options.system_database
+        if url.startswith(("postgresql://", "postgres://")):
+            if self.options.takeover_after <= 0:
+                raise UsageError("takeover_after must be above 0")
+            self._executor_id = self.options.executor_id or f"helix-{uuid.uuid4().hex[:12]}"
+            self._takeover = Takeover(url, self._executor_id, self.options.takeover_after)
+        elif url.startswith("sqlite:///"):
+            if self.options.takeover_after != DbosOptions.takeover_after:
+                raise UsageError("takeover_after is for Postgres (SQLite is one process)")
+            self._executor_id = self.options.executor_id or "local"
+        else:
+            raise UsageError("the system database is sqlite:///FILE or postgresql://...")
 
     async def __aenter__(self) -> DbosWorker:
         from helix_agents.dbos import workflow  # registers the workflow with DBOS
@@ -141,6 +160,11 @@ class DbosWorker:
             await self._portal.__aenter__()
             _HOST.append(StepHost(self.steps, self.options, self._portal))
             await anyio.to_thread.run_sync(self._launch)
+            if self._takeover is not None:
+                await self._takeover.first_beat()
+                tg = self.executor.runs.task_group
+                assert tg is not None
+                tg.start_soon(self._beat, self._takeover)
         except BaseException:
             await self._close()
             raise
@@ -152,8 +176,7 @@ class DbosWorker:
             "system_database_url": self.options.system_database,
             "notification_listener_polling_interval_sec": 0.05,
         }
-        if self.options.executor_id is not None:
-            config["executor_id"] = self.options.executor_id
+        config["executor_id"] = self._executor_id
         DBOS(config=config)
         DBOS.launch()
         DBOS.register_queue(self.options.queue, polling_interval_sec=self.options.polling_interval)
@@ -166,7 +189,12 @@ class DbosWorker:
     ) -> None:
         await self._close()
 
+    async def _beat(self, takeover: Takeover) -> None:
+        with self._beating:
+            await takeover.run()
+
     async def _close(self) -> None:
+        self._beating.cancel()
         try:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(lambda: DBOS.destroy(destroy_registry=False))

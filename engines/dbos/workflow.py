@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TypeVar
 
 from dbos import DBOS, SetWorkflowID
@@ -91,7 +92,7 @@ async def agent_run(run: RunInput) -> str:
         plan = await _drive(run.session_id, seq)
         if plan.stop is not None:
             stop = StopInput(run.session_id, plan.stop, plan.stop_reason)
-            plan = await _step("helix_stopped", lambda: host.steps.stopped(stop))
+            plan = await _step("helix_stopped", partial(host.steps.stopped, stop))
         if plan.status != "paused":
             return plan.status
         await DBOS.set_event_async(PAUSED_EVENT, plan.seq)
@@ -113,12 +114,11 @@ async def _drive(sid: str, seq: int) -> Plan:
             if plan.calls:
                 plan = await _round(plan)
             else:
-                plan = await _step("helix_model_step", lambda: steps.model_step(StepInput(sid, at)))
+                step = StepInput(sid, at)
+                plan = await _step("helix_model_step", partial(steps.model_step, step))
         except Exception as exc:  # a step whose retries are spent: the run fails, logged
-            error = str(exc)
-            plan = await _step(
-                "helix_run_failed", lambda: steps.run_failed(StepInput(sid, at), error)
-            )
+            failed, error = StepInput(sid, at), str(exc)
+            plan = await _step("helix_run_failed", partial(steps.run_failed, failed, error))
     return plan
 
 

@@ -77,7 +77,8 @@ def add_temporal_commands(commands: Any, store_help: str) -> None:
         type=float,
         default=10.0,
         metavar="SECONDS",
-        help="a step silent this long is retried on another worker (default: %(default)s)",
+        help="Temporal: a step silent this long is retried on another worker; DBOS on "
+        "Postgres: a worker silent this long has its workflows taken over (default: %(default)s)",
     )
     worker.set_defaults(handler=worker_command)
 
@@ -108,8 +109,16 @@ def _dbos_options(args: argparse.Namespace) -> Any:
         ) from exc
     if not args.dbos.startswith(("sqlite:///", "postgresql://", "postgres://")):
         raise UsageError("--dbos takes sqlite:///FILE or postgresql://...")
-    if args.namespace != "default" or getattr(args, "heartbeat_timeout", 10.0) != 10.0:
-        raise UsageError("--namespace and --heartbeat-timeout are Temporal's, not --dbos's")
+    if args.namespace != "default":
+        raise UsageError("--namespace is Temporal's, not --dbos's")
+    beat = getattr(args, "heartbeat_timeout", 10.0)
+    if beat <= 0:
+        raise UsageError("--heartbeat-timeout must be above 0")
+    if not args.dbos.startswith("sqlite:///"):
+        # Postgres: a worker silent this long is presumed dead; a live one takes over.
+        return DbosOptions(system_database=args.dbos, queue=args.task_queue, takeover_after=beat)
+    if beat != 10.0:
+        raise UsageError("--heartbeat-timeout with --dbos is for Postgres (SQLite is one process)")
     if getattr(args, "otel", False):
         raise UsageError("--otel is not wired to --dbos yet (serve it without --otel)")
     return DbosOptions(system_database=args.dbos, queue=args.task_queue)

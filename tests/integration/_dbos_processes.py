@@ -29,6 +29,7 @@ class DbosWorkerProcess:
         *,
         system_database: str,
         db: Path,
+        args: tuple[str, ...] = (),
         env: dict[str, str] | None = None,
     ) -> None:
         self.log = log
@@ -42,9 +43,16 @@ class DbosWorkerProcess:
             system_database,
             "--store",
             f"sqlite:///{db}",
+            *args,
         ]
         self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         self.process: Process | None = None
+
+    @property
+    def pid(self) -> int:
+        """Its process id."""
+        assert self.process is not None
+        return self.process.pid
 
     def output(self) -> str:
         """The end of its output, for failure messages."""

@@ -62,7 +62,9 @@ async def test_tools_and_local_child_write_the_builtin_runtimes_log(tmp_path: Pa
     with anyio.fail_after(60):
         async with DbosWorker(agents.values(), store, options_in(tmp_path)) as worker:
             service = worker.executor.service
-            await service.start(RemoteStartRequest(session_id="s1", agent_type="boss", message="go"))
+            await service.start(
+                RemoteStartRequest(session_id="s1", agent_type="boss", message="go")
+            )
             output = await stream_to_end(service, "s1")  # type: ignore[arg-type]
         builtin = await _builtin_store("boss", "s1")
     assert output == "one plus two is three and the helper said six"
@@ -89,13 +91,14 @@ async def test_approval_answered_at_the_root_resumes_the_tree(tmp_path: Path) ->
             [entry] = status.pending_inputs
             assert entry.kind == "approval"
             for session_id in ("a1", "a1-sub-c1"):  # both wait, without a step running
-                while await paused_run(session_id, 10**6) is None:
+                # DBOS's state offers no event to wait on: polled, bounded by fail_after.
+                while await paused_run(session_id, 10**6) is None:  # noqa: ASYNC110
                     await anyio.sleep(0.05)
             waiting = await open_runs("a1")
             answer = await server.submit_approval("a1", entry.tool_call_id, True)
             assert answer.resumed
             assert await stream_to_end(server, "a1") == "payment done"
-            while await open_runs("a1"):  # the woken workflow ends after its last step
+            while await open_runs("a1"):  # noqa: ASYNC110 (it ends after its last step)
                 await anyio.sleep(0.05)
     assert len(waiting) == 1  # the root's one workflow went on (woken, not a second one)
     child = project_state(await store.read("a1-sub-c1"))
@@ -165,9 +168,7 @@ async def test_abort_reaches_every_descendant(tmp_path: Path) -> None:
         assert project_state(log).status == "failed"
 
 
-async def test_follow_up_turns(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_follow_up_turns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A message sent while running is taken at the next step; one sent after the end is a
     new turn (a new workflow of the session)."""
     monkeypatch.setenv("HELIX_TEMPORAL_MARKS", str(tmp_path))
@@ -183,7 +184,9 @@ async def test_follow_up_turns(
             )
             assert sent.queued
             assert await stream_to_end(server, "fu") == "marked and done"
-            await server.start(RemoteStartRequest(session_id="e1", agent_type="echo", message="one"))
+            await server.start(
+                RemoteStartRequest(session_id="e1", agent_type="echo", message="one")
+            )
             assert await stream_to_end(server, "e1") == "echo: one"
             await server.send_message(RemoteMessageRequest(session_id="e1", message="two"))
             last = (await store.read("e1"))[-1].seq

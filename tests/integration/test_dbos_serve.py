@@ -96,7 +96,8 @@ async def test_killed_mid_model_stream_a_restart_streams_the_turn_again(tmp_path
         log = await store.read("m1")
         assert seqs_contiguous(log)
         assert any(isinstance(e, StepRestarted) for e in log)
-        assert output and project_state(log).status == "completed"
+        assert output
+        assert project_state(log).status == "completed"
     except BaseException:
         print(gateway.output())
         raise
