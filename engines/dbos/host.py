@@ -36,6 +36,9 @@ from helix_agents.runtime.inprocess import InProcessTransport
 __all__ = ["DbosOptions", "DbosWorker", "StepHost", "current_host"]
 
 T = TypeVar("T")
+DBOS_LAUNCHED = "launched"
+WORKFLOW_VERSION = "helix-agent-run-1"
+"""The version of ``agent_run``'s decisions (bump it with any change to them)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,6 +57,13 @@ class DbosOptions:
             and a live worker recovers its workflows (``takeover.py``).
         paused_wait: seconds a paused run waits for its resume message.
         stop_grace: seconds a stopping run waits for its children.
+        app_version: DBOS's application version: a process recovers only the
+            pending workflows of its own version. The workflow's code is this
+            package's, not the agents', so the default names the workflow's
+            version (``specs/dbos.md``, the versioning rule).
+        log_level: DBOS's log level.
+        drain: seconds a closing worker lets its workflows finish the step they
+            are in (a paused one is left waiting; the rest are recovered later).
         tool_policies: a :class:`~helix_agents.durable.ToolPolicy` by tool name.
         default_policy: the policy of every other tool.
     """
@@ -64,6 +74,9 @@ class DbosOptions:
     executor_id: str | None = None
     polling_interval: float = 0.1
     takeover_after: float = 10.0
+    app_version: str = WORKFLOW_VERSION
+    log_level: str = "WARNING"
+    drain: float = 2.0
     paused_wait: float = 7 * 24 * 3600.0
     stop_grace: float = 10.0
     tool_policies: dict[str, ToolPolicy] = field(default_factory=dict)
@@ -134,6 +147,7 @@ class DbosWorker:
         attach(self.executor, self.options)
         self._portal: BlockingPortal | None = None
         self._takeover: Takeover | None = None
+        self._phases: set[str] = set()
         self._beating = anyio.CancelScope()
         url = self.options.system_database
         if url.startswith(("postgresql://", "postgres://")):
@@ -160,6 +174,7 @@ class DbosWorker:
             await self._portal.__aenter__()
             _HOST.append(StepHost(self.steps, self.options, self._portal))
             await anyio.to_thread.run_sync(self._launch)
+            self._phases.add(DBOS_LAUNCHED)
             if self._takeover is not None:
                 await self._takeover.first_beat()
                 tg = self.executor.runs.task_group
@@ -175,6 +190,8 @@ class DbosWorker:
             "name": self.options.app_name,
             "system_database_url": self.options.system_database,
             "notification_listener_polling_interval_sec": 0.05,
+            "application_version": self.options.app_version,
+            "log_level": self.options.log_level,
         }
         config["executor_id"] = self._executor_id
         DBOS(config=config)
@@ -193,11 +210,34 @@ class DbosWorker:
         with self._beating:
             await takeover.run()
 
+    async def _drain(self) -> None:
+        """Let this process's workflows finish a last step (a paused one is left waiting)."""
+        with anyio.move_on_after(self.options.drain):
+            while True:
+                pending = await DBOS.list_workflows_async(
+                    status="PENDING",
+                    executor_id=self._executor_id,
+                    load_input=False,
+                    load_output=False,
+                )
+                busy = False
+                for wf in pending:
+                    session = wf.workflow_id.rpartition("#")[0]
+                    if (await self.executor.runs.state(session)).status != "paused":
+                        busy = True
+                if not busy:
+                    return
+                await anyio.sleep(0.05)
+
     async def _close(self) -> None:
         self._beating.cancel()
         try:
+            if DBOS_LAUNCHED in self._phases:
+                with anyio.CancelScope(shield=True):
+                    await self._drain()
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(lambda: DBOS.destroy(destroy_registry=False))
+            self._phases.clear()
         finally:
             _HOST.clear()
             portal, self._portal = self._portal, None

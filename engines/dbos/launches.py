@@ -1,13 +1,21 @@
 """Launching a session's run on DBOS, and the protocol's service over it.
 
-:class:`DbosLauncher` is the executor's launcher: a run of session ``S``
-whose ``run_started`` is at seq ``N`` wakes ``S``'s paused workflow (a
-``resume`` message) if one waits, else enqueues workflow ``S#N`` on the
-worker queue (idempotent: DBOS runs one workflow per id). Inside a durable
-step that opens a local child, the launch is handed to the parent's workflow
-instead (a child workflow). :class:`DbosService` is the executor's service
-with ``is_executing`` from DBOS, and a stop that also wakes a paused
-workflow so it ends (a running one hears the stop request in the log).
+Which workflow runs a run is read from the session's log, not from DBOS's
+state, so a launch never races a workflow that is about to wait: the first
+run of a session, and every run after an ending (a follow-up turn after
+``completed``, a resume after ``interrupted``), is a new workflow
+``{session}#{seq}`` (its ``run_started``); a run that follows a pause (an
+answer came in) is the paused workflow's next run, sent to it as a
+``resume`` message (DBOS messages are durable: one sent before the workflow
+waits is there when it does). If that workflow has ended meanwhile (its
+``paused_wait`` spent), the run is a new workflow.
+
+:class:`DbosLauncher` is the executor's launcher; inside a durable step that
+opens a local child, the launch is handed to the parent's workflow instead (a
+child workflow). :class:`DbosService` is the executor's service with
+``is_executing`` from DBOS, joins a run in progress as Temporal's does
+(:class:`~helix_agents.durable.DurableService`), and wakes a paused
+workflow that was stopped so it ends.
 """
 
 from __future__ import annotations
@@ -15,20 +23,59 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-import msgspec
 from dbos import DBOS, SetWorkflowID
 
 from helix_agents.agents.config import AgentConfig
-from helix_agents.durable import RunInput, deferred_launch
-from helix_agents.events import Event
-from helix_agents.protocol import RemoteStatusResponse
-from helix_agents.runtime.service import ExecutorService
+from helix_agents.durable import DurableService, RunInput, deferred_launch
+from helix_agents.events import (
+    Aborted,
+    Completed,
+    Event,
+    Failed,
+    Interrupted,
+    RunStarted,
+    Suspended,
+)
 
-__all__ = ["DbosLauncher", "DbosService", "open_runs", "paused_run"]
+__all__ = [
+    "DbosLauncher",
+    "DbosService",
+    "child_route",
+    "launch_run",
+    "open_runs",
+    "run_route",
+    "workflow_id",
+]
 
 log = logging.getLogger("helix_agents.dbos")
 
 _OPEN = ["PENDING", "ENQUEUED"]
+_ENDINGS = (Completed, Failed, Interrupted, Aborted)
+
+
+def workflow_id(session_id: str, seq: int) -> str:
+    """The workflow id of the run of ``session_id`` whose ``run_started`` is at ``seq``."""
+    return f"{session_id}#{seq}"
+
+
+def run_route(log_: Sequence[Event]) -> tuple[str, bool]:
+    """The workflow of the log's last run, and whether it is a paused workflow's next run.
+
+    Read from the log alone (see the module doc).
+    """
+    session_id = log_[0].session_id
+    current, paused, follows = "", False, False
+    for event in log_:
+        if isinstance(event, RunStarted):
+            follows = bool(current) and paused
+            if not follows:
+                current = workflow_id(session_id, event.seq)
+            paused = False
+        elif isinstance(event, Suspended):
+            paused = True
+        elif isinstance(event, _ENDINGS):
+            paused = False
+    return current, follows
 
 
 async def open_runs(session_id: str) -> list[str]:
@@ -45,15 +92,34 @@ async def open_runs(session_id: str) -> list[str]:
     return [wf.workflow_id for wf in found if wf.workflow_id.rpartition("#")[0] == session_id]
 
 
-async def paused_run(session_id: str, seq: int) -> str | None:
-    """The id of the session's workflow waiting for a resume from before ``seq``, if one waits."""
-    from helix_agents.dbos.workflow import PAUSED_EVENT
+async def _is_open(wf_id: str) -> bool:
+    status = await DBOS.get_workflow_status_async(wf_id)
+    return status is not None and status.status in _OPEN
 
-    for wf_id in await open_runs(session_id):
-        paused = await DBOS.get_event_async(wf_id, PAUSED_EVENT, timeout_seconds=0)
-        if isinstance(paused, int) and 0 < paused < seq:
-            return wf_id
-    return None
+
+async def child_route(session_id: str, seq: int) -> str | None:
+    """The paused workflow a child's run at ``seq`` goes to (None: a new workflow)."""
+    from helix_agents.dbos.host import current_host
+
+    log_ = await current_host().steps.kit.executor.store.read(session_id, 0)
+    log_ = [event for event in log_ if event.seq <= seq]
+    wf_id, follows = run_route(log_)
+    return wf_id if follows and await _is_open(wf_id) else None
+
+
+async def launch_run(log_: Sequence[Event], queue: str) -> None:
+    """Launch the run whose ``run_started`` ends ``log_`` (outside any workflow)."""
+    from helix_agents.dbos.workflow import RESUME_TOPIC, agent_run
+
+    session_id, seq = log_[0].session_id, log_[-1].seq
+    wf_id, follows = run_route(log_)
+    if follows and await _is_open(wf_id):
+        await DBOS.send_async(wf_id, seq, RESUME_TOPIC)
+        if await _is_open(wf_id):
+            return
+        log.info("workflow %s ended as its resume came: run %d is a new one", wf_id, seq)
+    with SetWorkflowID(workflow_id(session_id, seq)):
+        await DBOS.enqueue_workflow_async(queue, agent_run, RunInput(session_id, seq))
 
 
 class DbosLauncher:
@@ -64,42 +130,26 @@ class DbosLauncher:
 
     async def __call__(self, agent: AgentConfig, log_: Sequence[Event], run_id: str) -> None:
         """Launch the run whose ``run_started`` ends ``log_``."""
-        from helix_agents.dbos.workflow import RESUME_TOPIC, agent_run, workflow_id
-
         session_id, seq = log_[0].session_id, log_[-1].seq
         if deferred_launch(session_id, seq, run_id):
             return
-        waiting = await paused_run(session_id, seq)
-        if waiting is not None:
-            await DBOS.send_async(waiting, seq, RESUME_TOPIC)
-            return
-        with SetWorkflowID(workflow_id(session_id, seq)):
-            await DBOS.enqueue_workflow_async(self.queue, agent_run, RunInput(session_id, seq))
+        await launch_run(log_, self.queue)
 
 
-class DbosService(ExecutorService):
+class DbosService(DurableService):
     """The protocol's service with runs on DBOS (see the module doc)."""
 
-    async def get_status(self, session_id: str) -> RemoteStatusResponse:
-        """The status from the log; ``is_executing``: a workflow of the session is open."""
-        status = await super().get_status(session_id)
-        executing = status.status == "running" and bool(await open_runs(session_id))
-        return msgspec.structs.replace(status, is_executing=executing)
+    async def run_open(self, session_id: str) -> bool:
+        """Whether a workflow of the session is open (running, queued or paused)."""
+        return bool(await open_runs(session_id))
 
-    async def interrupt(self, session_id: str, reason: str | None = None) -> None:
-        """Record the interrupt in the log; wake the session's paused workflow, if one waits."""
-        await super().interrupt(session_id, reason)
-        await self._wake(session_id)
-
-    async def abort(self, session_id: str, reason: str | None = None) -> None:
-        """Record the abort in the log; wake the session's paused workflow, if one waits."""
-        await super().abort(session_id, reason)
-        await self._wake(session_id)
-
-    async def _wake(self, session_id: str) -> None:
+    async def signal_stop(self, session_id: str, kind: str, reason: str | None) -> None:
+        """A running workflow hears the stop in its log; a paused one is woken to end."""
         from helix_agents.dbos.workflow import RESUME_TOPIC
 
-        state = await self._runs.state(session_id)
-        waiting = await paused_run(session_id, state.last_seq + 1)
-        if waiting is not None:
-            await DBOS.send_async(waiting, state.last_seq, RESUME_TOPIC)
+        log_ = await self._runs.store.read(session_id)
+        if not log_:
+            return
+        wf_id, _ = run_route(log_)
+        if wf_id and await _is_open(wf_id):
+            await DBOS.send_async(wf_id, log_[-1].seq, RESUME_TOPIC)

@@ -14,9 +14,9 @@ same order): the local children are opened and launched first, then every
 call's long step (a tool, a child followed, a remote call, a companion) runs
 together.
 
-A paused run waits for a ``resume`` message (``DBOS.recv``, durable, no
-worker slot held while it waits); the event ``paused_at`` tells a launcher
-that it waits (``launches.py``).
+A paused run waits for a ``resume`` message (``DBOS.recv``: durable, no
+worker slot held while it waits); which workflow a run goes to is read from
+the log (``launches.py``).
 """
 
 from __future__ import annotations
@@ -43,17 +43,11 @@ from helix_agents.durable.plan import (
 from helix_agents.durable.reading import StepFailed
 from helix_agents.errors import OwnershipLost, RemoteAgentFailedError
 
-__all__ = ["PAUSED_EVENT", "RESUME_TOPIC", "WORKFLOW_NAME", "agent_run", "workflow_id"]
+__all__ = ["RESUME_TOPIC", "WORKFLOW_NAME", "agent_run"]
 
 WORKFLOW_NAME = "helix_agent_run"
 RESUME_TOPIC = "resume"
-PAUSED_EVENT = "paused_at"
 T = TypeVar("T")
-
-
-def workflow_id(session_id: str, seq: int) -> str:
-    """The workflow id of the run of ``session_id`` whose ``run_started`` is at ``seq``."""
-    return f"{session_id}#{seq}"
 
 
 def _retryable(error: BaseException) -> bool:
@@ -95,9 +89,7 @@ async def agent_run(run: RunInput) -> str:
             plan = await _step("helix_stopped", partial(host.steps.stopped, stop))
         if plan.status != "paused":
             return plan.status
-        await DBOS.set_event_async(PAUSED_EVENT, plan.seq)
         woken = await DBOS.recv_async(RESUME_TOPIC, timeout_seconds=host.options.paused_wait)
-        await DBOS.set_event_async(PAUSED_EVENT, 0)
         if woken is None:
             return "paused"  # a later answer starts a new run of the session
         seq = max(int(woken), plan.seq)
@@ -169,16 +161,16 @@ async def _child_open(sid: str, seq: int, job: CallJob) -> ChildOpened:
 
 
 async def _launch_child(child: str, seq: int) -> None:
-    """Start the child's run as a child workflow, or wake its paused run."""
+    """Start the child's run as a child workflow, or send it to its paused workflow."""
     from helix_agents.dbos.host import current_host
-    from helix_agents.dbos.launches import paused_run
+    from helix_agents.dbos.launches import child_route, workflow_id
 
     host = current_host()
 
-    async def find() -> str | None:
-        return await host.call(lambda: paused_run(child, seq))
+    async def route() -> str | None:
+        return await host.call(lambda: child_route(child, seq))
 
-    waiting = await DBOS.run_step_async({"name": "helix_find_paused"}, find)
+    waiting = await DBOS.run_step_async({"name": "helix_child_route"}, route)
     if waiting is not None:
         await DBOS.send_async(waiting, seq, RESUME_TOPIC)
         return

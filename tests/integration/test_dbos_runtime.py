@@ -7,10 +7,11 @@ from pathlib import Path
 
 import anyio
 import pytest
+from dbos import DBOS
 
 from helix_agents import AgentExecutor, define_agent, define_tool
 from helix_agents.dbos import DbosOptions, DbosWorker, ToolPolicy, dbos_server
-from helix_agents.dbos.launches import open_runs, paused_run
+from helix_agents.dbos.launches import open_runs
 from helix_agents.errors import UsageError
 from helix_agents.events import (
     Aborted,
@@ -90,17 +91,15 @@ async def test_approval_answered_at_the_root_resumes_the_tree(tmp_path: Path) ->
             assert status.status == "paused"
             [entry] = status.pending_inputs
             assert entry.kind == "approval"
-            for session_id in ("a1", "a1-sub-c1"):  # both wait, without a step running
-                # DBOS's state offers no event to wait on: polled, bounded by fail_after.
-                while await paused_run(session_id, 10**6) is None:  # noqa: ASYNC110
-                    await anyio.sleep(0.05)
-            waiting = await open_runs("a1")
+            for session_id in ("a1", "a1-sub-c1"):  # both workflows open, waiting
+                assert await open_runs(session_id) == [f"{session_id}#2"]
             answer = await server.submit_approval("a1", entry.tool_call_id, True)
             assert answer.resumed
             assert await stream_to_end(server, "a1") == "payment done"
-            while await open_runs("a1"):  # noqa: ASYNC110 (it ends after its last step)
-                await anyio.sleep(0.05)
-    assert len(waiting) == 1  # the root's one workflow went on (woken, not a second one)
+            for session_id in ("a1", "a1-sub-c1"):
+                # The paused workflow went on (woken by its message): no second one.
+                ran = await DBOS.list_workflows_async(workflow_id_prefix=f"{session_id}#")
+                assert [wf.workflow_id for wf in ran] == [f"{session_id}#2"]
     child = project_state(await store.read("a1-sub-c1"))
     assert child.status == "completed"
     assert child.output == {"value": 5}
