@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import dataclasses
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -93,14 +94,22 @@ class StepHost:
         self._loop = asyncio.get_running_loop()
 
     async def call(self, work: Callable[[], Awaitable[T]]) -> T:
-        """Run ``work()`` on the worker's loop; cancelling the caller cancels it."""
+        """Run ``work()`` on the worker's loop; cancelling the caller cancels it.
+
+        The workflows run on DBOS's own loop (they are always enqueued, never
+        started inline), so this always crosses loops. The work runs in a fresh
+        context: the workflow's DBOS context must not leak into it (a run it
+        launches is a workflow of its own, not a step of this one).
+        """
         if asyncio.get_running_loop() is self._loop:
-            return await work()
+            raise UsageError("a durable step must be called from a DBOS workflow's loop")
 
         async def run() -> T:
             return await work()
 
-        future: concurrent.futures.Future[T] = self._portal.start_task_soon(run)
+        future: concurrent.futures.Future[T] = contextvars.Context().run(
+            self._portal.start_task_soon, run
+        )
         return await asyncio.wrap_future(future)
 
 
