@@ -3,12 +3,17 @@
 Open-source DBOS recovers a process's pending workflows when a process with
 the same executor id starts again; nothing moves them to another process
 by itself. So every worker sharing a Postgres system database beats in a
-small table of its own (``helix_dbos_executors``: executor id, last beat, on
-the database's clock), and each looks for executors silent longer than
-``dead_after``: the one that deletes a dead executor's row (one wins) asks
-DBOS to recover that executor's workflows, which go back on DBOS's queue
-for any live worker. The steps are idempotent against the log, so a
-workflow taken over mid step goes on with no gap and no duplicate.
+small table of its own (``helix_dbos_executors``: executor id, last beat on
+the database's clock, and the silence after which it declares itself dead),
+and each looks for executors silent longer than they declared: the one
+that deletes a dead executor's row (one wins) asks DBOS to recover that
+executor's workflows, which go back on DBOS's queue for any live worker.
+The steps are idempotent against the log, so a workflow taken over mid step
+goes on with no gap and no duplicate.
+
+A worker presumed dead while it is alive (stalled longer than the silence it
+declared) would run its workflows' steps alongside the taker's: declare a
+silence well above any stall (default 10 s).
 """
 
 from __future__ import annotations
@@ -44,23 +49,24 @@ class Takeover:
         with self._engine.begin() as db:
             db.execute(
                 sa.text(
-                    f"CREATE TABLE IF NOT EXISTS {_TABLE} "
-                    "(executor_id text PRIMARY KEY, beat_at timestamptz NOT NULL)"
+                    f"CREATE TABLE IF NOT EXISTS {_TABLE} (executor_id text PRIMARY KEY, "
+                    "beat_at timestamptz NOT NULL, dead_after double precision NOT NULL)"
                 )
             )
             db.execute(
                 sa.text(
-                    f"INSERT INTO {_TABLE} VALUES (:me, now()) "
-                    "ON CONFLICT (executor_id) DO UPDATE SET beat_at = now()"
+                    f"INSERT INTO {_TABLE} VALUES (:me, now(), :after) "
+                    "ON CONFLICT (executor_id) DO UPDATE SET beat_at = now(), dead_after = :after"
                 ),
-                {"me": self.executor_id},
+                {"me": self.executor_id, "after": self.dead_after},
             )
+            # Each executor is judged by the silence it declared, not by the judge's own.
             dead = db.execute(
                 sa.text(
                     f"DELETE FROM {_TABLE} WHERE executor_id <> :me "
-                    "AND beat_at < now() - make_interval(secs => :after) RETURNING executor_id"
+                    "AND beat_at < now() - make_interval(secs => dead_after) RETURNING executor_id"
                 ),
-                {"me": self.executor_id, "after": self.dead_after},
+                {"me": self.executor_id},
             )
             return [row[0] for row in dead]
 
@@ -91,7 +97,7 @@ class Takeover:
         self._recoverable = self._beat()
 
     async def run(self) -> None:
-        """Beat every quarter of ``dead_after`` until cancelled; recover the dead's workflows."""
+        """Beat every fifth of ``dead_after`` until cancelled; recover the dead's workflows."""
         try:
             while True:
                 try:
@@ -102,7 +108,7 @@ class Takeover:
                         await anyio.to_thread.run_sync(DBOS._recover_pending_workflows, dead)
                 except sa.exc.SQLAlchemyError as exc:
                     log.warning("executor beat failed: %s", exc)
-                await anyio.sleep(self.dead_after / 4)
+                await anyio.sleep(self.dead_after / 5)
         finally:
             with anyio.CancelScope(shield=True):
                 try:

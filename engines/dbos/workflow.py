@@ -175,7 +175,9 @@ async def _launch_child(child: str, seq: int) -> None:
         await DBOS.send_async(waiting, seq, RESUME_TOPIC)
         return
     with SetWorkflowID(workflow_id(child, seq)):
-        await DBOS.enqueue_workflow_async(host.options.queue, agent_run, RunInput(child, seq))
+        # Started here (a child workflow on this worker, no queue round trip): a
+        # dead worker's children are taken over with it.
+        await DBOS.start_workflow_async(agent_run, RunInput(child, seq))
 
 
 async def _job(sid: str, seq: int, job: CallJob) -> JobDone:

@@ -54,7 +54,7 @@ async def test_worker_killed_mid_tool_another_worker_completes(
             TARGET,
             system_database=system_database,
             db=gateway.db,
-            args=("--heartbeat-timeout", "2"),
+            args=("--heartbeat-timeout", "3"),
             env=env,
         )
         for n in (1, 2)
