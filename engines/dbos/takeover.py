@@ -4,7 +4,8 @@ Open-source DBOS recovers a process's pending workflows when a process with
 the same executor id starts again; nothing moves them to another process
 by itself. So every worker sharing a Postgres system database beats in a
 small table of its own (``helix_dbos_executors``: executor id, last beat on
-the database's clock, and the silence after which it declares itself dead),
+the database's clock, the silence after which it declares itself dead, and
+``host:pid``),
 and each looks for executors silent longer than they declared: the one
 that deletes a dead executor's row (one wins) asks DBOS to recover that
 executor's workflows, which go back on DBOS's queue for any live worker.
@@ -19,6 +20,8 @@ silence well above any stall (default 10 s).
 from __future__ import annotations
 
 import logging
+import os
+import socket
 
 import anyio
 import sqlalchemy as sa
@@ -39,6 +42,8 @@ class Takeover:
     def __init__(self, url: str, executor_id: str, dead_after: float) -> None:
         self._recoverable: list[str] = []
         self.executor_id = executor_id
+        self.process = f"{socket.gethostname()}:{os.getpid()}"
+        """Where the executor runs (host name and process id), for operators."""
         self.dead_after = dead_after
         self._engine = sa.create_engine(
             sa.make_url(url).set(drivername="postgresql+psycopg"), pool_size=1, max_overflow=0
@@ -50,15 +55,16 @@ class Takeover:
             db.execute(
                 sa.text(
                     f"CREATE TABLE IF NOT EXISTS {_TABLE} (executor_id text PRIMARY KEY, "
-                    "beat_at timestamptz NOT NULL, dead_after double precision NOT NULL)"
+                    "beat_at timestamptz NOT NULL, dead_after double precision NOT NULL, "
+                    "process text NOT NULL)"
                 )
             )
             db.execute(
                 sa.text(
-                    f"INSERT INTO {_TABLE} VALUES (:me, now(), :after) "
+                    f"INSERT INTO {_TABLE} VALUES (:me, now(), :after, :process) "
                     "ON CONFLICT (executor_id) DO UPDATE SET beat_at = now(), dead_after = :after"
                 ),
-                {"me": self.executor_id, "after": self.dead_after},
+                {"me": self.executor_id, "after": self.dead_after, "process": self.process},
             )
             # Each executor is judged by the silence it declared, not by the judge's own.
             dead = db.execute(

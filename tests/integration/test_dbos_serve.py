@@ -14,7 +14,14 @@ import anyio
 import pytest
 from _serve_process import ServeProcess
 
-from helix_agents.events import CustomChunk, StepRestarted, TextDelta
+from helix_agents.events import (
+    ChildChunkForwarded,
+    CustomChunk,
+    RunStarted,
+    StepRestarted,
+    SubSessionFinished,
+    TextDelta,
+)
 from helix_agents.log import project_state
 from helix_agents.protocol import EndEvent, RemoteStartRequest
 from helix_agents.stores import SqliteEventStore
@@ -33,7 +40,7 @@ async def _to_end(client: HttpRemoteAgentTransport, session_id: str) -> Any:
     raise AssertionError("no end event")
 
 
-def _gateway(tmp_path: Path) -> ServeProcess:
+def _gateway(tmp_path: Path, **env: str) -> ServeProcess:
     marks = tmp_path / "marks"
     marks.mkdir(exist_ok=True)
     return ServeProcess(
@@ -41,7 +48,7 @@ def _gateway(tmp_path: Path) -> ServeProcess:
         TARGET,
         "--dbos",
         f"sqlite:///{tmp_path / 'dbos.sqlite'}",
-        env={"HELIX_TEMPORAL_MARKS": str(marks), "HELIX_TEMPORAL_MARK_SECONDS": "30"},
+        env={"HELIX_TEMPORAL_MARKS": str(marks), "HELIX_TEMPORAL_MARK_SECONDS": "30", **env},
     )
 
 
@@ -104,3 +111,43 @@ async def test_killed_mid_model_stream_a_restart_streams_the_turn_again(tmp_path
     finally:
         await store.close()
         await gateway.stop()
+
+
+async def test_killed_mid_remote_child_a_restart_follows_it_on(tmp_path: Path) -> None:
+    """SIGKILL the process while it follows a remote child (a real ``serve`` over HTTP): the
+    recovered remote-call step asks the child's status first and follows on from the seq the
+    parent's log holds; the remote child is started once."""
+    remote_dir = tmp_path / "remote"
+    remote_dir.mkdir()
+    remote = ServeProcess(remote_dir, "tests.integration.remote_app:agents")
+    await remote.start()
+    gateway = _gateway(tmp_path, HELIX_TEMPORAL_REMOTE_URL=remote.url)
+    store = SqliteEventStore(tmp_path / "serve.db")
+    remote_store = SqliteEventStore(remote.db)
+    try:
+        await gateway.start()
+        async with HttpRemoteAgentTransport(gateway.url) as client:
+            with anyio.fail_after(120):
+                await client.start(
+                    RemoteStartRequest(session_id="rk", agent_type="remote_boss", message="go")
+                )
+                await wait_for(store, "rk", lambda e: isinstance(e, ChildChunkForwarded))
+                await gateway.kill()
+                await gateway.start()
+                assert await _to_end(client, "rk") == "researched"
+        log = await store.read("rk")
+        assert seqs_contiguous(log)
+        forwarded = [e.child_seq for e in log if isinstance(e, ChildChunkForwarded)]
+        assert forwarded == sorted(set(forwarded))  # each chunk once, in order
+        [finished] = [e for e in log if isinstance(e, SubSessionFinished)]
+        assert finished.status == "completed"
+        child = await remote_store.read("rk-remote-r1")
+        assert sum(isinstance(e, RunStarted) for e in child) == 1  # never started again
+    except BaseException:
+        print(gateway.output(), remote.output())
+        raise
+    finally:
+        await store.close()
+        await remote_store.close()
+        await gateway.stop()
+        await remote.terminate()
