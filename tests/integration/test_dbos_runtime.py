@@ -239,3 +239,27 @@ def test_worker_refuses_what_it_cannot_run(tmp_path: Path) -> None:
             MemoryEventStore(),
             DbosOptions(tool_policies={"nope": ToolPolicy()}),
         )
+
+
+async def test_an_interrupt_of_a_paused_root_ends_its_waiting_workflow(tmp_path: Path) -> None:
+    """A tree paused for an approval is interrupted at the root: the root ends interrupted
+    and its paused workflow, woken, ends; the paused child stays paused (as on the built-in
+    runtime: it can still be answered), its workflow still waiting."""
+    store = MemoryEventStore()
+    with anyio.fail_after(60):
+        async with dbos_server(agents, store, options_in(tmp_path)) as server:
+            await server.start(
+                RemoteStartRequest(session_id="pi", agent_type="hitl_boss", message="pay")
+            )
+            await wait_for(store, "pi", lambda e: isinstance(e, Suspended))
+            assert await open_runs("pi") == ["pi#2"]
+            await server.interrupt("pi", "never mind")
+            await wait_for(store, "pi", lambda e: isinstance(e, Interrupted))
+            # DBOS's state offers no event to wait on: polled, bounded by fail_after.
+            while await open_runs("pi"):  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+            assert await open_runs("pi-sub-c1") == ["pi-sub-c1#2"]
+    log = await store.read("pi")
+    assert seqs_contiguous(log)
+    assert project_state(log).status == "interrupted"
+    assert project_state(await store.read("pi-sub-c1")).status == "paused"
