@@ -11,8 +11,9 @@ Embedded on SQLite by default; Postgres for several worker processes.
 
 from __future__ import annotations
 
-from helix_agents.dbos.host import DbosOptions, DbosWorker
+from helix_agents.dbos.host import DbosWorker
 from helix_agents.dbos.launches import DbosLauncher, DbosService
+from helix_agents.dbos.options import DbosOptions
 from helix_agents.dbos.server import DbosServer, dbos_server
 from helix_agents.durable import ToolPolicy
 

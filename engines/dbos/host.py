@@ -2,125 +2,41 @@
 
 DBOS is a library: the worker launches it in-process over its system
 database (SQLite by default, a file; Postgres when several processes share
-the work) and polls the worker queue. DBOS runs a dequeued or recovered
-workflow on its own event loop (a thread); every step's work is handed to
-the worker's event loop, where its executor, store and models live, through
-an anyio blocking portal (:class:`StepHost`). One DBOS per process: a
-second worker entered while one runs is refused.
+the work) and polls the worker queue; its steps run on this process's event
+loop (:class:`~helix_agents.dbos.stephost.StepHost`). One DBOS per process:
+a second worker entered while one runs is refused.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import contextvars
 import dataclasses
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 from anyio.from_thread import BlockingPortal
 from dbos import DBOS, DBOSConfig
 
 from helix_agents.agents.config import AgentConfig
+from helix_agents.dbos.launches import DbosLauncher, DbosService
+from helix_agents.dbos.options import DbosOptions
+from helix_agents.dbos.stephost import StepHost, hosting, unhost
 from helix_agents.dbos.takeover import Takeover
-from helix_agents.durable import DurableSteps, ToolPolicy
+from helix_agents.dbos.workflow import agent_run
+from helix_agents.durable import DurableSteps
 from helix_agents.errors import UsageError
 from helix_agents.log.store import EventStore
 from helix_agents.models.base import LLMAdapter
 from helix_agents.runtime.executor import AgentExecutor
 from helix_agents.runtime.inprocess import InProcessTransport
 
-__all__ = ["DbosOptions", "DbosWorker", "StepHost", "current_host"]
+__all__ = ["DbosWorker", "attach"]
 
-T = TypeVar("T")
 DBOS_LAUNCHED = "launched"
-WORKFLOW_VERSION = "helix-agent-run-1"
-"""The version of ``agent_run``'s decisions (bump it with any change to them)."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class DbosOptions:
-    """Where DBOS keeps its state and how the workflows run (give every process the same).
-
-    Args:
-        system_database: DBOS's system database URL: ``sqlite:///path`` (embedded,
-            one process) or ``postgresql://...`` (several worker processes).
-        queue: the DBOS queue runs are enqueued on and workers poll.
-        app_name: DBOS's application name.
-        executor_id: this process's DBOS executor id (a restart with the same
-            id recovers the workflows it left pending; default ``local``).
-        polling_interval: seconds between a worker's polls of the queue.
-        takeover_after: Postgres only: a worker silent this long is presumed dead,
-            and a live worker recovers its workflows (``takeover.py``).
-        paused_wait: seconds a paused run waits for its resume message.
-        stop_grace: seconds a stopping run waits for its children.
-        app_version: DBOS's application version: a process recovers only the
-            pending workflows of its own version. The workflow's code is this
-            package's, not the agents', so the default names the workflow's
-            version (``specs/dbos.md``, the versioning rule).
-        log_level: DBOS's log level.
-        drain: seconds a closing worker lets its workflows finish the step they
-            are in (a paused one is left waiting; the rest are recovered later).
-        tool_policies: a :class:`~helix_agents.durable.ToolPolicy` by tool name.
-        default_policy: the policy of every other tool.
-    """
-
-    system_database: str = "sqlite:///helix_dbos.sqlite"
-    queue: str = "helix-agents"
-    app_name: str = "helix-agents"
-    executor_id: str | None = None
-    polling_interval: float = 0.1
-    takeover_after: float = 10.0
-    app_version: str = WORKFLOW_VERSION
-    log_level: str = "WARNING"
-    drain: float = 2.0
-    paused_wait: float = 7 * 24 * 3600.0
-    stop_grace: float = 10.0
-    tool_policies: dict[str, ToolPolicy] = field(default_factory=dict)
-    default_policy: ToolPolicy = field(default_factory=ToolPolicy)
-
-
-class StepHost:
-    """What the workflows' steps run on: the durable steps, on the worker's loop."""
-
-    def __init__(self, steps: DurableSteps, options: DbosOptions, portal: BlockingPortal) -> None:
-        self.steps = steps
-        self.options = options
-        self._portal = portal
-        self._loop = asyncio.get_running_loop()
-
-    async def call(self, work: Callable[[], Awaitable[T]]) -> T:
-        """Run ``work()`` on the worker's loop; cancelling the caller cancels it.
-
-        The workflows run on DBOS's own loop (they are always enqueued, never
-        started inline), so this always crosses loops. The work runs in a fresh
-        context: the workflow's DBOS context must not leak into it (a run it
-        launches is a workflow of its own, not a step of this one).
-        """
-        if asyncio.get_running_loop() is self._loop:
-            raise UsageError("a durable step must be called from a DBOS workflow's loop")
-
-        async def run() -> T:
-            return await work()
-
-        future: concurrent.futures.Future[T] = contextvars.Context().run(
-            self._portal.start_task_soon, run
-        )
-        return await asyncio.wrap_future(future)
-
-
-_HOST: list[StepHost] = []
-
-
-def current_host() -> StepHost:
-    """The host of this process's running worker (``UsageError`` if none runs)."""
-    if not _HOST:
-        raise UsageError("no DbosWorker runs in this process")
-    return _HOST[0]
+_REGISTERED = agent_run
+"""Importing the workflow module registers ``agent_run`` with DBOS."""
 
 
 class DbosWorker:
@@ -172,16 +88,11 @@ class DbosWorker:
             raise UsageError("the system database is sqlite:///FILE or postgresql://...")
 
     async def __aenter__(self) -> DbosWorker:
-        from helix_agents.dbos import workflow  # registers the workflow with DBOS
-
-        del workflow
-        if _HOST:
-            raise UsageError("a DbosWorker already runs in this process (DBOS is one per process)")
         await self.executor.__aenter__()
         try:
             self._portal = BlockingPortal()
             await self._portal.__aenter__()
-            _HOST.append(StepHost(self.steps, self.options, self._portal))
+            hosting(StepHost(self.steps, self.options, self._portal))
             await anyio.to_thread.run_sync(self._launch)
             self._phases.add(DBOS_LAUNCHED)
             if self._takeover is not None:
@@ -248,7 +159,7 @@ class DbosWorker:
                 await anyio.to_thread.run_sync(lambda: DBOS.destroy(destroy_registry=False))
             self._phases.clear()
         finally:
-            _HOST.clear()
+            unhost()
             portal, self._portal = self._portal, None
             try:
                 if portal is not None:
@@ -264,8 +175,6 @@ class DbosWorker:
 
 def attach(executor: AgentExecutor, options: DbosOptions) -> Any:
     """Make ``executor`` launch its runs as DBOS workflows; return its new service."""
-    from helix_agents.dbos.launches import DbosLauncher, DbosService
-
     service = DbosService(executor.runs)
     executor.service = service
     executor.env = dataclasses.replace(executor.env, local_transport=InProcessTransport(service))

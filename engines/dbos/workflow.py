@@ -29,6 +29,8 @@ from typing import TypeVar
 from dbos import DBOS, SetWorkflowID
 from dbos._core import StepOptions
 
+from helix_agents.dbos.routes import RESUME_TOPIC, WORKFLOW_NAME, child_route, workflow_id
+from helix_agents.dbos.stephost import current_host
 from helix_agents.durable.plan import (
     CallJob,
     ChildOpened,
@@ -43,10 +45,8 @@ from helix_agents.durable.plan import (
 from helix_agents.durable.reading import StepFailed
 from helix_agents.errors import OwnershipLost, RemoteAgentFailedError
 
-__all__ = ["RESUME_TOPIC", "WORKFLOW_NAME", "agent_run"]
+__all__ = ["agent_run"]
 
-WORKFLOW_NAME = "helix_agent_run"
-RESUME_TOPIC = "resume"
 T = TypeVar("T")
 
 
@@ -64,8 +64,6 @@ _STEP: StepOptions = {
 
 
 async def _step(name: str, work: Callable[[], Awaitable[T]], options: StepOptions = _STEP) -> T:
-    from helix_agents.dbos.host import current_host
-
     host = current_host()
 
     async def run() -> T:
@@ -78,8 +76,6 @@ async def _step(name: str, work: Callable[[], Awaitable[T]], options: StepOption
 @DBOS.workflow(name=WORKFLOW_NAME)
 async def agent_run(run: RunInput) -> str:
     """Run session ``run.session_id`` from seq ``run.seq`` until it ends or pauses too long."""
-    from helix_agents.dbos.host import current_host
-
     host = current_host()
     seq = run.seq
     while True:
@@ -96,8 +92,6 @@ async def agent_run(run: RunInput) -> str:
 
 
 async def _drive(sid: str, seq: int) -> Plan:
-    from helix_agents.dbos.host import current_host
-
     steps = current_host().steps
     plan: Plan = await _step("helix_begin", lambda: steps.begin(StepInput(sid, seq)))
     while plan.status == "running" and plan.stop is None:
@@ -115,8 +109,6 @@ async def _drive(sid: str, seq: int) -> Plan:
 
 
 async def _round(plan: Plan) -> Plan:
-    from helix_agents.dbos.host import current_host
-
     host = current_host()
     steps = host.steps
     sid = plan.session_id
@@ -152,8 +144,6 @@ async def _round(plan: Plan) -> Plan:
 
 
 async def _child_open(sid: str, seq: int, job: CallJob) -> ChildOpened:
-    from helix_agents.dbos.host import current_host
-
     steps = current_host().steps
     step = StepInput(sid, seq, job.call_id)
     opened: ChildOpened = await _step("helix_child_open", lambda: steps.calls.child_open(step))
@@ -162,9 +152,6 @@ async def _child_open(sid: str, seq: int, job: CallJob) -> ChildOpened:
 
 async def _launch_child(child: str, seq: int) -> None:
     """Start the child's run as a child workflow, or send it to its paused workflow."""
-    from helix_agents.dbos.host import current_host
-    from helix_agents.dbos.launches import child_route, workflow_id
-
     host = current_host()
 
     async def route() -> str | None:
@@ -181,8 +168,6 @@ async def _launch_child(child: str, seq: int) -> None:
 
 
 async def _job(sid: str, seq: int, job: CallJob) -> JobDone:
-    from helix_agents.dbos.host import current_host
-
     calls = current_host().steps.calls
     step = StepInput(sid, seq, job.call_id)
     if job.kind == "tool":

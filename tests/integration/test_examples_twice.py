@@ -37,7 +37,6 @@ RUNS: dict[str, tuple[list[str], str]] = {
     "a2a_interop.py": ([], "lead: logs replay (3 sources)"),
     "temporal_worker.py": ([], "output: Lyon has 516092 people: big enough."),
     "mcp_tools.py": ([], "structured content: {'answer': 42}"),
-    "temporal_worker.py": ([], "output: Lyon has 516092 people: big enough."),
     "dbos_agents.py": (
         ["--dbos", "sqlite:///dbos.sqlite", "--store", "sqlite:///dbos-events.db"],
         "output: Lyon has 516092 people: big enough, and the visit is booked.",
