@@ -26,8 +26,8 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TypeVar
 
-from dbos import DBOS, SetWorkflowID
-from dbos._core import StepOptions
+from dbos import DBOS, SetWorkflowID, StepOptions
+from dbos._error import DBOSException, DBOSMaxStepRetriesExceeded, DBOSStepTimeoutError
 
 from helix_agents.dbos.routes import RESUME_TOPIC, WORKFLOW_NAME, child_route, workflow_id
 from helix_agents.dbos.stephost import current_host
@@ -48,6 +48,16 @@ from helix_agents.errors import OwnershipLost, RemoteAgentFailedError
 __all__ = ["agent_run"]
 
 T = TypeVar("T")
+
+
+def _spent(error: Exception) -> bool:
+    """Whether ``error`` is a step that failed for good (not DBOS's own trouble, which propagates).
+
+    A step's own error (non-retryable), its retries spent, or its timeout.
+    """
+    if isinstance(error, DBOSMaxStepRetriesExceeded | DBOSStepTimeoutError):
+        return True
+    return not isinstance(error, DBOSException)
 
 
 def _retryable(error: BaseException) -> bool:
@@ -102,7 +112,10 @@ async def _drive(sid: str, seq: int) -> Plan:
             else:
                 step = StepInput(sid, at)
                 plan = await _step("helix_model_step", partial(steps.model_step, step))
-        except Exception as exc:  # a step whose retries are spent: the run fails, logged
+        except Exception as exc:
+            if not _spent(exc):
+                raise
+            # A step whose retries are spent: the run fails, recorded in the log.
             failed, error = StepInput(sid, at), str(exc)
             plan = await _step("helix_run_failed", partial(steps.run_failed, failed, error))
     return plan
@@ -182,7 +195,10 @@ async def _job(sid: str, seq: int, job: CallJob) -> JobDone:
         }
         try:
             return await _step("helix_tool_call", lambda: calls.tool_call(step), options)
-        except Exception as exc:  # its attempts are spent: an error result the model reads
+        except Exception as exc:
+            if not _spent(exc):
+                raise
+            # Its attempts are spent: an error result the model reads.
             error = f"tool failed: {exc}"
             return await _step("helix_tool_failed", lambda: calls.tool_failed(step, error))
     work: dict[str, Callable[[], Awaitable[JobDone]]] = {

@@ -113,7 +113,7 @@ async def fleet(postgres: PostgresCluster, tmp_path: Path) -> AsyncIterator[Flee
             TARGET,
             system_database=system_database,
             db=gateway.db,
-            args=("--heartbeat-timeout", "3"),
+            args=("--heartbeat-timeout", "5"),  # well above a stall on a loaded machine
             env=env,
         )
         for n in (1, 2)
