@@ -263,3 +263,27 @@ async def test_an_interrupt_of_a_paused_root_ends_its_waiting_workflow(tmp_path:
     assert seqs_contiguous(log)
     assert project_state(log).status == "interrupted"
     assert project_state(await store.read("pi-sub-c1")).status == "paused"
+
+
+async def test_a_paused_run_past_its_wait_ends_and_the_answer_starts_a_new_one(
+    tmp_path: Path,
+) -> None:
+    """``paused_wait``: a paused workflow waits that long, then ends (the session stays
+    paused in the log); the answer that comes later runs in a new workflow of the session."""
+    store = MemoryEventStore()
+    with anyio.fail_after(60):
+        async with dbos_server(agents, store, options_in(tmp_path, paused_wait=0.5)) as server:
+            await server.start(RemoteStartRequest(session_id="pw", agent_type="asker", message="?"))
+            await wait_for(store, "pw", lambda e: isinstance(e, Suspended))
+            # DBOS's state offers no event to wait on: polled, bounded by fail_after.
+            while await open_runs("pw"):  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+            assert (await server.get_status("pw")).status == "paused"
+            answer = await server.submit_tool_result("pw", "k1", {"colour": "teal"})
+            assert answer.resumed
+            assert await stream_to_end(server, "pw") == "picked"
+            ran = await DBOS.list_workflows_async(workflow_id_prefix="pw#")
+    assert len(ran) == 2  # the one that waited and ended, and the answer's
+    log = await store.read("pw")
+    assert seqs_contiguous(log)
+    assert [r.message.content for r in results_of(log, "k1")] == ['{"colour":"teal"}']
