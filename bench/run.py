@@ -1,4 +1,4 @@
-"""Benchmarks: ``python bench/run.py store|runtime|http|nats|idle|peer|load|interop|temporal``.
+"""Benchmarks: ``python bench/run.py store|runtime|http|nats|idle|peer|load|interop|temporal|dbos``.
 
 Each benchmark measures our code and a raw baseline in the same run and prints
 ratios; its last line is one JSON object. Benchmarks never assert on time and
@@ -11,7 +11,18 @@ import argparse
 import json
 import sys
 
-BENCHMARKS = ("store", "runtime", "http", "nats", "idle", "peer", "load", "interop", "temporal")
+BENCHMARKS = (
+    "store",
+    "runtime",
+    "http",
+    "nats",
+    "idle",
+    "peer",
+    "load",
+    "interop",
+    "temporal",
+    "dbos",
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,6 +72,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench_temporal import run_temporal
 
         summary = run_temporal(quick=args.quick)
+    elif args.name == "dbos":
+        from bench_dbos import run_dbos
+
+        summary = run_dbos(quick=args.quick)
     else:
         from bench_idle import run_idle
 

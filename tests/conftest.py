@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 from nats_server import NatsServer
+from postgres_cluster import PostgresCluster, postgres_bin
 from temporal_server import TemporalDev
 
 from helix_agents import EventStore
@@ -80,6 +83,28 @@ def temporal_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TemporalD
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresCluster]:
+    """One private PostgreSQL cluster for the run (tests/postgres_cluster.py).
+
+    Skips without Debian's binaries, unless HELIX_REQUIRE_POSTGRES=1 (CI installs them).
+    """
+    bin_dir = postgres_bin()
+    if bin_dir is None:
+        if os.environ.get("HELIX_REQUIRE_POSTGRES") == "1":
+            pytest.fail("HELIX_REQUIRE_POSTGRES=1 but no PostgreSQL binaries are installed")
+        pytest.skip("no PostgreSQL binaries (apt-get install postgresql)")
+    # Not under pytest's 0700 temp root: the server may run as the postgres user.
+    directory = Path(tempfile.mkdtemp(prefix="helix-pg-"))
+    cluster = PostgresCluster(directory, bin_dir)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 _stream_numbers = itertools.count(1)

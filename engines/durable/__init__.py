@@ -1,6 +1,6 @@
 """Durable runtimes' shared half: a session's run as durable steps over one log.
 
-An engine (``helix_agents.temporal``; DBOS next) supplies the workflow that
+An engine (``helix_agents.temporal``, ``helix_agents.dbos``) supplies the workflow that
 drives the steps and records their results; :class:`DurableSteps` does the
 work of each step on the session's log, exactly once (``specs/temporal.md``).
 """
@@ -23,6 +23,7 @@ from helix_agents.durable.plan import (
     ToolPolicy,
 )
 from helix_agents.durable.reading import StepFailed, plan_of, refuse_unsupported
+from helix_agents.durable.service import DurableService
 from helix_agents.durable.steps import DurableSteps
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "CallJob",
     "CallSteps",
     "ChildOpened",
+    "DurableService",
     "DurableSteps",
     "JobDone",
     "Launch",

@@ -1,6 +1,6 @@
 """The protocol over Temporal: runs launched as workflows, stops sent as signals.
 
-:class:`TemporalService` is the executor's :class:`~helix_agents.runtime.service.ExecutorService`
+:class:`TemporalService` is the :class:`~helix_agents.durable.DurableService`
 with three differences: a run is launched by :class:`TemporalLauncher`
 (signal-with-start of the session's workflow, whose id is the session id)
 instead of in this process; ``interrupt``/``abort`` record the request in
@@ -21,28 +21,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import anyio
-import msgspec
 from temporalio.api.enums.v1 import WorkflowExecutionStatus
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from helix_agents.agents.config import AgentConfig
-from helix_agents.durable import ToolPolicy, deferred_launch
+from helix_agents.durable import DurableService, ToolPolicy, deferred_launch
 from helix_agents.errors import AgentServerError, TransportError
 from helix_agents.events import Event
-from helix_agents.log.projections import project_state
-from helix_agents.protocol import (
-    RemoteResumeRequest,
-    RemoteStartRequest,
-    RemoteStartResponse,
-    RemoteStatusResponse,
-    checked_session_id,
-)
 from helix_agents.runtime.executor import AgentExecutor
 from helix_agents.runtime.inprocess import InProcessTransport
 from helix_agents.runtime.runs import SessionRuns
-from helix_agents.runtime.service import ExecutorService
-from helix_agents.runtime.starts import user_messages
 from helix_agents.temporal.workflow import WORKFLOW_NAME, WorkflowInput
 
 __all__ = ["TemporalLauncher", "TemporalOptions", "TemporalService", "attach", "connect"]
@@ -127,7 +116,7 @@ class TemporalLauncher:
         log.error("could not launch run %s of %s: a resume will launch it", run_id, session_id)
 
 
-class TemporalService(ExecutorService):
+class TemporalService(DurableService):
     """The protocol's service with runs on Temporal (see the module doc)."""
 
     def __init__(self, runs: SessionRuns, client: Client) -> None:
@@ -144,62 +133,12 @@ class TemporalService(ExecutorService):
             raise AgentServerError("UNAVAILABLE", f"Temporal: {exc}") from exc
         return bool(described.raw_description.workflow_execution_info.status == _RUNNING)
 
-    async def get_status(self, session_id: str) -> RemoteStatusResponse:
-        """The status from the log; ``is_executing`` from Temporal (its workflow is open)."""
-        status = await super().get_status(session_id)
-        executing = status.status == "running" and await self.workflow_open(session_id)
-        return msgspec.structs.replace(status, is_executing=executing)
+    async def run_open(self, session_id: str) -> bool:
+        """Whether the session's workflow is open (:meth:`workflow_open`)."""
+        return await self.workflow_open(session_id)
 
-    async def start(self, request: RemoteStartRequest) -> RemoteStartResponse:
-        """Start a session (idempotent); a repeat while its workflow runs joins that run.
-
-        (No run is held here, so the service alone would take a running session
-        over as one left by a dead process.)
-        """
-        session_id = checked_session_id(request.session_id)
-        log_ = await self._runs.store.read(session_id)
-        if log_:
-            state = project_state(log_)
-            if state.status == "running" and await self.workflow_open(session_id):
-                messages = user_messages(request.message)
-                if state.agent_type != request.agent_type or (
-                    state.messages[: len(messages)] != messages
-                ):
-                    raise AgentServerError(
-                        "ALREADY_RUNNING",
-                        f"session {session_id!r} exists with a different request "
-                        f"(agent type {state.agent_type!r}); use a new session id",
-                    )
-                return RemoteStartResponse(
-                    session_id=session_id, stream_id=session_id, run_id=state.run_id
-                )
-        return await super().start(request)
-
-    async def resume(self, request: RemoteResumeRequest) -> RemoteStartResponse:
-        """Resume, unless the session's workflow is running it now (then: that run's ids)."""
-        session_id = checked_session_id(request.session_id)
-        state = await self._runs.state(session_id)
-        if state.status == "running" and await self.workflow_open(session_id):
-            if request.message:
-                raise AgentServerError(
-                    "ALREADY_RUNNING", f"session {session_id!r} is running: send the message"
-                )
-            return RemoteStartResponse(
-                session_id=session_id, stream_id=session_id, run_id=state.run_id
-            )
-        return await super().resume(request)
-
-    async def interrupt(self, session_id: str, reason: str | None = None) -> None:
-        """Record the interrupt in the log, then signal the session's workflow."""
-        await super().interrupt(session_id, reason)
-        await self._signal_stop(session_id, "interrupt", reason)
-
-    async def abort(self, session_id: str, reason: str | None = None) -> None:
-        """Record the abort in the log, then signal the session's workflow."""
-        await super().abort(session_id, reason)
-        await self._signal_stop(session_id, "abort", reason)
-
-    async def _signal_stop(self, session_id: str, kind: str, reason: str | None) -> None:
+    async def signal_stop(self, session_id: str, kind: str, reason: str | None) -> None:
+        """Signal ``stop`` to the session's workflow (it passes it on to its children)."""
         try:
             await self.client.get_workflow_handle(session_id).signal("stop", args=[kind, reason])
         except RPCError as exc:

@@ -48,24 +48,37 @@ def _temporal_options(parser: argparse.ArgumentParser, *, required: bool) -> Non
     )
 
 
+def _dbos_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dbos",
+        metavar="URL",
+        help="run the sessions as DBOS workflows in this process, DBOS's system database at "
+        "URL (sqlite:///FILE, or postgresql://... shared with more workers)",
+    )
+
+
 def add_temporal_commands(commands: Any, store_help: str) -> None:
-    """Add ``worker`` to the CLI, and ``--temporal`` (with its queue and namespace) to ``serve``."""
+    """Add ``worker`` to the CLI, and ``--temporal``/``--dbos`` to ``serve``."""
     _temporal_options(commands.choices["serve"], required=False)
+    _dbos_option(commands.choices["serve"])
     worker = commands.add_parser(
         "worker",
-        help="run agents as Temporal workflows",
-        description="Run MODULE:ATTR's agents as Temporal workflows (the temporal extra), "
-        "appending to --store; start them with 'helix-agents serve MODULE:ATTR --temporal'.",
+        help="run agents as Temporal or DBOS workflows",
+        description="Run MODULE:ATTR's agents as Temporal workflows (the temporal extra) or "
+        "DBOS workflows (the dbos extra), appending to --store; start them with "
+        "'helix-agents serve MODULE:ATTR --temporal' (or --dbos).",
     )
     worker.add_argument("target", metavar="MODULE:ATTR", help="the agents (as for serve)")
     worker.add_argument("--store", metavar="URL", help=store_help)
-    _temporal_options(worker, required=True)
+    _temporal_options(worker, required=False)
+    _dbos_option(worker)
     worker.add_argument(
         "--heartbeat-timeout",
         type=float,
         default=10.0,
         metavar="SECONDS",
-        help="a step silent this long is retried on another worker (default: %(default)s)",
+        help="Temporal: a step silent this long is retried on another worker; DBOS on "
+        "Postgres: a worker silent this long has its workflows taken over (default: %(default)s)",
     )
     worker.set_defaults(handler=worker_command)
 
@@ -87,8 +100,43 @@ def _options(args: argparse.Namespace) -> Any:
     )
 
 
+def _dbos_options(args: argparse.Namespace) -> Any:
+    try:
+        from helix_agents.dbos import DbosOptions
+    except ImportError as exc:
+        raise UsageError(
+            f"--dbos needs the dbos extra: pip install 'helix-agents[dbos]' ({exc})"
+        ) from exc
+    if not args.dbos.startswith(("sqlite:///", "postgresql://", "postgres://")):
+        raise UsageError("--dbos takes sqlite:///FILE or postgresql://...")
+    if args.namespace != "default":
+        raise UsageError("--namespace is Temporal's, not --dbos's")
+    beat = getattr(args, "heartbeat_timeout", 10.0)
+    if beat <= 0:
+        raise UsageError("--heartbeat-timeout must be above 0")
+    if not args.dbos.startswith("sqlite:///"):
+        # Postgres: a worker silent this long is presumed dead; a live one takes over.
+        return DbosOptions(system_database=args.dbos, queue=args.task_queue, takeover_after=beat)
+    if beat != 10.0:
+        raise UsageError("--heartbeat-timeout with --dbos is for Postgres (SQLite is one process)")
+    if getattr(args, "otel", False):
+        raise UsageError("--otel is not wired to --dbos yet (serve it without --otel)")
+    return DbosOptions(system_database=args.dbos, queue=args.task_queue)
+
+
 def temporal_server_factory(args: argparse.Namespace) -> ServerFactory | None:
-    """For ``serve --temporal``: how the gateway's server is made (None without the flag)."""
+    """For ``serve --temporal``/``--dbos``: how the gateway's server is made (None without)."""
+    if getattr(args, "dbos", None) is not None:
+        if args.temporal is not None or args.nats is not None:
+            raise TargetError("serve takes one of --dbos, --temporal and --nats")
+        dbos = _dbos_options(args)
+
+        async def make_dbos(agents: list[AgentConfig], store: EventStore) -> AgentServer:
+            from helix_agents.dbos import dbos_server
+
+            return dbos_server(agents, store, dbos, owns_store=True)
+
+        return make_dbos
     if args.temporal is None:
         return None
     if args.nats is not None:
@@ -108,6 +156,10 @@ def temporal_server_factory(args: argparse.Namespace) -> ServerFactory | None:
 def worker_command(args: argparse.Namespace) -> int:
     """Run a parsed ``worker`` command line until interrupted; its exit status."""
     url = store_url(args.store)
+    if (args.temporal is None) == (args.dbos is None):
+        raise UsageError("worker takes --temporal ADDRESS or --dbos URL (one of them)")
+    if args.dbos is not None:
+        return _dbos_worker(url, _dbos_options(args), chat_agents(args.target))
     options = _options(args)
     agents = chat_agents(args.target)
 
@@ -121,6 +173,26 @@ def worker_command(args: argparse.Namespace) -> int:
                 print(
                     f"helix-agents: worker for {names} on task queue {options.task_queue!r} "
                     f"at {options.address}",
+                    flush=True,
+                )
+                await anyio.sleep_forever()
+        finally:
+            await store.close()
+
+    anyio.run(work)
+    return 0
+
+
+def _dbos_worker(url: str, options: Any, agents: list[AgentConfig]) -> int:
+    async def work() -> None:
+        from helix_agents.dbos import DbosWorker
+
+        store = await open_store(url)
+        try:
+            async with DbosWorker(agents, store, options):
+                names = ", ".join(sorted(agent.name for agent in agents))
+                print(
+                    f"helix-agents: worker for {names} on DBOS queue {options.queue!r}",
                     flush=True,
                 )
                 await anyio.sleep_forever()

@@ -37,6 +37,10 @@ RUNS: dict[str, tuple[list[str], str]] = {
     "a2a_interop.py": ([], "lead: logs replay (3 sources)"),
     "temporal_worker.py": ([], "output: Lyon has 516092 people: big enough."),
     "mcp_tools.py": ([], "structured content: {'answer': 42}"),
+    "dbos_agents.py": (
+        ["--dbos", "sqlite:///dbos.sqlite", "--store", "sqlite:///dbos-events.db"],
+        "output: Lyon has 516092 people: big enough, and the visit is booked.",
+    ),
 }
 """Each example's arguments and a line its output must hold."""
 

@@ -27,6 +27,7 @@ RULES = {
             "helix_agents.mcp",
             "helix_agents.durable",
             "helix_agents.temporal",
+            "helix_agents.dbos",
         ),
     ),
     # the durable engines' shared half: core only, never an engine or an edge
@@ -39,7 +40,13 @@ RULES = {
             "helix_agents.a2a",
             "helix_agents.mcp",
             "helix_agents.temporal",
+            "helix_agents.dbos",
         ),
+    ),
+    # the DBOS engine: the shared half and the server's AgentServer, never another engine
+    "engines/dbos": (
+        "helix_agents.dbos",
+        ("helix_agents.temporal", "helix_agents.a2a", "helix_agents.mcp"),
     ),
     "stores": ("helix_agents.stores", ("helix_agents.server", "helix_agents.mcp")),
     "transports": ("helix_agents.transports", ("helix_agents.server", "helix_agents.mcp")),

@@ -1,0 +1,70 @@
+"""``dbos_server``: the gateway's server, whose process also runs the sessions on DBOS.
+
+DBOS is a library, not a service: the gateway's process launches it and
+runs workflows like any worker (embedded, on SQLite); with Postgres, more
+workers (``helix-agents worker --dbos URL``) share the queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from types import TracebackType
+
+from helix_agents.agents.config import AgentConfig
+from helix_agents.dbos.host import DbosWorker
+from helix_agents.dbos.options import DbosOptions
+from helix_agents.log.store import EventStore
+from helix_agents.models.base import LLMAdapter
+from helix_agents.server.agent_server import AgentServer
+
+__all__ = ["DbosServer", "dbos_server"]
+
+
+class DbosServer(AgentServer):
+    """An ``AgentServer`` over a :class:`DbosWorker`'s executor; entering it launches DBOS."""
+
+    def __init__(self, worker: DbosWorker, agents: list[AgentConfig], owns_store: bool) -> None:
+        store = worker.executor.store
+        super().__init__(
+            agents, store, executor=worker.executor, recover=False, owns_store=owns_store
+        )
+        self.worker = worker
+
+    @property
+    def running(self) -> bool:
+        """True inside ``async with`` (the worker, hence the executor, is this server's)."""
+        return self._running
+
+    async def __aenter__(self) -> DbosServer:
+        await self.worker.__aenter__()
+        await super().__aenter__()  # no recovery of its own: DBOS recovers its workflows
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        try:
+            await self.worker.__aexit__(exc_type, exc, tb)
+        finally:
+            await super().__aexit__(exc_type, exc, tb)
+        return None
+
+
+def dbos_server(
+    agents: Iterable[AgentConfig] | Mapping[str, AgentConfig],
+    store: EventStore,
+    options: DbosOptions | None = None,
+    *,
+    llm: LLMAdapter | None = None,
+    owns_store: bool = False,
+) -> DbosServer:
+    """The ``AgentServer`` of a gateway running its sessions as DBOS workflows.
+
+    Raises:
+        UsageError: an agent the durable runtime does not run (as the worker).
+    """
+    listed = list(agents.values()) if isinstance(agents, Mapping) else list(agents)
+    return DbosServer(DbosWorker(listed, store, options, llm=llm), listed, owns_store)

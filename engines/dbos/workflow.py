@@ -1,0 +1,209 @@
+"""``agent_run``: one run of a session as a DBOS workflow (``specs/dbos.md``).
+
+Deterministic: it decides only from its input, its messages and its steps'
+recorded results (the durable steps' plans). Its workflow id is
+``{session id}#{seq}`` (the seq of the run's ``run_started``), so a launch
+is idempotent; a local sub-agent's run is a child workflow with its child
+session's id of the same form. Every step is :func:`DBOS.run_step_async`
+over a :class:`~helix_agents.durable.DurableSteps` step, whose work runs on
+the worker's own event loop (:class:`~helix_agents.dbos.host.StepHost`).
+
+A round's calls run at once, in two gathers whose steps each take their
+DBOS step id when they start (so a recovered workflow replays them in the
+same order): the local children are opened and launched first, then every
+call's long step (a tool, a child followed, a remote call, a companion) runs
+together.
+
+A paused run waits for a ``resume`` message (``DBOS.recv``: durable, no
+worker slot held while it waits); which workflow a run goes to is read from
+the log (``launches.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import TypeVar
+
+from dbos import DBOS, SetWorkflowID, StepOptions
+from dbos._error import DBOSException, DBOSMaxStepRetriesExceeded, DBOSStepTimeoutError
+
+from helix_agents.dbos.routes import RESUME_TOPIC, WORKFLOW_NAME, child_route, workflow_id
+from helix_agents.dbos.stephost import current_host
+from helix_agents.durable.plan import (
+    CallJob,
+    ChildOpened,
+    JobDone,
+    Plan,
+    Round,
+    RoundEnd,
+    RunInput,
+    StepInput,
+    StopInput,
+)
+from helix_agents.durable.reading import StepFailed
+from helix_agents.errors import OwnershipLost, RemoteAgentFailedError
+
+__all__ = ["agent_run"]
+
+T = TypeVar("T")
+
+
+def _spent(error: Exception) -> bool:
+    """Whether ``error`` is a step that failed for good (not DBOS's own trouble, which propagates).
+
+    A step's own error (non-retryable), its retries spent, or its timeout.
+    """
+    if isinstance(error, DBOSMaxStepRetriesExceeded | DBOSStepTimeoutError):
+        return True
+    return not isinstance(error, DBOSException)
+
+
+def _retryable(error: BaseException) -> bool:
+    return not isinstance(error, StepFailed | OwnershipLost | RemoteAgentFailedError)
+
+
+_STEP: StepOptions = {
+    "retries_allowed": True,
+    "max_attempts": 20,
+    "interval_seconds": 0.2,
+    "backoff_rate": 2.0,
+    "should_retry": _retryable,
+}
+
+
+async def _step(name: str, work: Callable[[], Awaitable[T]], options: StepOptions = _STEP) -> T:
+    host = current_host()
+
+    async def run() -> T:
+        return await host.call(work)
+
+    result: T = await DBOS.run_step_async({**options, "name": name}, run)
+    return result
+
+
+@DBOS.workflow(name=WORKFLOW_NAME)
+async def agent_run(run: RunInput) -> str:
+    """Run session ``run.session_id`` from seq ``run.seq`` until it ends or pauses too long."""
+    host = current_host()
+    seq = run.seq
+    while True:
+        plan = await _drive(run.session_id, seq)
+        if plan.stop is not None:
+            stop = StopInput(run.session_id, plan.stop, plan.stop_reason)
+            plan = await _step("helix_stopped", partial(host.steps.stopped, stop))
+        if plan.status != "paused":
+            return plan.status
+        woken = await DBOS.recv_async(RESUME_TOPIC, timeout_seconds=host.options.paused_wait)
+        if woken is None:
+            return "paused"  # a later answer starts a new run of the session
+        seq = max(int(woken), plan.seq)
+
+
+async def _drive(sid: str, seq: int) -> Plan:
+    steps = current_host().steps
+    plan: Plan = await _step("helix_begin", lambda: steps.begin(StepInput(sid, seq)))
+    while plan.status == "running" and plan.stop is None:
+        at = plan.seq
+        try:
+            if plan.calls:
+                plan = await _round(plan)
+            else:
+                step = StepInput(sid, at)
+                plan = await _step("helix_model_step", partial(steps.model_step, step))
+        except Exception as exc:
+            if not _spent(exc):
+                raise
+            # A step whose retries are spent: the run fails, recorded in the log.
+            failed, error = StepInput(sid, at), str(exc)
+            plan = await _step("helix_run_failed", partial(steps.run_failed, failed, error))
+    return plan
+
+
+async def _round(plan: Plan) -> Plan:
+    host = current_host()
+    steps = host.steps
+    sid = plan.session_id
+    opened: Round = await _step(
+        "helix_round_open", lambda: steps.round_open(StepInput(sid, plan.seq))
+    )
+    children = [job for job in opened.jobs if job.kind == "child"]
+    # Each coroutine below takes its step id as it starts: gathered, in a fixed order.
+    child_opens: list[ChildOpened] = list(
+        await asyncio.gather(  # noqa: TID251 (DBOS's workflow loop: its own concurrency)
+            *(_child_open(sid, opened.seq, job) for job in children)
+        )
+    )
+    for child in child_opens:
+        if child.open and child.launch_seq is not None:
+            await _launch_child(child.child_session_id, child.launch_seq)
+    seq = max([opened.seq, *(child.seq for child in child_opens)])
+    followed = {job.call_id for job, child in zip(children, child_opens, strict=True) if child.open}
+    long_jobs = [job for job in opened.jobs if job.kind != "child" or job.call_id in followed]
+    done: list[JobDone] = list(
+        await asyncio.gather(*(_job(sid, seq, job) for job in long_jobs))  # noqa: TID251
+    )
+    seq = max([seq, *(job.seq for job in done)])
+    waiting_children = {job.suspended_child: job.call_id for job in done if job.suspended_child}
+    client, approval = list(opened.client), list(opened.approval)
+    for job in done:
+        client.extend(job.client)
+        approval.extend(job.approval)
+        waiting_children.update(job.children)
+    end = RoundEnd(sid, seq, client, approval, waiting_children)
+    closed: Plan = await _step("helix_round_close", lambda: steps.round_close(end))
+    return closed
+
+
+async def _child_open(sid: str, seq: int, job: CallJob) -> ChildOpened:
+    steps = current_host().steps
+    step = StepInput(sid, seq, job.call_id)
+    opened: ChildOpened = await _step("helix_child_open", lambda: steps.calls.child_open(step))
+    return opened
+
+
+async def _launch_child(child: str, seq: int) -> None:
+    """Start the child's run as a child workflow, or send it to its paused workflow."""
+    host = current_host()
+
+    async def route() -> str | None:
+        return await host.call(lambda: child_route(child, seq))
+
+    waiting = await DBOS.run_step_async({"name": "helix_child_route"}, route)
+    if waiting is not None:
+        await DBOS.send_async(waiting, seq, RESUME_TOPIC)
+        return
+    with SetWorkflowID(workflow_id(child, seq)):
+        # Started here (a child workflow on this worker, no queue round trip): a
+        # dead worker's children are taken over with it.
+        await DBOS.start_workflow_async(agent_run, RunInput(child, seq))
+
+
+async def _job(sid: str, seq: int, job: CallJob) -> JobDone:
+    calls = current_host().steps.calls
+    step = StepInput(sid, seq, job.call_id)
+    if job.kind == "tool":
+        policy = job.policy
+        options: StepOptions = {
+            "retries_allowed": policy.max_attempts > 1,
+            "max_attempts": max(1, policy.max_attempts),
+            "interval_seconds": policy.initial_interval,
+            "backoff_rate": policy.backoff,
+            "should_retry": _retryable,
+            "timeout_seconds": policy.timeout or 600.0,
+        }
+        try:
+            return await _step("helix_tool_call", lambda: calls.tool_call(step), options)
+        except Exception as exc:
+            if not _spent(exc):
+                raise
+            # Its attempts are spent: an error result the model reads.
+            error = f"tool failed: {exc}"
+            return await _step("helix_tool_failed", lambda: calls.tool_failed(step, error))
+    work: dict[str, Callable[[], Awaitable[JobDone]]] = {
+        "child": lambda: calls.child_follow(step),
+        "remote": lambda: calls.remote_child(step),
+        "companion": lambda: calls.companion_call(step),
+    }
+    return await _step(f"helix_{job.kind}", work[job.kind])

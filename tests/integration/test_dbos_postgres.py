@@ -1,0 +1,203 @@
+"""DBOS on Postgres: a gateway and two workers share one queue; the process running a session
+is SIGKILLed (mid tool, mid model stream, mid remote child) and a live one takes its workflow
+over and completes the session from the log.
+
+Real processes (``serve --dbos postgresql://...``, ``worker --dbos ...``), a real
+private PostgreSQL cluster (``tests/postgres_cluster.py``), one SQLite store file.
+Which process runs a workflow is read from DBOS's ``workflow_status`` and our
+``helix_dbos_executors`` (its ``host:pid``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import sqlalchemy as sa
+from _dbos_processes import DbosWorkerProcess
+from _serve_process import ServeProcess
+from postgres_cluster import PostgresCluster
+
+from helix_agents.events import (
+    ChildChunkForwarded,
+    CustomChunk,
+    Event,
+    RunStarted,
+    StepRestarted,
+    SubSessionFinished,
+    TextDelta,
+)
+from helix_agents.log import project_state
+from helix_agents.protocol import EndEvent, RemoteStartRequest
+from helix_agents.stores import SqliteEventStore
+from helix_agents.transports import HttpRemoteAgentTransport
+from tests.integration._temporal_kit import results_of, seqs_contiguous, wait_for
+
+pytestmark = [pytest.mark.slow]
+
+TARGET = "tests.integration.temporal_app:agents"
+_databases = itertools.count(1)
+
+
+async def _to_end(client: HttpRemoteAgentTransport, session_id: str) -> Any:
+    async for event in client.stream(session_id, 0):
+        if isinstance(event, EndEvent):
+            return event.output
+    raise AssertionError("no end event")
+
+
+@dataclass
+class Fleet:
+    """A gateway and two workers on one system database and one store."""
+
+    system_database: str
+    gateway: ServeProcess
+    workers: list[DbosWorkerProcess]
+    store: SqliteEventStore
+    marks: Path
+
+    def pid_running(self, workflow_id: str) -> int:
+        """The process id of the process whose executor runs ``workflow_id``."""
+        url = sa.make_url(self.system_database).set(drivername="postgresql+psycopg")
+        engine = sa.create_engine(url)
+        try:
+            with engine.connect() as db:
+                process = db.execute(
+                    sa.text(
+                        "SELECT e.process FROM dbos.workflow_status w JOIN helix_dbos_executors e "
+                        "ON e.executor_id = w.executor_id WHERE w.workflow_uuid = :id"
+                    ),
+                    {"id": workflow_id},
+                ).scalar_one()
+        finally:
+            engine.dispose()
+        return int(process.rpartition(":")[2])
+
+    async def kill(self, pid: int) -> None:
+        """SIGKILL the fleet's process ``pid``; a killed gateway starts again (a new executor)."""
+        if self.gateway.process is not None and self.gateway.process.pid == pid:
+            await self.gateway.kill()
+            await self.gateway.start()
+            return
+        [victim] = [worker for worker in self.workers if worker.pid == pid]
+        await victim.kill()
+
+    def outputs(self) -> str:
+        """Every process's output, for failure messages."""
+        return "\n".join([self.gateway.output(), *(w.output() for w in self.workers)])
+
+
+@pytest.fixture
+async def fleet(postgres: PostgresCluster, tmp_path: Path) -> AsyncIterator[Fleet]:
+    system_database = postgres.url.rsplit("/", 1)[0] + f"/dbos_kill_{next(_databases)}"
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    remote_dir = tmp_path / "remote"
+    remote_dir.mkdir()
+    remote = ServeProcess(remote_dir, "tests.integration.remote_app:agents")
+    await remote.start()
+    env = {
+        "HELIX_TEMPORAL_MARKS": str(marks),
+        "HELIX_TEMPORAL_MARK_SECONDS": "5",
+        "HELIX_TEMPORAL_REMOTE_URL": remote.url,
+    }
+    gateway = ServeProcess(tmp_path, TARGET, "--dbos", system_database, env=env)
+    workers = [
+        DbosWorkerProcess(
+            tmp_path / f"worker{n}.log",
+            TARGET,
+            system_database=system_database,
+            db=gateway.db,
+            args=("--heartbeat-timeout", "5"),  # well above a stall on a loaded machine
+            env=env,
+        )
+        for n in (1, 2)
+    ]
+    store = SqliteEventStore(gateway.db)
+    deployed = Fleet(system_database, gateway, workers, store, marks)
+    try:
+        await gateway.start()
+        for worker in workers:
+            await worker.start()
+        yield deployed
+    except BaseException:
+        print(deployed.outputs(), remote.output())
+        raise
+    finally:
+        await store.close()
+        for worker in workers:
+            await worker.stop()
+        await gateway.stop()
+        await remote.terminate()
+
+
+async def _kill_mid(fleet: Fleet, session_id: str, agent_type: str, cue: type[Event]) -> Any:
+    """Start a session, SIGKILL the process running it at ``cue``; the session's output."""
+    with anyio.fail_after(120):
+        async with HttpRemoteAgentTransport(fleet.gateway.url) as client:
+            await client.start(
+                RemoteStartRequest(session_id=session_id, agent_type=agent_type, message="go")
+            )
+        await wait_for(fleet.store, session_id, lambda e: isinstance(e, cue))
+        await fleet.kill(await anyio.to_thread.run_sync(fleet.pid_running, f"{session_id}#2"))
+        async with HttpRemoteAgentTransport(fleet.gateway.url) as client:
+            return await _to_end(client, session_id)
+
+
+async def test_killed_mid_tool_another_process_completes(fleet: Fleet) -> None:
+    """The tool runs once more in another process, its result is recorded once."""
+    try:
+        assert await _kill_mid(fleet, "k1", "marker_boss", CustomChunk) == "marked and done"
+        log = await fleet.store.read("k1")
+        assert seqs_contiguous(log)
+        assert len(results_of(log, "m1")) == 1
+        assert project_state(log).status == "completed"
+        assert sorted(path.name for path in fleet.marks.iterdir()) == ["m1.1", "m1.2"]
+        first, second = ((fleet.marks / f"m1.{n}").read_text() for n in (1, 2))
+        assert first != second  # the second execution ran in another process
+    except BaseException:
+        print(fleet.outputs())
+        raise
+
+
+async def test_killed_mid_model_stream_another_process_completes(fleet: Fleet) -> None:
+    """The cut turn is declared void (step_restarted) and streamed again elsewhere."""
+    try:
+        output = await _kill_mid(fleet, "ms", "streamer", TextDelta)
+        assert output == " ".join(f"word{n}" for n in range(40))
+        log = await fleet.store.read("ms")
+        assert seqs_contiguous(log)
+        [restart] = [e for e in log if isinstance(e, StepRestarted)]
+        assert restart.discard_deltas >= 1
+        assert project_state(log).status == "completed"
+    except BaseException:
+        print(fleet.outputs())
+        raise
+
+
+async def test_killed_mid_remote_child_another_process_completes(fleet: Fleet) -> None:
+    """The remote call's step, re-run elsewhere, asks the child's status first and follows
+    on from the seq the parent's log holds; the remote child is started once."""
+    try:
+        assert await _kill_mid(fleet, "rk", "remote_boss", ChildChunkForwarded) == "researched"
+        log = await fleet.store.read("rk")
+        assert seqs_contiguous(log)
+        forwarded = [e.child_seq for e in log if isinstance(e, ChildChunkForwarded)]
+        assert forwarded == sorted(set(forwarded))  # each chunk once, in order
+        [finished] = [e for e in log if isinstance(e, SubSessionFinished)]
+        assert finished.status == "completed"
+        remote_db = fleet.gateway.db.parent / "remote" / "serve.db"
+        remote_store = SqliteEventStore(remote_db)
+        try:
+            child = await remote_store.read("rk-remote-r1")
+        finally:
+            await remote_store.close()
+        assert sum(isinstance(e, RunStarted) for e in child) == 1  # never started again
+    except BaseException:
+        print(fleet.outputs())
+        raise

@@ -1,0 +1,85 @@
+"""Seed 000's remote-call recovery on DBOS: a remote child's stream cut mid-frame, the step
+retried by DBOS, status asked first, the stream followed on from the last seq held."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import pytest
+from tcp_proxy import TcpProxy, tcp_proxy
+
+from helix_agents import create_remote_sub_agent_tool, define_agent
+from helix_agents.dbos import DbosOptions, dbos_server
+from helix_agents.events import ChildChunkForwarded, SubSessionFinished
+from helix_agents.models import ScriptedLLM
+from helix_agents.protocol import RemoteStartRequest
+from helix_agents.stores import MemoryEventStore
+from helix_agents.transports import HttpRemoteAgentTransport
+from tests.integration._serve_process import ServeProcess
+from tests.integration._temporal_kit import seqs_contiguous, stream_to_end
+from tests.integration.remote_app import Query, Report, expected_report
+
+pytestmark = [pytest.mark.slow]
+
+
+@pytest.fixture
+async def remote(tmp_path: Path) -> AsyncIterator[tuple[ServeProcess, TcpProxy]]:
+    served = ServeProcess(tmp_path, "tests.integration.remote_app:agents")
+    await served.start()
+    try:
+        async with tcp_proxy(served.url) as proxy:
+            yield served, proxy
+    finally:
+        await served.terminate()
+
+
+async def test_seed_000_remote_call_step_retried_after_a_stream_drop(
+    tmp_path: Path, remote: tuple[ServeProcess, TcpProxy]
+) -> None:
+    """The remote child's SSE stream is cut mid-frame: the remote-call step raises
+    StreamDropError (the tool allows no in-step reconnect), DBOS retries the step, and the
+    retry asks the status first and follows on from the last seq the parent's log holds:
+    every forwarded chunk once, in order, and the child's output."""
+    served, proxy = remote
+    async with HttpRemoteAgentTransport(proxy.url, max_retries=0) as transport:
+        lead = define_agent(
+            "lead",
+            tools=[
+                create_remote_sub_agent_tool(
+                    "researcher",
+                    description="Research (remote).",
+                    input_schema=Query,
+                    output_schema=Report,
+                    transport=transport,
+                    remote_agent_type="researcher",
+                    stream_retries=0,
+                )
+            ],
+            llm=ScriptedLLM(
+                [[ScriptedLLM.call("subagent__researcher", {"query": "tea"}, id="r1")], "done"]
+            ),
+        )
+        store = MemoryEventStore()
+        options = DbosOptions(system_database=f"sqlite:///{tmp_path / 'dbos.sqlite'}")
+        armed = proxy.cut_after(1500, request_prefix=b"GET /sse")
+        with anyio.fail_after(90):
+            async with dbos_server({"lead": lead}, store, options) as server:
+                await server.start(
+                    RemoteStartRequest(session_id="r", agent_type="lead", message="go")
+                )
+                assert await stream_to_end(server, "r") == "done"
+    assert armed.fired
+    log = await store.read("r")
+    assert seqs_contiguous(log)
+    forwarded = [e.child_seq for e in log if isinstance(e, ChildChunkForwarded)]
+    assert forwarded == sorted(set(forwarded))  # once each, in order
+    [finished] = [e for e in log if isinstance(e, SubSessionFinished)]
+    assert finished.status == "completed"
+    assert finished.output == expected_report("tea")
+    requests = [line for line in served.output().splitlines() if '"GET /' in line]
+    assert sum("GET /sse" in line for line in requests) >= 2  # followed again after the cut
+    first_sse = next(n for n, line in enumerate(requests) if "GET /sse" in line)
+    asked = [n for n, line in enumerate(requests) if "GET /status" in line]
+    assert any(n > first_sse for n in asked)  # the retry asked the status first
