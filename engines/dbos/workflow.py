@@ -201,9 +201,11 @@ async def _job(sid: str, seq: int, job: CallJob) -> JobDone:
             # Its attempts are spent: an error result the model reads.
             error = f"tool failed: {exc}"
             return await _step("helix_tool_failed", lambda: calls.tool_failed(step, error))
-    work: dict[str, Callable[[], Awaitable[JobDone]]] = {
-        "child": lambda: calls.child_follow(step),
-        "remote": lambda: calls.remote_child(step),
-        "companion": lambda: calls.companion_call(step),
+    # The step names as the system database (and specs/dbos.md) show them.
+    work: dict[str, tuple[str, Callable[[], Awaitable[JobDone]]]] = {
+        "child": ("helix_child", lambda: calls.child_follow(step)),
+        "remote": ("helix_remote", lambda: calls.remote_child(step)),
+        "companion": ("helix_companion", lambda: calls.companion_call(step)),
     }
-    return await _step(f"helix_{job.kind}", work[job.kind])
+    name, run = work[job.kind]
+    return await _step(name, run)
