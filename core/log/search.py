@@ -95,6 +95,12 @@ def event_text(event: Event) -> Iterator[str]:
         yield _as_text(event.output)
 
 
+_TEXTUAL: frozenset[type[Event]] = frozenset(
+    (SessionCreated, RunStarted, MessageQueued, MessageAppended, Completed)
+)
+"""The event classes :func:`event_text` finds text in."""
+
+
 def parse_time(name: str, raw: str) -> float:
     """A time bound given as epoch seconds or ISO 8601 (naive: UTC); UsageError otherwise."""
     shown = raw if len(raw) <= 40 else f"{raw[:40]}..."
@@ -256,11 +262,14 @@ class SessionDoc(msgspec.Struct, kw_only=True):
     def add(self, events: Iterable[Event]) -> set[str]:
         """Take in events after ``last_seq``; return the words that are new to the document."""
         new: set[str] = set()
-        for event in events:
-            for text in event_text(event):
-                new.update(w for w in words(text) if w not in self.words)
-            self.last_seq = event.seq
-            self.updated_ts = event.ts
+        last: Event | None = None
+        for last in events:
+            if type(last) in _TEXTUAL:  # most events (chunks) add no text: no generator
+                for text in event_text(last):
+                    new.update(w for w in words(text) if w not in self.words)
+        if last is not None:
+            self.last_seq = last.seq
+            self.updated_ts = last.ts
         self.words |= new
         return new
 
