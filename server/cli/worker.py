@@ -53,7 +53,8 @@ def _dbos_option(parser: argparse.ArgumentParser) -> None:
         "--dbos",
         metavar="URL",
         help="run the sessions as DBOS workflows in this process, DBOS's system database at "
-        "URL (sqlite:///FILE, or postgresql://... shared with more workers)",
+        "URL (sqlite:///FILE, or postgresql://... shared with more workers; default: none, "
+        "serve runs the built-in runtime and worker needs this or --temporal)",
     )
 
 
