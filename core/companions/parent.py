@@ -35,7 +35,7 @@ from helix_agents.companions.refs import (
     supersede,
     undelivered,
 )
-from helix_agents.companions.spawn import CompanionSpawning
+from helix_agents.companions.spawn import CompanionLink, CompanionSpawning
 from helix_agents.companions.stop import CompanionStopping
 from helix_agents.companions.tools import (
     GET_CHILD_STATUS,
@@ -92,6 +92,24 @@ class Companions:
     async def terminate_live(self, reason: str | None) -> None:
         """Terminate every live companion no call follows (the parent is being aborted)."""
         await self._stopping.terminate_live(reason)
+
+    def followed(self, call: ToolCall) -> CompanionLink | None:
+        """The link of a blocking spawn ``call`` whose child's turn still runs, or None.
+
+        For a stop recorded apart from the call that followed the child (a
+        durable engine's stop step): the link halts the child as the run's
+        own stop halts the links it follows.
+        """
+        if call.name != SPAWN_AGENT:
+            return None
+        ref = self.core.owned(call.id)
+        if ref is None or ref.status != "running" or ref.name is None:
+            return None
+        if self.core.entry(ref.agent_type).mode != "blocking":
+            return None
+        link = CompanionLink(self.core, call, self.core.target(ref), ref.name)
+        link.opened = True
+        return link
 
     # --- dispatch -------------------------------------------------------------------
 

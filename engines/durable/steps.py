@@ -249,9 +249,14 @@ class DurableSteps:
         if state.status != "running":
             return plan_of(state)  # a paused session was stopped at once by the service
         stop = StopRequest(request.kind, request.reason)
+        companions = self.kit.companions(agent, writer)
         with anyio.move_on_after(self.kit.executor.env.stop_grace):
             async with anyio.create_task_group() as tg:
                 for call in unanswered_calls(state):
+                    # A blocking companion the call follows is halted like a sub-agent.
+                    link = companions.followed(call) if companions is not None else None
+                    if link is not None:
+                        tg.start_soon(link.halt, stop)
                     tool = agent.tool(call.name)
                     if not isinstance(tool, SubAgentTool | RemoteSubAgentTool):
                         continue
@@ -260,7 +265,6 @@ class DurableSteps:
                     if ref is not None and ref.status == "running":
                         child.opened = True
                         tg.start_soon(child.halt, stop)
-        companions = self.kit.companions(agent, writer)
         if stop.kind == "abort" and companions is not None:
             # Stopped for good: so are its companions running on their own.
             with anyio.move_on_after(self.kit.executor.env.stop_grace):
