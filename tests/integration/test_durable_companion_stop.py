@@ -66,6 +66,11 @@ lead = define_agent(
 AGENTS = {"lead": lead, "sleeper": sleeper}
 CHILD = "ci-agent-s"
 
+
+def _dozing(event: Any) -> bool:
+    return isinstance(event, ToolStart) and event.tool_name == "doze"
+
+
 Served = Callable[[EventStore], AbstractAsyncContextManager[AgentServer]]
 
 
@@ -107,7 +112,7 @@ async def test_interrupt_reaches_the_blocking_companion_and_a_resume_goes_on(
     with anyio.fail_after(90):
         async with served(store) as server:
             await server.start(RemoteStartRequest(session_id="ci", agent_type="lead", message="go"))
-            await wait_for(store, CHILD, lambda e: isinstance(e, ToolStart) and e.tool_name == "doze")
+            await wait_for(store, CHILD, _dozing)
             began = time.monotonic()
             await server.interrupt("ci", "enough")
             await wait_for(store, CHILD, lambda e: isinstance(e, Interrupted))
