@@ -51,8 +51,9 @@ from helix_agents.companions.tools import (
 from helix_agents.errors import AgentServerError, HelixError
 from helix_agents.events import CompletionDelivered, Event, MessageAppended, SubSessionResumed
 from helix_agents.hitl.gates import Waiting
-from helix_agents.log.state import SessionState
+from helix_agents.log.state import SessionState, SubSessionRef
 from helix_agents.messages import ToolCall, UserMessage
+from helix_agents.protocol import RemoteStatusResponse
 from helix_agents.runtime.env import Fire, RunEnv
 from helix_agents.runtime.tool_runner import tool_start
 from helix_agents.runtime.writer import SessionWriter
@@ -267,6 +268,51 @@ class Companions:
                 await _turn_end(target, start)
             ref, status = await self.core.synced(name)
             assert ref is not None
+        await self._answer_wait(call, name, ref, status)
+
+    async def wait_look(self, call: ToolCall, *, final: bool) -> SubSessionRef | None:
+        """One look of a ``waitForResult`` call, for an engine that waits between looks.
+
+        Answers the call (no such child, its turn ended, it waits for people,
+        or ``final``: its time is up) and returns None; else returns the child
+        still running, which the engine waits on (a durable sleep until the
+        child's notice or the call's deadline) before looking again. A call
+        with bad arguments is answered as :meth:`call` answers it.
+        """
+        args, problem = check_arguments(call.name, call.arguments, self.core.agent)
+        if args is None or args.name is None:
+            await self.core.answer(call, error=problem or "name is required")
+            return None
+        try:
+            ref, status = await self.core.synced(args.name)
+        except _CallFailure as exc:  # a transport's failure is data for the model
+            await self.core.answer(call, error=f"{type(exc).__name__}: {exc}")
+            return None
+        if ref is None:
+            await self.core.answer(call, error=no_child(args.name))
+            return None
+        paused = status is not None and status.status == "paused"
+        if ref.status in LIVE and not paused and not final:
+            return ref
+        await self._answer_wait(call, args.name, ref, status)
+        return None
+
+    async def follow_turn(self, ref: SubSessionRef, within: float | None) -> None:
+        """Follow child ``ref``'s stream until its turn ends (or pauses), at most ``within`` s."""
+        target = self.core.target(ref)
+        status = await target.retry(lambda: target.transport.get_status(ref.sub_session_id))
+        if status.status != "running":
+            return
+        with anyio.move_on_after(within):
+            await _turn_end(target, status.latest_sequence)
+
+    async def _answer_wait(
+        self,
+        call: ToolCall,
+        name: str,
+        ref: SubSessionRef,
+        status: RemoteStatusResponse | None,
+    ) -> None:
         if ref.status in LIVE:
             paused = status is not None and status.status == "paused"
             word = "paused_awaiting_client" if paused else "timeout"

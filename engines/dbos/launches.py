@@ -17,10 +17,18 @@ from collections.abc import Sequence
 from dbos import DBOS, SetWorkflowID
 
 from helix_agents.agents.config import AgentConfig
-from helix_agents.dbos.routes import RESUME_TOPIC, is_open, open_runs, run_route, workflow_id
+from helix_agents.dbos.routes import (
+    RESUME_TOPIC,
+    is_open,
+    open_runs,
+    run_route,
+    wait_notices,
+    workflow_id,
+)
 from helix_agents.dbos.workflow import agent_run
 from helix_agents.durable import DurableService, RunInput, deferred_launch
 from helix_agents.events import Event
+from helix_agents.log import project_state
 
 __all__ = ["DbosLauncher", "DbosService", "launch_run"]
 
@@ -62,10 +70,15 @@ class DbosService(DurableService):
         return bool(await open_runs(session_id))
 
     async def signal_stop(self, session_id: str, kind: str, reason: str | None) -> None:
-        """A running workflow hears the stop in its log; a paused one is woken to end."""
+        """A running workflow hears the stop in its log; a paused one is woken to end.
+
+        A ``waitForResult`` sleeping in the workflow hears no log: it is woken too.
+        """
         log_ = await self._runs.store.read(session_id)
         if not log_:
             return
         wf_id, _ = run_route(log_)
         if wf_id and await is_open(wf_id):
+            for topic, waiting in wait_notices(project_state(log_), log_):
+                await DBOS.send_async(waiting, "stop", topic)
             await DBOS.send_async(wf_id, log_[-1].seq, RESUME_TOPIC)

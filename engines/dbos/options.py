@@ -8,7 +8,7 @@ from helix_agents.durable import ToolPolicy
 
 __all__ = ["WORKFLOW_VERSION", "DbosOptions"]
 
-WORKFLOW_VERSION = "helix-agent-run-1"
+WORKFLOW_VERSION = "helix-agent-run-2"
 """The version of ``agent_run``'s decisions (bump it with any change to them)."""
 
 

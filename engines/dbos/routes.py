@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dbos import DBOS
 
 from helix_agents.dbos.stephost import current_host
+from helix_agents.durable import waits_on
 from helix_agents.events import (
     Aborted,
     Completed,
@@ -25,9 +26,14 @@ from helix_agents.events import (
     RunStarted,
     Suspended,
 )
+from helix_agents.log import project_state
+from helix_agents.log.state import SessionState
 
 __all__ = [
     "RESUME_TOPIC",
+    "wait_notices",
+    "wait_topic",
+    "waiters",
     "WORKFLOW_NAME",
     "child_route",
     "is_open",
@@ -40,6 +46,11 @@ WORKFLOW_NAME = "helix_agent_run"
 RESUME_TOPIC = "resume"
 _OPEN = ["PENDING", "ENQUEUED"]
 _ENDINGS = (Completed, Failed, Interrupted, Aborted)
+
+
+def wait_topic(child: str) -> str:
+    """The topic a ``waitForResult`` on child session ``child`` sleeps on (its notices)."""
+    return f"helix_wait:{child}"
 
 
 def workflow_id(session_id: str, seq: int) -> str:
@@ -90,3 +101,38 @@ async def child_route(session_id: str, seq: int) -> str | None:
     log_ = [event for event in log_ if event.seq <= seq]
     wf_id, follows = run_route(log_)
     return wf_id if follows and await is_open(wf_id) else None
+
+
+def wait_notices(state: SessionState, log_: Sequence[Event]) -> list[tuple[str, str]]:
+    """The notices that wake the ``waitForResult`` calls of ``state`` (a session's log ``log_``).
+
+    ``(topic, workflow id)`` once per waiting call: sent when a stop ends the
+    waits (a wait sleeping in the workflow hears no log).
+    """
+    wf_id, _ = run_route(log_)
+    notices: list[tuple[str, str]] = []
+    for ref in state.sub_sessions.values():
+        notices.extend(
+            [(wait_topic(ref.sub_session_id), wf_id)] * waits_on(state, ref.sub_session_id)
+        )
+    return notices
+
+
+async def waiters(child: str) -> tuple[str, int] | None:
+    """Whom child session ``child``'s end wakes: its parent's workflow, and how many calls wait.
+
+    None when no ``waitForResult`` of its parent waits on it (nothing to send).
+    """
+    store = current_host().steps.kit.executor.store
+    child_log = await store.read(child, 0)
+    parent = project_state(child_log).parent_session_id if child_log else None
+    if parent is None:
+        return None
+    parent_log = await store.read(parent, 0)
+    if not parent_log:
+        return None
+    count = waits_on(project_state(parent_log), child)
+    if not count:
+        return None
+    wf_id, _ = run_route(parent_log)
+    return wf_id, count

@@ -16,12 +16,18 @@ together.
 
 A paused run waits for a ``resume`` message (``DBOS.recv``: durable, no
 worker slot held while it waits); which workflow a run goes to is read from
-the log (``launches.py``).
+the log (``launches.py``). A ``companion__waitForResult`` call waits the same
+way, between two looks (``helix_wait_begin``, ``helix_wait_look``): a
+``DBOS.recv`` on its child's topic, whose timeout is the call's deadline
+(checkpointed by the first look; DBOS's recorded sleep keeps it across a
+crash). A companion's run wakes the calls waiting on it when it ends or
+pauses (step ``helix_wait_waiters``, then a message each).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TypeVar
@@ -29,7 +35,15 @@ from typing import TypeVar
 from dbos import DBOS, SetWorkflowID, StepOptions
 from dbos._error import DBOSException, DBOSMaxStepRetriesExceeded, DBOSStepTimeoutError
 
-from helix_agents.dbos.routes import RESUME_TOPIC, WORKFLOW_NAME, child_route, workflow_id
+from helix_agents.companions.tools import WAIT_FOR_RESULT
+from helix_agents.dbos.routes import (
+    RESUME_TOPIC,
+    WORKFLOW_NAME,
+    child_route,
+    wait_topic,
+    waiters,
+    workflow_id,
+)
 from helix_agents.dbos.stephost import current_host
 from helix_agents.durable.plan import (
     CallJob,
@@ -43,6 +57,7 @@ from helix_agents.durable.plan import (
     StopInput,
 )
 from helix_agents.durable.reading import StepFailed
+from helix_agents.durable.waits import WaitLook
 from helix_agents.errors import OwnershipLost, RemoteAgentFailedError
 
 __all__ = ["agent_run"]
@@ -93,6 +108,7 @@ async def agent_run(run: RunInput) -> str:
         if plan.stop is not None:
             stop = StopInput(run.session_id, plan.stop, plan.stop_reason)
             plan = await _step("helix_stopped", partial(host.steps.stopped, stop))
+        await _wake_waiters(run.session_id)
         if plan.status != "paused":
             return plan.status
         woken = await DBOS.recv_async(RESUME_TOPIC, timeout_seconds=host.options.paused_wait)
@@ -201,6 +217,8 @@ async def _job(sid: str, seq: int, job: CallJob) -> JobDone:
             # Its attempts are spent: an error result the model reads.
             error = f"tool failed: {exc}"
             return await _step("helix_tool_failed", lambda: calls.tool_failed(step, error))
+    if job.kind == "companion" and job.name == WAIT_FOR_RESULT:
+        return await _wait_for_result(step)
     # The step names as the system database (and specs/dbos.md) show them.
     work: dict[str, tuple[str, Callable[[], Awaitable[JobDone]]]] = {
         "child": ("helix_child", lambda: calls.child_follow(step)),
@@ -209,3 +227,45 @@ async def _job(sid: str, seq: int, job: CallJob) -> JobDone:
     }
     name, run = work[job.kind]
     return await _step(name, run)
+
+
+async def _wait_for_result(step: StepInput) -> JobDone:
+    """``companion__waitForResult``: looks, and between them a durable sleep until a notice.
+
+    The sleep is ``DBOS.recv`` on the child's topic: it ends when the child's
+    run ends or pauses (its workflow sends the notice) or at the call's
+    deadline, which DBOS keeps across a crash (the recorded sleep, and the
+    deadline the first look checkpointed). A remote child sends no notice: its
+    look follows its stream (``helix_agents.durable.waits``).
+    """
+    host = current_host()
+    waits = host.steps.waits
+    look: WaitLook = await _step("helix_wait_begin", lambda: waits.begin(step))
+    while look.waiting:
+        deadline = look.deadline
+        if not look.remote:
+            left = host.options.paused_wait if deadline is None else deadline - time.time()
+            await DBOS.recv_async(wait_topic(look.child), timeout_seconds=max(0.0, left))
+        look = await _step("helix_wait_look", partial(waits.look, step, deadline))
+    return look.done
+
+
+_COMPANION_MARK = "-agent-"
+"""In every companion's session id (``{parent}-agent-{name}``): only those runs look for waiters."""
+
+
+async def _wake_waiters(session_id: str) -> None:
+    """A run ended or paused: wake its parent's ``waitForResult`` calls waiting on it."""
+    if _COMPANION_MARK not in session_id:
+        return
+    host = current_host()
+
+    async def look() -> tuple[str, int] | None:
+        return await host.call(lambda: waiters(session_id))
+
+    found = await DBOS.run_step_async({"name": "helix_wait_waiters"}, look)
+    if found is None:
+        return
+    parent_workflow, count = found
+    for _ in range(count):
+        await DBOS.send_async(parent_workflow, session_id, wait_topic(session_id))

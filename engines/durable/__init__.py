@@ -25,6 +25,7 @@ from helix_agents.durable.plan import (
 from helix_agents.durable.reading import StepFailed, plan_of, refuse_unsupported
 from helix_agents.durable.service import DurableService
 from helix_agents.durable.steps import DurableSteps
+from helix_agents.durable.waits import WaitLook, WaitSteps, waits_on
 
 __all__ = [
     "Beat",
@@ -44,8 +45,11 @@ __all__ = [
     "StepKit",
     "StopInput",
     "ToolPolicy",
+    "WaitLook",
+    "WaitSteps",
     "collect_launches",
     "deferred_launch",
     "plan_of",
     "refuse_unsupported",
+    "waits_on",
 ]

@@ -58,6 +58,7 @@ from helix_agents.durable.reading import (
     refuse_unsupported,
     stepped_since,
 )
+from helix_agents.durable.waits import WaitSteps
 from helix_agents.errors import UsageError
 from helix_agents.events import (
     Aborted,
@@ -116,6 +117,8 @@ class DurableSteps:
         self.kit = StepKit(executor, beat_every)
         self.calls = CallSteps(self.kit)
         """The steps of one call each (a tool, a child, a remote child, a companion)."""
+        self.waits = WaitSteps(self.kit)
+        """The steps around an engine's durable ``waitForResult`` wait."""
         self._policies = dict(tool_policies or {})
         self._default = default_policy or ToolPolicy()
         known = refuse_unsupported(executor.registry)
