@@ -99,6 +99,15 @@ class Tracer(Protocol):
         """The current span's context as a W3C carrier; ``{}`` when there is none."""
         ...
 
+    def attached(self, carrier: Mapping[str, str]) -> AbstractContextManager[None]:
+        """Inside the block, the span of W3C ``carrier`` is the current parent (no span made).
+
+        For work that continues a span another step (or process) made: a
+        durable engine's steps continue their run's span. An empty carrier
+        changes nothing.
+        """
+        ...
+
 
 class _NoSpan:
     """The span of :class:`NoTracer`: records nothing."""
@@ -128,6 +137,11 @@ class NoTracer:
     def trace_context(self) -> dict[str, str]:
         """Always ``{}``."""
         return {}
+
+    @contextmanager
+    def attached(self, carrier: Mapping[str, str]) -> Iterator[None]:
+        """Nothing to attach."""
+        yield
 
 
 _NO_SPAN = _NoSpan()

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 
 try:
-    from opentelemetry import trace
+    from opentelemetry import context as otel_context, trace
     from opentelemetry.context import Context
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without the extra
@@ -112,3 +112,15 @@ class OtelTracer:
         carrier: dict[str, str] = {}
         self._propagator.inject(carrier)
         return carrier
+
+    @contextmanager
+    def attached(self, carrier: Mapping[str, str]) -> Iterator[None]:
+        """Inside the block, ``carrier``'s span is the current parent (empty: no change)."""
+        if not carrier:
+            yield
+            return
+        token = otel_context.attach(self._propagator.extract(dict(carrier), context=Context()))
+        try:
+            yield
+        finally:
+            otel_context.detach(token)

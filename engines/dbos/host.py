@@ -31,6 +31,7 @@ from helix_agents.log.store import EventStore
 from helix_agents.models.base import LLMAdapter
 from helix_agents.runtime.executor import AgentExecutor
 from helix_agents.runtime.inprocess import InProcessTransport
+from helix_agents.tracing import Tracer
 
 __all__ = ["DbosWorker", "attach"]
 
@@ -47,6 +48,8 @@ class DbosWorker:
         store: the store every session's log lives in.
         options: DBOS's system database, queue and knobs (:class:`DbosOptions`).
         llm: the default model for agents that have none.
+        tracer: traces the runs' steps (``helix_agents.otel.OtelTracer``): a run's
+            span, its model calls and tool calls, as on the built-in runtime.
 
     Raises:
         UsageError: an agent the durable runtime does not run (workspaces,
@@ -60,10 +63,13 @@ class DbosWorker:
         options: DbosOptions | None = None,
         *,
         llm: LLMAdapter | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         listed = list(agents.values()) if isinstance(agents, Mapping) else list(agents)
         self.options = options or DbosOptions()
-        self.executor = AgentExecutor(store, listed, llm=llm, stop_grace=self.options.stop_grace)
+        self.executor = AgentExecutor(
+            store, listed, llm=llm, stop_grace=self.options.stop_grace, tracer=tracer
+        )
         self.steps = DurableSteps(
             self.executor,
             tool_policies=self.options.tool_policies,

@@ -16,6 +16,7 @@ from helix_agents.dbos.options import DbosOptions
 from helix_agents.log.store import EventStore
 from helix_agents.models.base import LLMAdapter
 from helix_agents.server.agent_server import AgentServer
+from helix_agents.tracing import Tracer
 
 __all__ = ["DbosServer", "dbos_server"]
 
@@ -60,11 +61,15 @@ def dbos_server(
     *,
     llm: LLMAdapter | None = None,
     owns_store: bool = False,
+    tracer: Tracer | None = None,
 ) -> DbosServer:
     """The ``AgentServer`` of a gateway running its sessions as DBOS workflows.
+
+    ``tracer`` traces its sessions' runs (``helix_agents.otel.OtelTracer``).
 
     Raises:
         UsageError: an agent the durable runtime does not run (as the worker).
     """
     listed = list(agents.values()) if isinstance(agents, Mapping) else list(agents)
-    return DbosServer(DbosWorker(listed, store, options, llm=llm), listed, owns_store)
+    worker = DbosWorker(listed, store, options, llm=llm, tracer=tracer)
+    return DbosServer(worker, listed, owns_store)

@@ -120,13 +120,14 @@ async def agent_run(run: RunInput) -> str:
 async def _drive(sid: str, seq: int) -> Plan:
     steps = current_host().steps
     plan: Plan = await _step("helix_begin", lambda: steps.begin(StepInput(sid, seq)))
+    trace = plan.trace  # the run's span: its steps' spans are its children
     while plan.status == "running" and plan.stop is None:
         at = plan.seq
         try:
             if plan.calls:
-                plan = await _round(plan)
+                plan = await _round(plan, trace)
             else:
-                step = StepInput(sid, at)
+                step = StepInput(sid, at, trace=trace)
                 plan = await _step("helix_model_step", partial(steps.model_step, step))
         except Exception as exc:
             if not _spent(exc):
@@ -137,18 +138,18 @@ async def _drive(sid: str, seq: int) -> Plan:
     return plan
 
 
-async def _round(plan: Plan) -> Plan:
+async def _round(plan: Plan, trace: dict[str, str]) -> Plan:
     host = current_host()
     steps = host.steps
     sid = plan.session_id
     opened: Round = await _step(
-        "helix_round_open", lambda: steps.round_open(StepInput(sid, plan.seq))
+        "helix_round_open", lambda: steps.round_open(StepInput(sid, plan.seq, trace=trace))
     )
     children = [job for job in opened.jobs if job.kind == "child"]
     # Each coroutine below takes its step id as it starts: gathered, in a fixed order.
     child_opens: list[ChildOpened] = list(
         await asyncio.gather(  # noqa: TID251 (DBOS's workflow loop: its own concurrency)
-            *(_child_open(sid, opened.seq, job) for job in children)
+            *(_child_open(StepInput(sid, opened.seq, job.call_id, trace)) for job in children)
         )
     )
     for child in child_opens:
@@ -158,7 +159,9 @@ async def _round(plan: Plan) -> Plan:
     followed = {job.call_id for job, child in zip(children, child_opens, strict=True) if child.open}
     long_jobs = [job for job in opened.jobs if job.kind != "child" or job.call_id in followed]
     done: list[JobDone] = list(
-        await asyncio.gather(*(_job(sid, seq, job) for job in long_jobs))  # noqa: TID251
+        await asyncio.gather(  # noqa: TID251
+            *(_job(StepInput(sid, seq, job.call_id, trace), job) for job in long_jobs)
+        )
     )
     seq = max([seq, *(job.seq for job in done)])
     waiting_children = {job.suspended_child: job.call_id for job in done if job.suspended_child}
@@ -172,9 +175,8 @@ async def _round(plan: Plan) -> Plan:
     return closed
 
 
-async def _child_open(sid: str, seq: int, job: CallJob) -> ChildOpened:
+async def _child_open(step: StepInput) -> ChildOpened:
     steps = current_host().steps
-    step = StepInput(sid, seq, job.call_id)
     opened: ChildOpened = await _step("helix_child_open", lambda: steps.calls.child_open(step))
     return opened
 
@@ -196,9 +198,8 @@ async def _launch_child(child: str, seq: int) -> None:
         await DBOS.start_workflow_async(agent_run, RunInput(child, seq))
 
 
-async def _job(sid: str, seq: int, job: CallJob) -> JobDone:
+async def _job(step: StepInput, job: CallJob) -> JobDone:
     calls = current_host().steps.calls
-    step = StepInput(sid, seq, job.call_id)
     if job.kind == "tool":
         policy = job.policy
         options: StepOptions = {

@@ -14,6 +14,7 @@ from helix_agents.durable.plan import ChildOpened, JobDone, StepInput
 from helix_agents.durable.reading import goes_on, open_tool_starts, unanswered
 from helix_agents.hitl.gates import Waiting
 from helix_agents.runtime.tool_runner import ToolOutcome, result_events, run_tool_call, tool_start
+from helix_agents.tracing import call_error, end_tool_span, tool_span
 
 __all__ = ["CallSteps"]
 
@@ -33,9 +34,12 @@ class CallSteps:
         if call is None or not isinstance(tool, Tool) or not goes_on(writer.state):
             return JobDone(writer.last_seq, step.call_id)
         run = self.kit.run(agent, writer)
-        await self.kit.guarded(
-            writer, stop, lambda: run_tool_call(agent, writer, call, tool, run.fire), beat
-        )
+        tracer = self.kit.executor.env.tracer
+        with self.kit.traced(step), tool_span(tracer, agent.name, writer.session_id, call) as span:
+            outcome = await self.kit.guarded(
+                writer, stop, lambda: run_tool_call(agent, writer, call, tool, run.fire), beat
+            )
+            end_tool_span(span, outcome.error if outcome is not None else None)
         return JobDone(writer.last_seq, step.call_id)
 
     async def tool_failed(self, step: StepInput, error: str) -> JobDone:
@@ -59,7 +63,9 @@ class CallSteps:
         if call is None or writer.state.status != "running":
             return ChildOpened(writer.last_seq, "", open=False)
         child = self.kit.child(agent, writer, call)
-        with collect_launches() as launches:
+        # The call's span covers its opening (the child's runs are its children);
+        # following the child is a step of its own, with no span.
+        with self.kit.traced(step), child.span(), collect_launches() as launches:
             opened = await child.open()
             await self.kit.executor.runs.wait_idle(child.session_id)  # its launch is handed over
         await writer.append()  # the call's records, written behind by the open
@@ -111,7 +117,9 @@ class CallSteps:
             ref = writer.state.sub_sessions.get(child.session_id)
             return ref.last_child_seq if ref is not None else 0
 
-        suspended = await self.kit.guarded(writer, stop, body, beat, held)
+        with self.kit.traced(step), child.span() as span:
+            suspended = await self.kit.guarded(writer, stop, body, beat, held)
+            end_tool_span(span, call_error(writer.state, call.id))
         return JobDone(writer.last_seq, step.call_id, child.session_id if suspended else None)
 
     async def companion_call(self, step: StepInput, beat: Beat = no_beat) -> JobDone:
@@ -123,7 +131,10 @@ class CallSteps:
         if call is None or companions is None or not goes_on(writer.state):
             return JobDone(writer.last_seq, step.call_id)
         waiting = Waiting()
-        await self.kit.guarded(writer, stop, lambda: companions.call(call, waiting), beat)
+        tracer = self.kit.executor.env.tracer
+        with self.kit.traced(step), tool_span(tracer, agent.name, writer.session_id, call) as span:
+            await self.kit.guarded(writer, stop, lambda: companions.call(call, waiting), beat)
+            end_tool_span(span, call_error(writer.state, call.id))
         return JobDone(
             writer.last_seq,
             step.call_id,

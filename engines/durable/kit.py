@@ -9,7 +9,8 @@ the engine's heartbeat.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 import anyio
@@ -18,13 +19,21 @@ from helix_agents.agents.config import AgentConfig, RemoteSubAgentTool, SubAgent
 from helix_agents.children.call import ChildCall
 from helix_agents.children.open_calls import OpenCalls
 from helix_agents.companions.parent import Companions
+from helix_agents.durable.plan import StepInput
 from helix_agents.durable.reading import StepFailed, first_error
 from helix_agents.errors import StoreClosedError, StoreError
-from helix_agents.events import AbortRequested, Event, InterruptRequested
+from helix_agents.events import (
+    AbortRequested,
+    Event,
+    InterruptRequested,
+    RunStarted,
+    SessionCreated,
+)
 from helix_agents.messages import ToolCall
 from helix_agents.runtime.executor import AgentExecutor
 from helix_agents.runtime.run_loop import SessionRun
 from helix_agents.runtime.writer import SessionWriter, StopRequest
+from helix_agents.tracing import Span, run_span
 
 __all__ = ["Beat", "StepKit", "StopWatch", "no_beat"]
 
@@ -80,6 +89,29 @@ class StepKit:
         if agent.toolsets and toolsets is not None:
             agent = await toolsets.expand(agent)
         return agent, writer, log_
+
+    def traced(self, step: StepInput) -> AbstractContextManager[None]:
+        """Inside the block, the step's spans are children of its run's span."""
+        return self.executor.env.tracer.attached(step.trace)
+
+    def run_span(
+        self, agent: AgentConfig, writer: SessionWriter, log_: Sequence[Event]
+    ) -> AbstractContextManager[Span]:
+        """The ``invoke_agent`` span of the run ``log_`` ends with, under the session's trace."""
+        first = log_[0]
+        created = first if isinstance(first, SessionCreated) else None
+        started = next((e for e in reversed(log_) if isinstance(e, RunStarted)), None)
+        return run_span(
+            self.executor.env.tracer,
+            agent_name=agent.name,
+            session_id=writer.session_id,
+            run_id=writer.state.run_id,
+            mode=started.mode if started is not None else "resume",
+            parent_session_id=created.parent_session_id if created is not None else None,
+            root_session_id=created.root_session_id if created is not None else None,
+            model=agent.llm_config.model,
+            trace_context=created.trace_context if created is not None else {},
+        )
 
     def run(self, agent: AgentConfig, writer: SessionWriter) -> SessionRun:
         """A ``SessionRun`` over ``writer`` for its model step and its hooks."""

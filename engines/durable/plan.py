@@ -46,6 +46,8 @@ class StepInput:
     session_id: str
     seq: int
     call_id: str = ""
+    trace: dict[str, str] = field(default_factory=dict)
+    """The run's span (a W3C carrier, from ``begin``): the step's spans are its children."""
 
 
 @dataclass
@@ -84,6 +86,8 @@ class Plan:
     stop: str | None = None
     stop_reason: str | None = None
     calls: bool = False
+    trace: dict[str, str] = field(default_factory=dict)
+    """``begin``'s: the run's span as a W3C carrier (empty when not traced)."""
 
 
 @dataclass

@@ -87,6 +87,7 @@ from helix_agents.runtime.tool_runner import (
 )
 from helix_agents.runtime.turns import FINISH_REMINDER, unanswered_calls
 from helix_agents.runtime.writer import SessionWriter, StopRequest
+from helix_agents.tracing import end_tool_span, tool_span
 
 __all__ = ["DurableSteps"]
 
@@ -134,10 +135,17 @@ class DurableSteps:
 
     async def begin(self, step: StepInput) -> Plan:
         """A run begins: fire ``on_agent_start`` (at least once) and say what is due."""
-        agent, writer, _log = await self.kit.open(step.session_id)
+        agent, writer, log_ = await self.kit.open(step.session_id)
+        trace: dict[str, str] = {}
         if writer.state.status == "running":
-            await self.kit.run(agent, writer).fire("on_agent_start")
-        return plan_of(writer.state)
+            # The run's span: made here (a run's steps may run in several
+            # processes); every later step of the run continues it.
+            with self.kit.run_span(agent, writer, log_):
+                trace = self.kit.executor.env.tracer.trace_context()
+                await self.kit.run(agent, writer).fire("on_agent_start")
+        plan = plan_of(writer.state)
+        plan.trace = trace
+        return plan
 
     async def model_step(self, step: StepInput, beat: Beat = no_beat) -> Plan:
         """One model call, recorded once (a retry after it was recorded calls nothing)."""
@@ -169,7 +177,8 @@ class DurableSteps:
             if response is not None and not response.tool_calls and agent.output_schema:
                 await writer.append(MessageAppended(message=UserMessage(content=FINISH_REMINDER)))
 
-        await self.kit.guarded(writer, stop, body, beat)
+        with self.kit.traced(step):
+            await self.kit.guarded(writer, stop, body, beat)
         return plan_of(writer.state)
 
     async def round_open(self, step: StepInput) -> Round:
@@ -179,6 +188,7 @@ class DurableSteps:
         if writer.state.status != "running":
             return opened
         sid = writer.session_id
+        tracer = self.kit.executor.env.tracer
         for call in unanswered_calls(writer.state):
             tool = agent.tool(call.name)
             if call.name == FINISH_TOOL_NAME and agent.output_schema is not None:
@@ -195,6 +205,8 @@ class DurableSteps:
                 opened.jobs.append(CallJob(call.id, call.name, "companion"))
                 continue
             if tool is None:
+                with self.kit.traced(step), tool_span(tracer, agent.name, sid, call) as span:
+                    end_tool_span(span, f"unknown tool {call.name!r}")
                 await writer.append(
                     tool_start(agent, sid, call),
                     *result_events(

@@ -21,8 +21,11 @@ from helix_agents.companions.tools import WAIT_FOR_RESULT, check_arguments
 from helix_agents.durable.kit import StepKit, StopWatch, no_beat
 from helix_agents.durable.plan import JobDone, StepInput
 from helix_agents.durable.reading import goes_on, unanswered
+from helix_agents.events import SessionCreated
+from helix_agents.log import project_state
 from helix_agents.log.state import SessionState
 from helix_agents.runtime.turns import unanswered_calls
+from helix_agents.tracing import tool_span
 
 __all__ = ["WaitLook", "WaitSteps", "waits_on"]
 
@@ -49,8 +52,18 @@ class WaitSteps:
         self.kit = kit
 
     async def begin(self, step: StepInput) -> WaitLook:
-        """Look once; if the child still runs, fix the call's deadline (now + its timeout)."""
-        return await self._look(step, None, first=True)
+        """Look once; if the child still runs, fix the call's deadline (now + its timeout).
+
+        The call's span covers this first look (its wait is the engine's).
+        """
+        log_ = await self.kit.executor.store.read(step.session_id)
+        call = unanswered(project_state(log_), step.call_id) if log_ else None
+        if call is None:
+            return await self._look(step, None, first=True)
+        agent_name = log_[0].agent_type if isinstance(log_[0], SessionCreated) else ""
+        tracer = self.kit.executor.env.tracer
+        with self.kit.traced(step), tool_span(tracer, agent_name, step.session_id, call):
+            return await self._look(step, None, first=True)
 
     async def look(self, step: StepInput, deadline: float | None) -> WaitLook:
         """Look again (after a notice or the deadline): answer the call, or go on waiting."""

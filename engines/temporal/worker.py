@@ -27,6 +27,7 @@ from helix_agents.server.agent_server import AgentServer
 from helix_agents.temporal.activities import HelixActivities
 from helix_agents.temporal.service import TemporalOptions, TemporalService, attach, connect
 from helix_agents.temporal.workflow import AgentWorkflow
+from helix_agents.tracing import Tracer
 
 __all__ = ["TemporalWorker", "temporal_server"]
 
@@ -41,6 +42,8 @@ class TemporalWorker:
         llm: the default model for agents that have none.
         client: a connected client (default: one connected from ``options``).
         max_concurrent_activities: activities this worker runs at once.
+        tracer: traces the runs' steps (``helix_agents.otel.OtelTracer``): a run's
+            span, its model calls and tool calls, as on the built-in runtime.
 
     Raises:
         UsageError: an agent the durable runtime does not run (companions,
@@ -56,10 +59,13 @@ class TemporalWorker:
         llm: LLMAdapter | None = None,
         client: Client | None = None,
         max_concurrent_activities: int = 100,
+        tracer: Tracer | None = None,
     ) -> None:
         listed = list(agents.values()) if isinstance(agents, Mapping) else list(agents)
         self.options = options or TemporalOptions()
-        self.executor = AgentExecutor(store, listed, llm=llm, stop_grace=self.options.stop_grace)
+        self.executor = AgentExecutor(
+            store, listed, llm=llm, stop_grace=self.options.stop_grace, tracer=tracer
+        )
         self.steps = DurableSteps(
             self.executor,
             tool_policies=self.options.tool_policies,
@@ -142,12 +148,15 @@ async def temporal_server(
     *,
     owns_store: bool = False,
     client: Client | None = None,
+    tracer: Tracer | None = None,
 ) -> AgentServer:
     """The ``AgentServer`` of a gateway whose sessions run as workflows on the workers.
 
     Its start, resume, follow-up and answers launch workflows; its interrupt
     and abort signal them; its streams and statuses read ``store``. It never
-    recovers sessions itself: Temporal does.
+    recovers sessions itself: Temporal does. ``tracer``: a new session's trace
+    begins here (its ``start_session`` span, or the caller's trace context),
+    which the workers' spans of its runs continue.
 
     Raises:
         UsageError: an agent the durable runtime does not run (as the worker).
@@ -155,7 +164,9 @@ async def temporal_server(
     """
     options = options or TemporalOptions()
     listed = list(agents.values()) if isinstance(agents, Mapping) else list(agents)
-    server = AgentServer(listed, store, llm=_NoModel(), recover=False, owns_store=owns_store)
+    server = AgentServer(
+        listed, store, llm=_NoModel(), recover=False, owns_store=owns_store, tracer=tracer
+    )
     refuse_unsupported(server.executor.registry)
     attach(server.executor, client or await connect(options), options)
     return server

@@ -94,6 +94,7 @@ class AgentWorkflow:
         self._body: asyncio.Task[Plan] | None = None
         self._input: WorkflowInput | None = None
         self._paused_at = 0
+        self._trace: dict[str, str] = {}  # the run's span: its steps' spans are its children
 
     # --- signals -------------------------------------------------------------------
 
@@ -195,13 +196,17 @@ class AgentWorkflow:
     async def _drive(self, seq: int) -> Plan:
         sid = self._run_input.session_id
         plan: Plan = await self._step("helix_begin", StepInput(sid, seq), Plan)
+        self._trace = plan.trace
         while plan.status == "running" and plan.stop is None:
             try:
                 if plan.calls:
                     plan = await self._round(plan)
                 else:
                     plan = await self._step(
-                        "helix_model_step", StepInput(sid, plan.seq), Plan, long=True
+                        "helix_model_step",
+                        StepInput(sid, plan.seq, trace=self._trace),
+                        Plan,
+                        long=True,
                     )
             except ActivityError as exc:
                 if self._cut(exc):
@@ -214,7 +219,8 @@ class AgentWorkflow:
 
     async def _round(self, plan: Plan) -> Plan:
         sid = plan.session_id
-        opened: Round = await self._step("helix_round_open", StepInput(sid, plan.seq), Round)
+        step = StepInput(sid, plan.seq, trace=self._trace)
+        opened: Round = await self._step("helix_round_open", step, Round)
         # The round's jobs run at once, as a built-in round's do (Temporal's loop, see above).
         done = await asyncio.gather(*(self._job(job, opened.seq) for job in opened.jobs))  # noqa: TID251
         seq = max([opened.seq, *(job.seq for job in done)])
@@ -230,7 +236,7 @@ class AgentWorkflow:
 
     async def _job(self, job: CallJob, seq: int) -> JobDone:
         sid = self._run_input.session_id
-        step = StepInput(sid, seq, job.call_id)
+        step = StepInput(sid, seq, job.call_id, self._trace)
         if job.kind == "tool":
             policy = job.policy
             try:
