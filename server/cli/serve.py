@@ -54,6 +54,7 @@ from helix_agents.server.serving.limits import (
     DEFAULT_WRITE_TIMEOUT,
 )
 from helix_agents.stores import open_store
+from helix_agents.tracing import Tracer
 
 if TYPE_CHECKING:
     from nats.aio.client import Client as NatsClient
@@ -84,7 +85,8 @@ async def run_serve(
     tokens: list[str] | None = None,
     replicas: int = 1,
     options: ServeOptions | None = None,
-    make_server: Callable[[list[AgentConfig], EventStore], Awaitable[AgentServer]] | None = None,
+    make_server: Callable[[list[AgentConfig], EventStore, Tracer | None], Awaitable[AgentServer]]
+    | None = None,
 ) -> None:
     """Serve ``spec`` (an AgentServer, or agents run on the store at ``url``) under uvicorn.
 
@@ -142,7 +144,7 @@ async def run_serve(
         tracer = exporting.tracer if exporting is not None else None
         store = await open_store(url)
         if make_server is not None:
-            server = await make_server(agents, store)
+            server = await make_server(agents, store, tracer)
         else:
             server = AgentServer(agents, store, owns_store=True, tracer=tracer)
     app = create_http_app(

@@ -10,6 +10,7 @@ unchanged. Give both the same store, task queue and namespace
 from __future__ import annotations
 
 import argparse
+import signal
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -22,10 +23,12 @@ from helix_agents.server.agent_server import AgentServer
 from helix_agents.server.cli.options import store_url
 from helix_agents.server.cli.target import TargetError, chat_agents
 from helix_agents.stores import open_store
+from helix_agents.tracing import Tracer
 
 __all__ = ["add_temporal_commands", "temporal_server_factory", "worker_command"]
 
-ServerFactory = Callable[[list[AgentConfig], EventStore], Awaitable[AgentServer]]
+ServerFactory = Callable[[list[AgentConfig], EventStore, Tracer | None], Awaitable[AgentServer]]
+"""How ``serve`` makes its server: the agents, the store, ``--otel``'s tracer (or None)."""
 
 
 def _temporal_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
@@ -81,6 +84,12 @@ def add_temporal_commands(commands: Any, store_help: str) -> None:
         help="Temporal: a step silent this long is retried on another worker; DBOS on "
         "Postgres: a worker silent this long has its workflows taken over (default: %(default)s)",
     )
+    worker.add_argument(
+        "--otel",
+        action="store_true",
+        help="trace the runs' steps this worker runs with OpenTelemetry, as serve --otel does "
+        "(OTLP/HTTP to $OTEL_EXPORTER_OTLP_ENDPOINT; the otel extra; default: off)",
+    )
     worker.set_defaults(handler=worker_command)
 
 
@@ -120,8 +129,6 @@ def _dbos_options(args: argparse.Namespace) -> Any:
         return DbosOptions(system_database=args.dbos, queue=args.task_queue, takeover_after=beat)
     if beat != 10.0:
         raise UsageError("--heartbeat-timeout with --dbos is for Postgres (SQLite is one process)")
-    if getattr(args, "otel", False):
-        raise UsageError("--otel is not wired to --dbos yet (serve it without --otel)")
     return DbosOptions(system_database=args.dbos, queue=args.task_queue)
 
 
@@ -132,73 +139,100 @@ def temporal_server_factory(args: argparse.Namespace) -> ServerFactory | None:
             raise TargetError("serve takes one of --dbos, --temporal and --nats")
         dbos = _dbos_options(args)
 
-        async def make_dbos(agents: list[AgentConfig], store: EventStore) -> AgentServer:
+        async def make_dbos(
+            agents: list[AgentConfig], store: EventStore, tracer: Tracer | None
+        ) -> AgentServer:
             from helix_agents.dbos import dbos_server
 
-            return dbos_server(agents, store, dbos, owns_store=True)
+            return dbos_server(agents, store, dbos, owns_store=True, tracer=tracer)
 
         return make_dbos
     if args.temporal is None:
         return None
     if args.nats is not None:
         raise TargetError("serve takes --temporal or --nats, not both")
-    if getattr(args, "otel", False):
-        raise UsageError("--otel traces runs; a gateway on Temporal runs none (its workers do)")
     options = _options(args)
 
-    async def make(agents: list[AgentConfig], store: EventStore) -> AgentServer:
+    async def make(
+        agents: list[AgentConfig], store: EventStore, tracer: Tracer | None
+    ) -> AgentServer:
         from helix_agents.temporal import temporal_server
 
-        return await temporal_server(agents, store, options, owns_store=True)
+        # Traced, the gateway begins each session's trace; its workers' spans continue it.
+        return await temporal_server(agents, store, options, owns_store=True, tracer=tracer)
 
     return make
 
 
 def worker_command(args: argparse.Namespace) -> int:
-    """Run a parsed ``worker`` command line until interrupted; its exit status."""
+    """Run a parsed ``worker`` command line until SIGINT or SIGTERM; its exit status."""
     url = store_url(args.store)
     if (args.temporal is None) == (args.dbos is None):
         raise UsageError("worker takes --temporal ADDRESS or --dbos URL (one of them)")
     if args.dbos is not None:
-        return _dbos_worker(url, _dbos_options(args), chat_agents(args.target))
+        dbos = _dbos_options(args)
+        agents = chat_agents(args.target)
+
+        def dbos_worker(store: EventStore, tracer: Tracer | None) -> Any:
+            from helix_agents.dbos import DbosWorker
+
+            return DbosWorker(agents, store, dbos, tracer=tracer)
+
+        where = f"DBOS queue {dbos.queue!r}"
+        return _work(url, agents, dbos_worker, where, otel=args.otel)
     options = _options(args)
     agents = chat_agents(args.target)
 
-    async def work() -> None:
+    def temporal_worker(store: EventStore, tracer: Tracer | None) -> Any:
         from helix_agents.temporal import TemporalWorker
 
-        store = await open_store(url)
+        return TemporalWorker(agents, store, options, tracer=tracer)
+
+    where = f"task queue {options.task_queue!r} at {options.address}"
+    return _work(url, agents, temporal_worker, where, otel=args.otel)
+
+
+def _work(
+    url: str,
+    agents: list[AgentConfig],
+    make: Callable[[EventStore, Tracer | None], Any],
+    where: str,
+    *,
+    otel: bool,
+) -> int:
+    """Run the worker ``make`` builds until SIGINT or SIGTERM, then leave cleanly."""
+    exporting = None
+    if otel:
         try:
-            async with TemporalWorker(agents, store, options):
-                names = ", ".join(sorted(agent.name for agent in agents))
-                print(
-                    f"helix-agents: worker for {names} on task queue {options.task_queue!r} "
-                    f"at {options.address}",
-                    flush=True,
-                )
-                await anyio.sleep_forever()
-        finally:
-            await store.close()
+            from helix_agents.otel.export import exporting_tracer
+        except ImportError as exc:
+            raise UsageError(
+                "--otel needs OpenTelemetry: pip install 'helix-agents[otel]'"
+            ) from exc
+        exporting = exporting_tracer()
 
-    anyio.run(work)
-    return 0
-
-
-def _dbos_worker(url: str, options: Any, agents: list[AgentConfig]) -> int:
     async def work() -> None:
-        from helix_agents.dbos import DbosWorker
-
         store = await open_store(url)
         try:
-            async with DbosWorker(agents, store, options):
+            tracer = exporting.tracer if exporting is not None else None
+            async with make(store, tracer):
                 names = ", ".join(sorted(agent.name for agent in agents))
-                print(
-                    f"helix-agents: worker for {names} on DBOS queue {options.queue!r}",
-                    flush=True,
-                )
-                await anyio.sleep_forever()
+                print(f"helix-agents: worker for {names} on {where}", flush=True)
+                if exporting is not None:
+                    print(f"helix-agents: tracing to {exporting.destination}", flush=True)
+                await _signalled()
         finally:
             await store.close()
+            if exporting is not None:
+                with anyio.move_on_after(10):  # the last steps' spans leave before we do
+                    await anyio.to_thread.run_sync(exporting.flush, abandon_on_cancel=True)
 
     anyio.run(work)
     return 0
+
+
+async def _signalled() -> None:
+    """Return on SIGINT or SIGTERM."""
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            return

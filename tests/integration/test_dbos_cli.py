@@ -37,7 +37,6 @@ def test_worker_refuses_what_dbos_does_not_take(
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (("--dbos", "sqlite:///d.sqlite", "--otel"), "--otel is not wired to --dbos"),
         (("--dbos", "sqlite:///d.sqlite", "--temporal", "h:1"), "one of --dbos, --temporal"),
     ],
 )
