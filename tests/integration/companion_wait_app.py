@@ -20,7 +20,7 @@ from helix_agents import PersistentAgent, ToolContext, define_agent, define_tool
 from helix_agents.messages import AssistantMessage, ToolResultMessage
 from helix_agents.models import LLMRequest, ScriptedLLM
 
-__all__ = ["agents"]
+__all__ = ["agents", "napper", "quick", "waiter"]
 
 
 class Nothing(BaseModel):

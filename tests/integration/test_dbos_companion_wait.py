@@ -16,17 +16,20 @@ import anyio
 import pytest
 from _serve_process import ServeProcess
 from dbos import DBOS
+from servers import serve
 
+from helix_agents import PersistentAgent, define_agent
 from helix_agents.dbos import DbosOptions, dbos_server
 from helix_agents.dbos.routes import open_runs
 from helix_agents.events import Completed, Interrupted, MessageAppended
 from helix_agents.log import project_state
 from helix_agents.messages import AssistantMessage
 from helix_agents.protocol import EndEvent, RemoteStartRequest
+from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore, SqliteEventStore
 from helix_agents.transports import HttpRemoteAgentTransport
 from tests.integration._temporal_kit import results_of, seqs_contiguous, stream_to_end, wait_for
-from tests.integration.companion_wait_app import agents
+from tests.integration.companion_wait_app import agents, napper, quick, waiter
 
 pytestmark = [pytest.mark.slow]
 
@@ -197,3 +200,43 @@ async def test_killed_mid_wait_the_restart_keeps_the_original_deadline(tmp_path:
     finally:
         await store.close()
         await gateway.stop()
+
+
+async def test_a_remote_companion_is_followed_until_its_turn_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A companion behind HTTP (another server: no notice from it): the look follows its
+    stream, within the checkpointed deadline, and answers when its turn ends."""
+    monkeypatch.setenv("HELIX_WAIT_NAP", "1")
+    child_server = AgentServer([napper], MemoryEventStore())
+    async with (
+        child_server,
+        serve(create_http_app(child_server)) as url,
+        HttpRemoteAgentTransport(url) as transport,
+    ):
+        remote_waiter = define_agent(
+            "waiter",
+            llm=waiter.llm,
+            persistent_agents=[
+                PersistentAgent(napper, mode="non-blocking", transport=transport),
+                PersistentAgent(quick),
+            ],
+        )
+        store = MemoryEventStore()
+        options = DbosOptions(system_database=f"sqlite:///{tmp_path / 'dbos.sqlite'}")
+        with anyio.fail_after(60):
+            async with dbos_server([remote_waiter, quick], store, options) as server:
+                await server.start(_start("wr"))
+                asked = await wait_for(store, "wr", _waiting)
+                output = await stream_to_end(server, "wr")
+                [workflow] = await DBOS.list_workflows_async(workflow_id_prefix="wr#")
+                steps = await DBOS.list_workflow_steps_async(workflow.workflow_id)
+    log = await store.read("wr")
+    [result] = results_of(log, "w1")
+    assert '"status":"completed"' in result.message.content
+    assert result.ts - asked.ts < 10.0  # followed to its end, far before the 30 s timeout
+    assert "rested well" in output
+    names = [step["function_name"] for step in steps]
+    begin = names.index("helix_wait_begin")
+    assert names[begin + 1] == "helix_wait_look"  # no sleep: the look followed it
+    assert seqs_contiguous(log)
