@@ -14,17 +14,20 @@ most until the deadline (``specs/dbos.md``).
 from __future__ import annotations
 
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from typing import Any
 
+from helix_agents.companions.parent import Companions
 from helix_agents.companions.refs import latest_child
 from helix_agents.companions.tools import WAIT_FOR_RESULT, check_arguments
 from helix_agents.durable.kit import StepKit, StopWatch, no_beat
 from helix_agents.durable.plan import JobDone, StepInput
 from helix_agents.durable.reading import goes_on, unanswered
-from helix_agents.events import SessionCreated
-from helix_agents.log import project_state
-from helix_agents.log.state import SessionState
+from helix_agents.log.state import SessionState, SubSessionRef
+from helix_agents.messages import ToolCall
 from helix_agents.runtime.turns import unanswered_calls
+from helix_agents.runtime.writer import SessionWriter
 from helix_agents.tracing import tool_span
 
 __all__ = ["WaitLook", "WaitSteps", "waits_on"]
@@ -56,14 +59,7 @@ class WaitSteps:
 
         The call's span covers this first look (its wait is the engine's).
         """
-        log_ = await self.kit.executor.store.read(step.session_id)
-        call = unanswered(project_state(log_), step.call_id) if log_ else None
-        if call is None:
-            return await self._look(step, None, first=True)
-        agent_name = log_[0].agent_type if isinstance(log_[0], SessionCreated) else ""
-        tracer = self.kit.executor.env.tracer
-        with self.kit.traced(step), tool_span(tracer, agent_name, step.session_id, call):
-            return await self._look(step, None, first=True)
+        return await self._look(step, None, first=True)
 
     async def look(self, step: StepInput, deadline: float | None) -> WaitLook:
         """Look again (after a notice or the deadline): answer the call, or go on waiting."""
@@ -80,18 +76,14 @@ class WaitSteps:
             args, _ = check_arguments(call.name, call.arguments, agent)
             timeout = args.timeout if args is not None else None
             deadline = time.time() + timeout if timeout is not None else None
-        final = deadline is not None and time.time() >= deadline
-        ref = await companions.wait_look(call, final=final)
-        if ref is not None and ref.remote is not None and not first:
-            # Another server's child: no notice comes from it; follow its stream here.
-            within = None if deadline is None else max(0.0, deadline - time.time())
-            followed = ref
-            await self.kit.guarded(
-                writer, stop, lambda: companions.follow_turn(followed, within), no_beat
+            tracer = self.kit.executor.env.tracer
+            span: AbstractContextManager[Any] = tool_span(
+                tracer, agent.name, writer.session_id, call
             )
-            if not goes_on(writer.state):
-                return WaitLook(JobDone(writer.last_seq, step.call_id))
-            ref = await companions.wait_look(call, final=True)
+        else:
+            span = nullcontext()
+        with self.kit.traced(step), span:
+            ref = await self._looked(writer, stop, companions, call, deadline, first=first)
         done = JobDone(writer.last_seq, step.call_id)
         if ref is None:
             return WaitLook(done)
@@ -102,6 +94,31 @@ class WaitSteps:
             remote=ref.remote is not None,
             deadline=deadline,
         )
+
+    async def _looked(
+        self,
+        writer: SessionWriter,
+        stop: StopWatch,
+        companions: Companions,
+        call: ToolCall,
+        deadline: float | None,
+        *,
+        first: bool,
+    ) -> SubSessionRef | None:
+        """The child the call still waits on after this look (None: answered, or stopped)."""
+        final = deadline is not None and time.time() >= deadline
+        ref = await companions.wait_look(call, final=final)
+        if ref is None or ref.remote is None or first:
+            return ref
+        # Another server's child: no notice comes from it; follow its stream here.
+        within = None if deadline is None else max(0.0, deadline - time.time())
+        followed = ref
+        await self.kit.guarded(
+            writer, stop, lambda: companions.follow_turn(followed, within), no_beat
+        )
+        if not goes_on(writer.state):
+            return None
+        return await companions.wait_look(call, final=True)
 
 
 def waits_on(state: SessionState, child: str) -> int:

@@ -20,7 +20,7 @@ import pytest
 from pydantic import BaseModel
 
 from helix_agents import PersistentAgent, ToolContext, define_agent, define_tool
-from helix_agents.events import Interrupted, ToolEnd, ToolStart
+from helix_agents.events import Aborted, Interrupted, ToolEnd, ToolStart
 from helix_agents.log import project_state
 from helix_agents.log.store import EventStore
 from helix_agents.messages import AssistantMessage, ToolResultMessage
@@ -135,3 +135,25 @@ async def test_interrupt_reaches_the_blocking_companion_and_a_resume_goes_on(
     assert child.status == "completed"
     for session_id in ("ci", CHILD):
         assert seqs_contiguous(await store.read(session_id))
+
+
+async def test_abort_reaches_the_blocking_companion(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Abort the parent while its blocking spawn follows the companion: the companion gets
+    the abort too (its log: aborted), and both end failed."""
+    monkeypatch.setitem(DOZE, "seconds", 60.0)
+    store = MemoryEventStore()
+    child = "ca-agent-s"
+    with anyio.fail_after(60):
+        async with served(store) as server:
+            await server.start(RemoteStartRequest(session_id="ca", agent_type="lead", message="go"))
+            await wait_for(store, child, _dozing)
+            await server.abort("ca", "stop it")
+            await wait_for(store, child, lambda e: isinstance(e, Aborted))
+            await wait_for(store, "ca", lambda e: isinstance(e, Aborted))
+    for session_id in ("ca", child):
+        log = await store.read(session_id)
+        assert project_state(log).status == "failed"
+        assert seqs_contiguous(log)
+    assert project_state(await store.read("ca")).sub_sessions[child].status != "running"
