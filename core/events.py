@@ -516,12 +516,15 @@ class ApprovalGiven(EventBase, tag="approval_given", frozen=True):
     """A human decided on tool call ``tool_call_id`` (on an ancestor: the decision forwarded).
 
     ``expired``: nobody answered in time and the root's timer denied it.
+    ``decided_by``: who decided, as the submission said (``None``: not said, an
+    expiry, or a log written before the field existed).
     """
 
     tool_call_id: str
     approved: bool
     reason: str | None = None
     expired: bool = False
+    decided_by: str | None = None
 
 
 # --- workspaces --------------------------------------------------------------

@@ -7,6 +7,7 @@ sequence), ``end`` (output and state) and ``error`` (message, recoverable).
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 import msgspec
@@ -31,6 +32,8 @@ __all__ = [
     "SubmitResponse",
     "SubmitToolResultRequest",
     "TransportEvent",
+    "DECIDED_BY_MAX",
+    "checked_decided_by",
     "checked_from_sequence",
     "checked_message_id",
     "checked_messages",
@@ -151,6 +154,9 @@ class SubmitApprovalRequest(_Wire, frozen=True):
     tool_call_id: str
     approved: bool
     reason: str | None = None
+    decided_by: str | None = None
+    """Who decided (a person's name or id; at most :data:`DECIDED_BY_MAX` characters, no
+    control characters), recorded on the ``approval_given`` event; ``None``: not said."""
 
 
 class SubmitResponse(_Wire, frozen=True):
@@ -236,6 +242,33 @@ def checked_messages(message: object) -> list[UserMessage]:
     if not messages or any(not m.content.strip() for m in messages):
         raise AgentServerError("INVALID_REQUEST", "message must be non-empty")
     return messages
+
+
+DECIDED_BY_MAX = 200
+"""The longest ``decidedBy`` an approval may carry, in characters."""
+
+
+def checked_decided_by(decided_by: object) -> str | None:
+    """``decided_by`` if it is ``None`` or a fit name, else the protocol's ``INVALID_REQUEST``.
+
+    A fit name is a string of 1 to :data:`DECIDED_BY_MAX` characters, not only
+    spaces, without control characters (so it prints on one line in a log or a page).
+    """
+    if decided_by is None:
+        return None
+    if not isinstance(decided_by, str):
+        raise AgentServerError(
+            "INVALID_REQUEST", f"decidedBy must be a string, not {type(decided_by).__name__}"
+        )
+    if not decided_by.strip():
+        raise AgentServerError("INVALID_REQUEST", "decidedBy must not be empty")
+    if len(decided_by) > DECIDED_BY_MAX:
+        raise AgentServerError(
+            "INVALID_REQUEST", f"decidedBy is longer than {DECIDED_BY_MAX} characters"
+        )
+    if any(unicodedata.category(char) == "Cc" for char in decided_by):
+        raise AgentServerError("INVALID_REQUEST", "decidedBy must not hold control characters")
+    return decided_by
 
 
 def checked_from_sequence(from_sequence: object) -> int:

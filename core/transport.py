@@ -81,7 +81,13 @@ class RemoteAgentTransport(Protocol):
         ...
 
     async def submit_approval(
-        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+        self,
+        session_id: str,
+        tool_call_id: str,
+        approved: bool,
+        reason: str | None = None,
+        *,
+        decided_by: str | None = None,
     ) -> SubmitResponse:
         """Approve or deny gated call ``tool_call_id`` at ``session_id`` (routed to its owner)."""
         ...

@@ -14,6 +14,7 @@ session's lease there, before the run can begin (``specs/nats.md``).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
@@ -234,11 +235,21 @@ class AgentServer:
         )
 
     async def submit_approval(
-        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+        self,
+        session_id: str,
+        tool_call_id: str,
+        approved: bool,
+        reason: str | None = None,
+        *,
+        decided_by: str | None = None,
     ) -> SubmitResponse:
         """Approve or deny a gated call at ``session_id`` (routed to its owner)."""
         return await self._call(
-            self.executor.service.submit_approval, session_id, tool_call_id, approved, reason
+            functools.partial(self.executor.service.submit_approval, decided_by=decided_by),
+            session_id,
+            tool_call_id,
+            approved,
+            reason,
         )
 
     # The seeds' AgentServer names for the same operations.

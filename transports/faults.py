@@ -155,8 +155,16 @@ class FaultyTransport:
         return await self.inner.submit_tool_result(session_id, tool_call_id, result, error)
 
     async def submit_approval(
-        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+        self,
+        session_id: str,
+        tool_call_id: str,
+        approved: bool,
+        reason: str | None = None,
+        *,
+        decided_by: str | None = None,
     ) -> SubmitResponse:
         """Submit an approval decision, unless a fault says otherwise."""
         await self._control("submit")
-        return await self.inner.submit_approval(session_id, tool_call_id, approved, reason)
+        return await self.inner.submit_approval(
+            session_id, tool_call_id, approved, reason, decided_by=decided_by
+        )

@@ -190,11 +190,21 @@ class HttpRemoteAgentTransport:
         return decode(response, submit_decoder)
 
     async def submit_approval(
-        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+        self,
+        session_id: str,
+        tool_call_id: str,
+        approved: bool,
+        reason: str | None = None,
+        *,
+        decided_by: str | None = None,
     ) -> SubmitResponse:
         """``POST /submit-approval``: approve or deny a gated call (errors as :meth:`start`)."""
         request = SubmitApprovalRequest(
-            session_id=session_id, tool_call_id=tool_call_id, approved=approved, reason=reason
+            session_id=session_id,
+            tool_call_id=tool_call_id,
+            approved=approved,
+            reason=reason,
+            decided_by=decided_by,
         )
         response = await self._send("POST", "/submit-approval", encode(request))
         return decode(response, submit_decoder)

@@ -349,13 +349,23 @@ class NatsRemoteAgentTransport:
         return msgspec.convert(reply, SubmitResponse)
 
     async def submit_approval(
-        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+        self,
+        session_id: str,
+        tool_call_id: str,
+        approved: bool,
+        reason: str | None = None,
+        *,
+        decided_by: str | None = None,
     ) -> SubmitResponse:
         """Approve or deny a gated call (routed to its owner by the host)."""
         subject = self._session_subject("approve", session_id)
         body = _encoder.encode(
             SubmitApprovalRequest(
-                session_id=session_id, tool_call_id=tool_call_id, approved=approved, reason=reason
+                session_id=session_id,
+                tool_call_id=tool_call_id,
+                approved=approved,
+                reason=reason,
+                decided_by=decided_by,
             )
         )
         reply = await self._request(subject, body, missing=_NO_HOST)

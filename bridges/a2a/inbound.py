@@ -5,7 +5,7 @@ unknown kind, a file part, or an empty message is refused with A2A's own
 error). :func:`answers_of` reads a message sent to a session that waits for
 people as answers to its pending inputs (specs/a2a.md, "Answering"): a data
 part ``{"toolCallId", "result" | "error"}`` answers a client tool, ``{"toolCallId",
-"approved", "reason"?}`` an approval; with a single pending input the
+"approved", "reason"?, "decidedBy"?}`` an approval; with a single pending input the
 ``toolCallId`` may be left out, and a text answers it too (a client tool's
 result; ``yes``/``no`` for an approval).
 """
@@ -20,6 +20,8 @@ from a2a.types import Message, Role
 from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError
 
 from helix_agents import PendingInput
+from helix_agents.errors import AgentServerError
+from helix_agents.protocol import checked_decided_by
 
 from .wire import part_value
 
@@ -58,6 +60,7 @@ class Answer:
     error: str | None = None
     approved: bool = False
     reason: str | None = None
+    decided_by: str | None = None
 
 
 def read_message(message: Message) -> Incoming:
@@ -153,7 +156,17 @@ def _from_data(value: Any, pending: list[PendingInput]) -> Answer:
             raise InvalidParamsError(f"the approval of {call_id!r} needs 'approved': true or false")
         if reason is not None and not isinstance(reason, str):
             raise InvalidParamsError("'reason' must be a string")
-        return Answer(kind="approval", tool_call_id=call_id, approved=approved, reason=reason)
+        try:
+            decided_by = checked_decided_by(value.get("decidedBy"))
+        except AgentServerError as exc:
+            raise InvalidParamsError(exc.message) from exc
+        return Answer(
+            kind="approval",
+            tool_call_id=call_id,
+            approved=approved,
+            reason=reason,
+            decided_by=decided_by,
+        )
     error = value.get("error")
     if error is not None and not isinstance(error, str):
         raise InvalidParamsError("'error' must be a string")

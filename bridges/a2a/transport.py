@@ -374,12 +374,20 @@ class A2ARemoteAgentTransport:
         return await self._answer(session_id, tool_call_id, answer, "client_tool")
 
     async def submit_approval(
-        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+        self,
+        session_id: str,
+        tool_call_id: str,
+        approved: bool,
+        reason: str | None = None,
+        *,
+        decided_by: str | None = None,
     ) -> SubmitResponse:
         """Approve or deny the child's gated call (a helix peer's: others ask no approvals)."""
         answer: dict[str, Any] = {"toolCallId": tool_call_id, "approved": approved}
         if reason is not None:
             answer["reason"] = reason
+        if decided_by is not None:
+            answer["decidedBy"] = decided_by
         return await self._answer(session_id, tool_call_id, answer, "approval")
 
     async def _answer(

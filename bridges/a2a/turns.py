@@ -271,7 +271,11 @@ async def _answer(
     for answer in answers:
         if answer.kind == "approval":
             response = await sender.target.submit_approval(
-                session_id, answer.tool_call_id, answer.approved, answer.reason
+                session_id,
+                answer.tool_call_id,
+                answer.approved,
+                answer.reason,
+                decided_by=answer.decided_by,
             )
         else:
             response = await sender.target.submit_tool_result(

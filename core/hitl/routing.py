@@ -52,7 +52,12 @@ log = logging.getLogger("helix_agents")
 
 
 class Answer(msgspec.Struct, frozen=True, kw_only=True):
-    """An answer to one pending entry: a client tool's result/error, or a decision."""
+    """An answer to one pending entry: a client tool's result/error, or a decision.
+
+    ``decided_by`` (who decided) travels with a decision and is recorded with
+    it, but is not part of what is decided: a repeat of the same verdict and
+    reason by someone else is an identical repeat, and the first decider stays.
+    """
 
     kind: Literal["client_tool", "approval"]
     result: Any = None
@@ -60,6 +65,7 @@ class Answer(msgspec.Struct, frozen=True, kw_only=True):
     approved: bool = False
     reason: str | None = None
     expired: bool = False
+    decided_by: str | None = None
 
     def event(self, tool_call_id: str) -> Event:
         """The event that records this answer."""
@@ -75,6 +81,7 @@ class Answer(msgspec.Struct, frozen=True, kw_only=True):
             approved=self.approved,
             reason=self.reason,
             expired=self.expired,
+            decided_by=self.decided_by,
         )
 
     def same_as(self, recorded: Any) -> bool:
@@ -91,7 +98,9 @@ class Answer(msgspec.Struct, frozen=True, kw_only=True):
             return await transport.submit_tool_result(
                 session_id, tool_call_id, self.result, self.error
             )
-        return await transport.submit_approval(session_id, tool_call_id, self.approved, self.reason)
+        return await transport.submit_approval(
+            session_id, tool_call_id, self.approved, self.reason, decided_by=self.decided_by
+        )
 
 
 def _not_found(session_id: str, tool_call_id: str) -> AgentServerError:
@@ -129,7 +138,11 @@ def _consumed_answer(log_: list[Event], tool_call_id: str) -> Answer | None:
             )
         if isinstance(event, ApprovalGiven) and event.tool_call_id == tool_call_id:
             return Answer(
-                kind="approval", approved=event.approved, reason=event.reason, expired=event.expired
+                kind="approval",
+                approved=event.approved,
+                reason=event.reason,
+                expired=event.expired,
+                decided_by=event.decided_by,
             )
     return None
 
@@ -207,7 +220,10 @@ async def route_answer(
             # Answered, and its result already taken in by the run.
             if earlier.kind != answer.kind:
                 raise _wrong_kind(tool_call_id, earlier.kind)
-            if earlier != msgspec.structs.replace(answer, expired=earlier.expired):
+            same = msgspec.structs.replace(
+                answer, expired=earlier.expired, decided_by=earlier.decided_by
+            )
+            if earlier != same:
                 raise _conflict(tool_call_id)
             return SubmitResponse(resumed=False)
         if mirror.kind != answer.kind:

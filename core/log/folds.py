@@ -334,6 +334,8 @@ def _approval_given(state: SessionState, event: ApprovalGiven) -> None:
         pending.approved = event.approved
         pending.reason = event.reason
         pending.expired = event.expired
+        pending.decided_by = event.decided_by
+        pending.decided_at = event.ts
         return
     mirror = state.client_tool_ownership.get(event.tool_call_id)
     if mirror is not None:
@@ -342,6 +344,7 @@ def _approval_given(state: SessionState, event: ApprovalGiven) -> None:
         mirror.approved = event.approved
         mirror.reason = event.reason
         mirror.expired = event.expired
+        mirror.decided_by = event.decided_by
 
 
 def _workspace_written(state: SessionState, event: WorkspaceWritten) -> None:

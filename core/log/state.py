@@ -91,6 +91,10 @@ class PendingApproval(msgspec.Struct, kw_only=True, rename="camel"):
     expires_in: float | None = None
     expires_at: float | None = None
     expired: bool = False
+    decided_by: str | None = None
+    """Who decided (the ``approval_given`` event's ``decided_by``)."""
+    decided_at: float | None = None
+    """When it was decided (the ``approval_given`` event's time)."""
 
 
 class ToolOwnership(msgspec.Struct, kw_only=True, rename="camel"):
@@ -112,6 +116,7 @@ class ToolOwnership(msgspec.Struct, kw_only=True, rename="camel"):
     approved: bool | None = None
     reason: str | None = None
     expired: bool = False
+    decided_by: str | None = None
 
 
 class WorkspaceFile(msgspec.Struct, kw_only=True, rename="camel"):

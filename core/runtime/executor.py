@@ -387,10 +387,18 @@ class AgentExecutor:
         return await self.service.submit_tool_result(session_id, tool_call_id, result, error)
 
     async def submit_approval(
-        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+        self,
+        session_id: str,
+        tool_call_id: str,
+        approved: bool,
+        reason: str | None = None,
+        *,
+        decided_by: str | None = None,
     ) -> SubmitResponse:
         """Approve or deny gated call ``tool_call_id`` at ``session_id`` (the root)."""
-        return await self.service.submit_approval(session_id, tool_call_id, approved, reason)
+        return await self.service.submit_approval(
+            session_id, tool_call_id, approved, reason, decided_by=decided_by
+        )
 
     async def usage_rollup(
         self, session_id: str, *, include_sub_agents: bool = True

@@ -125,13 +125,21 @@ class AgentHandle(Generic[OutputT]):
         """Answer a client tool call anywhere in this session's tree."""
         return await self.service.submit_tool_result(self.session_id, tool_call_id, result, error)
 
-    async def approve(self, tool_call_id: str, reason: str | None = None) -> SubmitResponse:
-        """Approve a gated call anywhere in this session's tree."""
-        return await self.service.submit_approval(self.session_id, tool_call_id, True, reason)
+    async def approve(
+        self, tool_call_id: str, reason: str | None = None, *, decided_by: str | None = None
+    ) -> SubmitResponse:
+        """Approve a gated call anywhere in this session's tree (``decided_by``: who)."""
+        return await self.service.submit_approval(
+            self.session_id, tool_call_id, True, reason, decided_by=decided_by
+        )
 
-    async def deny(self, tool_call_id: str, reason: str | None = None) -> SubmitResponse:
-        """Deny a gated call; the LLM gets an error result with ``reason``."""
-        return await self.service.submit_approval(self.session_id, tool_call_id, False, reason)
+    async def deny(
+        self, tool_call_id: str, reason: str | None = None, *, decided_by: str | None = None
+    ) -> SubmitResponse:
+        """Deny a gated call; the LLM gets an error result with ``reason`` (``decided_by``: who)."""
+        return await self.service.submit_approval(
+            self.session_id, tool_call_id, False, reason, decided_by=decided_by
+        )
 
     async def interrupt(self, reason: str | None = None) -> None:
         """Ask the run to stop softly; it can be resumed."""

@@ -89,7 +89,15 @@ class InProcessTransport:
         return await self.target.submit_tool_result(session_id, tool_call_id, copied, error)
 
     async def submit_approval(
-        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+        self,
+        session_id: str,
+        tool_call_id: str,
+        approved: bool,
+        reason: str | None = None,
+        *,
+        decided_by: str | None = None,
     ) -> SubmitResponse:
         """Approve or deny a gated call (routed to its owner)."""
-        return await self.target.submit_approval(session_id, tool_call_id, approved, reason)
+        return await self.target.submit_approval(
+            session_id, tool_call_id, approved, reason, decided_by=decided_by
+        )

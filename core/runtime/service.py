@@ -43,6 +43,7 @@ from helix_agents.protocol import (
     RemoteStatusResponse,
     SubmitResponse,
     TransportEvent,
+    checked_decided_by,
     checked_from_sequence,
     checked_message_id,
     checked_messages,
@@ -301,11 +302,27 @@ class ExecutorService:
         )
 
     async def submit_approval(
-        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+        self,
+        session_id: str,
+        tool_call_id: str,
+        approved: bool,
+        reason: str | None = None,
+        *,
+        decided_by: str | None = None,
     ) -> SubmitResponse:
         """Approve or deny call ``tool_call_id`` at ``session_id`` (the root); see
-        :meth:`submit_tool_result` for the routing and the errors."""
-        answer = Answer(kind="approval", approved=bool(approved), reason=reason)
+        :meth:`submit_tool_result` for the routing and the errors.
+
+        ``decided_by`` names who decided (recorded on ``approval_given``); a
+        name that is not a string, is empty, longer than ``DECIDED_BY_MAX`` or
+        holds control characters is ``INVALID_REQUEST`` and records nothing.
+        """
+        answer = Answer(
+            kind="approval",
+            approved=bool(approved),
+            reason=reason,
+            decided_by=checked_decided_by(decided_by),
+        )
         return await route_answer(
             self._runs, self.resume_if_paused, checked_session_id(session_id), tool_call_id, answer
         )

@@ -172,7 +172,13 @@ class RecordedTransport:
         return SubmitResponse(resumed=False)
 
     async def submit_approval(
-        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+        self,
+        session_id: str,
+        tool_call_id: str,
+        approved: bool,
+        reason: str | None = None,
+        *,
+        decided_by: str | None = None,
     ) -> SubmitResponse:
         """Recorded children need no answers."""
         return SubmitResponse(resumed=False)

@@ -274,7 +274,8 @@ def summarize_event(event: Event) -> str:
         case ApprovalGiven():
             verdict = "approved" if event.approved else "expired" if event.expired else "denied"
             reason = f" {_reason(event.reason)}" if event.reason else ""
-            return f"({event.tool_call_id}) {verdict}{reason}"
+            by = f" by {quoted(event.decided_by)}" if event.decided_by else ""
+            return f"({event.tool_call_id}) {verdict}{by}{reason}"
         case WorkspaceWritten():
             owner = f" (workspace of {event.owner_session_id})" if event.owner_session_id else ""
             return (

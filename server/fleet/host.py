@@ -458,6 +458,7 @@ class NatsAgentHost:
             request.tool_call_id,
             request.approved,
             request.reason,
+            decided_by=request.decided_by,
         )
 
 

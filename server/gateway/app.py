@@ -36,6 +36,7 @@ from helix_agents.protocol import (
     SubmitApprovalRequest,
     SubmitToolResultRequest,
     TransportEvent,
+    checked_decided_by,
 )
 from helix_agents.server.agent_server import AgentServer
 from helix_agents.server.edge import (
@@ -310,7 +311,11 @@ def create_http_app(
         req = await body(request, SubmitApprovalRequest)
         return _json(
             await transport.submit_approval(
-                checked_id(req.session_id), req.tool_call_id, req.approved, req.reason
+                checked_id(req.session_id),
+                req.tool_call_id,
+                req.approved,
+                req.reason,
+                decided_by=checked_decided_by(req.decided_by),
             )
         )
 

@@ -34,6 +34,7 @@ from helix_agents.protocol import (
     RemoteStartRequest,
     RemoteStatusResponse,
     TransportEvent,
+    checked_decided_by,
 )
 from helix_agents.server.edge import (
     MAX_JSON_DEPTH,
@@ -149,20 +150,26 @@ def _text(message: dict[str, Any]) -> str:
     return ""
 
 
-def _decision(entry: ResumeEntry) -> tuple[bool, str | None]:
-    """An approval's answer: ``true``/``false`` or ``{approved, reason?}``; cancelled denies."""
+Decision = tuple[bool, str | None, str | None]
+"""An approval's answer: approved, reason, who decided."""
+
+
+def _decision(entry: ResumeEntry) -> Decision:
+    """An approval's answer: ``true``/``false`` or ``{approved, reason?, decidedBy?}``;
+    cancelled denies. A ``decidedBy`` that is not a fit name is ``INVALID_REQUEST``."""
     if entry.status == "cancelled":
-        return False, "cancelled"
+        return False, "cancelled", None
     payload = entry.payload
     if isinstance(payload, bool):
-        return payload, None
+        return payload, None, None
     if isinstance(payload, dict) and isinstance(payload.get("approved"), bool):
         reason = payload.get("reason")
-        return payload["approved"], reason if isinstance(reason, str) else None
+        decided_by = checked_decided_by(payload.get("decidedBy"))
+        return payload["approved"], reason if isinstance(reason, str) else None, decided_by
     raise AgentServerError(
         "INVALID_REQUEST",
         f"resume {entry.interrupt_id!r}: an approval's payload is true, false "
-        "or {approved: bool, reason?}",
+        "or {approved: bool, reason?, decidedBy?}",
     )
 
 
@@ -370,22 +377,24 @@ async def _ag_ui_run(
             raise AgentServerError("NOT_FOUND", f"session {session_id!r} not found")
         cursor = status.latest_sequence
         kinds = {entry.tool_call_id: entry.kind for entry in status.pending_inputs}
-        answers: list[tuple[ResumeEntry, str, bool, str | None]] = []
+        answers: list[tuple[ResumeEntry, str, Decision]] = []
         for entry in run.resume:  # all checked before any is sent
             found = kinds.get(entry.interrupt_id)
             if found is None:
                 raise AgentServerError(
                     "NOT_FOUND", f"resume: no pending input {entry.interrupt_id!r}"
                 )
-            approved, reason = _decision(entry) if found == "approval" else (False, None)
-            answers.append((entry, found, approved, reason))
+            decision = _decision(entry) if found == "approval" else (False, None, None)
+            answers.append((entry, found, decision))
         answers = _once(answers, lambda answer: answer[0].interrupt_id, "resume")
         # Client tool results first: a result can still be refused (the tool's
         # output_schema is checked where the call waits), an approval no longer.
         answers.sort(key=lambda answer: answer[1] == "approval")
-        for entry, kind, approved, reason in answers:
+        for entry, kind, (approved, reason, decided_by) in answers:
             if kind == "approval":
-                await transport.submit_approval(session_id, entry.interrupt_id, approved, reason)
+                await transport.submit_approval(
+                    session_id, entry.interrupt_id, approved, reason, decided_by=decided_by
+                )
             elif entry.status == "cancelled":
                 await transport.submit_tool_result(
                     session_id, entry.interrupt_id, None, "cancelled by the user"

@@ -112,6 +112,7 @@ def decisions_of(log: list[Event]) -> list[Decision]:
                     approved=event.approved,
                     expired=event.expired,
                     reason=event.reason,
+                    decided_by=event.decided_by,
                     ts=event.ts,
                     seq=event.seq,
                 )

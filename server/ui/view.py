@@ -103,7 +103,7 @@ class AgentNode(msgspec.Struct, kw_only=True, rename="camel"):
 
 
 class Decision(msgspec.Struct, kw_only=True, rename="camel"):
-    """An approval decided in the tree: what was asked, the verdict, when and why.
+    """An approval decided in the tree: what was asked, the verdict, who, when and why.
 
     From the root's log (``approval_given``, the request from the
     ``input_required`` that listed it); filled by ``GET /snapshot`` only.
@@ -116,6 +116,8 @@ class Decision(msgspec.Struct, kw_only=True, rename="camel"):
     approved: bool
     expired: bool = False
     reason: str | None = None
+    decided_by: str | None = None
+    """Who decided, as the submission said (``None``: not said, or an expiry)."""
     ts: float
     """When it was decided (the ``approval_given`` event's time, seconds since the epoch)."""
     seq: int

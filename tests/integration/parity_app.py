@@ -24,10 +24,18 @@ class CrashAfterForward(HttpRemoteAgentTransport):
     """An HTTP transport whose process dies (SIGKILL) once a forwarded approval was taken."""
 
     async def submit_approval(
-        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+        self,
+        session_id: str,
+        tool_call_id: str,
+        approved: bool,
+        reason: str | None = None,
+        *,
+        decided_by: str | None = None,
     ) -> SubmitResponse:
         """Forward the decision; then, if asked to, die before the caller records it."""
-        response = await super().submit_approval(session_id, tool_call_id, approved, reason)
+        response = await super().submit_approval(
+            session_id, tool_call_id, approved, reason, decided_by=decided_by
+        )
         if os.environ.get("PARITY_CRASH_AFTER_FORWARD"):
             os.kill(os.getpid(), signal.SIGKILL)
         return response

@@ -145,11 +145,17 @@ class LazyNatsTransport:
         )
 
     async def submit_approval(
-        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+        self,
+        session_id: str,
+        tool_call_id: str,
+        approved: bool,
+        reason: str | None = None,
+        *,
+        decided_by: str | None = None,
     ) -> SubmitResponse:
         """Answer an approval, on the fleet."""
         return await (await self._transport()).submit_approval(
-            session_id, tool_call_id, approved, reason
+            session_id, tool_call_id, approved, reason, decided_by=decided_by
         )
 
 

@@ -7,9 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 
+from helix_agents.events import ApprovalGiven
 from helix_agents.server.cli.demos import hitl as demo_hitl
+from helix_agents.server.cli.demos.hitl import terminal_user
+from helix_agents.stores import open_store
 
 pytestmark = pytest.mark.anyio
 
@@ -26,6 +30,20 @@ def _demo(tmp_path: Path, stdin: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+async def _deciders(path: Path) -> set[str | None]:
+    """Who decided, by every ``approval_given`` in the demo's store (root, ancestors, owner)."""
+    store = await open_store(f"sqlite:///{path}")
+    try:
+        return {
+            event.decided_by
+            for session_id in await store.list_sessions()
+            for event in await store.read(session_id)
+            if isinstance(event, ApprovalGiven)
+        }
+    finally:
+        await store.close()
+
+
 def test_typing_y_approves_and_the_whole_tree_completes(tmp_path: Path) -> None:
     done = _demo(tmp_path, "y\n")
     assert done.returncode == 0, done.stderr
@@ -34,6 +52,11 @@ def test_typing_y_approves_and_the_whole_tree_completes(tmp_path: Path) -> None:
     # The path from the root to the owner, as session ids, root first.
     assert re.search(r"in (hitl-[0-9a-f]{8}) > \1-sub-\S+ > \1-sub-\S+-sub-\S+\n", out)
     assert "approved, submitted at the root" in out
+    # The decider is who sits at the terminal (the OS user), recorded with the decision.
+    who = terminal_user()
+    if who is not None:
+        assert f"(decided by {who})" in out
+        assert anyio.run(_deciders, tmp_path / "demo.db") == {who}
     assert "the tree resumed: True" in out
     assert "the session ended completed" in out
     # The grandchild's tool ran after the approval: its result is on the root's stream.

@@ -9,6 +9,7 @@ the whole tree (``specs/hitl.md``). The models are scripted: no LLM is called.
 
 from __future__ import annotations
 
+import getpass
 import os
 import tempfile
 import uuid
@@ -26,7 +27,9 @@ from helix_agents import (
     define_agent,
     define_tool,
 )
+from helix_agents.errors import AgentServerError
 from helix_agents.models import ScriptedLLM, ScriptStep
+from helix_agents.protocol import checked_decided_by
 from helix_agents.server.cli.timeline import StreamPrinter, json_text
 from helix_agents.stores import open_store
 
@@ -181,6 +184,18 @@ async def _decide(
     reason: str | None = None
     if not approved:
         reason = "no answer (end of input)" if typed is None else "declined at the terminal"
-    response = await executor.submit_approval(root_id, entry.tool_call_id, approved, reason)
+    who = terminal_user() if typed is not None else None  # at the end of input nobody did
+    response = await executor.submit_approval(
+        root_id, entry.tool_call_id, approved, reason, decided_by=who
+    )
     verdict = "approved" if approved else f"denied ({reason})"
-    write(f"{verdict}, submitted at the root {root_id}; the tree resumed: {response.resumed}")
+    by = f" (decided by {who})" if who else ""
+    write(f"{verdict}, submitted at the root {root_id}{by}; the tree resumed: {response.resumed}")
+
+
+def terminal_user() -> str | None:
+    """Who sits at this terminal: the OS user name, if it has one that fits ``decidedBy``."""
+    try:
+        return checked_decided_by(getpass.getuser())
+    except (KeyError, OSError, AgentServerError):
+        return None
