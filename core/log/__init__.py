@@ -2,7 +2,8 @@
 
 ``store`` (the ``EventStore`` seam), ``codec`` (JSON lines), ``projections``
 and ``state`` (pure folds and what they produce), ``streaming`` (a session's
-protocol stream), ``session_list`` and ``usage`` (reads across sessions).
+protocol stream), ``session_list`` and ``usage`` (reads across sessions),
+``pricing`` (what tokens cost).
 May import: ``helix_agents.errors``, ``.events``, ``.messages``, ``.ids``,
 ``.protocol``, ``._aio``. Nothing here performs a side effect but reads.
 """
@@ -21,6 +22,11 @@ if TYPE_CHECKING:
         encode_event as encode_event,
         encode_jsonl as encode_jsonl,
     )
+    from helix_agents.log.pricing import (
+        Cost as Cost,
+        ModelPrice as ModelPrice,
+        Prices as Prices,
+    )
     from helix_agents.log.projections import (
         SessionProjector as SessionProjector,
         pending_inputs as pending_inputs,
@@ -32,6 +38,7 @@ if TYPE_CHECKING:
     )
     from helix_agents.log.state import (
         MessageReceipt as MessageReceipt,
+        ModelTokens as ModelTokens,
         PendingApproval as PendingApproval,
         PendingClientTool as PendingClientTool,
         SessionState as SessionState,
@@ -63,6 +70,9 @@ _HOMES = {
     "decode_jsonl": "helix_agents.log.codec",
     "encode_event": "helix_agents.log.codec",
     "encode_jsonl": "helix_agents.log.codec",
+    "Cost": "helix_agents.log.pricing",
+    "ModelPrice": "helix_agents.log.pricing",
+    "Prices": "helix_agents.log.pricing",
     "SessionProjector": "helix_agents.log.projections",
     "pending_inputs": "helix_agents.log.projections",
     "project_state": "helix_agents.log.projections",
@@ -71,6 +81,7 @@ _HOMES = {
     "status_of": "helix_agents.log.projections",
     "stream_item": "helix_agents.log.projections",
     "MessageReceipt": "helix_agents.log.state",
+    "ModelTokens": "helix_agents.log.state",
     "PendingApproval": "helix_agents.log.state",
     "PendingClientTool": "helix_agents.log.state",
     "SessionState": "helix_agents.log.state",
@@ -95,6 +106,9 @@ __all__ = [
     "decode_jsonl",
     "encode_event",
     "encode_jsonl",
+    "Cost",
+    "ModelPrice",
+    "Prices",
     "SessionProjector",
     "pending_inputs",
     "project_state",
@@ -103,6 +117,7 @@ __all__ = [
     "status_of",
     "stream_item",
     "MessageReceipt",
+    "ModelTokens",
     "PendingApproval",
     "PendingClientTool",
     "SessionState",

@@ -49,6 +49,7 @@ from helix_agents.events import (
 )
 from helix_agents.log.state import (
     MessageReceipt,
+    ModelTokens,
     PendingApproval,
     PendingClientTool,
     SessionState,
@@ -193,6 +194,12 @@ def _usage(state: SessionState, event: UsageRecorded) -> None:
         usage.input_tokens += event.input_tokens
         usage.output_tokens += event.output_tokens
         usage.llm_calls += 1
+        model = usage.models.get(event.name or "")
+        if model is None:
+            model = usage.models[event.name or ""] = ModelTokens()
+        model.input_tokens += event.input_tokens
+        model.output_tokens += event.output_tokens
+        model.llm_calls += 1
     elif kind == "tool":
         usage.tool_calls += 1
     elif kind == "subagent":

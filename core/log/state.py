@@ -18,6 +18,7 @@ from helix_agents.messages import Message, UserMessage
 
 __all__ = [
     "MessageReceipt",
+    "ModelTokens",
     "PendingApproval",
     "PendingClientTool",
     "SessionState",
@@ -130,6 +131,14 @@ class WorkspaceFile(msgspec.Struct, kw_only=True, rename="camel"):
     """The seq of the ``workspace_written`` event."""
 
 
+class ModelTokens(msgspec.Struct, kw_only=True, rename="camel"):
+    """The tokens of the LLM calls to one model."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    llm_calls: int = 0
+
+
 class UsageTotals(msgspec.Struct, kw_only=True, rename="camel"):
     """This session's own usage (children are aggregated by the usage rollup, not here)."""
 
@@ -139,6 +148,9 @@ class UsageTotals(msgspec.Struct, kw_only=True, rename="camel"):
     tool_calls: int = 0
     sub_agent_calls: int = 0
     custom: dict[str, float] = {}
+    models: dict[str, ModelTokens] = {}
+    """The LLM calls' tokens by the model name the provider reported (``""``: none
+    reported): what prices them (``helix_agents.log.pricing``)."""
 
 
 class MessageReceipt(msgspec.Struct, kw_only=True, rename="camel"):

@@ -1,4 +1,9 @@
-"""Usage rollups: a session's usage plus, optionally, every descendant's, each counted once."""
+"""Usage rollups: a session's usage plus, optionally, every descendant's, each counted once.
+
+A rollup also says what the tokens cost (``helix_agents.log.pricing``): each
+session's LLM calls at their model's (or their agent's) price, ``None`` when a
+call that used tokens has no price.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,9 @@ from collections.abc import Awaitable, Callable, Mapping
 
 import msgspec
 
+from helix_agents.log.pricing import Cost, Prices
 from helix_agents.log.projections import project_state
-from helix_agents.log.state import SessionState, SubSessionRef, UsageTotals
+from helix_agents.log.state import ModelTokens, SessionState, SubSessionRef, UsageTotals
 from helix_agents.log.store import EventStore
 
 __all__ = ["RemoteUsage", "UsageRollup", "get_usage_rollup"]
@@ -29,6 +35,12 @@ class UsageRollup(msgspec.Struct, kw_only=True, rename="camel"):
     tool_calls: int = 0
     sub_agent_calls: int = 0
     custom: dict[str, float] = {}
+    models: dict[str, ModelTokens] = {}
+    """The LLM calls' tokens by the model name the provider reported, over every session."""
+    cost_usd: float | None = 0.0
+    """What the tokens cost in USD; ``None`` when a call that used tokens has no price
+    (``unpriced_models`` says which models), never an estimate."""
+    unpriced_models: list[str] = []
     sessions: list[str] = []
     """Every session counted, root first."""
 
@@ -44,6 +56,7 @@ async def get_usage_rollup(
     *,
     include_sub_agents: bool = True,
     remote: RemoteUsage | None = None,
+    prices: Prices | None = None,
 ) -> UsageRollup:
     """Sum the usage recorded in ``session_id``'s log and, recursively, its children's.
 
@@ -52,8 +65,11 @@ async def get_usage_rollup(
     reaches it. A child whose log lives in another store (a remote sub-agent or
     companion) is counted through ``remote`` (its own usage, from its server's
     status; ``AgentExecutor.usage_rollup`` wires it), or skipped without it.
+    ``prices`` prices the tokens (``None``: the built-in defaults only).
     """
+    prices = Prices() if prices is None else prices
     rollup = UsageRollup(session_id=session_id)
+    cost = Cost()
     queue = [session_id]
     seen: set[str] = set()
     while queue:
@@ -66,6 +82,7 @@ async def get_usage_rollup(
             continue
         state = project_state(log)
         _add(rollup, current, state.usage)
+        cost.add(prices.cost(state.usage, state.agent_type))
         if not include_sub_agents:
             continue
         for ref_id, ref in state.sub_sessions.items():
@@ -76,11 +93,15 @@ async def get_usage_rollup(
                 usage = await remote(state, ref)
                 if isinstance(usage, UsageTotals):
                     _add(rollup, ref_id, usage)
+                    cost.add(prices.cost(usage, ref.agent_type))
                 elif usage is not None:
                     for remote_id, totals in usage.items():
                         if remote_id == ref_id or remote_id not in seen:
                             seen.add(remote_id)
                             _add(rollup, remote_id, totals)
+                            agent_type = ref.agent_type if remote_id == ref_id else None
+                            cost.add(prices.cost(totals, agent_type))
+    rollup.cost_usd, rollup.unpriced_models = cost.usd, cost.unpriced
     return rollup
 
 
@@ -92,4 +113,9 @@ def _add(rollup: UsageRollup, session_id: str, usage: UsageTotals) -> None:
     rollup.sub_agent_calls += usage.sub_agent_calls
     for name, value in usage.custom.items():
         rollup.custom[name] = rollup.custom.get(name, 0.0) + value
+    for model, tokens in usage.models.items():
+        total = rollup.models.setdefault(model, ModelTokens())
+        total.input_tokens += tokens.input_tokens
+        total.output_tokens += tokens.output_tokens
+        total.llm_calls += tokens.llm_calls
     rollup.sessions.append(session_id)

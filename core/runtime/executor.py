@@ -28,6 +28,7 @@ from helix_agents.errors import HelixError, UsageError
 from helix_agents.events import PendingInput, RunStarted
 from helix_agents.hitl.routing import child_transport
 from helix_agents.ids import new_run_id
+from helix_agents.log.pricing import Prices
 from helix_agents.log.projections import pending_inputs
 from helix_agents.log.state import SessionState, SubSessionRef, UsageTotals
 from helix_agents.log.store import EventStore
@@ -401,13 +402,14 @@ class AgentExecutor:
         )
 
     async def usage_rollup(
-        self, session_id: str, *, include_sub_agents: bool = True
+        self, session_id: str, *, include_sub_agents: bool = True, prices: Prices | None = None
     ) -> UsageRollup:
         """The session's usage and its descendants', each session once, remote children too.
 
         A remote child (a remote sub-agent or companion) is asked for its own
         usage through its transport's status; one that cannot be reached is
-        left out (logged).
+        left out (logged). ``prices`` prices the tokens (``None``: the built-in
+        defaults only; see ``helix_agents.log.pricing``).
         """
 
         async def remote(state: SessionState, ref: SubSessionRef) -> dict[str, UsageTotals]:
@@ -434,7 +436,11 @@ class AgentExecutor:
             return found
 
         return await get_usage_rollup(
-            self.store, session_id, include_sub_agents=include_sub_agents, remote=remote
+            self.store,
+            session_id,
+            include_sub_agents=include_sub_agents,
+            remote=remote,
+            prices=prices,
         )
 
     async def pending_inputs(self, session_id: str) -> list[PendingInput]:

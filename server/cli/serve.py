@@ -17,6 +17,7 @@ import anyio
 
 from helix_agents.agents.config import AgentConfig
 from helix_agents.errors import UsageError
+from helix_agents.log.pricing import Prices
 from helix_agents.log.store import EventStore
 from helix_agents.server.agent_server import AgentServer
 from helix_agents.server.cli.options import (
@@ -148,7 +149,11 @@ async def run_serve(
         else:
             server = AgentServer(agents, store, owns_store=True, tracer=tracer)
     app = create_http_app(
-        server, auth=auth, heartbeat_interval=heartbeat, mcp=_mcp_options(options)
+        server,
+        auth=auth,
+        heartbeat_interval=heartbeat,
+        mcp=_mcp_options(options),
+        prices=options.prices,
     )
     print(
         f"helix-agents: serving {', '.join(server.agent_types)} on http://{host}:{port}"
@@ -234,7 +239,10 @@ async def _serve_fleet(
     nc = await _connect_nats(nats_url)
     try:
         app = create_http_app(
-            NatsRemoteAgentTransport(nc, store), auth=auth, heartbeat_interval=heartbeat
+            NatsRemoteAgentTransport(nc, store),
+            auth=auth,
+            heartbeat_interval=heartbeat,
+            prices=options.prices,
         )
         print(
             f"helix-agents: serving the fleet on {nats_url} at http://{host}:{port}"
@@ -292,6 +300,7 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
         log_level=args.log_level,
         otel=args.otel,
         mcp=args.mcp,
+        prices=Prices.from_file(args.prices) if args.prices else None,
     )
 
 
@@ -464,6 +473,14 @@ def add_serve_command(commands: Any, store_help: str) -> None:
         help="on SIGTERM/SIGINT, how long runs and connections may go on before the runs are "
         "interrupted (resumed on restart); a second signal interrupts at once "
         "(default: %(default)s)",
+    )
+    serve.add_argument(
+        "--prices",
+        metavar="FILE.json",
+        help="what tokens cost, for the inspector's cost per node: "
+        '{"models": {"gpt-4o-mini": {"inputPerMillion": 0.15, "outputPerMillion": 0.6}}, '
+        '"agents": {AGENT: PRICE}} in USD per million tokens; built-in defaults for a few '
+        "OpenAI models fill the gaps (specs/ui.md)",
     )
     serve.add_argument(
         "--loop",

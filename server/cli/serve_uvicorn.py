@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from helix_agents.log.pricing import Prices
 from helix_agents.server.agent_server import AgentServer
 from helix_agents.server.cli.target import TargetError
 from helix_agents.server.serving.descriptors import (
@@ -66,6 +67,8 @@ class ServeOptions:
     """Trace the runs with OpenTelemetry, exported over OTLP (``helix_agents.otel.export``)."""
     mcp: bool = False
     """Also serve each agent as an MCP tool at ``/mcp`` (``helix_agents.mcp``, the mcp extra)."""
+    prices: Prices | None = None
+    """What tokens cost, for the inspector's cost per node (``--prices FILE.json``)."""
 
 
 def _with_cors(app: Any, origins: tuple[str, ...]) -> Any:

@@ -27,8 +27,9 @@ from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Receive, Scope, Send
 
 from helix_agents import RemoteAgentTransport
-from helix_agents.errors import HTTP_STATUS, AgentServerError, TransportError
+from helix_agents.errors import HTTP_STATUS, AgentServerError, TransportError, UsageError
 from helix_agents.ids import SessionId
+from helix_agents.log.pricing import ModelPrice, Prices
 from helix_agents.protocol import (
     RemoteMessageRequest,
     RemoteResumeRequest,
@@ -156,6 +157,7 @@ def create_http_app(
     heartbeat_interval: float = 15.0,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     mcp: MCPOptions | None = None,
+    prices: Prices | Mapping[str, ModelPrice] | None = None,
 ) -> Starlette:
     """Build the Starlette app serving the protocol for ``target``.
 
@@ -169,7 +171,12 @@ def create_http_app(
         mcp: also serve ``target``'s agents as MCP tools at ``/mcp``
             (``helix_agents.mcp.MCPOptions``, the mcp extra; specs/mcp.md);
             ``target`` must then be an ``AgentServer``.
+        prices: what tokens cost, for the inspector's cost per node: a
+            ``helix_agents.log.Prices`` (by model name and by agent type), or a
+            mapping of model name to ``ModelPrice``; the built-in defaults
+            (``helix_agents.log.pricing.DEFAULT_PRICES``) fill the gaps.
     """
+    price_list = _prices(prices)
     server = target if isinstance(target, AgentServer) else None
     transport: RemoteAgentTransport = target
     # Decided once: a protocol's isinstance walks its members (tens of microseconds).
@@ -388,7 +395,7 @@ def create_http_app(
         Route("/submit-approval", endpoint(submit_approval), methods=["POST"]),
         Route("/health", endpoint(health, open_=True), methods=["GET"]),
         Route("/openapi.json", endpoint(openapi, open_=True), methods=["GET"]),
-        *ui_routes(store_of(target), endpoint),  # the inspector (specs/ui.md)
+        *ui_routes(store_of(target), endpoint, price_list),  # the inspector (specs/ui.md)
         *_a2a_routes(target, authorized, max_body_bytes, auth is not None),  # specs/a2a.md
         *(mcp_endpoint.routes if mcp_endpoint is not None else ()),  # specs/mcp.md
     ]
@@ -463,3 +470,16 @@ def _route_path(scope: Scope) -> str:
     path: str = scope["path"]
     root: str = scope.get("root_path", "")
     return path[len(root) :] if root and path.startswith(root) else path
+
+
+def _prices(prices: Prices | Mapping[str, ModelPrice] | None) -> Prices:
+    if prices is None:
+        return Prices()
+    if isinstance(prices, Prices):
+        return prices
+    if isinstance(prices, Mapping):
+        return Prices(prices)
+    raise UsageError(
+        f"create_http_app prices must be Prices or a mapping of model name to ModelPrice, "
+        f"not {type(prices).__name__}"
+    )

@@ -19,6 +19,7 @@ from starlette.routing import Route
 
 from helix_agents import EventStore
 from helix_agents.errors import AgentServerError
+from helix_agents.log.pricing import Prices
 from helix_agents.server.edge import checked_id
 
 from .snapshot import take_snapshot
@@ -77,8 +78,11 @@ def _int_param(request: Request, name: str, *, minimum: int) -> int | None:
     return int(raw)
 
 
-def ui_routes(store: EventStore | None, guard: Guard) -> list[Route]:
-    """The inspector's routes for a gateway over ``store`` (``None``: no data routes answer)."""
+def ui_routes(store: EventStore | None, guard: Guard, prices: Prices | None = None) -> list[Route]:
+    """The inspector's routes for a gateway over ``store`` (``None``: no data routes answer).
+
+    ``prices`` prices each node's tokens in ``GET /snapshot`` (``None``: the defaults).
+    """
 
     def needs_store() -> EventStore:
         if store is None:
@@ -99,7 +103,7 @@ def ui_routes(store: EventStore | None, guard: Guard) -> list[Route]:
     async def snapshot(request: Request) -> Response:
         session_id = checked_id(request.query_params.get("sessionId", ""))
         at = _int_param(request, "at", minimum=1)
-        taken = await take_snapshot(needs_store(), session_id, at)
+        taken = await take_snapshot(needs_store(), session_id, at, prices)
         return Response(_encoder.encode(taken), media_type="application/json")
 
     return [

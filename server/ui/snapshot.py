@@ -2,8 +2,9 @@
 
 Everything comes from the store: the root's log cut at ``at`` gives the view
 (:func:`~.view.fold_view` of its stream) and the root's status; each node's
-own usage comes from its own log, cut where the root's log stood at ``at``
-(``specs/ui.md``, "The snapshot").
+own usage comes from its own log, cut where the root's log stood at ``at``,
+and its cost from that usage at the server's prices (``specs/ui.md``, "The
+snapshot", "Cost").
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from helix_agents.events import (
     SubSessionFinished,
     SubSessionStarted,
 )
+from helix_agents.log.pricing import Prices
 from helix_agents.log.projections import project_state, project_stream, status_of
 from helix_agents.log.state import StatusSnapshot, UsageTotals
 
@@ -69,8 +71,12 @@ async def _own_usage(
         await _own_usage(store, child, child_cut, found)
 
 
-async def take_snapshot(store: EventStore, session_id: str, at: int | None) -> Snapshot:
+async def take_snapshot(
+    store: EventStore, session_id: str, at: int | None, prices: Prices | None = None
+) -> Snapshot:
     """The tree of ``session_id`` as of seq ``at`` (``None``: the latest; past the end: the end).
+
+    Each node's cost is its usage at ``prices`` (``None``: the built-in defaults only).
 
     Raises:
         AgentServerError: ``NOT_FOUND`` when the session has no log here.
@@ -88,8 +94,11 @@ async def take_snapshot(store: EventStore, session_id: str, at: int | None) -> S
     view.agents[session_id].status = status.status  # the root's own, from its log
     usages: dict[str, UsageTotals | None] = {}
     await _own_usage(store, session_id, cut, usages)
+    prices = Prices() if prices is None else prices
     for agent_id, node in view.agents.items():
         node.usage = usages.get(agent_id)
+        if node.usage is not None:
+            node.cost = prices.cost(node.usage, node.agent_type)
     view.decisions = decisions_of(prefix)
     return Snapshot(session_id=session_id, at=cut, latest_sequence=latest, status=status, view=view)
 

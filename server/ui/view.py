@@ -27,6 +27,7 @@ from helix_agents.events import (
     ToolEnd,
     ToolStart,
 )
+from helix_agents.log.pricing import Cost
 from helix_agents.log.state import StreamItem, UsageTotals
 from helix_agents.server.streams.tree import is_finish_call
 
@@ -100,6 +101,9 @@ class AgentNode(msgspec.Struct, kw_only=True, rename="camel"):
     entries: list[Entry] = []
     usage: UsageTotals | None = None
     """The session's own usage (``GET /snapshot`` fills it; ``None``: its log is not here)."""
+    cost: Cost | None = None
+    """What its own tokens cost (``GET /snapshot`` fills it, at the server's prices;
+    ``cost.usd`` is ``None`` when a call has no price; ``None``: its log is not here)."""
 
 
 class Decision(msgspec.Struct, kw_only=True, rename="camel"):

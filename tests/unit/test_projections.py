@@ -53,6 +53,7 @@ from helix_agents.events import (
 )
 from helix_agents.log import (
     MessageReceipt,
+    ModelTokens,
     PendingApproval,
     PendingClientTool,
     SessionProjector,
@@ -437,13 +438,25 @@ def test_approvals_requested_decided_and_settled() -> None:
     log.add(ApprovalRequested, tool_call_id="a1", tool_name="pay", arguments={"eur": 5})
     log.add(ApprovalRequested, tool_call_id="a2", tool_name="delete")
     log.add(ApprovalGiven, tool_call_id="a1", approved=True)
-    log.add(ApprovalGiven, tool_call_id="a2", approved=False, reason="no")
+    log.add(ApprovalGiven, tool_call_id="a2", approved=False, reason="no", decided_by="Ada")
     log.add(ApprovalGiven, tool_call_id="nobody", approved=True)  # ignored
+    when = {e.tool_call_id: e.ts for e in log.events if isinstance(e, ApprovalGiven)}
     assert log.state().pending_approvals == {
         "a1": PendingApproval(
-            tool_call_id="a1", tool_name="pay", arguments={"eur": 5}, approved=True
+            tool_call_id="a1",
+            tool_name="pay",
+            arguments={"eur": 5},
+            approved=True,
+            decided_at=when["a1"],
         ),
-        "a2": PendingApproval(tool_call_id="a2", tool_name="delete", approved=False, reason="no"),
+        "a2": PendingApproval(
+            tool_call_id="a2",
+            tool_name="delete",
+            approved=False,
+            reason="no",
+            decided_by="Ada",
+            decided_at=when["a2"],
+        ),
     }
 
 
@@ -498,6 +511,10 @@ def test_usage_totals_per_kind() -> None:
         llm_calls=2,
         tool_calls=2,
         sub_agent_calls=1,
+        models={  # by the model name reported ("": none), what prices them
+            "": ModelTokens(input_tokens=100, output_tokens=20, llm_calls=1),
+            "gpt-x": ModelTokens(input_tokens=7, output_tokens=3, llm_calls=1),
+        },
         custom={"cost": 0.75, "latency": -2.0, "custom": 3.0},
     )
 

@@ -179,7 +179,7 @@ function agentNode(view, agentId, agentType) {
   let node = view.agents[agentId];
   if (!node) {
     node = view.agents[agentId] = {
-      agentId, agentType, parentId: null, toolCallId: null, status: "running", entries: [], usage: null,
+      agentId, agentType, parentId: null, toolCallId: null, status: "running", entries: [], usage: null, cost: null,
     };
   }
   return node;
@@ -281,9 +281,82 @@ function rollup(view, agentId, seen = new Set()) {
   return total;
 }
 
+function costOf(view, agentId, seen = new Set()) {
+  // The subtree's cost: null (shown "—") when a node's usage is not here or a call
+  // in it has no price; never an estimate. unpriced: the models with no price.
+  const total = { usd: 0, unpriced: [] };
+  if (seen.has(agentId)) return total;
+  seen.add(agentId);
+  const node = view.agents[agentId];
+  const own = node.cost;
+  if (!own || own.usd === null || own.usd === undefined) total.usd = null;
+  else total.usd += own.usd;
+  for (const name of (own && own.unpriced) || []) if (!total.unpriced.includes(name)) total.unpriced.push(name);
+  if (!own) total.unpriced.push(`${node.agentType}: usage not in this store`);
+  for (const entry of node.entries) {
+    if (entry.kind !== "agent" || !view.agents[entry.agentId]) continue;
+    const child = costOf(view, entry.agentId, seen);
+    total.usd = total.usd === null || child.usd === null ? null : total.usd + child.usd;
+    for (const name of child.unpriced) if (!total.unpriced.includes(name)) total.unpriced.push(name);
+  }
+  return total;
+}
+
+function money(usd) {
+  if (usd === null || usd === undefined) return "—";
+  if (usd === 0) return "$0";
+  if (usd < 0.000001) return "<$0.000001";
+  return usd.toLocaleString("en-US", { style: "currency", currency: "USD", maximumSignificantDigits: 3 });
+}
+
+function costSpan(cls, label, cost) {
+  const span = el("span", { class: cls, "data-usd": cost.usd === null ? "" : String(cost.usd), text: `${label} ${money(cost.usd)}` });
+  span.title = cost.usd === null
+    ? `no price known for ${cost.unpriced.join(", ") || "a call"} (serve --prices FILE.json)`
+    : `USD ${cost.usd}`;
+  return span;
+}
+
+function hasChildren(view, agentId) {
+  return view.agents[agentId].entries.some((entry) => entry.kind === "agent" && view.agents[entry.agentId]);
+}
+
+function renderTotal(view) {
+  const usage = rollup(view, view.rootId);
+  const cost = costOf(view, view.rootId);
+  const tokens = usage.inputTokens + usage.outputTokens;
+  const box = $("tree-total");
+  box.replaceChildren(
+    el("span", { class: "total-tokens", text: `tree total: ${tokens.toLocaleString("en-US")} tokens ` +
+      `(${usage.inputTokens.toLocaleString("en-US")} in / ${usage.outputTokens.toLocaleString("en-US")} out), ` +
+      `${usage.llmCalls} LLM calls` }),
+    costSpan("total-cost", "cost:", cost),
+  );
+}
+
 function usageText(usage) {
   return `${usage.inputTokens} in / ${usage.outputTokens} out tokens, ` +
     `${usage.llmCalls} LLM, ${usage.toolCalls} tool, ${usage.subAgentCalls} sub-agent calls`;
+}
+
+const DECIDER_KEY = "helix-decider";
+const DECIDER_MAX = 200; // the protocol's limit on decidedBy (DECIDED_BY_MAX)
+
+function decider() {
+  try {
+    return localStorage.getItem(DECIDER_KEY) || "";
+  } catch (error) {
+    return ""; // storage turned off: ask each time
+  }
+}
+
+function remember(name) {
+  try {
+    if (name.trim()) localStorage.setItem(DECIDER_KEY, name.trim());
+    else localStorage.removeItem(DECIDER_KEY);
+  } catch (error) {
+    // storage turned off: nothing to remember
+  }
 }
 
 const openTools = new Set();
@@ -331,8 +404,10 @@ function renderTool(entry) {
 }
 
 function renderDecision(decision) {
-  // What was asked, the verdict, when and why (who is not recorded by the protocol).
+  // What was asked, the verdict, who, when and why.
   const when = new Date(decision.ts * 1000).toLocaleString();
+  const who = decision.expired ? "by the timer (nobody answered)"
+    : decision.decidedBy ? `by ${decision.decidedBy}` : "by (not recorded)";
   const verdict = decision.expired ? "expired" : decision.approved ? "approved" : "denied";
   const asked = decision.toolName ? `${decision.toolName}(${compact(decision.arguments)})` : decision.toolCallId;
   return el(
@@ -340,6 +415,7 @@ function renderDecision(decision) {
     { class: `decision ${verdict}`, "data-tool-call-id": decision.toolCallId, "data-verdict": verdict },
     el("span", { class: `badge ${decision.approved ? "completed" : "failed"}`, text: verdict }),
     el("code", { class: "decision-call", text: asked }),
+    el("span", { class: "decision-who", text: who }),
     el("span", { class: "decision-when", text: `at ${when}` }),
     decision.ownerSessionId
       ? el("span", { class: "decision-where", text: `in ${decision.ownerSessionId}` }) : null,
@@ -375,6 +451,10 @@ function renderAgent(view, agentId, drawn) {
     usage.textContent = "usage: not in this store";
   }
   head.append(usage);
+  if (node.cost) {
+    head.append(costSpan("cost", "cost:", { usd: node.cost.usd, unpriced: node.cost.unpriced || [] }));
+    if (hasChildren(view, agentId)) head.append(costSpan("cost-with-children", "with sub-agents:", costOf(view, agentId)));
+  }
   const body = el("div", { class: "agent-body" });
   for (const entry of node.entries) {
     if (entry.kind === "text") body.append(el("div", { class: "text", text: entry.text }));
@@ -432,12 +512,23 @@ function pendingForm(entry, live) {
     form.append(el("div", { text: "(move the slider to live to answer)" }));
   } else if (entry.kind === "approval") {
     const reason = el("input", { name: "reason", placeholder: "reason (optional)", size: 30 });
+    // Who decides: remembered in this browser, sent as decidedBy (specs/hitl.md).
+    const who = el("input", {
+      name: "decided-by", placeholder: "your name", size: 16, maxlength: String(DECIDER_MAX),
+      "aria-label": "your name, recorded as who decided", autocomplete: "name",
+    });
+    who.value = decider();
+    who.addEventListener("change", () => remember(who.value));
+    const decide = (approved) => {
+      const name = who.value.trim();
+      remember(name);
+      send("submit-approval", { approved, reason: reason.value || undefined, decidedBy: name || undefined });
+    };
     form.append(
+      who,
       reason,
-      el("button", { type: "button", name: "approve", text: "approve",
-        onclick: () => send("submit-approval", { approved: true, reason: reason.value || undefined }) }),
-      el("button", { type: "button", name: "deny", text: "deny",
-        onclick: () => send("submit-approval", { approved: false, reason: reason.value || undefined }) }),
+      el("button", { type: "button", name: "approve", text: "approve", onclick: () => decide(true) }),
+      el("button", { type: "button", name: "deny", text: "deny", onclick: () => decide(false) }),
     );
   } else {
     const result = el("textarea", { name: "result", placeholder: "result as JSON" });
@@ -487,6 +578,7 @@ function render() {
   renderTree(view);
   renderPending(view, !session.shown);
   renderDecided(view);
+  renderTotal(view);
   const status = view.agents[view.rootId].status;
   $("root-status").className = `badge ${status}`;
   $("root-status").textContent = status;
@@ -527,7 +619,10 @@ function refreshSoon() {
     try {
       const fresh = await snapshot(null);
       for (const [agentId, node] of Object.entries(fresh.view.agents)) {
-        if (session.live.agents[agentId]) session.live.agents[agentId].usage = node.usage;
+        if (session.live.agents[agentId]) {
+          session.live.agents[agentId].usage = node.usage;
+          session.live.agents[agentId].cost = node.cost;
+        }
       }
       session.live.decisions = fresh.view.decisions; // decisions are not on the stream
       if (session.ended) session.live.agents[session.rootId].status = fresh.status.status;
