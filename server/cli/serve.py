@@ -309,6 +309,7 @@ def serve_command(args: argparse.Namespace) -> int:
     url = store_url(args.store)
     tokens = serve_tokens(args)
     limits = serve_limits(args)
+    options = serve_options(args)  # a bad --prices file is refused before anything starts
     anyio.run(
         lambda: run_serve(
             args.target,
@@ -320,7 +321,7 @@ def serve_command(args: argparse.Namespace) -> int:
             limits=limits,
             tokens=tokens,
             replicas=args.replicas,
-            options=serve_options(args),
+            options=options,
             make_server=temporal_server_factory(args),
         ),
         backend_options=loop_options(limits.loop),

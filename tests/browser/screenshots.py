@@ -9,8 +9,9 @@ the test output folder. ``HELIX_UPDATE_SCREENSHOTS=1`` writes the baselines
 instead (tests/README.md).
 
 Text rendering depends on the fonts installed: the baselines record a
-fingerprint of them (:data:`FONTS_PROBE`), and a machine whose fonts measure
-differently skips the comparison, saying so, rather than failing on every glyph.
+fingerprint of them (:data:`FONTS_PROBE`), and on a machine whose fonts measure
+differently the test skips the comparison, saying so, rather than failing on
+every glyph (:func:`fonts_mismatch`).
 """
 
 from __future__ import annotations
@@ -48,21 +49,25 @@ def updating() -> bool:
     return os.environ.get("HELIX_UPDATE_SCREENSHOTS") == "1"
 
 
-async def check_fonts(page: Any) -> None:
-    """Record the fonts' fingerprint (updating), or skip when this machine's differs."""
+async def fonts_mismatch(page: Any) -> str | None:
+    """Why this machine's screenshots cannot be compared (its fonts differ), or ``None``.
+
+    When updating, records this machine's fingerprint instead (and answers ``None``).
+    """
     measured = await page.evaluate(FONTS_PROBE)
     if updating():
         BASELINES.mkdir(parents=True, exist_ok=True)
         FINGERPRINT.write_text(json.dumps(measured, indent=2, sort_keys=True) + "\n")
-        return
+        return None
     if not FINGERPRINT.exists():
         pytest.fail(f"no {FINGERPRINT.name}: run with HELIX_UPDATE_SCREENSHOTS=1 to make baselines")
     recorded = json.loads(FINGERPRINT.read_text())
     if recorded != measured:
-        pytest.skip(
+        return (
             f"this machine's fonts measure {measured}, the baselines' {recorded}: the "
             "screenshots cannot be compared here (regenerate with HELIX_UPDATE_SCREENSHOTS=1)"
         )
+    return None
 
 
 def changed_pixels(actual: Any, expected: Any) -> tuple[int, Any]:

@@ -1,4 +1,4 @@
-"""Prices: the arithmetic, the lookup (agent, model, snapshot names, defaults), the file, the rollup."""
+"""Prices: the arithmetic, the lookup (agent, model, snapshot names, defaults), a file, rollups."""
 
 from __future__ import annotations
 
@@ -203,3 +203,15 @@ async def test_the_rollup_prices_every_session_of_the_tree() -> None:
     assert rollup.unpriced_models == []
     own = await get_usage_rollup(store, "root", include_sub_agents=False)
     assert own.cost_usd == pytest.approx(MINI.cost(10_000, 1_000))
+
+
+def test_create_http_app_takes_prices_or_a_mapping_of_model_prices() -> None:
+    from helix_agents.server import AgentServer, create_http_app
+    from helix_agents.server.gateway.app import _prices
+
+    assert _prices({"openai:m": MINI}).price("m") is MINI
+    given = Prices(agents={"a": MINI})
+    assert _prices(given) is given
+    assert _prices(None).price("gpt-4o-mini") == MINI  # the defaults
+    with pytest.raises(UsageError, match="prices must be Prices or a mapping"):
+        create_http_app(AgentServer([], MemoryEventStore()), prices=42)  # type: ignore[arg-type]
