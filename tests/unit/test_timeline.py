@@ -53,6 +53,23 @@ def test_text_is_quoted_escaped_and_cut() -> None:
     assert len(format_event(long)) < 120
 
 
+def test_a_decision_names_who_decided() -> None:
+    from helix_agents.events import ApprovalGiven
+
+    given = ApprovalGiven(
+        session_id="s",
+        seq=9,
+        ts=0.0,
+        tool_call_id="c1",
+        approved=False,
+        reason="no",
+        decided_by="Ada",
+    )
+    assert format_event(given).endswith("(c1) denied by 'Ada' reason='no'")
+    unnamed = ApprovalGiven(session_id="s", seq=9, ts=0.0, tool_call_id="c1", approved=True)
+    assert format_event(unnamed).endswith("(c1) approved")
+
+
 def test_stream_printer_indents_children_and_grandchildren() -> None:
     def start(agent: str, child: str, seq: int) -> SubAgentStart:
         return SubAgentStart(
