@@ -26,6 +26,7 @@ from hitl_app import ASK_ARGS, RM_ARGS, removed
 
 from helix_agents import EventStore
 from helix_agents.a2a.wire import part_value
+from helix_agents.events import ApprovalGiven
 from helix_agents.log import project_state
 
 pytestmark = pytest.mark.slow
@@ -67,11 +68,16 @@ async def test_a_pending_client_tool_and_approval_are_input_required_answered_by
                         "toolCallId": entries["client_tool"]["toolCallId"],
                         "result": {"color": "teal"},
                     },
-                    {"toolCallId": entries["approval"]["toolCallId"], "approved": True},
+                    {
+                        "toolCallId": entries["approval"]["toolCallId"],
+                        "approved": True,
+                        "decidedBy": "Ada",
+                    },
                 ],
             )
             rest = await collect(client.send_message(SendMessageRequest(message=answer)))
-            state = project_state(await store.read(task.context_id))
+            log = await store.read(task.context_id)
+            state = project_state(log)
     # The stream closed at input-required; the task waits, and says for what.
     assert waiting.status_update.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
     assert fetched.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
@@ -89,6 +95,9 @@ async def test_a_pending_client_tool_and_approval_are_input_required_answered_by
     assert removed == [RM_ARGS["question"]]
     assert state.status == "completed"
     assert state.output == {"answer": 'ask_user={"color":"teal"}; rm={"removed":"/tmp/scratch"}'}
+    # Who decided, as the data part named them, is on the session's approval_given.
+    (given,) = [e for e in log if isinstance(e, ApprovalGiven)]
+    assert (given.approved, given.decided_by) == (True, "Ada")
 
 
 @pytest.mark.parametrize(("word", "approved"), [("yes", True), ("No.", False)])

@@ -147,9 +147,7 @@ async def test_over_http_the_decider_reaches_the_owner_and_every_ancestor_record
                 assert again.json()["resumed"] is False
                 assert await log_bytes(stores) == after
                 # A different verdict is still a conflict, whoever sends it.
-                other = await browser.post(
-                    "/submit-approval", json={**decision, "approved": True}
-                )
+                other = await browser.post("/submit-approval", json={**decision, "approved": True})
                 assert other.status_code == 409, other.text
                 snap = (await browser.get("/snapshot", params={"sessionId": "d-http"})).json()
             logs = await tree_logs("d-http", stores)
@@ -241,3 +239,41 @@ async def test_over_nats_the_decider_reaches_the_owner_on_its_host(nats_server: 
     for session_id in ("d-nats", owner):
         (given,) = _decisions(logs[session_id])
         assert (given.approved, given.decided_by) == (True, "Ada"), session_id
+
+
+async def test_an_ag_ui_resume_names_the_decider_over_http() -> None:
+    """AG-UI's ``resume`` entry answers an approval with ``{approved, reason, decidedBy}``."""
+    removed.clear()
+    store = MemoryEventStore()
+    with anyio.fail_after(LIMIT):
+        async with (
+            serve(create_http_app(AgentServer([worker("solo", ("rm",))], store))) as url,
+            httpx.AsyncClient(base_url=url, timeout=10) as client,
+        ):
+            started = await client.post(
+                "/start", json={"sessionId": "d-agui", "agentType": "solo", "message": "hi"}
+            )
+            assert started.status_code == 200, started.text
+            await until(store, "d-agui", lambda state: state.status == "paused")
+            status = (await client.get("/status", params={"sessionId": "d-agui"})).json()
+            (entry,) = status["pendingInputs"]
+
+            def run(run_id: str, payload: Any) -> dict[str, Any]:
+                resume = [
+                    {"interruptId": entry["toolCallId"], "status": "resolved", "payload": payload}
+                ]
+                return {"threadId": "d-agui", "runId": run_id, "messages": [], "resume": resume}
+
+            before = await log_bytes([store])
+            bad = await client.post(
+                "/sse?format=ag-ui", json=run("r-bad", {"approved": True, "decidedBy": "a\nb"})
+            )
+            assert bad.status_code == 400, bad.text
+            assert bad.json()["code"] == "INVALID_REQUEST"
+            assert await log_bytes([store]) == before
+            answer = {"approved": True, "reason": "fine", "decidedBy": "Ada"}
+            good = await client.post("/sse?format=ag-ui", json=run("r-good", answer))
+            assert good.status_code == 200, good.text
+            await until(store, "d-agui", lambda state: state.is_terminal)
+    (given,) = _decisions(await store.read("d-agui"))
+    assert (given.approved, given.reason, given.decided_by) == (True, "fine", "Ada")
