@@ -19,6 +19,7 @@ from helix_agents import (
     create_sub_agent_tool,
     define_agent,
 )
+from helix_agents.log import ModelPrice, Prices
 from helix_agents.models import ScriptedLLM
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore
@@ -70,6 +71,16 @@ async def test_a_remote_childs_local_grandchild_is_in_the_rollup() -> None:
                 handle = await executor.execute(root, "go", session_id="u1")
                 assert (await handle.result()).status == "completed"
                 rollup = await executor.usage_rollup("u1")
+                # Priced: the remote sessions' tokens come by model name in their status.
+                scripted = ModelPrice(input_per_million=1.0, output_per_million=4.0)
+                priced = await executor.usage_rollup("u1", prices=Prices({"scripted": scripted}))
     assert rollup.sessions == ["u1", CHILD, GRAND]
     assert rollup.llm_calls == 2 + 2 + 1  # root, child and grandchild model calls
     assert rollup.sub_agent_calls == 2
+    # No price for the scripted model: unknown, never a guess.
+    assert (rollup.cost_usd, rollup.unpriced_models) == (None, ["scripted"])
+    assert rollup.models["scripted"].llm_calls == 5
+    assert priced.cost_usd == pytest.approx(
+        scripted.cost(rollup.input_tokens, rollup.output_tokens)
+    )
+    assert priced.cost_usd > 0
