@@ -33,6 +33,7 @@ from a2a.utils.errors import (
 
 from helix_agents import RemoteAgentTransport, SessionState
 from helix_agents.errors import AgentServerError
+from helix_agents.hitl.routing import send_approval
 from helix_agents.log import pending_inputs, project_state
 from helix_agents.protocol import (
     RemoteMessageRequest,
@@ -270,12 +271,13 @@ async def _answer(
     resumed = False
     for answer in answers:
         if answer.kind == "approval":
-            response = await sender.target.submit_approval(
+            response = await send_approval(
+                sender.target,
                 session_id,
                 answer.tool_call_id,
                 answer.approved,
                 answer.reason,
-                decided_by=answer.decided_by,
+                answer.decided_by,
             )
         else:
             response = await sender.target.submit_tool_result(

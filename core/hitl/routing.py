@@ -43,7 +43,7 @@ from helix_agents.runtime.tool_runner import validation_message
 from helix_agents.runtime.writer import stamp
 from helix_agents.transport import RemoteAgentTransport
 
-__all__ = ["Answer", "Resume", "route_answer", "watch_expiry"]
+__all__ = ["Answer", "Resume", "route_answer", "send_approval", "watch_expiry"]
 
 Resume = Callable[[str], Awaitable[bool]]
 """``resume(session_id)``: resume a paused session whose answers came in (the service's)."""
@@ -98,9 +98,29 @@ class Answer(msgspec.Struct, frozen=True, kw_only=True):
             return await transport.submit_tool_result(
                 session_id, tool_call_id, self.result, self.error
             )
-        return await transport.submit_approval(
-            session_id, tool_call_id, self.approved, self.reason, decided_by=self.decided_by
+        return await send_approval(
+            transport, session_id, tool_call_id, self.approved, self.reason, self.decided_by
         )
+
+
+async def send_approval(
+    transport: RemoteAgentTransport,
+    session_id: str,
+    tool_call_id: str,
+    approved: bool,
+    reason: str | None,
+    decided_by: str | None,
+) -> SubmitResponse:
+    """``transport.submit_approval``, naming ``decided_by`` only when there is a decider.
+
+    So a transport written before ``decided_by`` existed still takes every
+    decision that names nobody.
+    """
+    if decided_by is None:
+        return await transport.submit_approval(session_id, tool_call_id, approved, reason)
+    return await transport.submit_approval(
+        session_id, tool_call_id, approved, reason, decided_by=decided_by
+    )
 
 
 def _not_found(session_id: str, tool_call_id: str) -> AgentServerError:

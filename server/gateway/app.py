@@ -28,6 +28,7 @@ from starlette.types import Receive, Scope, Send
 
 from helix_agents import RemoteAgentTransport
 from helix_agents.errors import HTTP_STATUS, AgentServerError, TransportError, UsageError
+from helix_agents.hitl.routing import send_approval
 from helix_agents.ids import SessionId
 from helix_agents.log.pricing import ModelPrice, Prices
 from helix_agents.protocol import (
@@ -317,12 +318,13 @@ def create_http_app(
     async def submit_approval(request: Request) -> Response:
         req = await body(request, SubmitApprovalRequest)
         return _json(
-            await transport.submit_approval(
+            await send_approval(
+                transport,
                 checked_id(req.session_id),
                 req.tool_call_id,
                 req.approved,
                 req.reason,
-                decided_by=checked_decided_by(req.decided_by),
+                checked_decided_by(req.decided_by),
             )
         )
 

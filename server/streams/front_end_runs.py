@@ -27,6 +27,7 @@ import msgspec
 
 from helix_agents import PendingInput, RemoteAgentTransport
 from helix_agents.errors import AgentServerError
+from helix_agents.hitl.routing import send_approval
 from helix_agents.ids import SessionId
 from helix_agents.protocol import (
     RemoteMessageRequest,
@@ -392,8 +393,8 @@ async def _ag_ui_run(
         answers.sort(key=lambda answer: answer[1] == "approval")
         for entry, kind, (approved, reason, decided_by) in answers:
             if kind == "approval":
-                await transport.submit_approval(
-                    session_id, entry.interrupt_id, approved, reason, decided_by=decided_by
+                await send_approval(
+                    transport, session_id, entry.interrupt_id, approved, reason, decided_by
                 )
             elif entry.status == "cancelled":
                 await transport.submit_tool_result(

@@ -109,3 +109,39 @@ def test_an_ag_ui_resume_payload_names_the_decider() -> None:
     with pytest.raises(AgentServerError) as refused:
         _decision(bad)
     assert refused.value.code == "INVALID_REQUEST"
+
+
+async def test_a_transport_written_before_decided_by_still_takes_unnamed_decisions() -> None:
+    from helix_agents.hitl.routing import send_approval
+    from helix_agents.protocol import SubmitResponse
+
+    taken: list[tuple[Any, ...]] = []
+
+    class OldTransport:
+        async def submit_approval(
+            self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+        ) -> SubmitResponse:
+            taken.append((session_id, tool_call_id, approved, reason))
+            return SubmitResponse(resumed=True)
+
+    old: Any = OldTransport()
+    response = await send_approval(old, "s", "c1", False, "no", None)
+    assert response.resumed
+    assert taken == [("s", "c1", False, "no")]
+
+    class NewTransport(OldTransport):
+        async def submit_approval(
+            self,
+            session_id: str,
+            tool_call_id: str,
+            approved: bool,
+            reason: str | None = None,
+            *,
+            decided_by: str | None = None,
+        ) -> SubmitResponse:
+            taken.append((session_id, decided_by))
+            return SubmitResponse()
+
+    new: Any = NewTransport()
+    await send_approval(new, "s", "c2", True, None, "Ada")
+    assert taken[-1] == ("s", "Ada")
