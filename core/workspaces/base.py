@@ -35,6 +35,7 @@ __all__ = [
     "check_size_limits",
     "normalize_workspace_path",
     "path_in_prefix",
+    "shares_files",
 ]
 
 DEFAULT_MAX_FILE_BYTES = 1024 * 1024
@@ -119,6 +120,11 @@ class WorkspaceProvider(Protocol):
     :class:`~helix_agents.WorkspaceFailedError`; each becomes the tool call's
     error result. A provider never raises for a ref it did not open except
     ``WorkspaceFailedError``.
+
+    Optionally, a class attribute ``durable = True`` says that its files
+    outlive the process and that every process given an equal provider reaches
+    them (:func:`shares_files`); the durable runtimes (Temporal, DBOS), whose
+    steps may run on any worker, take only such providers.
     """
 
     async def open(self, ref: WorkspaceRef) -> None:
@@ -198,3 +204,8 @@ def check_size_limits(max_file_bytes: object, max_workspace_bytes: object) -> No
     ):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise UsageError(f"{label} must be an int >= 1, not {value!r}")
+
+
+def shares_files(provider: object) -> bool:
+    """Whether ``provider`` declares ``durable = True``: its files outlive a process."""
+    return getattr(provider, "durable", False) is True

@@ -127,6 +127,7 @@ class WorkspaceHub:
         self._store = store
         self._shared: dict[str, _Shared] = {}
         self._active: dict[str, str] = {}
+        self._holds: dict[str, int] = {}
         self._kept: set[str] = set()
 
     # --- wiring --------------------------------------------------------------------
@@ -248,12 +249,17 @@ class WorkspaceHub:
         owner = inherited or session_id
         registry = await self._acquire(owner, None if inherited else agent.workspaces)
         self._active[session_id] = owner
+        # A durable runtime's steps of one session may overlap here: the last one out clears it.
+        self._holds[session_id] = self._holds.get(session_id, 0) + 1
         try:
             tools = workspace_tools(registry, writer)
             yield replace(agent, tools=(*agent.tools, *tools))
         finally:
-            if self._active.get(session_id) == owner:
-                del self._active[session_id]
+            self._holds[session_id] -= 1
+            if not self._holds[session_id]:
+                del self._holds[session_id]
+                if self._active.get(session_id) == owner:
+                    del self._active[session_id]
             await self._release(owner)
 
     async def _acquire(

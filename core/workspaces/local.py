@@ -147,6 +147,10 @@ class LocalWorkspaceProvider:
         UsageError: for a bad limit, or on a system without ``dir_fd`` support.
     """
 
+    durable = True
+    """Its files outlive the process: a durable runtime's workers sharing ``root`` (one
+    host, or a shared file system) each reach them (see ``shares_files``)."""
+
     def __init__(
         self,
         root: str | os.PathLike[str],

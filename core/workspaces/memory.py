@@ -36,6 +36,9 @@ class MemoryWorkspaceProvider:
         max_workspace_bytes: the most all files of one workspace may hold together.
     """
 
+    durable = False
+    """Its files live in this process only (see ``shares_files``)."""
+
     def __init__(
         self,
         *,

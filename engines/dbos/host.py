@@ -32,6 +32,7 @@ from helix_agents.models.base import LLMAdapter
 from helix_agents.runtime.executor import AgentExecutor
 from helix_agents.runtime.inprocess import InProcessTransport
 from helix_agents.tracing import Tracer
+from helix_agents.workspaces.base import WorkspaceProvider
 
 __all__ = ["DbosWorker", "attach"]
 
@@ -50,10 +51,15 @@ class DbosWorker:
         llm: the default model for agents that have none.
         tracer: traces the runs' steps (``helix_agents.otel.OtelTracer``): a run's
             span, its model calls and tool calls, as on the built-in runtime.
+        workspace_providers: provider by workspace kind, as for the executor;
+            each must reach its files from every worker (``durable = True``,
+            e.g. a ``LocalWorkspaceProvider`` on a root the workers share).
+        workspace_provider_kinds: the strict wiring check, as for the executor.
 
     Raises:
-        UsageError: an agent the durable runtime does not run (workspaces,
-            expiring inputs), or a tool policy that names no tool.
+        UsageError: a workspace provider that keeps its files in one process,
+            or a tool policy that names no tool.
+        AgentServerError: ``WORKSPACE_WIRING`` (the strict check).
     """
 
     def __init__(
@@ -64,11 +70,19 @@ class DbosWorker:
         *,
         llm: LLMAdapter | None = None,
         tracer: Tracer | None = None,
+        workspace_providers: Mapping[str, WorkspaceProvider] | None = None,
+        workspace_provider_kinds: Iterable[str] | None = None,
     ) -> None:
         listed = list(agents.values()) if isinstance(agents, Mapping) else list(agents)
         self.options = options or DbosOptions()
         self.executor = AgentExecutor(
-            store, listed, llm=llm, stop_grace=self.options.stop_grace, tracer=tracer
+            store,
+            listed,
+            llm=llm,
+            stop_grace=self.options.stop_grace,
+            workspace_providers=workspace_providers,
+            workspace_provider_kinds=workspace_provider_kinds,
+            tracer=tracer,
         )
         self.steps = DurableSteps(
             self.executor,

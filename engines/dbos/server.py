@@ -17,6 +17,7 @@ from helix_agents.log.store import EventStore
 from helix_agents.models.base import LLMAdapter
 from helix_agents.server.agent_server import AgentServer
 from helix_agents.tracing import Tracer
+from helix_agents.workspaces.base import WorkspaceProvider
 
 __all__ = ["DbosServer", "dbos_server"]
 
@@ -62,14 +63,26 @@ def dbos_server(
     llm: LLMAdapter | None = None,
     owns_store: bool = False,
     tracer: Tracer | None = None,
+    workspace_providers: Mapping[str, WorkspaceProvider] | None = None,
+    workspace_provider_kinds: Iterable[str] | None = None,
 ) -> DbosServer:
     """The ``AgentServer`` of a gateway running its sessions as DBOS workflows.
 
-    ``tracer`` traces its sessions' runs (``helix_agents.otel.OtelTracer``).
+    ``tracer`` traces its sessions' runs (``helix_agents.otel.OtelTracer``);
+    ``workspace_providers`` and ``workspace_provider_kinds`` are its worker's
+    (:class:`~helix_agents.dbos.DbosWorker`).
 
     Raises:
-        UsageError: an agent the durable runtime does not run (as the worker).
+        UsageError: what the worker refuses.
     """
     listed = list(agents.values()) if isinstance(agents, Mapping) else list(agents)
-    worker = DbosWorker(listed, store, options, llm=llm, tracer=tracer)
+    worker = DbosWorker(
+        listed,
+        store,
+        options,
+        llm=llm,
+        tracer=tracer,
+        workspace_providers=workspace_providers,
+        workspace_provider_kinds=workspace_provider_kinds,
+    )
     return DbosServer(worker, listed, owns_store)

@@ -15,7 +15,8 @@ call's long step (a tool, a child followed, a remote call, a companion) runs
 together.
 
 A paused run waits for a ``resume`` message (``DBOS.recv``: durable, no
-worker slot held while it waits); which workflow a run goes to is read from
+worker slot held while it waits; bounded by an open entry's ``expires_at``,
+then the ``helix_expire`` step); which workflow a run goes to is read from
 the log (``launches.py``). A ``companion__waitForResult`` call waits the same
 way, between two looks (``helix_wait_begin``, ``helix_wait_look``): a
 ``DBOS.recv`` on its child's topic, whose timeout is the call's deadline
@@ -111,10 +112,31 @@ async def agent_run(run: RunInput) -> str:
         await _wake_waiters(run.session_id)
         if plan.status != "paused":
             return plan.status
-        woken = await DBOS.recv_async(RESUME_TOPIC, timeout_seconds=host.options.paused_wait)
+        woken = await _paused(plan, host.options.paused_wait)
         if woken is None:
             return "paused"  # a later answer starts a new run of the session
         seq = max(int(woken), plan.seq)
+
+
+async def _paused(plan: Plan, paused_wait: float) -> int | None:
+    """The seq a ``resume`` message brought; None when ``paused_wait`` passed first.
+
+    An open entry with ``expires_in`` bounds the wait at its ``expires_at``
+    (recv's timeout is durable: its end time is recorded, so a recovered
+    workflow waits for the same instant; the run waits for it even past
+    ``paused_wait``): the ``expire`` step answers it, and its resume message
+    wakes the run.
+    """
+    steps = current_host().steps
+    expires_at = plan.expires_at
+    while True:
+        wait = paused_wait if expires_at is None else max(0.0, expires_at - time.time())
+        woken = await DBOS.recv_async(RESUME_TOPIC, timeout_seconds=wait)
+        if woken is not None or expires_at is None:
+            return None if woken is None else int(woken)
+        step = StepInput(plan.session_id, plan.seq)
+        expired: Plan = await _step("helix_expire", partial(steps.expire, step))
+        expires_at = expired.expires_at
 
 
 async def _drive(sid: str, seq: int) -> Plan:

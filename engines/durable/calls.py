@@ -30,16 +30,20 @@ class CallSteps:
         stop = StopWatch()
         agent, writer, _log = await self.kit.open(step.session_id, stop)
         call = unanswered(writer.state, step.call_id)
-        tool = agent.tool(call.name) if call is not None else None
-        if call is None or not isinstance(tool, Tool) or not goes_on(writer.state):
+        if call is None or not goes_on(writer.state):
             return JobDone(writer.last_seq, step.call_id)
-        run = self.kit.run(agent, writer)
         tracer = self.kit.executor.env.tracer
-        with self.kit.traced(step), tool_span(tracer, agent.name, writer.session_id, call) as span:
-            outcome = await self.kit.guarded(
-                writer, stop, lambda: run_tool_call(agent, writer, call, tool, run.fire), beat
-            )
-            end_tool_span(span, outcome.error if outcome is not None else None)
+        async with self.kit.workspaces(agent, writer) as equipped:
+            tool = equipped.tool(call.name)
+            if not isinstance(tool, Tool):
+                return JobDone(writer.last_seq, step.call_id)
+            fire = self.kit.run(equipped, writer).fire
+            sid = writer.session_id
+            with self.kit.traced(step), tool_span(tracer, equipped.name, sid, call) as span:
+                outcome = await self.kit.guarded(
+                    writer, stop, lambda: run_tool_call(equipped, writer, call, tool, fire), beat
+                )
+                end_tool_span(span, outcome.error if outcome is not None else None)
         return JobDone(writer.last_seq, step.call_id)
 
     async def tool_failed(self, step: StepInput, error: str) -> JobDone:
@@ -64,10 +68,12 @@ class CallSteps:
             return ChildOpened(writer.last_seq, "", open=False)
         child = self.kit.child(agent, writer, call)
         # The call's span covers its opening (the child's runs are its children);
-        # following the child is a step of its own, with no span.
-        with self.kit.traced(step), child.span(), collect_launches() as launches:
-            opened = await child.open()
-            await self.kit.executor.runs.wait_idle(child.session_id)  # its launch is handed over
+        # following the child is a step of its own, with no span. Its parent's workspaces
+        # are open meanwhile: an inheriting child's start is accepted only then.
+        async with self.kit.workspaces(agent, writer):
+            with self.kit.traced(step), child.span(), collect_launches() as launches:
+                opened = await child.open()
+                await self.kit.executor.runs.wait_idle(child.session_id)  # launch handed over
         await writer.append()  # the call's records, written behind by the open
         seqs = [launch.seq for launch in launches if launch.session_id == child.session_id]
         return ChildOpened(

@@ -1,6 +1,7 @@
 """``StepKit``: what every durable step does around its work.
 
-It opens the session (its log, a writer over it, its agent), and runs a long
+It opens the session (its log, a writer over it, its agent, its workspaces
+for the steps that use tools), and runs a long
 step's body with the writer's flusher (streamed chunks committed as they
 come), a watcher that cuts the body when the log asks the run to stop, and
 the engine's heartbeat.
@@ -9,8 +10,8 @@ the engine's heartbeat.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager, asynccontextmanager
 from typing import Any, TypeVar
 
 import anyio
@@ -112,6 +113,20 @@ class StepKit:
             model=agent.llm_config.model,
             trace_context=created.trace_context if created is not None else {},
         )
+
+    @asynccontextmanager
+    async def workspaces(
+        self, agent: AgentConfig, writer: SessionWriter
+    ) -> AsyncIterator[AgentConfig]:
+        """``agent`` with its session's ``workspace_*`` tools; its workspaces open meanwhile.
+
+        A step that lists, routes or runs tools (or opens an inheriting child)
+        opens the session's workspaces (its own, or the ones it inherits) on
+        this worker for the step, as a built-in run does for its loop, and
+        closes them after: their files live in the provider between steps.
+        """
+        async with self.executor.workspaces.session(agent, writer) as equipped:
+            yield equipped
 
     def run(self, agent: AgentConfig, writer: SessionWriter) -> SessionRun:
         """A ``SessionRun`` over ``writer`` for its model step and its hooks."""

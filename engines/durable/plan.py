@@ -77,7 +77,10 @@ class Plan:
     ``status`` is the session's (``running``, ``paused``, ``completed``,
     ``failed``, ``interrupted``); ``stop`` is ``interrupt``/``abort`` when the
     log holds a stop request the run has not acted on; ``calls``: the last
-    assistant turn has calls without results (a round is due, not a step).
+    assistant turn has calls without results (a round is due, not a step);
+    ``expires_at``: a paused root's earliest open entry with ``expires_in``
+    expires then (Unix time): its workflow's durable timer wakes it for the
+    ``expire`` step.
     """
 
     session_id: str
@@ -88,6 +91,7 @@ class Plan:
     calls: bool = False
     trace: dict[str, str] = field(default_factory=dict)
     """``begin``'s: the run's span as a W3C carrier (empty when not traced)."""
+    expires_at: float | None = None
 
 
 @dataclass

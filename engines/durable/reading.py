@@ -1,11 +1,13 @@
 """What a durable step reads in a session's log: the plan, the calls, what a retry finds.
 
 Pure functions of the log or of its folded state, shared by the steps
-(``steps.py``, ``calls.py``); and the check of what the durable runtimes run.
+(``steps.py``, ``calls.py``); and the check of what the durable runtimes run
+(a workspace's provider must reach its files from every worker).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from helix_agents.agents.config import AgentConfig
@@ -13,11 +15,13 @@ from helix_agents.agents.define import AgentRegistry
 from helix_agents.durable.plan import Plan
 from helix_agents.errors import HelixError, UsageError
 from helix_agents.events import Completed, Event, Failed, MessageAppended, ToolEnd, ToolStart
+from helix_agents.hitl.routing import expiring
 from helix_agents.log.state import SessionState
 from helix_agents.messages import AssistantMessage, ToolCall
 from helix_agents.models.base import FINISH_TOOL_NAME
 from helix_agents.runtime.tool_runner import validate_finish
 from helix_agents.runtime.turns import unanswered_calls
+from helix_agents.workspaces.base import shares_files
 
 __all__ = [
     "StepFailed",
@@ -37,30 +41,37 @@ class StepFailed(HelixError):
     """A step that can never succeed (no such session, an agent this worker lacks): no retry."""
 
 
-def refuse_unsupported(registry: AgentRegistry) -> set[str]:
-    """Refuse what the durable steps do not run yet; the names of the agents' tools.
+def refuse_unsupported(
+    registry: AgentRegistry, providers: Mapping[str, object] | None = None
+) -> set[str]:
+    """Refuse what the durable steps cannot run; the names of the agents' tools.
+
+    A durable run's steps may each run on another worker, so a workspace must
+    live where every worker reaches it: its provider (in ``providers``, the
+    workers' ``workspace_providers``) must declare ``durable = True``
+    (:func:`~helix_agents.workspaces.base.shares_files`). A kind with no
+    provider is the soft wiring of the built-in runtime: its tool calls fail
+    with ``WorkspaceFailedError``.
 
     Raises:
-        UsageError: an agent with workspaces (the seed's guard for durable runtimes),
-            or with a tool whose pending input expires (``expires_in``: no timer
-            answers it).
+        UsageError: an agent declaring a workspace whose provider keeps its
+            files in one process (``MemoryWorkspaceProvider``).
     """
     known: set[str] = set()
     for name in registry.names():
         agent = registry.get(name)
         assert agent is not None
-        if agent.workspaces:
-            raise UsageError(
-                f"agent {name!r} declares workspaces: the durable runtimes cannot host "
-                "a workspace's lifecycle (run it on the built-in runtime)"
-            )
-        for tool in agent.tools:
-            if getattr(tool, "expires_in", None) is not None:
+        for workspace in agent.workspaces:
+            provider = (providers or {}).get(workspace.kind)
+            if provider is not None and not shares_files(provider):
                 raise UsageError(
-                    f"tool {tool.name!r} of agent {name!r} sets expires_in: the durable "
-                    "runtimes do not expire pending inputs yet (leave it unset)"
+                    f"agent {name!r} declares workspace {workspace.name!r} of kind "
+                    f"{workspace.kind!r}, whose provider {type(provider).__name__} keeps its "
+                    "files in one process: a durable run's steps may run on any worker, so "
+                    "give a provider whose files every worker reaches (durable = True, e.g. "
+                    "LocalWorkspaceProvider on a root the workers share)"
                 )
-            known.add(tool.name)
+        known.update(tool.name for tool in agent.tools)
     return known
 
 
@@ -68,6 +79,7 @@ def plan_of(state: SessionState) -> Plan:
     """Where ``state`` stands: what its workflow does next."""
     stop = "abort" if state.abort_requested else "interrupt" if state.interrupt_requested else None
     running = state.status == "running"
+    due = [entry.expires_at for entry in expiring(state) if entry.expires_at is not None]
     return Plan(
         session_id=state.session_id,
         seq=state.last_seq,
@@ -75,6 +87,7 @@ def plan_of(state: SessionState) -> Plan:
         stop=stop if running else None,
         stop_reason=state.stop_reason if running else None,
         calls=running and bool(unanswered_calls(state)),
+        expires_at=min(due) if due else None,
     )
 
 

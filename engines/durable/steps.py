@@ -12,7 +12,9 @@ decides only from what they return (:mod:`helix_agents.durable.plan`):
   ``child_follow`` (a local child, whose run the workflow launches in
   between), ``remote_child``, ``companion_call``: one job each;
 - ``round_close``: completion, suspension for people, or the next step;
-- ``stopped``: an interrupt or abort recorded once the children acknowledged.
+- ``stopped``: an interrupt or abort recorded once the children acknowledged;
+- ``expire``: a paused root's entries past their ``expires_in`` answered as
+  expired (the workflow's durable timer calls it at the plan's ``expires_at``).
 
 **One log, exactly once.** Every step reads the session's log, folds it and
 appends through a :class:`~helix_agents.runtime.writer.SessionWriter`, whose
@@ -32,6 +34,7 @@ writes is the log the built-in runtime writes.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -73,6 +76,8 @@ from helix_agents.events import (
     OutputChunk,
 )
 from helix_agents.hitl.gates import Waiting, approval_gate, client_call, suspension
+from helix_agents.hitl.routing import expiring, watch_expiry
+from helix_agents.ids import SessionId
 from helix_agents.log.projections import interrupted_step
 from helix_agents.log.state import SessionState
 from helix_agents.messages import UserMessage
@@ -91,6 +96,9 @@ from helix_agents.tracing import end_tool_span, tool_span
 
 __all__ = ["DurableSteps"]
 
+_CLOCK_SLACK = 1.0
+"""Seconds an entry may still have to go when the expiry step runs (clock skew)."""
+
 
 class DurableSteps:
     """The steps of the sessions of ``executor``'s agents, on its store (see the module doc).
@@ -103,8 +111,8 @@ class DurableSteps:
         beat_every: seconds between a long step's heartbeats.
 
     Raises:
-        UsageError: an agent uses what the durable steps do not run yet
-            (workspaces, expiring inputs), or a policy names no tool.
+        UsageError: an agent declares a workspace whose provider keeps its
+            files in one process, or a policy names no tool.
     """
 
     def __init__(
@@ -122,7 +130,7 @@ class DurableSteps:
         """The steps around an engine's durable ``waitForResult`` wait."""
         self._policies = dict(tool_policies or {})
         self._default = default_policy or ToolPolicy()
-        known = refuse_unsupported(executor.registry)
+        known = refuse_unsupported(executor.registry, executor.workspaces.providers)
         unknown = sorted(set(self._policies) - known)
         if unknown:
             raise UsageError(f"tool_policies name tools no agent has: {', '.join(unknown)}")
@@ -159,34 +167,36 @@ class DurableSteps:
         if state.run_step_count >= agent.max_steps:
             await self._fail(agent, writer, f"max steps ({agent.max_steps}) reached")
             return plan_of(writer.state)
-        run = self.kit.run(agent, writer)
         restart = interrupted_step(log_)
         if restart is not None:
             writer.emit(restart)  # the cut step runs again: its partial text is void
-        companions = self.kit.companions(agent, writer)
-
-        async def body() -> None:
-            if companions is not None:
-                # Children's outcomes not yet seen reach the model first (push).
-                await companions.deliver()
-            try:
-                response = await run.step()
-            except LLMError as error:
-                await self._fail(agent, writer, str(error), recoverable=error.retryable)
-                return
-            if response is not None and not response.tool_calls and agent.output_schema:
-                await writer.append(MessageAppended(message=UserMessage(content=FINISH_REMINDER)))
-
-        with self.kit.traced(step):
-            await self.kit.guarded(writer, stop, body, beat)
+        async with self.kit.workspaces(agent, writer) as equipped, self.kit.traced(step):
+            await self.kit.guarded(writer, stop, lambda: self._model_call(equipped, writer), beat)
         return plan_of(writer.state)
+
+    async def _model_call(self, agent: AgentConfig, writer: SessionWriter) -> None:
+        companions = self.kit.companions(agent, writer)
+        if companions is not None:
+            # Children's outcomes not yet seen reach the model first (push).
+            await companions.deliver()
+        try:
+            response = await self.kit.run(agent, writer).step()
+        except LLMError as error:
+            await self._fail(agent, writer, str(error), recoverable=error.retryable)
+            return
+        if response is not None and not response.tool_calls and agent.output_schema:
+            await writer.append(MessageAppended(message=UserMessage(content=FINISH_REMINDER)))
 
     async def round_open(self, step: StepInput) -> Round:
         """Route the last turn's unanswered calls: record the inline ones, return the jobs."""
         agent, writer, _log = await self.kit.open(step.session_id)
-        opened = Round(seq=writer.last_seq)
         if writer.state.status != "running":
-            return opened
+            return Round(seq=writer.last_seq)
+        async with self.kit.workspaces(agent, writer) as equipped:
+            return await self._route(equipped, writer, step)
+
+    async def _route(self, agent: AgentConfig, writer: SessionWriter, step: StepInput) -> Round:
+        opened = Round(seq=writer.last_seq)
         sid = writer.session_id
         tracer = self.kit.executor.env.tracer
         for call in unanswered_calls(writer.state):
@@ -318,6 +328,24 @@ class DurableSteps:
         if stop.kind == "abort" and writer.last_seq > before:
             await self.kit.run(agent, writer).fire("on_agent_fail", reason)
         return plan_of(writer.state)
+
+    async def expire(self, step: StepInput) -> Plan:
+        """Answer a paused root's entries due by now as expired, as the built-in timer does.
+
+        The workflow's durable timer calls it at the plan's ``expires_at``: each
+        entry due (a second's slack for the clocks of engine and worker; a
+        step a little early waits the rest) is answered at the root with
+        ``expired: true`` through the service, whose resume wakes the run
+        like a person's answer would (a person's earlier answer wins).
+        """
+        _agent, writer, _log = await self.kit.open(step.session_id)
+        runs, resume = self.kit.executor.runs, self.kit.executor.service.resume_if_paused
+        sid = SessionId(writer.session_id)
+        due = time.time() + _CLOCK_SLACK
+        for entry in expiring(writer.state):
+            if entry.expires_at is not None and entry.expires_at <= due:
+                await watch_expiry(runs, resume, sid, entry, anyio.sleep)
+        return plan_of(await runs.state(sid))
 
     async def run_failed(self, step: StepInput, error: str) -> Plan:
         """Fail a run whose step can never succeed (its engine's retries are spent)."""

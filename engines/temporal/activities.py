@@ -85,6 +85,7 @@ class HelixActivities:
             self.round_close,
             self.stopped,
             self.run_failed,
+            self.expire,
         ]
 
     @activity.defn(name="helix_begin")
@@ -153,3 +154,8 @@ class HelixActivities:
     async def run_failed(self, step: StepInput, error: str) -> Plan:
         """A run whose step's retries are spent, failed in the log."""
         return await _translated(lambda: self.steps.run_failed(step, error))
+
+    @activity.defn(name="helix_expire")
+    async def expire(self, step: StepInput) -> Plan:
+        """A paused root's entries past their ``expires_in`` answered as expired."""
+        return await _translated(lambda: self.steps.expire(step))

@@ -28,6 +28,7 @@ from helix_agents.temporal.activities import HelixActivities
 from helix_agents.temporal.service import TemporalOptions, TemporalService, attach, connect
 from helix_agents.temporal.workflow import AgentWorkflow
 from helix_agents.tracing import Tracer
+from helix_agents.workspaces.base import WorkspaceProvider
 
 __all__ = ["TemporalWorker", "temporal_server"]
 
@@ -44,10 +45,15 @@ class TemporalWorker:
         max_concurrent_activities: activities this worker runs at once.
         tracer: traces the runs' steps (``helix_agents.otel.OtelTracer``): a run's
             span, its model calls and tool calls, as on the built-in runtime.
+        workspace_providers: provider by workspace kind, as for the executor;
+            each must reach its files from every worker (``durable = True``,
+            e.g. a ``LocalWorkspaceProvider`` on a root the workers share).
+        workspace_provider_kinds: the strict wiring check, as for the executor.
 
     Raises:
-        UsageError: an agent the durable runtime does not run (companions,
-            workspaces), or a tool policy that names no tool.
+        UsageError: a workspace provider that keeps its files in one process,
+            or a tool policy that names no tool.
+        AgentServerError: ``WORKSPACE_WIRING`` (the strict check).
     """
 
     def __init__(
@@ -60,11 +66,19 @@ class TemporalWorker:
         client: Client | None = None,
         max_concurrent_activities: int = 100,
         tracer: Tracer | None = None,
+        workspace_providers: Mapping[str, WorkspaceProvider] | None = None,
+        workspace_provider_kinds: Iterable[str] | None = None,
     ) -> None:
         listed = list(agents.values()) if isinstance(agents, Mapping) else list(agents)
         self.options = options or TemporalOptions()
         self.executor = AgentExecutor(
-            store, listed, llm=llm, stop_grace=self.options.stop_grace, tracer=tracer
+            store,
+            listed,
+            llm=llm,
+            stop_grace=self.options.stop_grace,
+            workspace_providers=workspace_providers,
+            workspace_provider_kinds=workspace_provider_kinds,
+            tracer=tracer,
         )
         self.steps = DurableSteps(
             self.executor,

@@ -6,7 +6,9 @@ workflow id is the session id; a local sub-agent's run is a child workflow
 whose id is the child's session id. Signals: ``stop(kind, reason)`` (an
 interrupt or abort, passed on at once to every running child workflow) and
 ``resume(seq)`` (a paused run goes on: its answers came in; also how the
-launcher reaches a run still open when the next one is due).
+launcher reaches a run still open when the next one is due). A paused root
+with an entry that expires (``expires_in``) waits on a Temporal timer until
+its ``expires_at``, then runs the ``helix_expire`` step.
 
 Workflow code runs on Temporal's deterministic event loop, where its own
 primitives (``asyncio.gather``, tasks, ``workflow.wait_condition``) are the
@@ -60,6 +62,7 @@ _LOCAL = frozenset(
         "helix_round_close",
         "helix_child_open",
         "helix_tool_failed",
+        "helix_expire",
     }
 )
 """The short steps (a read of the log and a few appends): local activities."""
@@ -153,12 +156,7 @@ class AgentWorkflow:
                 await self._cascade(plan.stop, plan.stop_reason)
             if self._stop is None and plan is not None and plan.status == "paused":
                 self._paused_at = plan.seq
-                try:
-                    await workflow.wait_condition(
-                        self._woken,
-                        timeout=timedelta(seconds=run.paused_wait),
-                    )
-                except TimeoutError:
+                if not await self._paused(plan):
                     return "paused"  # a later answer starts a new run of the session
             if self._stopping():
                 plan = await self._stopped()
@@ -169,6 +167,34 @@ class AgentWorkflow:
             # The next run of the session is due (a resume, a follow-up turn) and
             # reached this execution before it closed: run it here.
             seq = self._resume
+
+    async def _paused(self, plan: Plan) -> bool:
+        """Wait for the resume signal (or a stop); False when ``paused_wait`` passed first.
+
+        An open entry with ``expires_in`` sets a durable timer at its
+        ``expires_at`` (the run waits for it even past ``paused_wait``): the
+        ``expire`` step answers it, and its resume signal wakes the run.
+        """
+        run = self._run_input
+        ends = workflow.now().timestamp() + run.paused_wait
+        expires_at = plan.expires_at
+        while True:
+            wait = (ends if expires_at is None else expires_at) - workflow.now().timestamp()
+            if self._woken():
+                return True
+            if wait > 0:
+                try:
+                    await workflow.wait_condition(self._woken, timeout=timedelta(seconds=wait))
+                    return True
+                except TimeoutError:
+                    pass
+            if expires_at is None:
+                return False
+            expired: Plan = await self._step(
+                "helix_expire", StepInput(run.session_id, plan.seq), Plan
+            )
+            expires_at = expired.expires_at
+            ends = workflow.now().timestamp() + run.paused_wait
 
     def _cut(self, exc: ActivityError) -> bool:
         """Whether ``exc`` is a step cancelled by a stop (not a step that failed)."""
