@@ -9,7 +9,7 @@ import anyio
 import pytest
 from dbos import DBOS
 
-from helix_agents import AgentExecutor, define_agent, define_tool
+from helix_agents import AgentExecutor, define_agent
 from helix_agents.dbos import DbosOptions, DbosWorker, ToolPolicy, dbos_server
 from helix_agents.dbos.routes import open_runs
 from helix_agents.errors import UsageError
@@ -27,7 +27,6 @@ from helix_agents.messages import UserMessage
 from helix_agents.models import ScriptedLLM
 from helix_agents.protocol import RemoteMessageRequest, RemoteStartRequest
 from helix_agents.stores import MemoryEventStore
-from helix_agents.workspaces import Workspace
 from tests.integration._temporal_kit import (
     comparable,
     results_of,
@@ -35,7 +34,7 @@ from tests.integration._temporal_kit import (
     stream_to_end,
     wait_for,
 )
-from tests.integration.temporal_app import Number, agents
+from tests.integration.temporal_app import agents
 
 pytestmark = [pytest.mark.slow]
 
@@ -222,17 +221,9 @@ async def test_a_tools_policy_bounds_its_step(
 
 
 def test_worker_refuses_what_it_cannot_run(tmp_path: Path) -> None:
-    """Workspaces and expiring inputs are refused at construction (UsageError), as is a tool
-    policy naming no tool."""
+    """A tool policy naming no tool is refused at construction (UsageError). Workspaces and
+    expiring inputs run (tests/integration/test_dbos_workspaces.py)."""
     llm = ScriptedLLM(["hi"])
-    pick = define_tool("pick", "Pick.", Number, "client", expires_in=5.0)
-    with pytest.raises(UsageError, match="expires_in"):
-        DbosWorker([define_agent("late", llm=llm, tools=[pick])], MemoryEventStore())
-    with pytest.raises(UsageError, match="workspaces"):
-        dbos_server(
-            [define_agent("ws", llm=llm, workspaces=[Workspace("files", "memory")])],
-            MemoryEventStore(),
-        )
     with pytest.raises(UsageError, match="no agent has"):
         DbosWorker(
             [define_agent("plain", llm=llm)],

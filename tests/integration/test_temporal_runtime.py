@@ -36,7 +36,6 @@ from helix_agents.models import ScriptedLLM
 from helix_agents.protocol import RemoteMessageRequest, RemoteStartRequest
 from helix_agents.stores import MemoryEventStore
 from helix_agents.temporal import TemporalOptions, TemporalWorker, ToolPolicy
-from helix_agents.workspaces import Workspace
 from tests.integration._temporal_kit import (
     comparable,
     gateway_and_worker,
@@ -161,17 +160,9 @@ async def test_seed_002_temporal_interrupt_trigger_reaches_a_grandchild(
 
 
 def test_worker_refuses_agents_it_cannot_run() -> None:
-    """Workspaces and expiring inputs are refused at construction (UsageError), never run
-    half-way; so is a tool policy naming no tool."""
+    """A tool policy naming no tool is refused at construction (UsageError). Workspaces and
+    expiring inputs run (tests/integration/test_temporal_workspaces.py)."""
     llm = ScriptedLLM(["hi"])
-    pick = define_tool("pick", "Pick.", Number, "client", expires_in=5.0)
-    with pytest.raises(UsageError, match="expires_in"):
-        TemporalWorker([define_agent("late", llm=llm, tools=[pick])], MemoryEventStore())
-    with pytest.raises(UsageError, match="workspaces"):
-        TemporalWorker(
-            [define_agent("ws", llm=llm, workspaces=[Workspace("files", "memory")])],
-            MemoryEventStore(),
-        )
     with pytest.raises(UsageError, match="no agent has"):
         TemporalWorker(
             [define_agent("plain", llm=llm)],
