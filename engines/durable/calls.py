@@ -138,9 +138,12 @@ class CallSteps:
             return JobDone(writer.last_seq, step.call_id)
         waiting = Waiting()
         tracer = self.kit.executor.env.tracer
-        with self.kit.traced(step), tool_span(tracer, agent.name, writer.session_id, call) as span:
-            await self.kit.guarded(writer, stop, lambda: companions.call(call, waiting), beat)
-            end_tool_span(span, call_error(writer.state, call.id))
+        sid = writer.session_id
+        # Open: an inheriting companion's start is accepted only while its parent uses them here.
+        async with self.kit.workspaces(agent, writer):
+            with self.kit.traced(step), tool_span(tracer, agent.name, sid, call) as span:
+                await self.kit.guarded(writer, stop, lambda: companions.call(call, waiting), beat)
+                end_tool_span(span, call_error(writer.state, call.id))
         return JobDone(
             writer.last_seq,
             step.call_id,

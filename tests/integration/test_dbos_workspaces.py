@@ -88,17 +88,28 @@ async def test_a_file_written_in_one_step_is_read_in_another(
     assert (tmp_path / "ws" / "w1" / "notes" / "plan.md").read_text() == "step one"
 
 
-async def test_an_inheriting_child_workflow_reads_its_parents_workspace(tmp_path: Path) -> None:
-    """The reader (a child workflow, ``inherit_workspace=True``) reads the file its parent's
-    step wrote; both logs are the built-in runtime's."""
+@pytest.mark.parametrize(
+    ("agent_type", "child", "said"),
+    [
+        ("lead", "i-lead-sub-ls1", "the reader read it"),
+        ("keeper", "i-keeper-agent-r", "the companion read it"),
+    ],
+)
+async def test_an_inheriting_child_reads_its_parents_workspace(
+    tmp_path: Path, agent_type: str, child: str, said: str
+) -> None:
+    """The reader (``inherit_workspace=True``: a sub-agent's child workflow, or a blocking
+    companion's workflow of its own) reads the file its parent's step wrote; both logs are
+    the built-in runtime's."""
+    session = f"i-{agent_type}"
     with anyio.fail_after(60):
-        output, store, _ = await _run(_sqlite(tmp_path), tmp_path / "ws", "i1", "lead")
-        builtin = await builtin_store("lead", "i1", tmp_path / "builtin")
-    assert output == "the reader read it"
-    child = "i1-sub-ls1"
+        output, store, _ = await _run(_sqlite(tmp_path), tmp_path / "ws", session, agent_type)
+        builtin = await builtin_store(agent_type, session, tmp_path / "builtin")
+    assert output == said
     [read] = results_of(await store.read(child), "rr1")
     assert '"content":"for you"' in read.message.content
-    for session_id in ("i1", child):
+    assert project_state(await store.read(child)).workspace_session_id == session
+    for session_id in (session, child):
         log = await store.read(session_id)
         assert seqs_contiguous(log)
         assert same_log(log, await builtin.read(session_id))

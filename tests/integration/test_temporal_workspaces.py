@@ -91,23 +91,33 @@ async def test_a_file_written_in_one_activity_is_read_in_another(
     assert written.read_text() == "step one"
 
 
-async def test_an_inheriting_child_workflow_reads_its_parents_workspace(
-    temporal_dev: TemporalDev, tmp_path: Path
+@pytest.mark.parametrize(
+    ("agent_type", "child", "said"),
+    [
+        ("lead", "i-lead-sub-ls1", "the reader read it"),
+        ("keeper", "i-keeper-agent-r", "the companion read it"),
+    ],
+)
+async def test_an_inheriting_child_reads_its_parents_workspace(
+    temporal_dev: TemporalDev, tmp_path: Path, agent_type: str, child: str, said: str
 ) -> None:
-    """The reader (a child workflow, ``inherit_workspace=True``) reads the file its parent's
-    activity wrote; both logs are the built-in runtime's."""
+    """The reader (``inherit_workspace=True``: a sub-agent's child workflow, or a blocking
+    companion's workflow of its own) reads the file its parent's activity wrote; both logs
+    are the built-in runtime's."""
     store = MemoryEventStore()
     options = options_for(temporal_dev)
+    session = f"i-{agent_type}"
     with anyio.fail_after(60):
         async with _deployed(store, options, tmp_path / "ws") as server:
-            await server.start(RemoteStartRequest(session_id="i1", agent_type="lead", message="go"))
-            assert await stream_to_end(server, "i1") == "the reader read it"
-        builtin = await builtin_store("lead", "i1", tmp_path / "builtin")
-    child = "i1-sub-ls1"
+            await server.start(
+                RemoteStartRequest(session_id=session, agent_type=agent_type, message="go")
+            )
+            assert await stream_to_end(server, session) == said
+        builtin = await builtin_store(agent_type, session, tmp_path / "builtin")
     [read] = results_of(await store.read(child), "rr1")
     assert '"content":"for you"' in read.message.content
-    assert project_state(await store.read(child)).workspace_session_id == "i1"
-    for session_id in ("i1", child):
+    assert project_state(await store.read(child)).workspace_session_id == session
+    for session_id in (session, child):
         log = await store.read(session_id)
         assert seqs_contiguous(log)
         assert same_log(log, await builtin.read(session_id))

@@ -6,6 +6,7 @@ Run in the test process, or in a worker subprocess (``durable_worker.py``).
   ``hold``, reads ``plan.md`` back, answers ``done``: each call one durable step.
 - ``lead``: writes ``shared.md``, then calls ``subagent__reader``, which
   inherits the lead's workspace and reads it (a child workflow of its own).
+- ``keeper``: the same with a blocking companion ``reader`` (``r``) that inherits.
 - ``late``: a client tool ``pick`` that expires after ``EXPIRES_IN`` s, then
   answers ``gave up``; ``wary``: an approval gate that expires the same way.
 
@@ -26,7 +27,13 @@ from pathlib import Path
 import anyio
 from pydantic import BaseModel
 
-from helix_agents import ToolContext, create_sub_agent_tool, define_agent, define_tool
+from helix_agents import (
+    PersistentAgent,
+    ToolContext,
+    create_sub_agent_tool,
+    define_agent,
+    define_tool,
+)
 from helix_agents.models import ScriptedLLM
 from helix_agents.workspaces import Workspace
 
@@ -132,6 +139,29 @@ lead = define_agent(
     ),
 )
 
+keeper = define_agent(
+    "keeper",
+    workspaces=[notes],
+    persistent_agents=[PersistentAgent(reader, mode="blocking", inherit_workspace=True)],
+    llm=ScriptedLLM(
+        [
+            [
+                ScriptedLLM.call(
+                    "workspace_write", {"path": "shared.md", "content": "for you"}, id="kw1"
+                )
+            ],
+            [
+                ScriptedLLM.call(
+                    "companion__spawnAgent",
+                    {"agent": "reader", "name": "r", "initialMessage": "read shared.md"},
+                    id="ks1",
+                )
+            ],
+            "the companion read it",
+        ]
+    ),
+)
+
 late = define_agent(
     "late",
     tools=[pick],
@@ -144,4 +174,4 @@ wary = define_agent(
     llm=ScriptedLLM([[ScriptedLLM.call("wipe", {}, id="x1")], "kept it all"]),
 )
 
-agents = {agent.name: agent for agent in (scribe, lead, reader, late, wary)}
+agents = {agent.name: agent for agent in (scribe, lead, reader, keeper, late, wary)}
