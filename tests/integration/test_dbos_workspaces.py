@@ -23,8 +23,9 @@ from postgres_cluster import PostgresCluster
 from helix_agents import define_agent
 from helix_agents.dbos import DbosOptions, DbosWorker, dbos_server
 from helix_agents.errors import UsageError
-from helix_agents.events import Event, Suspended
+from helix_agents.events import Event, MessageAppended, Suspended
 from helix_agents.log import project_state
+from helix_agents.messages import ToolResultMessage
 from helix_agents.models import ScriptedLLM
 from helix_agents.protocol import RemoteStartRequest
 from helix_agents.stores import MemoryEventStore, SqliteEventStore
@@ -115,24 +116,40 @@ async def test_an_inheriting_child_reads_its_parents_workspace(
         assert same_log(log, await builtin.read(session_id))
 
 
-@pytest.mark.parametrize(("agent_type", "call_id"), [("late", "p1"), ("wary", "x1")])
+_EXPIRING = [
+    ("late", "p1", "", "gave up"),
+    ("wary", "x1", "", "kept it all"),
+    ("vault", "cx1", "-sub-v1", "the clerk kept it"),  # a child's entry, expired at the root
+]
+
+
+@pytest.mark.parametrize(("agent_type", "call_id", "owner", "said"), _EXPIRING)
 async def test_an_expiring_entry_is_answered_when_the_wait_ends(
-    system_database: str, tmp_path: Path, agent_type: str, call_id: str
+    system_database: str, tmp_path: Path, agent_type: str, call_id: str, owner: str, said: str
 ) -> None:
-    """A client tool / an approval with ``expires_in=1``, nobody answering: the paused
+    """A client tool / an approval (the root's, or its child's) with ``expires_in=1``, nobody
+    answering: the paused root
     workflow's ``recv`` times out at the instant, the ``helix_expire`` step answers it as
     expired, and the run goes on: the log is the built-in runtime's (expiry instants aside)."""
     session_id = f"e-{agent_type}"
     with anyio.fail_after(60):
         output, store, steps = await _run(system_database, tmp_path / "ws", session_id, agent_type)
         builtin = await builtin_store(agent_type, session_id, tmp_path / "builtin")
-    assert output == ("gave up" if agent_type == "late" else "kept it all")
-    log = await store.read(session_id)
-    assert seqs_contiguous(log)
-    assert project_state(log).status == "completed"
-    [result] = results_of(log, call_id)
+    assert output == said
+    for session in (session_id, session_id + owner) if owner else (session_id,):
+        log = await store.read(session)
+        assert seqs_contiguous(log)
+        assert project_state(log).status == "completed"
+        assert same_log(log, await builtin.read(session))
+    # A child's waiting call ids carry a suffix of its session's (specs/hitl.md).
+    [result] = [
+        event
+        for event in await store.read(session_id + owner)
+        if isinstance(event, MessageAppended)
+        and isinstance(event.message, ToolResultMessage)
+        and event.message.tool_call_id.startswith(call_id)
+    ]
     assert "no answer within 1 s" in result.message.content
-    assert same_log(log, await builtin.read(session_id))
     assert "helix_expire" in steps
 
 

@@ -21,8 +21,9 @@ from temporalio.client import Client
 
 from helix_agents import define_agent
 from helix_agents.errors import UsageError
-from helix_agents.events import ClientToolPending, Completed, Suspended
+from helix_agents.events import ClientToolPending, Completed, MessageAppended, Suspended
 from helix_agents.log import project_state
+from helix_agents.messages import ToolResultMessage
 from helix_agents.models import ScriptedLLM
 from helix_agents.protocol import RemoteStartRequest
 from helix_agents.server import AgentServer
@@ -123,11 +124,19 @@ async def test_an_inheriting_child_reads_its_parents_workspace(
         assert same_log(log, await builtin.read(session_id))
 
 
-@pytest.mark.parametrize(("agent_type", "call_id"), [("late", "p1"), ("wary", "x1")])
+_EXPIRING = [
+    ("late", "p1", "", "gave up"),
+    ("wary", "x1", "", "kept it all"),
+    ("vault", "cx1", "-sub-v1", "the clerk kept it"),  # a child's entry, expired at the root
+]
+
+
+@pytest.mark.parametrize(("agent_type", "call_id", "owner", "said"), _EXPIRING)
 async def test_an_expiring_entry_is_answered_by_the_workflows_timer(
-    temporal_dev: TemporalDev, tmp_path: Path, agent_type: str, call_id: str
+    temporal_dev: TemporalDev, tmp_path: Path, agent_type: str, call_id: str, owner: str, said: str
 ) -> None:
-    """A client tool / an approval with ``expires_in=1`` and nobody answering: the paused
+    """A client tool / an approval (the root's, or its child's) with ``expires_in=1`` and
+    nobody answering: the paused root
     workflow's Temporal timer fires, the ``helix_expire`` step answers it as expired, and
     the run goes on to its end: the log is the built-in runtime's (its expiry instants aside)."""
     store = MemoryEventStore()
@@ -143,13 +152,22 @@ async def test_an_expiring_entry_is_answered_by_the_workflows_timer(
             status = await server.get_status(session_id)
         builtin = await builtin_store(agent_type, session_id, tmp_path / "builtin")
         scheduled = await _activities(await Client.connect(temporal_dev.address), session_id)
-    assert output == ("gave up" if agent_type == "late" else "kept it all")
+    assert output == said
     assert status.status == "completed"
-    log = await store.read(session_id)
-    assert seqs_contiguous(log)
-    [result] = results_of(log, call_id)
+    for session in (session_id, session_id + owner) if owner else (session_id,):
+        log = await store.read(session)
+        assert seqs_contiguous(log)
+        assert project_state(log).status == "completed"
+        assert same_log(log, await builtin.read(session))
+    # A child's waiting call ids carry a suffix of its session's (specs/hitl.md).
+    [result] = [
+        event
+        for event in await store.read(session_id + owner)
+        if isinstance(event, MessageAppended)
+        and isinstance(event.message, ToolResultMessage)
+        and event.message.tool_call_id.startswith(call_id)
+    ]
     assert "no answer within 1 s" in result.message.content
-    assert same_log(log, await builtin.read(session_id))
     assert "timer" in scheduled
 
 

@@ -8,7 +8,8 @@ Run in the test process, or in a worker subprocess (``durable_worker.py``).
   inherits the lead's workspace and reads it (a child workflow of its own).
 - ``keeper``: the same with a blocking companion ``reader`` (``r``) that inherits.
 - ``late``: a client tool ``pick`` that expires after ``EXPIRES_IN`` s, then
-  answers ``gave up``; ``wary``: an approval gate that expires the same way.
+  answers ``gave up``; ``wary``: an approval gate that expires the same way;
+  ``vault``: that gate in its sub-agent ``clerk``, answered at the root.
 
 ``hold`` notes each execution in ``$HELIX_WS_MARKS/<call id>.<n>`` (when the
 variable is set), emits a ``holding`` custom chunk and, on its first
@@ -174,4 +175,24 @@ wary = define_agent(
     llm=ScriptedLLM([[ScriptedLLM.call("wipe", {}, id="x1")], "kept it all"]),
 )
 
-agents = {agent.name: agent for agent in (scribe, lead, reader, keeper, late, wary)}
+clerk = define_agent(
+    "clerk",
+    tools=[wipe],
+    output_schema=Text,
+    llm=ScriptedLLM(
+        [
+            [ScriptedLLM.call("wipe", {}, id="cx1")],
+            ScriptedLLM.finish({"text": "nothing wiped"}, id="cf1"),
+        ]
+    ),
+)
+
+vault = define_agent(
+    "vault",
+    tools=[create_sub_agent_tool(clerk, Ask, "Let the clerk decide.")],
+    llm=ScriptedLLM(
+        [[ScriptedLLM.call("subagent__clerk", {"message": "wipe?"}, id="v1")], "the clerk kept it"]
+    ),
+)
+
+agents = {agent.name: agent for agent in (scribe, lead, reader, keeper, late, wary, clerk, vault)}
