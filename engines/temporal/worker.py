@@ -19,7 +19,7 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from helix_agents.agents.config import AgentConfig
-from helix_agents.durable import DurableSteps, refuse_unsupported
+from helix_agents.durable import DurableSteps
 from helix_agents.log.store import EventStore
 from helix_agents.models.base import LLMAdapter, LLMError, LLMRequest, LLMStreamEvent
 from helix_agents.runtime.executor import AgentExecutor
@@ -172,8 +172,9 @@ async def temporal_server(
     begins here (its ``start_session`` span, or the caller's trace context),
     which the workers' spans of its runs continue.
 
+    It runs no tool, so it takes no workspace providers (the workers do).
+
     Raises:
-        UsageError: an agent the durable runtime does not run (as the worker).
         TransportError: Temporal cannot be reached.
     """
     options = options or TemporalOptions()
@@ -181,6 +182,5 @@ async def temporal_server(
     server = AgentServer(
         listed, store, llm=_NoModel(), recover=False, owns_store=owns_store, tracer=tracer
     )
-    refuse_unsupported(server.executor.registry)
     attach(server.executor, client or await connect(options), options)
     return server
