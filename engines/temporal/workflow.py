@@ -180,14 +180,14 @@ class AgentWorkflow:
         expires_at = plan.expires_at
         while True:
             wait = (ends if expires_at is None else expires_at) - workflow.now().timestamp()
-            if self._woken():
-                return True
             if wait > 0:
                 try:
                     await workflow.wait_condition(self._woken, timeout=timedelta(seconds=wait))
                     return True
                 except TimeoutError:
                     pass
+            elif self._woken():
+                return True
             if expires_at is None:
                 return False
             expired: Plan = await self._step(
