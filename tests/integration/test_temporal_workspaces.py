@@ -32,12 +32,14 @@ from helix_agents.temporal import TemporalOptions, TemporalWorker, temporal_serv
 from helix_agents.workspaces import LocalWorkspaceProvider, MemoryWorkspaceProvider, Workspace
 from tests.integration._durable_kit import WorkerScript, builtin_store, held, same_log
 from tests.integration._temporal_kit import (
+    gateway_and_worker,
     options_for,
     results_of,
     seqs_contiguous,
     stream_to_end,
     wait_for,
 )
+from tests.integration.temporal_app import agents as app_agents
 from tests.integration.workspace_app import agents
 
 pytestmark = [pytest.mark.slow]
@@ -264,3 +266,23 @@ def test_a_provider_that_keeps_files_in_one_process_is_refused() -> None:
             [agent], MemoryEventStore(), workspace_providers={"memory": MemoryWorkspaceProvider()}
         )
     TemporalWorker([agent], MemoryEventStore())  # no provider: the soft wiring, as built in
+
+
+async def test_a_paused_run_past_its_wait_ends_and_the_answer_starts_a_new_one(
+    temporal_dev: TemporalDev,
+) -> None:
+    """With no expiring entry, ``paused_wait`` still bounds the wait: the workflow ends
+    (``paused``; the session stays paused in the log) and a later answer starts a new one."""
+    store = MemoryEventStore()
+    options = options_for(temporal_dev, paused_wait=0.5)
+    with anyio.fail_after(60):
+        async with gateway_and_worker(app_agents, store, options) as (server, _):
+            await server.start(RemoteStartRequest(session_id="pw", agent_type="asker", message="?"))
+            await wait_for(store, "pw", lambda e: isinstance(e, Suspended))
+            client = await Client.connect(temporal_dev.address)
+            assert await client.get_workflow_handle("pw").result() == "paused"
+            assert (await server.get_status("pw")).status == "paused"
+            answer = await server.submit_tool_result("pw", "k1", {"amount": 3})
+            assert answer.resumed
+            assert await stream_to_end(server, "pw") == "picked"
+    assert seqs_contiguous(await store.read("pw"))
