@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import anyio
@@ -170,8 +171,11 @@ class DurableSteps:
         restart = interrupted_step(log_)
         if restart is not None:
             writer.emit(restart)  # the cut step runs again: its partial text is void
-        async with self.kit.workspaces(agent, writer) as equipped, self.kit.traced(step):
-            await self.kit.guarded(writer, stop, lambda: self._model_call(equipped, writer), beat)
+        async with self.kit.workspaces(agent, writer) as equipped:
+            with self.kit.traced(step):
+                await self.kit.guarded(
+                    writer, stop, partial(self._model_call, equipped, writer), beat
+                )
         return plan_of(writer.state)
 
     async def _model_call(self, agent: AgentConfig, writer: SessionWriter) -> None:
