@@ -57,7 +57,9 @@ from helix_agents.server.edge import (
     with_trace_headers,
 )
 from helix_agents.server.fleet.leases import DEFAULT_LEASE_TTL, Lease, LeaseKeeper
-from helix_agents.server.fleet.takeover import OrphanTakeover
+from helix_agents.server.fleet.running import RunningIndex, running_bucket
+from helix_agents.server.fleet.takeover import DEFAULT_SWEEP_EVERY, OrphanTakeover
+from helix_agents.stores.jetstream import JetStreamEventStore
 from helix_agents.transports.bodies import SessionRequest
 from helix_agents.transports.nats import (
     DEFAULT_PREFIX,
@@ -76,6 +78,7 @@ _encoder = msgspec.json.Encoder()
 
 
 _HOST_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_BUCKET = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _reply_decoder = msgspec.json.Decoder(Reply)
 _FORWARD_HOPS = 3  # a lease that moves again while a request follows it
 ANNOUNCE_EVERY = 5.0
@@ -109,13 +112,20 @@ class NatsAgentHost:
         lease_ttl: float = DEFAULT_LEASE_TTL,
         forward_timeout: float = 4.0,
         replicas: int = 1,
+        sweep_every: float = DEFAULT_SWEEP_EVERY,
+        running_bucket_name: str | None = None,
     ) -> None:
         if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= 5:
             raise UsageError(f"replicas must be an int from 1 to 5, not {replicas!r}")
         if host_id is not None and _HOST_ID.fullmatch(host_id) is None:
             raise UsageError(f"host_id must be 1-64 characters of A-Za-z0-9_-, not {host_id!r}")
-        if not lease_ttl > 0 or not forward_timeout > 0:
-            raise UsageError("lease_ttl and forward_timeout must be positive")
+        if running_bucket_name is not None and _BUCKET.fullmatch(running_bucket_name) is None:
+            raise UsageError(
+                f"running_bucket_name must be 1-128 characters of A-Za-z0-9_-, "
+                f"not {running_bucket_name!r}"
+            )
+        if not lease_ttl > 0 or not forward_timeout > 0 or not sweep_every > 0:
+            raise UsageError("lease_ttl, forward_timeout and sweep_every must be positive")
         self.server = server
         self.nc = nc
         self.prefix = prefix
@@ -135,8 +145,22 @@ class NatsAgentHost:
         self._tg: TaskGroup | None = None
         self._entered_server = False
         self._releasing: set[str] = set()  # sessions whose lease goes when their run ends
+        if running_bucket_name is None:
+            store = server.store
+            stream = store.stream if isinstance(store, JetStreamEventStore) else None
+            running_bucket_name = running_bucket(stream)
+        self.running = RunningIndex(
+            nc, running_bucket_name, host_id=self.host_id, replicas=replicas
+        )
+        """The fleet's index of running sessions (``running.py``), which the scan reads."""
         # A scan every third of the TTL: a dead host's sessions go within TTL + TTL/3.
-        self.takeover = OrphanTakeover(self.server, self.leases, interval=lease_ttl / 3)
+        self.takeover = OrphanTakeover(
+            self.server,
+            self.leases,
+            self.running,
+            interval=lease_ttl / 3,
+            sweep_every=sweep_every,
+        )
         """The orphan scan: claims and resumes running sessions whose host died."""
 
     async def __aenter__(self) -> NatsAgentHost:
@@ -174,6 +198,7 @@ class NatsAgentHost:
             # Requests another host forwards here, to the session's lease holder.
             await self._subscribe(f"{self._direct}{op}.*", handler, queue="")
         await self.nc.flush()
+        await self.running.open()  # before the leases: a run guarded once they open is indexed
         await self.leases.open()
         js = self.nc.jetstream()
         try:
@@ -235,9 +260,17 @@ class NatsAgentHost:
                 # Runs that ended (or never began) here: any host may resume them at once,
                 # instead of after their leases lapse. Bounded, best effort.
                 with anyio.move_on_after(self.forward_timeout, shield=True):
-                    await self.leases.drop_idle(self.server.executor.is_executing)
+                    await self._give_back_idle()
                 with anyio.move_on_after(self.forward_timeout, shield=True):
                     await self.leases.close()
+
+    async def _give_back_idle(self) -> None:
+        """Give back the leases, and index entries, of sessions no run of which is active here."""
+        executor = self.server.executor
+        for session_id in list(self.leases.held):
+            if not executor.is_executing(session_id):
+                await self.running.remove_at_rest(session_id, self.server.store)
+        await self.leases.drop_idle(executor.is_executing)
 
     async def _subscribe(
         self, subject: str, handler: Callable[[Msg], Awaitable[Any]], queue: str | None = None
@@ -363,27 +396,36 @@ class NatsAgentHost:
 
         The server's run guard (starts, resumes, answers; a local child's
         too). The lease is taken (created, if no host holds it) before the run
-        can begin, so no other host can find the session running unleased. A
-        lease another host holds refuses the request here (``_HeldElsewhere``:
+        can begin, so no other host can find the session running unleased; and
+        then the session is put in the running index (unless a run of it is
+        executing here already), so no run can begin unindexed (``running.py``).
+        A lease another host holds refuses the request here (``_HeldElsewhere``:
         it is forwarded to that host), so at most one host can begin runs of a
         session. If no run of it began here, a lease this host holds for it is
-        given back. A lease that cannot be taken (JetStream unavailable) does
-        not stop the run: the next renewal puts it.
+        given back, and the index entry put here is removed if the log says
+        the session is not running. A lease that cannot be taken (JetStream
+        unavailable) does not stop the run: the next renewal puts it (and the
+        next scan round its index entry).
         """
         async with self.leases.hold(session_id):
             lease = await self.leases.take(session_id)
             if lease.holder is not None and lease.holder != self.host_id:
                 raise _HeldElsewhere(session_id, lease.holder)
+            marked = False
+            if not self.server.executor.is_executing(session_id):
+                marked = await self.running.mark(session_id)
             try:
                 yield lease
             finally:
                 with anyio.CancelScope(shield=True):
-                    await self._settle(session_id, lease)
+                    await self._settle(session_id, lease, marked)
 
-    async def _settle(self, session_id: str, lease: Lease) -> None:
+    async def _settle(self, session_id: str, lease: Lease, marked: bool) -> None:
         """After a guarded request: keep the lease while a run is on, else give it back."""
         if not self.server.executor.is_executing(session_id):
             if lease.holder == self.host_id:
+                if marked:
+                    await self.running.remove_at_rest(session_id, self.server.store)
                 await self.leases.drop(session_id)
             return
         if lease.holder is None:
@@ -395,14 +437,16 @@ class NatsAgentHost:
             self._tg.start_soon(self._release_when_idle, session_id)
 
     async def _release_when_idle(self, session_id: str) -> None:
-        """Give the session's lease back once no run of it is active here."""
+        """Give the session's lease back (and its index entry) once no run of it is active here."""
         executor = self.server.executor
         try:
             while True:
                 await executor.wait_idle(session_id)
                 async with self.leases.hold(session_id):
                     if not executor.is_executing(session_id):
-                        await self.leases.drop(session_id)
+                        with anyio.CancelScope(shield=True):
+                            await self.running.remove_at_rest(session_id, self.server.store)
+                            await self.leases.drop(session_id)
                         return
         finally:
             self._releasing.discard(session_id)

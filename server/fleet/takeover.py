@@ -1,9 +1,12 @@
 """``OrphanTakeover``: a host's scan for running sessions whose host died, and their claim.
 
 A session the log says is running, of an agent type this host serves, that
-no live lease covers, lost its host. The scan takes its lease (only if no
-host holds it), claims it by compare-and-append of ``host_claimed`` (so two
-claimants can never both win) and resumes it from its log.
+no live lease covers, lost its host. The scan looks for them among the
+running index's entries (``running.py``: proportional to the running
+sessions, not to all of them), takes the lease (only if no host holds it),
+reads the log under it, claims the session by compare-and-append of
+``host_claimed`` (so two claimants can never both win) and resumes it from
+its log. A rare full sweep of every log is the index's last resort.
 """
 
 from __future__ import annotations
@@ -21,29 +24,59 @@ from helix_agents.protocol import RemoteResumeRequest
 from helix_agents.runtime.writer import stamp
 from helix_agents.server.agent_server import AgentServer
 from helix_agents.server.fleet.leases import LeaseKeeper
+from helix_agents.server.fleet.running import RunningIndex
 
-__all__ = ["OrphanTakeover"]
+__all__ = ["DEFAULT_SWEEP_EVERY", "OrphanTakeover"]
 
 log = logging.getLogger("helix_agents.server")
 
+DEFAULT_SWEEP_EVERY = 600.0
+"""Seconds between two full sweeps of every session's log: how long an entry the running
+index misses (its put failed, then its host died) can delay a takeover."""
+
 
 class OrphanTakeover:
-    """Claims and resumes, for ``server``, the orphaned sessions ``leases`` can take."""
+    """Claims and resumes, for ``server``, the orphaned sessions ``leases`` can take.
 
-    def __init__(self, server: AgentServer, leases: LeaseKeeper, *, interval: float) -> None:
+    A round looks at the sessions of the running index (``index``), not at
+    every session: its cost follows the running sessions. Every
+    ``sweep_every`` seconds, and while the index has never been filled, a
+    round sweeps every session's log instead (``_sweep``), writing any entry
+    the index misses.
+    """
+
+    def __init__(
+        self,
+        server: AgentServer,
+        leases: LeaseKeeper,
+        index: RunningIndex,
+        *,
+        interval: float,
+        sweep_every: float = DEFAULT_SWEEP_EVERY,
+    ) -> None:
         self.server = server
         self.leases = leases
+        self.index = index
         self.interval = interval
         """Seconds between two scans."""
-        # What the scan last read of each session: the seq its log ended at,
-        # and whether it was a candidate (running, of an agent type here).
+        self.sweep_every = sweep_every
+        """Seconds between two full sweeps of every session's log (a missing entry's bound)."""
+        self.swept = 0
+        """How many rounds were full sweeps (a test's and the benchmark's count)."""
+        self.looked_at = 0
+        """Sessions the last round looked at (the index's entries, or every session)."""
+        # What a sweep last read of each session: the seq its log ended at,
+        # and whether it was running (of any agent type).
         self._scanned: dict[str, tuple[int, bool]] = {}
+        self._last_sweep: float | None = None
+        self._foreign: set[str] = set()  # running sessions of agent types not served here
 
     async def run_forever(self) -> None:
         """Scan every ``interval`` seconds; a failed round is logged and the next one runs."""
         while True:
             await anyio.sleep(self.interval)
             try:
+                await self.index.mark_again(self.server.executor.is_executing)
                 await self.take_over_orphans()
             except Exception as exc:  # a store or NATS failure (a node died): the next round
                 log.warning("looking for orphaned sessions failed: %r", exc)
@@ -51,72 +84,101 @@ class OrphanTakeover:
     async def take_over_orphans(self) -> list[str]:
         """Claim and resume the running sessions no live lease covers; return their ids.
 
-        Only sessions of this host's agent types, whose host died (its lease
-        expired). This host takes the lease first (only if no host holds it),
-        then claims by compare-and-append of ``host_claimed``.
+        The sessions looked at are the running index's (a full sweep's when
+        one is due). Each that is not executing here and that no live lease
+        covers is claimed (``_claim``): only if its log says it is running and
+        of an agent type this host serves; an entry whose log says otherwise
+        is stale and is removed.
+        """
+        executor = self.server.executor
+        now = anyio.current_time()
+        due = self._last_sweep is None or now - self._last_sweep >= self.sweep_every
+        if due and (self._last_sweep is not None or not await self.index.rebuilt()):
+            sessions = await self._sweep()
+            self._last_sweep = now
+        else:
+            if self._last_sweep is None:
+                self._last_sweep = now  # filled already: the first sweep is a period away
+            sessions = await self.index.sessions()
+        self.looked_at = len(sessions)
+        taken: list[str] = []
+        for session_id in sessions:
+            if executor.is_executing(session_id) or session_id in self._foreign:
+                continue
+            if await self.leases.holder(session_id) is not None:
+                continue  # a live host holds it
+            if await self._claim(session_id):
+                taken.append(session_id)
+        return taken
 
-        The scan reads a session's log only when it is new to it or its log
-        moved since it last read it (the store's ``session_heads``, one call):
-        a session at rest keeps what the last read found (a finished session
-        is never read again). A running one is read afresh before it is
-        claimed, and one a live host holds is not read at all.
+    async def _claim(self, session_id: str) -> bool:
+        """Take the session's lease and claim it if its log says it is an orphan of ours.
+
+        Under the lease no other host can begin a run of it, so what the log
+        says holds: not running (a stale entry: the run ended, or never
+        began) removes the entry read under the lease; running, of a type this
+        host serves, is claimed by compare-and-append and resumed.
         """
         store = self.server.store
-        executor = self.server.executor
-        heads = await store.session_heads()
+        async with self.leases.hold(session_id):
+            lease = await self.leases.take(session_id)
+            if lease.created is None:
+                return False  # a host took the lease first
+            revision = await self.index.revision(session_id)
+            log_ = await store.read(session_id)
+            state = project_state(log_) if log_ else None
+            if state is None or state.status != "running":
+                if revision is not None:
+                    await self.index.remove(session_id, revision)
+                await self.leases.drop(session_id)
+                return False
+            if revision is None:
+                await self.index.mark(session_id)  # found by a sweep
+            if state.agent_type not in self.server.agent_types:
+                self._foreign.add(session_id)
+                await self.leases.drop(session_id)
+                return False
+            claim = HostClaimed(host_id=self.leases.host_id, previous_host_id=state.host_id)
+            try:
+                await store.append(
+                    session_id, stamp(session_id, state.last_seq, [claim]), state.last_seq
+                )
+            except ConcurrencyConflict:
+                await self.leases.drop(session_id)
+                return False  # another host claimed it first, or it moved on
+        log.warning("host %s takes over session %s", self.leases.host_id, session_id)
+        # Under the lease this host holds: the guard lets the run begin here.
+        await self.server.resume_agent(RemoteResumeRequest(session_id=session_id))
+        return True
+
+    async def _sweep(self) -> list[str]:
+        """Every session whose log says it is running; the index's missing entries are put.
+
+        A log is read only when it is new to the sweep or moved since it last
+        read it (the store's ``session_heads``, one call): a finished session
+        is read once, ever. Once a sweep is done, the index is complete.
+        """
+        heads = await self.server.store.session_heads()
         scanned = self._scanned
         for gone in [session_id for session_id in scanned if session_id not in heads]:
             del scanned[gone]
-        taken: list[str] = []
+        running: list[str] = []
         for session_id, head in heads.items():
-            if executor.is_executing(session_id):
-                continue
             known = scanned.get(session_id)
-            candidate: SessionState | None = None
-            if known is None or not known[1]:
-                if known is not None and known[0] == head:
-                    continue  # read at this very head: not running, or not ours
-                candidate = await self._scan(session_id)
-                if candidate is None:
-                    continue
-            if await self.leases.holder(session_id) is not None:
-                continue  # a live host holds it
-            # Known running from an earlier scan: read afresh, it may have moved on.
-            state = candidate or await self._scan(session_id)
-            if state is None:
-                continue
-            async with self.leases.hold(session_id):
-                lease = await self.leases.take(session_id)
-                if lease.created is None:
-                    continue  # a host took the lease first
-                claim = HostClaimed(host_id=self.leases.host_id, previous_host_id=state.host_id)
-                try:
-                    await store.append(
-                        session_id, stamp(session_id, state.last_seq, [claim]), state.last_seq
-                    )
-                except ConcurrencyConflict:
-                    await self.leases.drop(session_id)
-                    continue  # another host claimed it first, or it moved on
-            log.warning("host %s takes over session %s", self.leases.host_id, session_id)
-            # Under the lease this host holds: the guard lets the run begin here.
-            await self.server.resume_agent(RemoteResumeRequest(session_id=session_id))
-            taken.append(session_id)
-        return taken
-
-    async def _scan(self, session_id: str) -> SessionState | None:
-        """Read ``session_id``'s log for the orphan scan: its state if it is a candidate.
-
-        A candidate is running and of an agent type this host serves; what
-        was found is kept (``_scanned``) with the seq the log ended at.
-        """
-        log_ = await self.server.store.read(session_id)
-        if not log_:
-            self._scanned.pop(session_id, None)
-            return None
-        state = project_state(log_)
-        candidate = state.status == "running" and state.agent_type in self.server.agent_types
-        self._scanned[session_id] = (state.last_seq, candidate)
-        return state if candidate else None
+            if known is None or known[0] != head:
+                log_ = await self.server.store.read(session_id)
+                state = project_state(log_) if log_ else None
+                known = (head, state is not None and state.status == "running")
+                scanned[session_id] = known
+            if known[1]:
+                running.append(session_id)
+        indexed = set(await self.index.sessions())
+        for session_id in running:
+            if session_id not in indexed:
+                await self.index.mark(session_id)
+        self.swept += 1
+        await self.index.mark_rebuilt()
+        return running
 
     def claim_on_resume(self, log_: Sequence[Event], state: SessionState) -> list[Event]:
         """The claim a resume appends with its ``run_started`` when it takes over a session.

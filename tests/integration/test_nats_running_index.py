@@ -1,0 +1,269 @@
+"""The orphan scan reads the running index, not every session (``server/fleet/running.py``).
+
+- 2,000 finished sessions and three running on a real ``helix-agents host``
+  that is SIGKILLed: a second host's scan looks at the three index entries,
+  reads none of the 2,000 logs, and takes the three over; they complete.
+  Before, every round of a new host read every session's log once.
+- The crashes around the index, as they leave it: an entry put before a
+  start's append that never came (no log), an entry left after the last
+  append of a run (its log completed), a running session with its entry (the
+  real orphan), and a running session without one (its put failed, then its
+  host died). The scan takes over the orphan only, removes both stale
+  entries, and the full sweep finds the unindexed one.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import nats
+import pytest
+from conftest import fresh_stream_name
+from nats_server import NatsServer
+from servers import closed_port
+from slow_app import agents
+from wrapped_store import WrappedStore
+
+from helix_agents import EventStore
+from helix_agents.events import (
+    Completed,
+    Event,
+    HostClaimed,
+    RunStarted,
+    SessionCreated,
+    ToolStart,
+)
+from helix_agents.messages import UserMessage
+from helix_agents.protocol import RemoteStartRequest
+from helix_agents.server import AgentServer, NatsAgentHost
+from helix_agents.server.fleet.running import RunningIndex, running_bucket
+from helix_agents.stores import JetStreamEventStore
+from helix_agents.transports.nats import NatsRemoteAgentTransport
+
+pytestmark = [pytest.mark.slow, pytest.mark.nats]
+
+ROOT = Path(__file__).parents[2]
+SLOW = "tests.integration.slow_app:agents"
+FINISHED = 2000
+RUNNING = 3
+LIMIT = 90
+
+
+class CountedReads(WrappedStore):
+    """Counts ``read`` calls per session."""
+
+    def __init__(self, inner: EventStore) -> None:
+        super().__init__(inner)
+        self.reads: list[str] = []
+
+    async def read(self, session_id: str, from_seq: int = 0) -> list[Event]:
+        self.reads.append(session_id)
+        return await self.inner.read(session_id, from_seq)
+
+
+def _begun(session_id: str, agent_type: str = "sleeper") -> list[Event]:
+    """A session's first two events, as a start writes them."""
+    return [
+        SessionCreated(
+            session_id=session_id,
+            seq=1,
+            ts=1.0,
+            agent_type=agent_type,
+            run_id="run-1",
+            messages=[UserMessage(content="hi")],
+        ),
+        RunStarted(session_id=session_id, seq=2, ts=1.0, run_id="run-1"),
+    ]
+
+
+async def _finished(store: EventStore, session_ids: list[str]) -> None:
+    """Write a completed log for each session (64 appends in flight)."""
+    limiter = anyio.CapacityLimiter(64)
+
+    async def one(session_id: str) -> None:
+        async with limiter:
+            done = Completed(session_id=session_id, seq=3, ts=1.0, output="old")
+            await store.append(session_id, [*_begun(session_id), done], 0)
+
+    async with anyio.create_task_group() as tg:
+        for session_id in session_ids:
+            tg.start_soon(one, session_id)
+
+
+async def _until(store: EventStore, session_id: str, kind: type[Event]) -> None:
+    """Wait until the session's log holds an event of ``kind``."""
+    tail = store.tail(session_id)
+    try:
+        async for event in tail:
+            if isinstance(event, kind):
+                return
+    finally:
+        await tail.aclose()  # type: ignore[attr-defined]
+
+
+@asynccontextmanager
+async def _host_process(nats_url: str, log: Path) -> AsyncIterator[anyio.abc.Process]:
+    """``helix-agents host`` of the sleeper (its tool waits an hour), ready; killed at the end."""
+    with log.open("ab") as out:
+        process = await anyio.open_process(
+            [sys.executable, "-m", "helix_agents.server", "host", SLOW, "--nats", nats_url],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "SLOW_APP_QUICK": "0"},
+        )
+    try:
+        while "helix-agents: hosting" not in (text := await anyio.Path(log).read_text()):
+            assert process.returncode is None, text
+            await anyio.sleep(0.05)  # a subprocess's output is the only signal
+        yield process
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+async def test_a_scan_after_a_hosts_sigkill_reads_only_the_running_sessions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLOW_APP_QUICK", "1")  # the survivor's tool answers at once
+
+    finished = [f"done-{n}" for n in range(FINISHED)]
+    running = [f"run-{n}" for n in range(RUNNING)]
+    with NatsServer.start(tmp_path / "nats", port=closed_port()) as server:
+        store = await JetStreamEventStore.connect(server.url)
+        nc = await nats.connect(server.url)
+        try:
+            with anyio.fail_after(LIMIT):
+                async with _host_process(server.url, tmp_path / "host.log") as doomed:
+                    index = RunningIndex(
+                        nc, running_bucket(store.stream), host_id="test", replicas=1
+                    )
+                    while True:  # the doomed host's first round fills the new bucket
+                        try:
+                            await index.open()
+                            if await index.rebuilt():
+                                break
+                        except Exception:
+                            pass
+                        await anyio.sleep(0.1)  # a subprocess's state: polled
+                    await _finished(store, finished)
+                    fleet = NatsRemoteAgentTransport(nc, store)
+                    for session_id in running:
+                        await fleet.start(
+                            RemoteStartRequest(
+                                session_id=session_id, agent_type="sleeper", message="hi"
+                            )
+                        )
+                    for session_id in running:
+                        await _until(store, session_id, ToolStart)
+                    assert await index.sessions() == running
+                    doomed.send_signal(signal.SIGKILL)
+                    await doomed.wait()
+                counted = CountedReads(store)
+                survivor = AgentServer(agents, counted, recover=False)
+                # A long TTL: the host's own loop never scans; the test runs the rounds.
+                async with NatsAgentHost(
+                    survivor,
+                    nc,
+                    host_id="survivor",
+                    lease_ttl=60.0,
+                    running_bucket_name=running_bucket(store.stream),
+                ) as host:
+                    taken: list[str] = []
+                    rounds = 0
+                    while len(taken) < RUNNING:  # until the dead host's leases lapse (3 s)
+                        counted.reads.clear()
+                        began = anyio.current_time()
+                        found = await host.take_over_orphans()
+                        took = anyio.current_time() - began
+                        rounds += 1
+                        # The index's entries, fewer as the runs taken over end.
+                        assert host.takeover.looked_at == RUNNING - len(taken) or rounds > 1
+                        assert host.takeover.looked_at <= RUNNING
+                        # The claims' reads, the resumes', and the ends' of runs taken before.
+                        assert set(counted.reads) <= set(running)
+                        assert len(counted.reads) <= 3 * RUNNING
+                        assert took < 5.0, took
+                        taken.extend(found)
+                        if not found:
+                            await anyio.sleep(0.2)  # the leases lapse in the bucket's time
+                    assert sorted(taken) == running
+                    assert host.takeover.swept == 0
+                    for session_id in running:
+                        await _until(store, session_id, Completed)
+                    for session_id in running:
+                        await survivor.executor.wait_idle(session_id)
+                assert await index.sessions() == []  # each removed once its run ended
+                for session_id in running:
+                    claims = [e for e in await store.read(session_id) if isinstance(e, HostClaimed)]
+                    assert [claim.host_id for claim in claims] == ["survivor"]
+        finally:
+            await nc.close()
+            await store.close()
+
+
+async def test_the_crashes_around_the_index_leave_no_wrong_takeover_and_no_lost_orphan(
+    nats_server: NatsServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLOW_APP_QUICK", "1")
+
+    tag = uuid.uuid4().hex[:8]
+    never_began, ended, orphan, unindexed = (
+        f"{name}-{tag}" for name in ("never-began", "ended", "orphan", "unindexed")
+    )
+    store = await JetStreamEventStore.connect(nats_server.url, stream=fresh_stream_name())
+    nc = await nats.connect(nats_server.url)
+    bucket = running_bucket(store.stream)
+    dead = RunningIndex(nc, bucket, host_id="dead", replicas=1)
+    try:
+        with anyio.fail_after(LIMIT):
+            await dead.open()
+            await dead.mark_rebuilt()
+            # Its host put the entry, then died before the start's append.
+            await dead.mark(never_began)
+            # Its host appended the run's end, then died before removing the entry.
+            await dead.mark(ended)
+            await _finished(store, [ended])
+            # Its host put the entry and began the run, then died: the orphan.
+            await dead.mark(orphan)
+            await store.append(orphan, _begun(orphan), 0)
+            # Its host's put failed, the run began, then the host died.
+            await store.append(unindexed, _begun(unindexed), 0)
+            ended_log = await store.read(ended)
+            counted = CountedReads(store)
+            survivor = AgentServer(agents, counted, recover=False)
+            async with NatsAgentHost(
+                survivor, nc, host_id="survivor", lease_ttl=60.0, running_bucket_name=bucket
+            ) as host:
+                assert await host.take_over_orphans() == [orphan]
+                assert host.takeover.swept == 0
+                assert sorted(set(counted.reads)) == sorted([never_began, ended, orphan])
+                assert await store.read(ended) == ended_log  # no claim on a finished session
+                assert await store.read(never_began) == []
+                await _until(store, orphan, Completed)
+                await survivor.executor.wait_idle(orphan)
+                assert await dead.sessions() in ([], [orphan])  # the stale two are gone
+                # The index never saw the fourth; the full sweep (due now) does.
+                host.takeover.sweep_every = 1e-9
+                assert await host.take_over_orphans() == [unindexed]
+                assert host.takeover.swept == 1
+                await _until(store, unindexed, Completed)
+                await survivor.executor.wait_idle(unindexed)
+            assert await dead.sessions() == []  # each removed once its run ended
+            for session_id in (orphan, unindexed):
+                log = await store.read(session_id)
+                claims = [event for event in log if isinstance(event, HostClaimed)]
+                assert [claim.host_id for claim in claims] == ["survivor"]
+                assert isinstance(log[-1], Completed)
+    finally:
+        await nc.close()
+        await store.close()
