@@ -24,6 +24,9 @@ loopback), started and stopped by this run.
   ``WATCH_LINGER`` past).
 - **New tails/s**: streams of finished sessions opened and read to ``end``
   one after another through the transport (each a new tail of the store).
+- **Orphan scan**: 2,000 finished sessions (500 with ``--quick``) and 3
+  running ones a live host holds: a host's first round sweeps every log (its
+  running index is new), its next reads the index (``server/fleet/running.py``).
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ from helix_agents.models import ScriptedLLM
 from helix_agents.protocol import EndEvent, RemoteStartRequest
 from helix_agents.server import AgentServer
 from helix_agents.server.fleet.host import NatsAgentHost
-from helix_agents.server.fleet.leases import DEFAULT_LEASE_TTL, LEASE_BUCKET
+from helix_agents.server.fleet.leases import DEFAULT_LEASE_TTL, LEASE_BUCKET, lease_key
 from helix_agents.stores.jetstream import WATCH_LINGER, JetStreamEventStore
 from helix_agents.transports.nats import NatsRemoteAgentTransport
 
@@ -66,7 +69,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 CALL_STREAM = "BENCH_CALLS"
 RAW_STREAM = "BENCH_RAW"
 HOST_LEASE_TTL = 60.0
-"""The hosts' lease TTL: their orphan scan (every TTL/2, reading every log) stays out of the run."""
+"""The hosts' lease TTL: their orphan scan (every TTL/3) stays out of the run."""
 
 
 class _Out(BaseModel):
@@ -328,6 +331,54 @@ async def _await_claim(url: str, session_id: str, started: bool) -> float:
         await store.close()
 
 
+async def _scan_cost(url: str, finished: int, running: int) -> tuple[float, float, int]:
+    """One orphan scan's seconds: a full sweep of every log, then a pass over the running index.
+
+    ``finished`` completed sessions and ``running`` ones that a live host
+    ("other") holds, on a stream of their own; a host in this process scans
+    (its first round sweeps, as its bucket is new; the next reads the index).
+    The index pass's sessions looked at are returned too.
+    """
+    store = await JetStreamEventStore.connect(url, stream="BENCH_SCAN")
+    nc = await nats.connect(url)
+    limiter = anyio.Semaphore(64)
+
+    async def write(sid: str, done: bool) -> None:
+        events: list[Any] = [
+            SessionCreated(session_id=sid, seq=1, ts=1.0, agent_type="researcher", run_id="r"),
+            RunStarted(session_id=sid, seq=2, ts=1.0, run_id="r"),
+        ]
+        if done:
+            events.append(Completed(session_id=sid, seq=3, ts=1.0, output={"findings": "f"}))
+        async with limiter:
+            await store.append(sid, events, 0)
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for n in range(finished):
+                tg.start_soon(write, f"done-{n}", True)
+            for n in range(running):
+                tg.start_soon(write, f"run-{n}", False)
+        server = AgentServer([researcher(CHUNKS)], store, recover=False)
+        async with NatsAgentHost(server, nc, lease_ttl=HOST_LEASE_TTL) as host:
+            leases = await nc.jetstream().key_value(LEASE_BUCKET)
+            for n in range(running):
+                await leases.put(lease_key(f"run-{n}"), b"other")  # a live host holds them
+            began = time.perf_counter()
+            assert await host.take_over_orphans() == []
+            swept = time.perf_counter() - began
+            began = time.perf_counter()
+            assert await host.take_over_orphans() == []
+            indexed = time.perf_counter() - began
+            looked_at = host.takeover.looked_at
+            for n in range(running):
+                await leases.delete(lease_key(f"run-{n}"))
+    finally:
+        await nc.close()
+        await store.close()
+    return swept, indexed, looked_at
+
+
 def _time_to_takeover(tmp: Path) -> float:
     """Seconds from a host's SIGKILL to another host's claim of its running session."""
     with nats_server() as (url, _):
@@ -383,6 +434,8 @@ def run_nats(*, quick: bool = False) -> dict[str, Any]:
             payload_size = max(1, size // max(appends, 1))
             raw_times = anyio.run(_raw_floor, url, appends, payload_size, calls)
             new_tails = anyio.run(_new_tails_per_s, url, 500 if quick else 2000)
+            scanned = 500 if quick else 2000
+            swept, indexed, looked_at = anyio.run(_scan_cost, url, scanned, 3)
         takeover = _time_to_takeover(Path(tmp))
         # Best of alternating rounds: the runs are short and the machine is shared.
         one_host, one_cpu = two_hosts, two_cpu = 0.0, {}
@@ -416,6 +469,14 @@ def run_nats(*, quick: bool = False) -> dict[str, Any]:
         (f"consumers left on the stream after {sessions} sessions, one host", f"{consumers_left}"),
         ("new tails/s (finished sessions streamed one after another)", f"{new_tails:,.0f}"),
         (
+            f"orphan scan, full sweep of {scanned + 3:,} sessions (first round)",
+            f"{swept * 1000:.0f} ms",
+        ),
+        (
+            f"orphan scan pass, running index ({looked_at} sessions looked at)",
+            f"{indexed * 1000:.1f} ms",
+        ),
+        (
             f"time to takeover after a host's SIGKILL (lease TTL {DEFAULT_LEASE_TTL:g} s)",
             f"{takeover:.2f} s",
         ),
@@ -437,4 +498,7 @@ def run_nats(*, quick: bool = False) -> dict[str, Any]:
         "consumers_left": consumers_left,
         "new_tails_per_s": round(new_tails, 1),
         "time_to_takeover_s": round(takeover, 2),
+        "scan_sweep_ms": round(swept * 1000, 1),
+        "scan_index_pass_ms": round(indexed * 1000, 2),
+        "scan_index_sessions_looked_at": looked_at,
     }
