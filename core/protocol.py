@@ -8,7 +8,7 @@ sequence), ``end`` (output and state) and ``error`` (message, recoverable).
 from __future__ import annotations
 
 import unicodedata
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -28,6 +28,7 @@ __all__ = [
     "RemoteStartRequest",
     "RemoteStartResponse",
     "RemoteStatusResponse",
+    "StoreWait",
     "SubmitApprovalRequest",
     "SubmitResponse",
     "SubmitToolResultRequest",
@@ -106,6 +107,15 @@ class RemoteStartResponse(_Wire, frozen=True):
     run_id: str
 
 
+class StoreWait(_Wire, frozen=True):
+    """What a running session waits for: its store, unreachable (``/status``'s ``waiting``)."""
+
+    since: float
+    """When the wait began, in seconds since the epoch (as events' ``ts``)."""
+    reason: Literal["store_unavailable"] = "store_unavailable"
+    message: str = ""
+
+
 class RemoteStatusResponse(_Wire, frozen=True):
     """A session's status; ``latest_sequence`` is its log's last seq."""
 
@@ -136,6 +146,10 @@ class RemoteStatusResponse(_Wire, frozen=True):
     run_from_sequence: int = 0
     """The ``fromSequence`` that reads the current (last) run only: the log's seq before
     its ``run_started``, 0 for the first run (it began with the session)."""
+    waiting: StoreWait | msgspec.UnsetType = msgspec.UNSET
+    """Present only while the session's run, executing here, waits for its store to come
+    back (an outage being waited out): since when, and why. The rest of the answer is
+    then the run's state as of its last stored event."""
 
 
 class SubmitToolResultRequest(_Wire, frozen=True):

@@ -91,6 +91,11 @@ class JetStreamAppender:
             return None
         return anyio.current_time() - self._outage_began
 
+    @property
+    def outage_began(self) -> float | None:
+        """When (``anyio.current_time()``) appends began to wait for NATS; None when none waits."""
+        return self._outage_began
+
     def _message_room(self) -> int:
         """Bytes a batch's payload may take in one message (the server's limit, less headers)."""
         return max(int(self._nc.max_payload) - _HEADER_ROOM, 1)

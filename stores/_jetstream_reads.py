@@ -3,8 +3,15 @@
 A read starts at the subject's first message (from 0), right after a batch
 this store saw end at ``from_seq`` (:class:`BatchMarks`), or else where a
 binary search over stream seqs finds ``from_seq``; then the messages come in
-batches (direct gets, on an unreplicated stream; else one get per message),
-each checked against its predecessor's seqs and chain.
+batches (batched direct gets, on a stream with ``allow_direct``; else one get
+per message), each checked against its predecessor's seqs and chain.
+
+On a replicated stream any replica may answer a direct get, and a follower
+may lag the leader: what it returns is right (a stream's messages never
+change) but may stop short. So there the batches are followed by one get from
+the leader, after the last message read: nothing there, the read is
+complete; a message, the read goes on from the leader, one get each (a
+follower rarely lags by more than the last append or two).
 """
 
 from __future__ import annotations
@@ -88,6 +95,9 @@ class LogReader:
         # Whether the stream answers batched direct gets (``allow_direct``); else one get
         # per message, as before. Set once the stream is known.
         self.direct = False
+        # Whether direct gets may come from a lagging follower (a replicated stream):
+        # the leader then says where the log ends.
+        self.replicated = False
 
     async def read(self, session_id: str, from_seq: int) -> list[Event] | Suspect:
         """One attempt: the events, or where and how the log looked damaged.
@@ -96,7 +106,9 @@ class LogReader:
         right after a batch this store saw end at ``from_seq`` (its marks), or
         else the batch holding ``from_seq + 1`` (binary search). From there
         the messages come in batches of up to ``_BATCH`` per request (direct
-        gets), or one get each on a stream without ``allow_direct``.
+        gets), or one get each on a stream without ``allow_direct``. On a
+        replicated stream the leader is asked once more after the batches
+        (see the module).
         """
         from_seq = max(from_seq, 0)
         subject = self._access.subject(session_id)
@@ -123,8 +135,9 @@ class LogReader:
         expected = from_seq + 1  # the next helix seq the log must hold
         end = 0
         marks: list[Mark] = []
+        from_leader = not self.direct
         while True:
-            batch, more = await self._fetch(subject, start)
+            batch, more = await self._fetch(subject, start, from_leader)
             for msg in batch:
                 assert msg.seq is not None
                 end = msg.seq
@@ -146,9 +159,13 @@ class LogReader:
                 events.extend(event for event in decoded if event.seq > from_seq)
                 expected = last_in + 1
                 marks.append((last_in, msg.seq, chain))
-            if not more or not batch:
+            if more and batch:
+                start = end + 1
+            elif self.replicated and not from_leader:
+                from_leader = True  # a follower may have answered: is there more?
+                start = end + 1 if end else start
+            else:
                 break
-            start = end + 1
         self._marks.mark(session_id, marks)
         if marks and self.direct:
             # Where the log ends, as of this read: the next append here need not ask.
@@ -157,9 +174,14 @@ class LogReader:
                 self._positions[session_id] = (end, marks[-1][0], marks[-1][2])
         return events
 
-    async def _fetch(self, subject: str, start: int) -> tuple[list[js_api.RawStreamMsg], bool]:
-        """The subject's messages from stream seq ``start`` on, one request; and if more follow."""
-        if not self.direct:
+    async def _fetch(
+        self, subject: str, start: int, from_leader: bool
+    ) -> tuple[list[js_api.RawStreamMsg], bool]:
+        """The subject's messages from stream seq ``start`` on, one request; and if more follow.
+
+        ``from_leader``: one message, from the stream's leader (else a batched direct get).
+        """
+        if from_leader:
             msg = await self._access.next_msg(subject, start)
             if msg is None:
                 return [], False

@@ -13,6 +13,7 @@ import contextlib
 import json
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import msgspec
@@ -127,8 +128,17 @@ class StreamAccess:
         self.jsm = nc.jsm(timeout=timeout)
         self._is_closed = is_closed
 
-    async def ensure_stream(self, replicas: int) -> bool:
-        """Create the stream if missing (else check it fits); whether it answers direct gets."""
+    async def ensure_stream(self, replicas: int) -> tuple[bool, bool]:
+        """Create the stream if missing (else check it fits).
+
+        Returns whether it answers batched direct gets, and whether it is
+        replicated (a direct get may then come from a lagging follower).
+
+        Reads fetch a session's batches in one request (``allow_direct``). A
+        replicated stream made before it had that (an earlier version of this
+        store) is given it (a stream update; if that fails, its reads stay one
+        get per message).
+        """
         subjects = f"{self.subject_prefix}.*"
         jsm = self.jsm
         try:
@@ -141,10 +151,7 @@ class StreamAccess:
                     storage=js_api.StorageType.FILE,
                     num_replicas=replicas,
                     duplicate_window=120.0,
-                    # Reads fetch a session's batches in one request. Only the
-                    # leader's answers are current: replicated, reads stay on the
-                    # leader (one get per message).
-                    allow_direct=replicas == 1,
+                    allow_direct=True,
                 )
             except nats.js.errors.BadRequestError:
                 # Another process may have created it meanwhile: use it if it fits.
@@ -155,13 +162,19 @@ class StreamAccess:
                     f"{exc.description or exc!r}"
                 ) from exc
             else:
-                return replicas == 1
+                return True, replicas > 1
         if subjects not in (info.config.subjects or []):
             raise StoreError(
                 f"stream {self.stream!r} exists but does not capture {subjects!r} "
                 f"(it captures {info.config.subjects})"
             )
-        return bool(info.config.allow_direct) and info.config.num_replicas in (None, 1)
+        replicated = (info.config.num_replicas or 1) > 1
+        if not info.config.allow_direct:
+            try:
+                info = await jsm.update_stream(replace(info.config, allow_direct=True))
+            except nats.js.errors.APIError:
+                return False, replicated
+        return bool(info.config.allow_direct), replicated
 
     @contextlib.contextmanager
     def translate(self) -> Iterator[None]:

@@ -25,6 +25,7 @@ leave these modules (they become :class:`StoreError`).
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import AsyncIterator, Sequence
 
 import anyio
@@ -64,6 +65,23 @@ _READ_ROUNDS = 5  # reads restarted because the log was deleted and rebuilt unde
 _HEAD_GETS = 32  # last-message gets a session_heads call keeps in flight
 
 
+class LostConnection:
+    """When the store's connection to NATS was lost, until it is back (the client's callbacks)."""
+
+    def __init__(self) -> None:
+        """Connected, as far as anyone said."""
+        self.since: float | None = None
+
+    async def disconnected(self) -> None:
+        """The connection was lost (nats-py's ``disconnected_cb``): note when, once."""
+        if self.since is None:
+            self.since = anyio.current_time()
+
+    async def reconnected(self) -> None:
+        """The connection is back (nats-py's ``reconnected_cb``)."""
+        self.since = None
+
+
 class JetStreamEventStore:
     """An :class:`~helix_agents.EventStore` on NATS JetStream; open it with :meth:`connect`.
 
@@ -82,8 +100,12 @@ class JetStreamEventStore:
         publish_attempts: int,
         poll_interval: float | None,
         outage_wait: float = DEFAULT_OUTAGE_WAIT,
+        lost: LostConnection | None = None,
     ) -> None:
-        """Use :meth:`connect`; this takes an already connected client and a ready stream."""
+        """Use :meth:`connect`; this takes an already connected client and a ready stream.
+
+        ``lost``: told by the client's callbacks when its connection is lost and back.
+        """
         self._nc = nc
         self.stream = stream
         self.subject_prefix = f"helix.{stream}"
@@ -118,6 +140,8 @@ class JetStreamEventStore:
         )
         # session_heads: each session's (message count, last seq) when last looked at.
         self._heads: dict[str, tuple[int, int]] = {}
+        self._lost = lost if lost is not None else LostConnection()
+        self._outage_wall: tuple[float, float] | None = None  # (its monotonic start, epoch)
 
     @property
     def connection(self) -> NatsClient:
@@ -139,8 +163,30 @@ class JetStreamEventStore:
 
     @property
     def outage(self) -> float | None:
-        """Seconds appends have been waiting for NATS to come back; None when none waits."""
-        return self._appender.outage
+        """Seconds NATS has been out of reach; None while it is reachable.
+
+        From the moment the connection was lost (until it is back), or since
+        appends began to wait for it, whichever is longer.
+        """
+        began = self._outage_began()
+        return None if began is None else anyio.current_time() - began
+
+    @property
+    def outage_since(self) -> float | None:
+        """When this outage began, in seconds since the epoch; None while NATS is reachable.
+
+        The same value for the whole outage (however often it is asked).
+        """
+        began = self._outage_began()
+        if began is None:
+            return None
+        if self._outage_wall is None or self._outage_wall[0] != began:
+            self._outage_wall = (began, time.time() - (anyio.current_time() - began))
+        return self._outage_wall[1]
+
+    def _outage_began(self) -> float | None:
+        known = [t for t in (self._lost.since, self._appender.outage_began) if t is not None]
+        return min(known) if known else None
 
     def __repr__(self) -> str:
         state = " closed" if self._closed else ""
@@ -197,6 +243,7 @@ class JetStreamEventStore:
             pass  # nats-py would log every disconnect; failures surface as StoreError
 
         nc: NatsClient | None = None
+        lost = LostConnection()
         try:
             # nats-py retries a refused first connection for ever (we want it to
             # keep reconnecting later), so the first one is bounded here.
@@ -207,6 +254,8 @@ class JetStreamEventStore:
                     allow_reconnect=True,
                     max_reconnect_attempts=-1,
                     error_cb=quiet,
+                    disconnected_cb=lost.disconnected,
+                    reconnected_cb=lost.reconnected,
                 )
         except (nats.errors.Error, OSError) as exc:
             raise StoreError(f"cannot connect to NATS at {url!r}: {exc}") from exc
@@ -219,10 +268,12 @@ class JetStreamEventStore:
             publish_attempts=publish_attempts,
             poll_interval=poll_interval,
             outage_wait=outage_wait,
+            lost=lost,
         )
         try:
             with store._translate():
-                store._reader.direct = await store._access.ensure_stream(replicas)
+                direct, replicated = await store._access.ensure_stream(replicas)
+            store._reader.direct, store._reader.replicated = direct, replicated
         except BaseException:
             with anyio.move_on_after(request_timeout, shield=True):
                 await nc.close()

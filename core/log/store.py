@@ -7,11 +7,11 @@ They do not inherit from this Protocol; they match it structurally.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from helix_agents.events import Event
 
-__all__ = ["EventStore"]
+__all__ = ["EventStore", "WaitsOutOutages"]
 
 
 class EventStore(Protocol):
@@ -74,4 +74,18 @@ class EventStore(Protocol):
 
     async def close(self) -> None:
         """Release the store's resources; waits for appends already under way."""
+        ...
+
+
+@runtime_checkable
+class WaitsOutOutages(Protocol):
+    """A store whose appends wait out a lost connection (JetStream), and say since when.
+
+    A session's ``/status`` shows the wait while a run of it executes here
+    (``RemoteStatusResponse.waiting``).
+    """
+
+    @property
+    def outage_since(self) -> float | None:
+        """When the store became unreachable (seconds since the epoch); None while it is not."""
         ...

@@ -15,6 +15,8 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
+import msgspec
+
 from helix_agents.errors import AgentServerError, ConcurrencyConflict
 from helix_agents.events import (
     Aborted,
@@ -31,7 +33,7 @@ from helix_agents.hitl.routing import Answer, route_answer
 from helix_agents.ids import new_run_id
 from helix_agents.log.projections import project_state, status_of
 from helix_agents.log.state import SessionState
-from helix_agents.log.store import EventStore
+from helix_agents.log.store import EventStore, WaitsOutOutages
 from helix_agents.log.streaming import run_from_sequence, stream_session
 from helix_agents.messages import UserMessage
 from helix_agents.protocol import (
@@ -41,6 +43,7 @@ from helix_agents.protocol import (
     RemoteStartRequest,
     RemoteStartResponse,
     RemoteStatusResponse,
+    StoreWait,
     SubmitResponse,
     TransportEvent,
     checked_decided_by,
@@ -206,20 +209,56 @@ class ExecutorService:
         return stream_session(self._runs.store, session_id, from_sequence, must_exist=must_exist)
 
     async def get_status(self, session_id: str) -> RemoteStatusResponse:
-        """The session's status; ``NOT_FOUND`` if it does not exist."""
-        log_ = await self._runs.store.read(checked_session_id(session_id))
+        """The session's status; ``NOT_FOUND`` if it does not exist.
+
+        While its run, executing here, waits for the store to come back (an
+        outage its appends wait out), the answer comes from the run's state
+        as of its last stored event, without a read (the store is down), and
+        says so in ``waiting``.
+        """
+        checked_session_id(session_id)
+        waiting = self._store_wait(session_id)
+        active = self._runs.active(session_id)
+        if waiting is not None and active is not None and active.run is not None:
+            state = active.run.writer.state
+            return self._status(state, active.start_seq - 1, True, waiting)
+        log_ = await self._runs.store.read(session_id)
         if not log_:
             raise AgentServerError("NOT_FOUND", f"session {session_id!r} not found")
         state = project_state(log_)
+        executing = self._runs.is_executing(session_id, state)
+        waiting = self._store_wait(session_id) if executing else None
+        return self._status(state, run_from_sequence(log_), executing, waiting)
+
+    def _store_wait(self, session_id: str) -> StoreWait | None:
+        """What the session's run waits for, if it executes here and its store is down."""
+        store = self._runs.store
+        if not isinstance(store, WaitsOutOutages) or self._runs.active(session_id) is None:
+            return None
+        since = store.outage_since
+        if since is None:
+            return None
+        return StoreWait(
+            since=since,
+            message="the event store is unreachable: the run waits for it to come back",
+        )
+
+    def _status(
+        self,
+        state: SessionState,
+        run_from: int,
+        executing: bool,
+        waiting: StoreWait | None,
+    ) -> RemoteStatusResponse:
         snapshot = status_of(state)
         client_tools = [e for e in snapshot.pending_inputs if e.kind == "client_tool"]
         return RemoteStatusResponse(
-            session_id=session_id,
+            session_id=state.session_id,
             run_id=snapshot.run_id,
             status=snapshot.status,
             step_count=snapshot.step_count,
-            is_executing=self._runs.is_executing(session_id, state),
-            stream_id=session_id,
+            is_executing=executing,
+            stream_id=state.session_id,
             latest_sequence=snapshot.latest_sequence,
             output=snapshot.output,
             state=snapshot.state,
@@ -234,7 +273,8 @@ class ExecutorService:
             local_sub_session_ids=[
                 sid for sid, ref in state.sub_sessions.items() if ref.remote is None
             ],
-            run_from_sequence=run_from_sequence(log_),
+            run_from_sequence=run_from,
+            waiting=msgspec.UNSET if waiting is None else waiting,
         )
 
     async def interrupt(self, session_id: str, reason: str | None = None) -> None:
