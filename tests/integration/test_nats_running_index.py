@@ -22,6 +22,7 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import nats
@@ -33,6 +34,7 @@ from slow_app import agents
 from wrapped_store import WrappedStore
 
 from helix_agents import EventStore
+from helix_agents.errors import UsageError
 from helix_agents.events import (
     Completed,
     Event,
@@ -44,7 +46,8 @@ from helix_agents.events import (
 from helix_agents.messages import UserMessage
 from helix_agents.protocol import RemoteStartRequest
 from helix_agents.server import AgentServer, NatsAgentHost
-from helix_agents.server.fleet.running import RunningIndex, running_bucket
+from helix_agents.server.fleet.leases import lease_key
+from helix_agents.server.fleet.running import RunningIndex, running_bucket, session_of_key
 from helix_agents.stores import JetStreamEventStore
 from helix_agents.transports.nats import NatsRemoteAgentTransport
 
@@ -241,8 +244,14 @@ async def test_the_crashes_around_the_index_leave_no_wrong_takeover_and_no_lost_
             ended_log = await store.read(ended)
             counted = CountedReads(store)
             survivor = AgentServer(agents, counted, recover=False)
+            # Sweeps every millisecond, but its first round reads the index: it is filled.
             async with NatsAgentHost(
-                survivor, nc, host_id="survivor", lease_ttl=60.0, running_bucket_name=bucket
+                survivor,
+                nc,
+                host_id="survivor",
+                lease_ttl=60.0,
+                running_bucket_name=bucket,
+                sweep_every=1e-3,
             ) as host:
                 assert await host.take_over_orphans() == [orphan]
                 assert host.takeover.swept == 0
@@ -253,7 +262,6 @@ async def test_the_crashes_around_the_index_leave_no_wrong_takeover_and_no_lost_
                 await survivor.executor.wait_idle(orphan)
                 assert await dead.sessions() in ([], [orphan])  # the stale two are gone
                 # The index never saw the fourth; the full sweep (due now) does.
-                host.takeover.sweep_every = 1e-9
                 assert await host.take_over_orphans() == [unindexed]
                 assert host.takeover.swept == 1
                 await _until(store, unindexed, Completed)
@@ -267,3 +275,41 @@ async def test_the_crashes_around_the_index_leave_no_wrong_takeover_and_no_lost_
     finally:
         await nc.close()
         await store.close()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"sweep_every": 0}, "sweep_every must be positive"),
+        ({"sweep_every": -1.0}, "sweep_every must be positive"),
+        ({"running_bucket_name": "no.dots"}, "running_bucket_name must be"),
+        ({"running_bucket_name": ""}, "running_bucket_name must be"),
+    ],
+)
+async def test_bad_index_options_are_usage_errors(
+    nats_server: NatsServer, options: dict[str, Any], message: str
+) -> None:
+    store = await JetStreamEventStore.connect(nats_server.url, stream=fresh_stream_name())
+    try:
+        with pytest.raises(UsageError, match=message):
+            NatsAgentHost(AgentServer(agents, store), store.connection, **options)
+    finally:
+        await store.close()
+
+
+async def test_the_index_bucket_follows_the_store_stream(nats_server: NatsServer) -> None:
+    store = await JetStreamEventStore.connect(nats_server.url, stream=fresh_stream_name())
+    try:
+        host = NatsAgentHost(AgentServer(agents, store), store.connection)
+        assert host.running.bucket == f"helix_running_{store.stream}"
+        wrapped = NatsAgentHost(AgentServer(agents, WrappedStore(store)), store.connection)
+        assert wrapped.running.bucket == "helix_running"  # name it when wrapping the store
+    finally:
+        await store.close()
+
+
+def test_a_key_maps_back_to_its_session() -> None:
+    for session_id in ("plain", "a:b", "a_c", "a__c:d.e", "x.y_z:w", "_c"):
+        assert session_of_key(lease_key(session_id)) == session_id
+    with pytest.raises(ValueError, match="not a session's key"):
+        session_of_key("_rebuilt")
