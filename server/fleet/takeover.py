@@ -101,6 +101,7 @@ class OrphanTakeover:
                 self._last_sweep = now  # filled already: the first sweep is a period away
             sessions = await self.index.sessions()
         self.looked_at = len(sessions)
+        self._foreign.intersection_update(sessions)  # those no longer running are forgotten
         taken: list[str] = []
         for session_id in sessions:
             if executor.is_executing(session_id) or session_id in self._foreign:

@@ -277,6 +277,36 @@ async def test_the_crashes_around_the_index_leave_no_wrong_takeover_and_no_lost_
         await store.close()
 
 
+async def test_an_orphan_of_a_type_not_served_here_is_read_once_and_left(
+    nats_server: NatsServer,
+) -> None:
+    """Its entry stays (for a host of its type); this host reads its log once, not each round."""
+    foreign = f"foreign-{uuid.uuid4().hex[:8]}"
+    store = await JetStreamEventStore.connect(nats_server.url, stream=fresh_stream_name())
+    bucket = running_bucket(store.stream)
+    dead = RunningIndex(store.connection, bucket, host_id="dead", replicas=1)
+    try:
+        with anyio.fail_after(LIMIT):
+            await dead.open()
+            await dead.mark_rebuilt()
+            await dead.mark(foreign)
+            await store.append(foreign, _begun(foreign, agent_type="translator"), 0)
+            counted = CountedReads(store)
+            server = AgentServer(agents, counted, recover=False)
+            async with NatsAgentHost(
+                server, store.connection, lease_ttl=60.0, running_bucket_name=bucket
+            ) as host:
+                assert await host.take_over_orphans() == []
+                assert counted.reads == [foreign]
+                assert await host.take_over_orphans() == []
+                assert counted.reads == [foreign]  # not read again
+                assert await dead.sessions() == [foreign]
+                assert await host.leases.holder(foreign) is None  # its lease given back
+            assert len(await store.read(foreign)) == 2  # untouched
+    finally:
+        await store.close()
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
