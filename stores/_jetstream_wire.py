@@ -4,7 +4,8 @@ Names (the stream, a session's subject), the headers every stored batch
 carries (``Helix-First-Seq``, ``Helix-Last-Seq``, ``Helix-Chain``) and how a
 stored message is decoded back into a batch of events; and
 :class:`StreamAccess`, the store's plain requests to its stream (a subject's
-last or next message, a raw API call) with nats-py errors translated.
+last or next message, a raw API call) with nats-py errors translated; and
+:class:`LostConnection`, when the store's connection was lost (an outage).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
+import anyio
 import msgspec
 import nats.errors
 import nats.js.errors
@@ -32,6 +34,7 @@ __all__ = [
     "HEADER_CHAIN",
     "HEADER_FIRST_SEQ",
     "HEADER_LAST_SEQ",
+    "LostConnection",
     "Position",
     "StreamAccess",
     "Suspect",
@@ -216,3 +219,20 @@ class StreamAccess:
         if error is not None:
             raise StoreError(f"jetstream store {self.stream!r}: {subject}: {error}")
         return response
+
+
+class LostConnection:
+    """When the store's connection to NATS was lost, until it is back (the client's callbacks)."""
+
+    def __init__(self) -> None:
+        """Connected, as far as anyone said."""
+        self.since: float | None = None
+
+    async def disconnected(self) -> None:
+        """The connection was lost (nats-py's ``disconnected_cb``): note when, once."""
+        if self.since is None:
+            self.since = anyio.current_time()
+
+    async def reconnected(self) -> None:
+        """The connection is back (nats-py's ``reconnected_cb``)."""
+        self.since = None

@@ -45,6 +45,7 @@ from ._jetstream_reads import BatchMarks, LogReader
 from ._jetstream_watch import SWEEP_EVERY as SWEEP_EVERY, WATCH_LINGER as WATCH_LINGER, StoreWatch
 from ._jetstream_wire import (
     DEFAULT_STREAM,
+    LostConnection,
     Position,
     StreamAccess,
     Suspect,
@@ -63,23 +64,6 @@ __all__ = [
 
 _READ_ROUNDS = 5  # reads restarted because the log was deleted and rebuilt under them
 _HEAD_GETS = 32  # last-message gets a session_heads call keeps in flight
-
-
-class LostConnection:
-    """When the store's connection to NATS was lost, until it is back (the client's callbacks)."""
-
-    def __init__(self) -> None:
-        """Connected, as far as anyone said."""
-        self.since: float | None = None
-
-    async def disconnected(self) -> None:
-        """The connection was lost (nats-py's ``disconnected_cb``): note when, once."""
-        if self.since is None:
-            self.since = anyio.current_time()
-
-    async def reconnected(self) -> None:
-        """The connection is back (nats-py's ``reconnected_cb``)."""
-        self.since = None
 
 
 class JetStreamEventStore:

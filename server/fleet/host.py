@@ -57,9 +57,8 @@ from helix_agents.server.edge import (
     with_trace_headers,
 )
 from helix_agents.server.fleet.leases import DEFAULT_LEASE_TTL, Lease, LeaseKeeper
-from helix_agents.server.fleet.running import RunningIndex, running_bucket
+from helix_agents.server.fleet.running import RunningIndex, bucket_for
 from helix_agents.server.fleet.takeover import DEFAULT_SWEEP_EVERY, OrphanTakeover
-from helix_agents.stores.jetstream import JetStreamEventStore
 from helix_agents.transports.bodies import SessionRequest
 from helix_agents.transports.nats import (
     DEFAULT_PREFIX,
@@ -78,7 +77,6 @@ _encoder = msgspec.json.Encoder()
 
 
 _HOST_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-_BUCKET = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _reply_decoder = msgspec.json.Decoder(Reply)
 _FORWARD_HOPS = 3  # a lease that moves again while a request follows it
 ANNOUNCE_EVERY = 5.0
@@ -119,11 +117,7 @@ class NatsAgentHost:
             raise UsageError(f"replicas must be an int from 1 to 5, not {replicas!r}")
         if host_id is not None and _HOST_ID.fullmatch(host_id) is None:
             raise UsageError(f"host_id must be 1-64 characters of A-Za-z0-9_-, not {host_id!r}")
-        if running_bucket_name is not None and _BUCKET.fullmatch(running_bucket_name) is None:
-            raise UsageError(
-                f"running_bucket_name must be 1-128 characters of A-Za-z0-9_-, "
-                f"not {running_bucket_name!r}"
-            )
+        bucket = bucket_for(server.store, running_bucket_name)  # UsageError if it is bad
         if not lease_ttl > 0 or not forward_timeout > 0 or not sweep_every > 0:
             raise UsageError("lease_ttl, forward_timeout and sweep_every must be positive")
         self.server = server
@@ -145,13 +139,7 @@ class NatsAgentHost:
         self._tg: TaskGroup | None = None
         self._entered_server = False
         self._releasing: set[str] = set()  # sessions whose lease goes when their run ends
-        if running_bucket_name is None:
-            store = server.store
-            stream = store.stream if isinstance(store, JetStreamEventStore) else None
-            running_bucket_name = running_bucket(stream)
-        self.running = RunningIndex(
-            nc, running_bucket_name, host_id=self.host_id, replicas=replicas
-        )
+        self.running = RunningIndex(nc, bucket, host_id=self.host_id, replicas=replicas)
         """The fleet's index of running sessions (``running.py``), which the scan reads."""
         # A scan every third of the TTL: a dead host's sessions go within TTL + TTL/3.
         self.takeover = OrphanTakeover(

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable
 
 import nats.errors
@@ -43,11 +44,20 @@ from nats.aio.client import Client as NatsClient
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError
 from nats.js.kv import KeyValue
 
+from helix_agents.errors import UsageError
 from helix_agents.ids import decode_session_token
 from helix_agents.log import EventStore, project_state
 from helix_agents.server.fleet.leases import KV_TIMEOUT, lease_key
+from helix_agents.stores.jetstream import JetStreamEventStore
 
-__all__ = ["REBUILT_KEY", "RUNNING_BUCKET", "RunningIndex", "running_bucket", "session_of_key"]
+__all__ = [
+    "REBUILT_KEY",
+    "RUNNING_BUCKET",
+    "RunningIndex",
+    "bucket_for",
+    "running_bucket",
+    "session_of_key",
+]
 
 RUNNING_BUCKET = "helix_running"
 """The running index's bucket when the store names no stream (else ``helix_running_<stream>``)."""
@@ -55,6 +65,7 @@ REBUILT_KEY = "_rebuilt"
 """The key that says the bucket holds every running session (no session's key: ``_r``)."""
 
 _API = "$JS.API"
+_BUCKET = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 log = logging.getLogger("helix_agents.server")
 
@@ -62,6 +73,21 @@ log = logging.getLogger("helix_agents.server")
 def running_bucket(stream: str | None) -> str:
     """The running index's bucket for the sessions of ``stream`` (its store's stream)."""
     return RUNNING_BUCKET if stream is None else f"{RUNNING_BUCKET}_{stream}"
+
+
+def bucket_for(store: EventStore, name: str | None) -> str:
+    """The running index's bucket: ``name``, checked, or else the one of ``store``'s stream.
+
+    A store that is not a :class:`JetStreamEventStore` (a wrapped one) names
+    no stream: its hosts share :data:`RUNNING_BUCKET` unless given a name.
+    """
+    if name is None:
+        return running_bucket(store.stream if isinstance(store, JetStreamEventStore) else None)
+    if not isinstance(name, str) or _BUCKET.fullmatch(name) is None:
+        raise UsageError(
+            f"running_bucket_name must be 1-128 characters of A-Za-z0-9_-, not {name!r}"
+        )
+    return name
 
 
 def session_of_key(key: str) -> str:
