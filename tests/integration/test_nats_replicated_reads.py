@@ -10,7 +10,9 @@ a few batched direct gets and one get from the leader, where it used to be
 one get per message (300). What is read is exactly what was written, and a
 read from the middle (``from_seq``) too. Appends made through another node
 right before the read are in it (a follower's direct answers may lag: the
-leader's get after the batches finds the rest).
+leader's get after the batches finds the rest). A stream made without
+``allow_direct`` (replicated streams were, before) is given it when a store
+connects.
 """
 
 from __future__ import annotations
@@ -21,8 +23,11 @@ from pathlib import Path
 import anyio
 import nats
 import pytest
+from conftest import fresh_stream_name
 from nats.aio.msg import Msg
+from nats.js.api import StorageType
 from nats_cluster import NatsCluster
+from nats_server import NatsServer
 from test_nats_cluster import _connect_r3, _stream_leader
 
 from helix_agents.events import Event, TextDelta
@@ -105,3 +110,51 @@ async def test_a_long_session_on_a_replicated_stream_is_read_in_a_few_requests(
     assert 1 <= len(direct) <= 6, requests
     assert len(one_by_one) <= 16, requests
     assert len(requests) <= 24, requests
+
+
+async def test_a_stream_made_without_direct_gets_is_given_them_and_read_in_batches(
+    nats_server: NatsServer,
+) -> None:
+    """A stream an earlier version made without ``allow_direct`` (replicated ones were)."""
+    stream = fresh_stream_name()
+    nc = await nats.connect(nats_server.url)
+    try:
+        await nc.jsm().add_stream(
+            name=stream,
+            subjects=[f"helix.{stream}.*"],
+            storage=StorageType.FILE,
+            allow_direct=False,
+        )
+        store = await JetStreamEventStore.connect(nats_server.url, stream=stream)
+        try:
+            assert (await nc.jsm().stream_info(stream)).config.allow_direct is True
+            written = [_delta("s", seq) for seq in range(1, 51)]
+            for event in written:
+                await store.append("s", [event], event.seq - 1)
+            requests: list[str] = []
+            done = f"$JS.API.TEST_COUNTED.{stream}"
+            counted = anyio.Event()
+
+            async def count(msg: Msg) -> None:
+                if msg.subject == done:
+                    counted.set()
+                else:
+                    requests.append(msg.subject)
+
+            await nc.subscribe("$JS.API.>", cb=count)
+            await nc.flush()
+            fresh = await JetStreamEventStore.connect(nats_server.url, stream=stream)
+            try:
+                requests.clear()
+                with anyio.fail_after(LIMIT):
+                    assert await fresh.read("s") == written
+                    await fresh.connection.publish(done, b"")
+                    await counted.wait()
+            finally:
+                await fresh.close()
+        finally:
+            await store.close()
+    finally:
+        await nc.close()
+    gets = [subject for subject in requests if ".GET." in subject]
+    assert gets == [f"$JS.API.DIRECT.GET.{stream}"]  # one batch; unreplicated: no more
