@@ -251,6 +251,7 @@ class NatsAgentHost:
                     await self._give_back_idle()
                 with anyio.move_on_after(self.forward_timeout, shield=True):
                     await self.leases.close()
+                    await self.running.close()
 
     async def _give_back_idle(self) -> None:
         """Give back the leases, and index entries, of sessions no run of which is active here."""
@@ -429,11 +430,23 @@ class NatsAgentHost:
         executor = self.server.executor
         try:
             while True:
-                await executor.wait_idle(session_id)
+                # Until no run is active here; ``last``: the one that ended last.
+                last, current = None, executor.runs.active(session_id)
+                while current is not None:
+                    last = current
+                    await current.done.wait()
+                    current = executor.runs.active(session_id)
+                put = self.running.mine.get(session_id)
                 async with self.leases.hold(session_id):
                     if not executor.is_executing(session_id):
+                        # The state the last run ended with: the index entry goes without
+                        # a read if it is not running, unless a run began (and ended) since.
+                        run = last.run if last is not None else None
+                        fresh = run is not None and self.running.mine.get(session_id) == put
+                        state = run.writer.state if run is not None and fresh else None
                         with anyio.CancelScope(shield=True):
-                            await self.running.remove_at_rest(session_id, self.server.store)
+                            store = self.server.store
+                            await self.running.remove_at_rest(session_id, store, state)
                             await self.leases.drop(session_id)
                         return
         finally:

@@ -10,9 +10,9 @@ wrong entry costs a read and nothing more:
   A host that dies between the two leaves an entry for a session that is not
   running (stale), never a running session without one.
 - **Removed after the run ended**, by the host that ran it, under its lease:
-  only if the log then says the session is not running, and only the entry it
-  read (a purge of the key's messages up to that revision: a key written
-  again since stays).
+  only if the run ended not running (its final state; or else the log), and
+  only the entry it put (a purge of the key's messages up to that revision: a
+  key written again since stays).
   A host that dies between its last append and the removal leaves a stale
   entry too.
 - **A stale entry** is found by the scan (no live lease covers it): the scan
@@ -46,8 +46,9 @@ from nats.js.kv import KeyValue
 
 from helix_agents.errors import UsageError
 from helix_agents.ids import decode_session_token
-from helix_agents.log import EventStore, project_state
+from helix_agents.log import EventStore, SessionState, project_state
 from helix_agents.server.fleet.leases import KV_TIMEOUT, lease_key
+from helix_agents.stores._nats_inbox import NatsInbox
 from helix_agents.stores.jetstream import JetStreamEventStore
 
 __all__ = [
@@ -124,6 +125,10 @@ class RunningIndex:
         """The bucket, once :meth:`open` found or created it."""
         self.unmarked: set[str] = set()
         """Sessions whose entry could not be put: put again each scan round while they run."""
+        self.mine: dict[str, int] = {}
+        """Session -> revision of the entry this host last put (removed at that revision)."""
+        self._inbox = NatsInbox(nc, KV_TIMEOUT)  # puts, purges, listings (cheaper than nats-py's)
+        self._value = json.dumps({"host": host_id}).encode()
 
     async def open(self) -> None:
         """Find the bucket, or create it (one entry per key, no TTL)."""
@@ -135,18 +140,24 @@ class RunningIndex:
                 bucket=self.bucket, history=1, replicas=self.replicas
             )
 
+    async def close(self) -> None:
+        """Close the index's inbox (the connection may outlive it)."""
+        await self._inbox.close()
+
     async def mark(self, session_id: str) -> bool:
         """Put the session's entry; on a failure, log it, remember it, and say False."""
-        if self.kv is None:
-            self.unmarked.add(session_id)
-            return False
-        value = json.dumps({"host": self.host_id}).encode()
         try:
-            await self.kv.put(lease_key(session_id), value)
+            if self.kv is None:
+                raise nats.errors.Error("the bucket is not open")
+            subject = f"$KV.{self.bucket}.{lease_key(session_id)}"
+            ack = await self._inbox.publish(subject, self._value)
+            if ack.error is not None:
+                raise nats.errors.Error(ack.error.description)
         except Exception as exc:  # never the end of a run: put again at the next round
             log.warning("could not index the run of %s: %s", session_id, exc)
             self.unmarked.add(session_id)
             return False
+        self.mine[session_id] = ack.seq
         self.unmarked.discard(session_id)
         return True
 
@@ -177,30 +188,40 @@ class RunningIndex:
         subject = f"$KV.{self.bucket}.{lease_key(session_id)}"
         request = json.dumps({"filter": subject, "seq": revision + 1}).encode()
         try:
-            reply = await self.nc.request(
-                f"{_API}.STREAM.PURGE.KV_{self.bucket}", request, timeout=KV_TIMEOUT
-            )
+            reply = await self._inbox.ask(f"{_API}.STREAM.PURGE.KV_{self.bucket}", request)
             error = json.loads(reply.data).get("error")
         except (nats.errors.Error, OSError, ValueError) as exc:
             error = repr(exc)
         if error is not None:
             log.warning("could not remove %s from the running index: %s", session_id, error)
 
-    async def remove_at_rest(self, session_id: str, store: EventStore) -> None:
-        """Remove the session's entry if its log says it is not running.
+    async def remove_at_rest(
+        self, session_id: str, store: EventStore, state: SessionState | None = None
+    ) -> None:
+        """Remove the session's entry if it is not running: after its run ended here.
 
         Called under the session's lease and lock, with no run of it executing
-        here: no run can begin meanwhile, so the log's word holds. Only the
-        entry read before the log is removed. A failure is logged (a stale
-        entry: a scan removes it).
+        here, so no run of it can begin meanwhile. Given the state the run here
+        ended with (``state``) and the entry this host put for it, that entry is
+        removed, without a read, if the state is not running: a purge at its
+        revision leaves any entry put since (by a host that took the session
+        over) in place. Else the log says: the entry is read, then the log, and
+        the entry read is removed if the log says the session is not running.
+        A run cut here (a store failure) stays indexed: an orphan, for a scan.
+        A failure is logged (a stale entry: a scan removes it).
         """
+        mine = self.mine.pop(session_id, None)
         try:
+            if state is not None and mine is not None:
+                if state.status != "running":
+                    await self.remove(session_id, mine)
+                return
             revision = await self.revision(session_id)
             if revision is None:
                 return
             log_ = await store.read(session_id)
             if log_ and project_state(log_).status == "running":
-                return  # its run was cut here (a store failure): an orphan, for a scan
+                return
             await self.remove(session_id, revision)
         except Exception as exc:
             log.warning("could not take %s out of the running index: %r", session_id, exc)
@@ -212,10 +233,8 @@ class RunningIndex:
         offset = 0
         while True:
             request = {"subjects_filter": f"{prefix}>", "offset": offset}
-            reply = await self.nc.request(
-                f"{_API}.STREAM.INFO.KV_{self.bucket}",
-                json.dumps(request).encode(),
-                timeout=KV_TIMEOUT,
+            reply = await self._inbox.ask(
+                f"{_API}.STREAM.INFO.KV_{self.bucket}", json.dumps(request).encode()
             )
             response = json.loads(reply.data)
             if response.get("error") is not None:

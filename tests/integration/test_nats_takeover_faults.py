@@ -151,14 +151,18 @@ async def test_a_resume_that_takes_over_a_cut_run_claims_it_first(
     assert [event.seq for event in log] == list(range(1, len(log) + 1))
 
 
-async def test_the_orphan_scan_reads_a_log_only_when_it_moved(nats_server: NatsServer) -> None:
-    """A scan reads what is new to it or moved since; a takeover still happens after that.
+async def test_the_orphan_scan_reads_only_the_logs_no_live_lease_covers(
+    nats_server: NatsServer,
+) -> None:
+    """A new index's first round sweeps every log once; later rounds read only orphans.
 
     Three finished sessions, an orphan and a session a live host ("other")
-    holds: the first scan reads each once and claims the orphan; later scans
-    read only the orphan, whose log its takeover moved, then nothing. When
-    "other" dies (its lease goes), the next scan reads the held session
-    afresh and claims it.
+    holds, written before any host ran (a new running index): the first
+    round sweeps, reading each once, indexes the two running ones and claims
+    the orphan. Later rounds read nothing: the orphan's run ended here (its
+    entry goes without a read), "other" holds the rest. When "other" dies
+    (its lease goes), the next round reads the held session afresh and
+    claims it.
     """
     tag = uuid.uuid4().hex[:8]
     finished = [f"done-{tag}-{index}" for index in range(3)]
@@ -196,7 +200,7 @@ async def test_the_orphan_scan_reads_a_log_only_when_it_moved(nats_server: NatsS
                 await server.executor.wait_idle(orphan)
                 reads.clear()
                 assert await host.take_over_orphans() == []
-                assert reads == [orphan]  # its takeover moved it; "other" holds the rest
+                assert reads == []  # the orphan's run ended here; "other" holds the rest
                 reads.clear()
                 assert await host.take_over_orphans() == []
                 assert reads == []
