@@ -26,6 +26,7 @@ from typing import Any
 
 import anyio
 import nats
+import nats.errors
 import pytest
 from conftest import fresh_stream_name
 from nats_server import NatsServer
@@ -274,6 +275,58 @@ async def test_the_crashes_around_the_index_leave_no_wrong_takeover_and_no_lost_
                 assert isinstance(log[-1], Completed)
     finally:
         await nc.close()
+        await store.close()
+
+
+class FailingPuts:
+    """The index's inbox, whose first ``failures`` publishes time out (JetStream unavailable)."""
+
+    def __init__(self, inner: Any, failures: int) -> None:
+        self.inner = inner
+        self.failures = failures
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def publish(self, subject: str, payload: bytes, headers: Any = None) -> Any:
+        if self.failures > 0:
+            self.failures -= 1
+            raise nats.errors.TimeoutError
+        return await self.inner.publish(subject, payload, headers)
+
+
+async def test_an_entry_whose_put_failed_is_put_again_while_the_run_goes_on(
+    nats_server: NatsServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The put before the run fails; the run begins all the same; the next round puts it."""
+    monkeypatch.setenv("SLOW_APP_QUICK", "0")  # the run waits in its tool
+    session_id = f"unlucky-{uuid.uuid4().hex[:8]}"
+    store = await JetStreamEventStore.connect(nats_server.url, stream=fresh_stream_name())
+    try:
+        with anyio.fail_after(LIMIT):
+            server = AgentServer(agents, store, recover=False)
+            # Rounds every 0.2 s (a third of the TTL), this host's own loop.
+            async with NatsAgentHost(server, store.connection, lease_ttl=0.6) as host:
+                host.running._inbox = FailingPuts(host.running._inbox, failures=1)  # type: ignore[assignment]
+                await server.start(
+                    RemoteStartRequest(session_id=session_id, agent_type="sleeper", message="hi")
+                )
+                assert server.executor.is_executing(session_id)
+                assert session_id in host.running.unmarked
+                while True:  # the host's loop puts it: polled
+                    if await host.running.sessions() == [session_id]:
+                        break
+                    await anyio.sleep(0.05)
+                assert host.running.unmarked == set()
+                await server.abort(session_id)
+                await server.executor.wait_idle(session_id)
+            assert (
+                await RunningIndex(
+                    store.connection, host.running.bucket, host_id="t", replicas=1
+                ).sessions()
+                == []
+            )
+    finally:
         await store.close()
 
 
