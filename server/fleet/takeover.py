@@ -157,7 +157,8 @@ class OrphanTakeover:
 
         A log is read only when it is new to the sweep or moved since it last
         read it (the store's ``session_heads``, one call): a finished session
-        is read once, ever. Once a sweep is done, the index is complete.
+        is read once, ever. Once a sweep has put every entry missing, the
+        index is complete (``REBUILT_KEY``).
         """
         heads = await self.server.store.session_heads()
         scanned = self._scanned
@@ -174,11 +175,13 @@ class OrphanTakeover:
             if known[1]:
                 running.append(session_id)
         indexed = set(await self.index.sessions())
+        complete = True
         for session_id in running:
             if session_id not in indexed:
-                await self.index.mark(session_id)
+                complete = await self.index.mark(session_id) and complete
         self.swept += 1
-        await self.index.mark_rebuilt()
+        if complete:  # else the next sweep (a new index's: the next round) tries again
+            await self.index.mark_rebuilt()
         return running
 
     def claim_on_resume(self, log_: Sequence[Event], state: SessionState) -> list[Event]:
