@@ -176,9 +176,15 @@ class OrphanTakeover:
                 running.append(session_id)
         indexed = set(await self.index.sessions())
         complete = True
-        for session_id in running:
-            if session_id not in indexed:
-                complete = await self.index.mark(session_id) and complete
+        missing = [session_id for session_id in running if session_id not in indexed]
+        if missing:
+            log.info(
+                "running index %s: %d running session(s) put by a sweep",
+                self.index.bucket,
+                len(missing),
+            )
+        for session_id in missing:
+            complete = await self.index.mark(session_id) and complete
         self.swept += 1
         if complete:  # else the next sweep (a new index's: the next round) tries again
             await self.index.mark_rebuilt()
