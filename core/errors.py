@@ -6,6 +6,7 @@ Every error derives from :class:`HelixError`::
     ├── StoreError                    an event store could not do what was asked
     │   ├── ConcurrencyConflict       compare-and-append lost: the log moved on
     │   ├── StoreClosedError          the store was used after close()
+    │   ├── StoreUnavailableError     the store is out of reach for now (an outage): try again
     │   ├── DamagedLogError           a stored log failed its integrity check (checksum, gap...)
     │   └── DamagedStoreError         a store's storage is damaged as a whole (cannot be opened)
     ├── OwnershipLost                 another host claimed the session a run was writing
@@ -53,6 +54,7 @@ __all__ = [
     "RemoteAgentFailedError",
     "StoreClosedError",
     "StoreError",
+    "StoreUnavailableError",
     "StreamDropError",
     "ToolsetError",
     "TransportError",
@@ -100,6 +102,16 @@ class StoreClosedError(StoreError):
 
     def __str__(self) -> str:
         return "the event store is closed"
+
+
+class StoreUnavailableError(StoreError):
+    """Raised when the store is out of reach for now (its server down or cut off): try again.
+
+    Nothing is known to have been written by the failed call (an append that
+    may have landed says so in its message; re-read the log to know). Over
+    the HTTP protocol it is ``503 UNAVAILABLE`` with ``Retry-After``, not an
+    internal error: the server is fine, its store will be back.
+    """
 
 
 class DamagedLogError(StoreError):

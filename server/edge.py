@@ -22,6 +22,7 @@ from helix_agents.errors import (
     DamagedLogError,
     HelixError,
     LogError,
+    StoreUnavailableError,
     TransportError,
     UsageError,
 )
@@ -156,7 +157,8 @@ def protocol_error(exc: Exception, where: str) -> AgentServerError:
     """The protocol error to answer for ``exc``, raised while serving a request at ``where``.
 
     The one map from exceptions to ``{"error", "code"}``: a refusal keeps its
-    code; bad input (``UsageError``) is ``INVALID_REQUEST``; a damaged stored
+    code; bad input (``UsageError``) is ``INVALID_REQUEST``; a store out of
+    reach (``StoreUnavailableError``) is ``UNAVAILABLE``; a damaged stored
     log, an unreachable agent host, a store failure or anything unexpected is
     ``INTERNAL_ERROR``, and is logged. An ``INTERNAL_ERROR``'s message never
     carries the exception's text (it may name files, hosts or internals): it
@@ -172,6 +174,11 @@ def protocol_error(exc: Exception, where: str) -> AgentServerError:
         return AgentServerError("INTERNAL_ERROR", f"damaged session log: {exc}")
     if isinstance(exc, UsageError):
         return AgentServerError("INVALID_REQUEST", str(exc))
+    if isinstance(exc, StoreUnavailableError):
+        # An outage of the store (NATS restarting, cut off): the request may be
+        # retried once it is back; a load balancer may send it elsewhere.
+        log.warning("%s: the event store is out of reach: %s", where, exc)
+        return AgentServerError("UNAVAILABLE", "the event store is out of reach; try again")
     ref = secrets.token_hex(4)
     if isinstance(exc, TransportError):
         log.warning("%s: agent host unreachable (ref %s): %s", where, ref, exc)

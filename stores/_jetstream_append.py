@@ -18,7 +18,7 @@ from collections.abc import Callable
 import anyio
 import nats.errors
 
-from helix_agents.errors import ConcurrencyConflict, StoreError
+from helix_agents.errors import ConcurrencyConflict, StoreError, StoreUnavailableError
 
 from ._chain import chain_of
 from ._jetstream_reads import BatchMarks
@@ -197,7 +197,7 @@ class JetStreamAppender:
                 # Nobody took the message (the stream has no leader, as during an
                 # election): it was not stored, so sending it again is safe.
                 if anyio.current_time() >= deadline:
-                    raise StoreError(
+                    raise StoreUnavailableError(
                         f"append to session {session_id!r}: the stream had no leader for "
                         f"{_NO_LEADER_WAIT:g} s"
                     ) from exc
@@ -233,7 +233,7 @@ class JetStreamAppender:
                         return landed.seq
                 return None
             return ack.seq  # ack.duplicate: an earlier send landed, this is its seq
-        raise StoreError(
+        raise StoreUnavailableError(
             f"append to session {session_id!r}: no acknowledgement after "
             f"{self._publish_attempts} tries; read the log to know whether it landed"
         )
@@ -261,7 +261,7 @@ class JetStreamAppender:
                     raise StoreError(f"append to session {session_id!r}: the store was closed")
                 waited = anyio.current_time() - now
                 if waited >= self.outage_wait:
-                    raise StoreError(
+                    raise StoreUnavailableError(
                         f"append to session {session_id!r}: NATS out of reach for {waited:.0f} s "
                         f"(outage_wait {self.outage_wait:g} s)"
                     )

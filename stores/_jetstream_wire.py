@@ -24,7 +24,13 @@ import nats.js.errors
 from nats.aio.client import Client as NatsClient
 from nats.js import api as js_api
 
-from helix_agents.errors import DamagedLogError, StoreClosedError, StoreError, UsageError
+from helix_agents.errors import (
+    DamagedLogError,
+    StoreClosedError,
+    StoreError,
+    StoreUnavailableError,
+    UsageError,
+)
 from helix_agents.events import Event
 from helix_agents.ids import encode_session_token
 
@@ -52,6 +58,19 @@ HEADER_FIRST_SEQ = "Helix-First-Seq"
 HEADER_LAST_SEQ = "Helix-Last-Seq"
 HEADER_CHAIN = "Helix-Chain"
 API = "$JS.API"
+OUT_OF_REACH: tuple[type[BaseException], ...] = (
+    nats.errors.TimeoutError,
+    nats.errors.NoRespondersError,
+    nats.errors.NoServersError,
+    nats.errors.ConnectionClosedError,
+    nats.errors.ConnectionReconnectingError,
+    nats.errors.StaleConnectionError,
+    nats.errors.OutboundBufferLimitError,
+    nats.errors.FlushTimeoutError,
+    nats.js.errors.ServiceUnavailableError,
+    OSError,
+)
+"""The errors that mean NATS (or JetStream) is out of reach, not that a request was wrong."""
 _STREAM_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 Position = tuple[int, int, int | None]  # stream seq, helix seq, chain of a session's last message
@@ -187,6 +206,10 @@ class StreamAccess:
         except (nats.errors.Error, OSError) as exc:
             if self._is_closed():
                 raise StoreClosedError() from exc
+            if isinstance(exc, OUT_OF_REACH):
+                raise StoreUnavailableError(
+                    f"jetstream store {self.stream!r}: NATS out of reach: {exc!r}"
+                ) from exc
             raise StoreError(f"jetstream store {self.stream!r}: {exc!r}") from exc
 
     def subject(self, session_id: str) -> str:

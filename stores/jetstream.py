@@ -33,7 +33,13 @@ import nats
 import nats.errors
 from nats.aio.client import Client as NatsClient
 
-from helix_agents.errors import DamagedLogError, StoreClosedError, StoreError, UsageError
+from helix_agents.errors import (
+    DamagedLogError,
+    StoreClosedError,
+    StoreError,
+    StoreUnavailableError,
+    UsageError,
+)
 from helix_agents.events import Event
 from helix_agents.ids import decode_session_token, validate_session_id
 from helix_agents.log.search import IndexedSession, SessionQuery
@@ -242,9 +248,11 @@ class JetStreamEventStore:
                     reconnected_cb=lost.reconnected,
                 )
         except (nats.errors.Error, OSError) as exc:
-            raise StoreError(f"cannot connect to NATS at {url!r}: {exc}") from exc
+            raise StoreUnavailableError(f"cannot connect to NATS at {url!r}: {exc}") from exc
         if nc is None:
-            raise StoreError(f"cannot connect to NATS at {url!r} within {request_timeout} s")
+            raise StoreUnavailableError(
+                f"cannot connect to NATS at {url!r} within {request_timeout} s"
+            )
         store = cls(
             nc,
             stream=stream,

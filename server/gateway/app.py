@@ -133,10 +133,16 @@ def _json(payload: Any, status: int = 200, headers: Mapping[str, str] | None = N
     return Response(_encoder.encode(payload), status, headers, media_type="application/json")
 
 
+_UNAVAILABLE_RETRY_AFTER = "2"
+"""Seconds a client is told to wait after a ``503`` of an outage (the store or the fleet)."""
+
+
 def _error(error: AgentServerError, headers: Mapping[str, str] | None = None) -> Response:
     status = HTTP_STATUS.get(error.code, 500)
     if error.code == "UNAUTHORIZED":
         headers = {**(headers or {}), "WWW-Authenticate": 'Bearer realm="helix-agents"'}
+    elif error.code == "UNAVAILABLE" and not (headers and "Retry-After" in headers):
+        headers = {**(headers or {}), "Retry-After": _UNAVAILABLE_RETRY_AFTER}
     return _json({"error": error.message, "code": error.code}, status, headers)
 
 

@@ -8,7 +8,9 @@ at once (from the run's state, without reading the store) with ``waiting``:
 ``reason`` ``store_unavailable`` and ``since``, when the connection was lost. NATS is
 started again on the same port and storage: the session completes, and its
 ``/status`` no longer has the field. Before, ``/status`` only failed while the
-store was down, and the wait showed in the server's log alone.
+store was down, and the wait showed in the server's log alone. A session
+that needs the store meanwhile is ``503 UNAVAILABLE`` with ``Retry-After``
+(before: ``500 INTERNAL_ERROR``).
 """
 
 from __future__ import annotations
@@ -130,6 +132,12 @@ async def test_status_shows_a_nats_outage_the_run_waits_out_and_drops_it_after(
                     if "appends wait for it" in await log.read_text(errors="replace"):
                         break
                     await anyio.sleep(0.1)  # a subprocess's output is the only signal
+                # A session no run here holds needs the store: the outage is a 503
+                # the client may retry, not an internal error.
+                other = await client.get(f"{url}/status", params={"sessionId": "outage-other"})
+                assert other.status_code == 503, other.text
+                assert other.json()["code"] == "UNAVAILABLE"
+                assert other.headers["Retry-After"] == "2"
                 again = await _status(client, url, session_id)  # the same wait, the same since
                 assert again["waiting"] == waiting
                 assert again["status"] == "running"
