@@ -1,37 +1,343 @@
-"""Helpers of the durable runtimes' workspace and expiry tests (``workspace_app``'s agents)."""
+"""The runtimes a gateway can run its sessions on, for tests that must pass on all of them.
+
+Issue 23 and 27: a client cannot tell from the protocol which runtime ran a
+session. A protocol test takes the ``runtime`` fixture (``tests/conftest.py``,
+parametrised over its ``RUNTIMES``) and opens its gateway's server with
+``runtime.server(agents, store)`` instead of ``AgentServer(...)``:
+
+- ``builtin``: ``AgentServer(agents, store)``, what plain ``serve`` runs;
+- ``temporal``: ``temporal_server(...)`` (what ``serve --temporal`` runs) with
+  a ``TemporalWorker`` in this process on a task queue of its own, on the
+  run's one dev server (``tests/temporal_server.py``);
+- ``dbos``: ``dbos_server(...)`` (what ``serve --dbos sqlite:///...`` runs),
+  embedded, on a SQLite system database of its own.
+
+In-process, so the tests' agents (closures, gates) are the ones that run. For
+the tests that start real processes, :class:`WorkerProcess` is
+``helix-agents worker --temporal``/``--dbos`` and :meth:`Runtime.serve_args`
+the flags of ``serve`` for the runtime; :class:`WorkerScript` runs
+``tests/integration/durable_worker.py``. The durable runtimes' workspace and
+expiry tests share the helpers at the end (``workspace_app``'s agents).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 from anyio.abc import Process
+from temporal_server import TemporalDev, fresh_task_queue
 
-from helix_agents import AgentExecutor
-from helix_agents.events import Completed, Event
-from helix_agents.log.store import EventStore
+from helix_agents import AgentConfig, AgentExecutor, EventStore
+from helix_agents.events import Completed, CustomChunk, Event
+from helix_agents.log import project_state
 from helix_agents.protocol import RemoteStartRequest
+from helix_agents.server import AgentServer
 from helix_agents.stores import MemoryEventStore
 from helix_agents.workspaces import LocalWorkspaceProvider
 from tests.integration._serve_process import ROOT
 from tests.integration._temporal_kit import comparable, wait_for
-from tests.integration.durable_worker import READY
-from tests.integration.workspace_app import agents
+from tests.integration.durable_worker import READY as SCRIPT_READY
+from tests.integration.workspace_app import agents as workspace_agents
 
-__all__ = ["WorkerScript", "builtin_store", "same_log"]
+__all__ = [
+    "Runtime",
+    "WorkerProcess",
+    "WorkerScript",
+    "builtin_store",
+    "dbos_template",
+    "held",
+    "same_log",
+]
+
+class Runtime:
+    """One runtime: opens gateway servers that run their sessions on it.
+
+    Args:
+        name: ``builtin``, ``temporal`` or ``dbos``.
+        directory: where the DBOS system databases go.
+        dev: the Temporal dev server (``temporal`` only).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        directory: Path,
+        dev: TemporalDev | None = None,
+        dbos_template: Path | None = None,
+    ) -> None:
+        self.name = name
+        self.directory = directory
+        self.dev = dev
+        self.dbos_template = dbos_template
+        self._opened = 0
+        self._task_queue: str | None = None  # of serve --temporal and its worker
+
+    @property
+    def durable(self) -> bool:
+        """True for the runtimes of a durable engine."""
+        return self.name != "builtin"
+
+    @asynccontextmanager
+    async def server(
+        self, agents: Sequence[AgentConfig], store: EventStore
+    ) -> AsyncIterator[AgentServer]:
+        """A running gateway server of ``agents`` on ``store``, its sessions run on this runtime."""
+        self._opened += 1
+        if self.name == "builtin":
+            async with AgentServer(list(agents), store) as server:
+                yield server
+        elif self.name == "temporal":
+            async with self._temporal(agents, store) as server:
+                yield server
+        else:
+            from helix_agents.dbos import DbosOptions, dbos_server
+
+            database = self.directory / f"dbos-{self._opened}.sqlite"
+            if self.dbos_template is not None:
+                shutil.copyfile(self.dbos_template, database)
+            # A shorter poll than the CLI's 0.1 s: a tree enqueues a run per session.
+            options = DbosOptions(system_database=f"sqlite:///{database}", polling_interval=0.02)
+            async with dbos_server(agents, store, options) as server:
+                yield server
+
+    @asynccontextmanager
+    async def _temporal(
+        self, agents: Sequence[AgentConfig], store: EventStore
+    ) -> AsyncIterator[AgentServer]:
+        from temporalio.client import Client
+        from temporalio.service import RPCError
+
+        from helix_agents.temporal import TemporalOptions, TemporalWorker, temporal_server
+
+        assert self.dev is not None
+        options = TemporalOptions(address=self.dev.address, task_queue=fresh_task_queue())
+        try:
+            async with TemporalWorker(agents, store, options):
+                server = await temporal_server(agents, store, options)
+                async with server:
+                    yield server
+        finally:
+            # Workflow ids are session ids, which the next test may use again in
+            # the same namespace: end whatever this one left waiting.
+            client = await Client.connect(self.dev.address)
+            for session_id in await store.list_sessions():
+                with contextlib.suppress(RPCError):
+                    await client.get_workflow_handle(session_id).terminate("test over")
+
+    async def settled(self, server: AgentServer, session_id: str) -> None:
+        """Wait until no run of ``session_id`` goes on (the caller bounds the wait).
+
+        The built-in runtime's own executor knows (``wait_idle``); a durable
+        gateway's executor runs nothing, so its log says: its status is no
+        longer ``running``.
+        """
+        if not self.durable:
+            await server.executor.wait_idle(session_id)
+            return
+        store = server.executor.store
+        log_ = await store.read(session_id)
+        if project_state(log_).status != "running":
+            return
+        async for event in store.tail(session_id, log_[-1].seq):
+            log_.append(event)
+            if project_state(log_).status != "running":
+                return
+
+    def serve_args(self, directory: Path) -> tuple[str, ...]:
+        """The flags that put ``helix-agents serve`` on this runtime (a worker: :meth:`worker`)."""
+        if self.name == "temporal":
+            assert self.dev is not None
+            return ("--temporal", self.dev.address, "--task-queue", self._queue())
+        if self.name == "dbos":
+            return ("--dbos", f"sqlite:///{directory / 'dbos.sqlite'}")
+        return ()
+
+    def _queue(self) -> str:
+        if self._task_queue is None:
+            self._task_queue = fresh_task_queue()
+        return self._task_queue
+
+    def worker(self, log: Path, target: str, db: Path) -> WorkerProcess | None:
+        """The worker process ``serve`` with :meth:`serve_args` needs (None: it runs its own)."""
+        if self.name != "temporal":
+            return None
+        assert self.dev is not None
+        return WorkerProcess.temporal(
+            log, target, address=self.dev.address, db=db, task_queue=self._queue()
+        )
+
+
+def dbos_template(directory: Path) -> Path:
+    """A DBOS system database with the worker queue registered and nothing else.
+
+    DBOS notices a queue registered after launch only at its next check of the
+    database (once a second), which a worker waits for on a fresh database; a
+    copy of this file starts polling at launch. It runs its own event loop, in
+    a thread of its own (a fixture may be set up while the tests' loop runs).
+    """
+    from helix_agents.dbos import DbosOptions, dbos_server
+    from helix_agents.stores import MemoryEventStore
+
+    database = directory / "template.sqlite"
+
+    async def launch_once() -> None:
+        options = DbosOptions(system_database=f"sqlite:///{database}")
+        async with dbos_server([], MemoryEventStore(), options):
+            pass
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(anyio.run, launch_once).result()
+    return database
+
+
+READY = b"helix-agents: worker for"
+STARTUP_TIMEOUT = 60
+
+
+class WorkerProcess:
+    """A worker as a subprocess: started (waiting for its readiness line), killed, stopped.
+
+    Made by :meth:`temporal` / :meth:`dbos` (``helix-agents worker TARGET
+    --temporal ADDR|--dbos URL --store sqlite:///DB``) or :class:`WorkerScript`.
+
+    Args:
+        log: where its output goes (also how its readiness line is seen).
+        command: what it runs (from the repository root); ``ready``: its readiness line.
+        env: extra environment variables; ``graceful``: its teardown SIGTERMs first.
+    """
+
+    def __init__(
+        self,
+        log: Path,
+        command: Sequence[str],
+        *,
+        ready: bytes = READY,
+        env: dict[str, str] | None = None,
+        graceful: bool = True,
+    ) -> None:
+        self.log = log
+        self.command = list(command)
+        self.ready = ready
+        self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        self.graceful = graceful
+        self.process: Process | None = None
+
+    @classmethod
+    def cli(
+        cls,
+        log: Path,
+        target: str,
+        *,
+        engine: Sequence[str],
+        db: Path,
+        args: Sequence[str] = (),
+        env: dict[str, str] | None = None,
+        graceful: bool = True,
+    ) -> WorkerProcess:
+        """``helix-agents worker TARGET ENGINE --store sqlite:///DB ARGS``."""
+        command = [sys.executable, "-m", "helix_agents.server", "worker", target, *engine]
+        command += ["--store", f"sqlite:///{db}", *args]
+        return cls(log, command, env=env, graceful=graceful)
+
+    @classmethod
+    def temporal(
+        cls, log: Path, target: str, *, address: str, task_queue: str, **options: Any
+    ) -> WorkerProcess:
+        """A Temporal worker polling ``task_queue`` on ``address``."""
+        engine = ("--temporal", address, "--task-queue", task_queue)
+        # Its teardown needs no grace: Temporal reassigns whatever it held.
+        return cls.cli(log, target, engine=engine, graceful=False, **options)
+
+    @classmethod
+    def dbos(cls, log: Path, target: str, *, system_database: str, **options: Any) -> WorkerProcess:
+        """A DBOS worker on ``system_database`` (Postgres: several share the queue)."""
+        return cls.cli(log, target, engine=("--dbos", system_database), **options)
+
+    @property
+    def pid(self) -> int:
+        """Its process id."""
+        assert self.process is not None
+        return self.process.pid
+
+    def output(self) -> str:
+        """The end of its output, for failure messages."""
+        try:
+            return self.log.read_text(errors="replace")[-6000:]
+        except OSError as exc:
+            return f"(no output: {exc})"
+
+    async def start(self) -> None:
+        """Start it and wait (bounded) for its readiness line."""
+        offset = self.log.stat().st_size if self.log.exists() else 0
+        with self.log.open("ab") as out:
+            self.process = await anyio.open_process(
+                self.command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=self.env
+            )
+        with anyio.fail_after(STARTUP_TIMEOUT):
+            # A subprocess's readiness shows only in its output: poll the file.
+            while self.ready not in self.log.read_bytes()[offset:]:
+                if self.process.returncode is not None:
+                    raise AssertionError(f"the worker exited early:\n{self.output()}")
+                await anyio.sleep(0.05)
+
+    async def kill(self) -> None:
+        """SIGKILL it (no cleanup of any kind) and wait until it is gone."""
+        process, self.process = self.process, None
+        assert process is not None
+        os.kill(process.pid, signal.SIGKILL)
+        with anyio.fail_after(10):
+            await process.wait()
+
+    async def wait(self) -> int:
+        """Wait for it to exit by itself; its exit code."""
+        process, self.process = self.process, None
+        assert process is not None
+        return await process.wait()
+
+    async def stop(self) -> None:
+        """Teardown: SIGTERM it if graceful (SIGKILL if it lingers, or else) and reap it."""
+        process, self.process = self.process, None
+        if process is None or process.returncode is not None:
+            return
+        if self.graceful:
+            os.kill(process.pid, signal.SIGTERM)
+            with anyio.move_on_after(15):
+                await process.wait()
+                return
+        os.kill(process.pid, signal.SIGKILL)
+        with anyio.fail_after(10):
+            await process.wait()
+
+
+class WorkerScript(WorkerProcess):
+    """``python -m tests.integration.durable_worker ARGS``: a worker of ``workspace_app``."""
+
+    def __init__(self, log: Path, *args: str, env: dict[str, str] | None = None) -> None:
+        command = [sys.executable, "-m", "tests.integration.durable_worker", *args]
+        super().__init__(log, command, ready=SCRIPT_READY.encode(), env=env, graceful=False)
+
+
+# --- the workspace and expiry tests' helpers (``workspace_app``'s agents) ---------------
 
 
 async def builtin_store(agent_type: str, session_id: str, root: Path) -> MemoryEventStore:
     """A store holding ``agent_type`` run to completion by the built-in runtime."""
     store = MemoryEventStore()
     providers = {"local": LocalWorkspaceProvider(root)}
-    async with AgentExecutor(store, list(agents.values()), workspace_providers=providers) as ex:
+    async with AgentExecutor(
+        store, list(workspace_agents.values()), workspace_providers=providers
+    ) as ex:
         await ex.service.start(
             RemoteStartRequest(session_id=session_id, agent_type=agent_type, message="go")
         )
@@ -57,61 +363,8 @@ def same_log(durable: Sequence[Event], builtin: Sequence[Event]) -> bool:
     return bool(_timeless(comparable(durable)) == _timeless(comparable(builtin)))
 
 
-class WorkerScript:
-    """``python -m tests.integration.durable_worker ARGS`` as a subprocess that can be killed."""
-
-    def __init__(self, log: Path, *args: str, env: dict[str, str] | None = None) -> None:
-        self.log = log
-        self.command = [sys.executable, "-m", "tests.integration.durable_worker", *args]
-        self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-        self.process: Process | None = None
-
-    def output(self) -> str:
-        """Its output so far."""
-        try:
-            return self.log.read_text(errors="replace")[-6000:]
-        except OSError as exc:
-            return f"(no output: {exc})"
-
-    async def start(self) -> None:
-        """Start it and wait (bounded) for its readiness line."""
-        offset = self.log.stat().st_size if self.log.exists() else 0
-        with self.log.open("ab") as out:
-            self.process = await anyio.open_process(
-                self.command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=self.env
-            )
-        with anyio.fail_after(60):
-            # A subprocess's readiness shows only in its output: poll the file.
-            while READY.encode() not in self.log.read_bytes()[offset:]:
-                if self.process.returncode is not None:
-                    raise AssertionError(f"the worker exited early:\n{self.output()}")
-                await anyio.sleep(0.05)
-
-    async def kill(self) -> None:
-        """SIGKILL it and reap it."""
-        process, self.process = self.process, None
-        assert process is not None
-        os.kill(process.pid, signal.SIGKILL)
-        with anyio.fail_after(10):
-            await process.wait()
-
-    async def wait(self) -> int:
-        """Wait for it to exit by itself; its exit code."""
-        assert self.process is not None
-        code = await self.process.wait()
-        self.process = None
-        return code
-
-    async def stop(self) -> None:
-        """Teardown: SIGKILL it if it still runs."""
-        if self.process is not None:
-            await self.kill()
-
-
 async def held(store: EventStore, session_id: str) -> Event:
     """The ``holding`` chunk of ``session_id`` (its ``hold`` tool runs)."""
-    from helix_agents.events import CustomChunk
-
     return await wait_for(
         store, session_id, lambda e: isinstance(e, CustomChunk) and e.name == "holding"
     )

@@ -19,7 +19,6 @@ from typing import Any
 import anyio
 import pytest
 import sqlalchemy as sa
-from _dbos_processes import DbosWorkerProcess
 from _serve_process import ServeProcess
 from postgres_cluster import PostgresCluster
 
@@ -36,6 +35,7 @@ from helix_agents.log import project_state
 from helix_agents.protocol import EndEvent, RemoteStartRequest
 from helix_agents.stores import SqliteEventStore
 from helix_agents.transports import HttpRemoteAgentTransport
+from tests.integration._durable_kit import WorkerProcess
 from tests.integration._temporal_kit import results_of, seqs_contiguous, wait_for
 
 pytestmark = [pytest.mark.slow]
@@ -57,7 +57,7 @@ class Fleet:
 
     system_database: str
     gateway: ServeProcess
-    workers: list[DbosWorkerProcess]
+    workers: list[WorkerProcess]
     store: SqliteEventStore
     marks: Path
 
@@ -108,7 +108,7 @@ async def fleet(postgres: PostgresCluster, tmp_path: Path) -> AsyncIterator[Flee
     }
     gateway = ServeProcess(tmp_path, TARGET, "--dbos", system_database, env=env)
     workers = [
-        DbosWorkerProcess(
+        WorkerProcess.dbos(
             tmp_path / f"worker{n}.log",
             TARGET,
             system_database=system_database,

@@ -29,7 +29,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
 )
 
-from tests.integration._temporal_processes import WorkerProcess
+from tests.integration._durable_kit import WorkerProcess
 
 pytestmark = pytest.mark.slow
 
@@ -131,7 +131,7 @@ async def test_temporal_gateway_and_worker_otel_export_one_trace(
                 tmp_path, TARGET, "--temporal", temporal_dev.address, "--task-queue", queue,
                 "--otel", env=env,
             )  # fmt: skip
-            worker = WorkerProcess(
+            worker = WorkerProcess.temporal(
                 tmp_path / "worker.log",
                 TARGET,
                 address=temporal_dev.address,

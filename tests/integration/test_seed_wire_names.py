@@ -5,6 +5,9 @@
   ``pendingClientToolCalls``);
 - the step limit fails with the seed's text, ``Max steps exceeded``;
 - a ``SubSessionRef`` carries ``startedAt`` / ``completedAt``.
+
+The ``/status`` test runs on every runtime (``runtime``); the other two are
+the executor's own records, not the wire.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from servers import serve
 from helix_agents import AgentExecutor, create_sub_agent_tool, define_agent, define_tool
 from helix_agents.events import SubSessionFinished, SubSessionStarted
 from helix_agents.models import ScriptedLLM
-from helix_agents.server import AgentServer, create_http_app
+from helix_agents.server import create_http_app
+from tests.integration._durable_kit import Runtime
 from helix_agents.stores import MemoryEventStore
 
 pytestmark = pytest.mark.anyio
@@ -32,12 +36,12 @@ class Nothing(BaseModel):
     pass
 
 
-async def test_status_answers_the_seeds_client_tool_names_too() -> None:
+async def test_status_answers_the_seeds_client_tool_names_too(runtime: Runtime) -> None:
     root = root_agent(create_sub_agent_tool(worker("child", ("ask_user", "rm")), Query))
     store = MemoryEventStore()
     with anyio.fail_after(LIMIT):
         async with (
-            AgentServer([root], store) as server,
+            runtime.server([root], store) as server,
             serve(create_http_app(server)) as url,
             httpx.AsyncClient(base_url=url, timeout=10) as client,
         ):

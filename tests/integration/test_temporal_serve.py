@@ -35,9 +35,9 @@ from helix_agents.protocol import (
 )
 from helix_agents.stores import SqliteEventStore
 from helix_agents.transports import HttpRemoteAgentTransport
+from tests.integration._durable_kit import WorkerProcess
 from tests.integration._serve_process import ServeProcess
 from tests.integration._temporal_kit import results_of, seqs_contiguous, wait_for
-from tests.integration._temporal_processes import WorkerProcess
 
 pytestmark = [pytest.mark.slow]
 
@@ -60,7 +60,7 @@ class Deployment:
 
     def worker(self) -> WorkerProcess:
         """A new (not started) worker process."""
-        worker = WorkerProcess(
+        worker = WorkerProcess.temporal(
             self.directory / f"worker{len(self.workers) + 1}.log",
             TARGET,
             address=self.dev.address,
