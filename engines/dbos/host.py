@@ -10,6 +10,7 @@ a second worker entered while one runs is refused.
 from __future__ import annotations
 
 import dataclasses
+import threading
 import uuid
 from collections.abc import Iterable, Mapping
 from types import TracebackType
@@ -37,6 +38,8 @@ from helix_agents.workspaces.base import WorkspaceProvider
 __all__ = ["DbosWorker", "attach"]
 
 DBOS_LAUNCHED = "launched"
+QUEUE_PICKUP = 2.0
+"""Seconds a starting worker waits at most for DBOS to poll its queue (DBOS checks every 1 s)."""
 _REGISTERED = agent_run
 """Importing the workflow module registers ``agent_run`` with DBOS."""
 
@@ -115,6 +118,7 @@ class DbosWorker:
             hosting(StepHost(self.steps, self.options, self._portal))
             await anyio.to_thread.run_sync(self._launch)
             self._phases.add(DBOS_LAUNCHED)
+            await self._queue_polled()
             if self._takeover is not None:
                 await self._takeover.first_beat()
                 tg = self.executor.runs.task_group
@@ -137,6 +141,20 @@ class DbosWorker:
         DBOS(config=config)
         DBOS.launch()
         DBOS.register_queue(self.options.queue, polling_interval_sec=self.options.polling_interval)
+
+    async def _queue_polled(self) -> None:
+        """Wait (bounded) until DBOS polls the queue, so a run enqueued now starts at once.
+
+        DBOS keeps queues in the system database and looks for new ones once a
+        second: on a fresh database the queue registered after launch would
+        leave the first runs waiting up to that second. Its poller is a thread
+        named after the queue; past the bound, the worker goes on regardless.
+        """
+        name = f"queue-worker-{self.options.queue}"
+        with anyio.move_on_after(QUEUE_PICKUP):
+            # A thread of DBOS's sets no event to wait on: polling is the only way.
+            while not any(t.name == name and t.is_alive() for t in threading.enumerate()):  # noqa: ASYNC110
+                await anyio.sleep(0.02)
 
     async def __aexit__(
         self,

@@ -48,6 +48,7 @@ from helix_agents.protocol import RemoteStartRequest
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.server.edge import MAX_JSON_DEPTH
 from helix_agents.stores import MemoryEventStore
+from tests.integration._durable_kit import Runtime
 
 pytestmark = pytest.mark.slow
 
@@ -188,12 +189,12 @@ async def _node(script: str, *args: str, env: dict[str, str] | None = None) -> d
     return result
 
 
-async def _started(server: AgentServer, *sessions: tuple[str, str]) -> None:
+async def _started(runtime: Runtime, server: AgentServer, *sessions: tuple[str, str]) -> None:
     for session_id, agent_type in sessions:
         await server.start_agent(
             RemoteStartRequest(session_id=session_id, agent_type=agent_type, message="go")
         )
-        await server.executor.wait_idle(session_id)
+        await runtime.settled(server, session_id)
 
 
 def _ai_texts(message: dict[str, Any]) -> dict[str, str]:
@@ -234,11 +235,13 @@ def _ag_results(messages: list[dict[str, Any]]) -> dict[str, str]:
     return {m["toolCallId"]: m["content"] for m in messages if m["role"] == "tool"}
 
 
-async def test_ai_sdk_client_rebuilds_a_three_deep_tree() -> None:
-    server = AgentServer(_agents(), MemoryEventStore())
+async def test_ai_sdk_client_rebuilds_a_three_deep_tree(runtime: Runtime) -> None:
     with anyio.fail_after(LIMIT):
-        async with serve(create_http_app(server)) as url:
-            await _started(server, (ROOT, "lead"), ("doomed-1", "doomed"))
+        async with (
+            runtime.server(_agents(), MemoryEventStore()) as server,
+            serve(create_http_app(server)) as url,
+        ):
+            await _started(runtime, server, (ROOT, "lead"), ("doomed-1", "doomed"))
             read = await _node("read_ai_sdk.mjs", url, ROOT)
             failed = await _node("read_ai_sdk.mjs", url, "doomed-1")
 
@@ -287,11 +290,13 @@ async def test_ai_sdk_client_rebuilds_a_three_deep_tree() -> None:
     assert any("the model is down" in error for error in failed["errors"])
 
 
-async def test_ai_sdk_client_resumes_with_last_event_id() -> None:
-    server = AgentServer(_agents(), MemoryEventStore())
+async def test_ai_sdk_client_resumes_with_last_event_id(runtime: Runtime) -> None:
     with anyio.fail_after(LIMIT):
-        async with serve(create_http_app(server)) as url:
-            await _started(server, (ROOT, "lead"))
+        async with (
+            runtime.server(_agents(), MemoryEventStore()) as server,
+            serve(create_http_app(server)) as url,
+        ):
+            await _started(runtime, server, (ROOT, "lead"))
             whole = await _node("read_ai_sdk.mjs", url, ROOT)
             cuts = [await _node("read_ai_sdk.mjs", url, ROOT, str(cut)) for cut in (1, 4, 9, 16)]
     ids = [int(cut["lastEventId"]) for cut in cuts]
@@ -304,11 +309,13 @@ async def test_ai_sdk_client_resumes_with_last_event_id() -> None:
         assert cut["message"]["metadata"] == whole["message"]["metadata"]
 
 
-async def test_ag_ui_client_rebuilds_a_three_deep_tree() -> None:
-    server = AgentServer(_agents(), MemoryEventStore())
+async def test_ag_ui_client_rebuilds_a_three_deep_tree(runtime: Runtime) -> None:
     with anyio.fail_after(LIMIT):
-        async with serve(create_http_app(server)) as url:
-            await _started(server, (ROOT, "lead"), ("doomed-1", "doomed"))
+        async with (
+            runtime.server(_agents(), MemoryEventStore()) as server,
+            serve(create_http_app(server)) as url,
+        ):
+            await _started(runtime, server, (ROOT, "lead"), ("doomed-1", "doomed"))
             read = await _node("read_ag_ui.mjs", url, ROOT)
             failed = await _node("read_ag_ui.mjs", url, "doomed-1")
 
@@ -355,11 +362,13 @@ async def test_ag_ui_client_rebuilds_a_three_deep_tree() -> None:
     assert failed["runs"] == [{"error": "LLM call failed: the model is down", "code": "FAILED"}]
 
 
-async def test_ag_ui_client_resumes_with_last_event_id() -> None:
-    server = AgentServer(_agents(), MemoryEventStore())
+async def test_ag_ui_client_resumes_with_last_event_id(runtime: Runtime) -> None:
     with anyio.fail_after(LIMIT):
-        async with serve(create_http_app(server)) as url:
-            await _started(server, (ROOT, "lead"))
+        async with (
+            runtime.server(_agents(), MemoryEventStore()) as server,
+            serve(create_http_app(server)) as url,
+        ):
+            await _started(runtime, server, (ROOT, "lead"))
             whole = await _node("read_ag_ui.mjs", url, ROOT)
             cuts = [await _node("read_ag_ui.mjs", url, ROOT, str(cut)) for cut in (1, 6, 14, 25)]
     ids = [int(cut["lastEventId"]) for cut in cuts]
@@ -371,12 +380,14 @@ async def test_ag_ui_client_resumes_with_last_event_id() -> None:
         assert cut["runs"] == whole["runs"]
 
 
-async def test_a_tree_waiting_for_a_person_is_an_interrupt_then_a_new_run() -> None:
-    server = AgentServer(_agents(), MemoryEventStore())
+async def test_a_tree_waiting_for_a_person_is_an_interrupt_then_a_new_run(runtime: Runtime) -> None:
     clerk = "desk-1-sub-c_clerk"
     with anyio.fail_after(LIMIT):
-        async with serve(create_http_app(server)) as url:
-            await _started(server, ("desk-1", "desk"))
+        async with (
+            runtime.server(_agents(), MemoryEventStore()) as server,
+            serve(create_http_app(server)) as url,
+        ):
+            await _started(runtime, server, ("desk-1", "desk"))
             assert (await server.get_status("desk-1")).status == "paused"
             # The stream of a paused tree stays open: the client ends its run at the interrupt.
             paused = await _node(
@@ -390,7 +401,7 @@ async def test_a_tree_waiting_for_a_person_is_an_interrupt_then_a_new_run() -> N
                     json={"sessionId": "desk-1", "toolCallId": call_id, "result": "yes"},
                 )
                 assert answer.status_code == 200, answer.text
-            await server.executor.wait_idle("desk-1")
+            await runtime.settled(server, "desk-1")
             assert (await server.get_status("desk-1")).status == "completed"
             after = await _node("read_ag_ui.mjs", url, "desk-1")
             ai = await _node("read_ai_sdk.mjs", url, "desk-1")
@@ -463,12 +474,14 @@ async def _restarted_log(store: MemoryEventStore) -> None:
     await store.append("cut-1", stamped, expected_seq=0)
 
 
-async def test_step_restarted_marks_the_void_text_for_both_clients() -> None:
+async def test_step_restarted_marks_the_void_text_for_both_clients(runtime: Runtime) -> None:
     store = MemoryEventStore()
     await _restarted_log(store)
-    server = AgentServer(_agents(), store)
     with anyio.fail_after(LIMIT):
-        async with serve(create_http_app(server)) as url:
+        async with (
+            runtime.server(_agents(), store) as server,
+            serve(create_http_app(server)) as url,
+        ):
             ai = await _node("read_ai_sdk.mjs", url, "cut-1")
             ag = await _node("read_ag_ui.mjs", url, "cut-1")
 
@@ -488,11 +501,16 @@ async def test_step_restarted_marks_the_void_text_for_both_clients() -> None:
     assert [m["content"] for m in ag["messages"] if m["id"] == void] == ["half said"]
 
 
-async def test_bad_format_and_unknown_session_are_refused_before_streaming() -> None:
-    server = AgentServer(_agents(), MemoryEventStore())
+async def test_bad_format_and_unknown_session_are_refused_before_streaming(
+    runtime: Runtime,
+) -> None:
     with anyio.fail_after(LIMIT):
-        async with serve(create_http_app(server)) as url, httpx.AsyncClient() as client:
-            await _started(server, (ROOT, "lead"))
+        async with (
+            runtime.server(_agents(), MemoryEventStore()) as server,
+            serve(create_http_app(server)) as url,
+            httpx.AsyncClient() as client,
+        ):
+            await _started(runtime, server, (ROOT, "lead"))
             bad = await client.get(f"{url}/sse", params={"sessionId": ROOT, "format": "vercel"})
             assert bad.status_code == 400
             assert bad.json()["code"] == "INVALID_REQUEST"
@@ -543,27 +561,27 @@ class _CountStreams:
         await self.app(scope, receive, send)
 
 
-async def test_both_clients_read_a_running_tree_live() -> None:
+async def test_both_clients_read_a_running_tree_live(runtime: Runtime) -> None:
     gate = anyio.Event()
-    server = AgentServer(_agents(gate), MemoryEventStore())
-    app = _CountStreams(create_http_app(server))
     reads: dict[str, dict[str, Any]] = {}
 
     async def read(script: str) -> None:
         reads[script] = await _node(script, url, ROOT)
 
     with anyio.fail_after(LIMIT):
-        async with serve(app) as url:
-            await server.start_agent(
-                RemoteStartRequest(session_id=ROOT, agent_type="lead", message="go")
-            )
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(read, "read_ai_sdk.mjs")
-                tg.start_soon(read, "read_ag_ui.mjs")
-                # The tree's lookups wait until both clients are reading: they read it live.
-                await app.both.wait()
-                assert (await server.get_status(ROOT)).status == "running"
-                gate.set()
+        async with runtime.server(_agents(gate), MemoryEventStore()) as server:
+            app = _CountStreams(create_http_app(server))
+            async with serve(app) as url:
+                await server.start_agent(
+                    RemoteStartRequest(session_id=ROOT, agent_type="lead", message="go")
+                )
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(read, "read_ai_sdk.mjs")
+                    tg.start_soon(read, "read_ag_ui.mjs")
+                    # The tree's lookups wait until both clients are reading: they read it live.
+                    await app.both.wait()
+                    assert (await server.get_status(ROOT)).status == "running"
+                    gate.set()
 
     ai, ag = reads["read_ai_sdk.mjs"], reads["read_ag_ui.mjs"]
     assert ai["errors"] == []
@@ -575,11 +593,16 @@ async def test_both_clients_read_a_running_tree_live() -> None:
 
 
 @pytest.mark.parametrize("fmt", ["ai-sdk", "ag-ui"])
-async def test_every_resume_point_yields_the_later_ids_exactly_once(fmt: str) -> None:
-    server = AgentServer(_agents(), MemoryEventStore())
+async def test_every_resume_point_yields_the_later_ids_exactly_once(
+    fmt: str, runtime: Runtime
+) -> None:
     with anyio.fail_after(LIMIT):
-        async with serve(create_http_app(server)) as url, httpx.AsyncClient() as client:
-            await _started(server, (ROOT, "lead"))
+        async with (
+            runtime.server(_agents(), MemoryEventStore()) as server,
+            serve(create_http_app(server)) as url,
+            httpx.AsyncClient() as client,
+        ):
+            await _started(runtime, server, (ROOT, "lead"))
             whole = await _frames(client, url, fmt)
             ids = [int(frame_id) for frame_id, _ in whole if frame_id is not None]
             assert ids == sorted(set(ids))  # one id per chunk, increasing
@@ -592,10 +615,12 @@ async def test_every_resume_point_yields_the_later_ids_exactly_once(fmt: str) ->
                 assert resumed[-1][1] == whole[-1][1]
 
 
-async def test_http_agent_runs_a_tree_then_answers_its_interrupt_by_post() -> None:
-    server = AgentServer(_agents(), MemoryEventStore())
+async def test_http_agent_runs_a_tree_then_answers_its_interrupt_by_post(runtime: Runtime) -> None:
     with anyio.fail_after(LIMIT):
-        async with serve(create_http_app(server)) as url:
+        async with (
+            runtime.server(_agents(), MemoryEventStore()) as server,
+            serve(create_http_app(server)) as url,
+        ):
             tree = await _node("run_ag_ui.mjs", url, ROOT, "lead")
             desk = await _node("run_ag_ui.mjs", url, "desk-1", "desk", '"yes"')
             chat = [await _node("run_ag_ui.mjs", url, "chat-1", "chat") for _ in range(2)]
@@ -641,15 +666,18 @@ async def test_http_agent_runs_a_tree_then_answers_its_interrupt_by_post() -> No
     ]
 
 
-async def test_a_bad_run_request_is_refused_and_changes_nothing() -> None:
-    server = AgentServer(_agents(), MemoryEventStore())
+async def test_a_bad_run_request_is_refused_and_changes_nothing(runtime: Runtime) -> None:
     run = {
         "threadId": "new-1",
         "runId": "r",
         "messages": [{"id": "u", "role": "user", "content": "go"}],
     }
     with anyio.fail_after(LIMIT):
-        async with serve(create_http_app(server)) as url, httpx.AsyncClient() as client:
+        async with (
+            runtime.server(_agents(), MemoryEventStore()) as server,
+            serve(create_http_app(server)) as url,
+            httpx.AsyncClient() as client,
+        ):
             refusals = [
                 (f"{url}/sse", run, "INVALID_REQUEST", "needs format=ag-ui"),
                 (f"{url}/sse?format=ag-ui", run, "NOT_FOUND", "agentType"),
@@ -708,7 +736,7 @@ async def test_a_bad_run_request_is_refused_and_changes_nothing() -> None:
                 await client.get(f"{url}/status", params={"sessionId": "new-1"})
             ).status_code == 404
 
-            await _started(server, ("desk-1", "desk"))
+            await _started(runtime, server, ("desk-1", "desk"))
             before = await server.get_status("desk-1")
             (pending,) = before.pending_inputs
             stale = {
@@ -726,10 +754,14 @@ async def test_a_bad_run_request_is_refused_and_changes_nothing() -> None:
             assert await server.get_status("desk-1") == before
 
 
-async def test_chat_transport_runs_a_tree_and_answers_a_client_tool_by_post() -> None:
-    server = AgentServer(_agents(), MemoryEventStore())
+async def test_chat_transport_runs_a_tree_and_answers_a_client_tool_by_post(
+    runtime: Runtime,
+) -> None:
     with anyio.fail_after(LIMIT):
-        async with serve(create_http_app(server)) as url:
+        async with (
+            runtime.server(_agents(), MemoryEventStore()) as server,
+            serve(create_http_app(server)) as url,
+        ):
             tree = await _node("chat_ai_sdk.mjs", url, ROOT, "lead")
             desk = await _node("chat_ai_sdk.mjs", url, "desk-1", "desk", '"yes"')
             hello = await _node("chat_ai_sdk.mjs", url, "chat-9", "chat")
@@ -773,12 +805,15 @@ async def test_chat_transport_runs_a_tree_and_answers_a_client_tool_by_post() ->
     assert followed["message"]["id"] != first["message"]["id"]
 
 
-async def test_either_body_runs_under_either_format() -> None:
+async def test_either_body_runs_under_either_format(runtime: Runtime) -> None:
     """``format`` picks the stream; the body is read as the shape it fits."""
-    server = AgentServer(_agents(), MemoryEventStore())
     said = {"id": "u", "role": "user", "parts": [{"type": "text", "text": "go"}]}
     with anyio.fail_after(LIMIT):
-        async with serve(create_http_app(server)) as url, httpx.AsyncClient() as client:
+        async with (
+            runtime.server(_agents(), MemoryEventStore()) as server,
+            serve(create_http_app(server)) as url,
+            httpx.AsyncClient() as client,
+        ):
             chat_body = {"id": "mixed-1", "messages": [said]}
             as_ag_ui = await client.post(f"{url}/sse?format=ag-ui&agentType=chat", json=chat_body)
             ag_ui_body = {
@@ -857,12 +892,17 @@ async def _interrupted_chat(store: MemoryEventStore) -> None:
 
 
 @pytest.mark.parametrize("fmt", ["ag-ui", "ai-sdk"])
-async def test_no_text_on_a_finished_session_replays_its_last_run(fmt: str) -> None:
+async def test_no_text_on_a_finished_session_replays_its_last_run(
+    fmt: str, runtime: Runtime
+) -> None:
     """Completed or failed: the last run's stream again, to its end; nothing is run."""
-    server = AgentServer(_agents(), MemoryEventStore())
     said = {"id": "u", "role": "user", "parts": [{"type": "text", "text": "go"}]}
     with anyio.fail_after(LIMIT):
-        async with serve(create_http_app(server)) as url, httpx.AsyncClient() as client:
+        async with (
+            runtime.server(_agents(), MemoryEventStore()) as server,
+            serve(create_http_app(server)) as url,
+            httpx.AsyncClient() as client,
+        ):
             target = f"{url}/sse?format={fmt}&agentType=chat"
             first = await client.post(target, json={"id": "chat-1", "messages": [said]})
             before = await server.get_status("chat-1")
@@ -872,7 +912,7 @@ async def test_no_text_on_a_finished_session_replays_its_last_run(fmt: str) -> N
             again = await client.post(target, json=_blank("chat-1", fmt))
             assert again.status_code == 200, again.text
             assert await server.get_status("chat-1") == after  # nothing ran, nothing was logged
-            await _started(server, ("doomed-1", "doomed"))
+            await _started(runtime, server, ("doomed-1", "doomed"))
             failed_before = await server.get_status("doomed-1")
             failed = await client.post(f"{url}/sse?format={fmt}", json=_blank("doomed-1", fmt))
             assert await server.get_status("doomed-1") == failed_before
@@ -898,11 +938,16 @@ async def test_no_text_on_a_finished_session_replays_its_last_run(fmt: str) -> N
         assert ending["messageMetadata"]["status"] == "failed"
 
 
-async def test_no_text_on_a_paused_session_streams_its_run_up_to_the_interrupt() -> None:
-    server = AgentServer(_agents(), MemoryEventStore())
+async def test_no_text_on_a_paused_session_streams_its_run_up_to_the_interrupt(
+    runtime: Runtime,
+) -> None:
     with anyio.fail_after(LIMIT):
-        async with serve(create_http_app(server)) as url, httpx.AsyncClient() as client:
-            await _started(server, ("desk-1", "desk"))
+        async with (
+            runtime.server(_agents(), MemoryEventStore()) as server,
+            serve(create_http_app(server)) as url,
+            httpx.AsyncClient() as client,
+        ):
+            await _started(runtime, server, ("desk-1", "desk"))
             before = await server.get_status("desk-1")
             (pending,) = before.pending_inputs
             runs = {
@@ -925,15 +970,20 @@ async def test_no_text_on_a_paused_session_streams_its_run_up_to_the_interrupt()
 
 
 @pytest.mark.parametrize("fmt", ["ag-ui", "ai-sdk"])
-async def test_no_text_on_an_interrupted_session_resumes_it_with_no_message(fmt: str) -> None:
+async def test_no_text_on_an_interrupted_session_resumes_it_with_no_message(
+    fmt: str, runtime: Runtime
+) -> None:
     store = MemoryEventStore()
     await _interrupted_chat(store)
-    server = AgentServer(_agents(), store)
     with anyio.fail_after(LIMIT):
-        async with serve(create_http_app(server)) as url, httpx.AsyncClient() as client:
+        async with (
+            runtime.server(_agents(), store) as server,
+            serve(create_http_app(server)) as url,
+            httpx.AsyncClient() as client,
+        ):
             answer = await client.post(f"{url}/sse?format={fmt}", json=_blank("stop-1", fmt))
             assert answer.status_code == 200, answer.text
-            await server.executor.wait_idle("stop-1")
+            await runtime.settled(server, "stop-1")
             assert (await server.get_status("stop-1")).status == "completed"
 
     frames = _sse_data(answer.text)
@@ -945,12 +995,17 @@ async def test_no_text_on_an_interrupted_session_resumes_it_with_no_message(fmt:
     assert resumed.messages == []
 
 
-async def test_no_text_on_a_running_session_streams_its_run_live_from_its_start() -> None:
+async def test_no_text_on_a_running_session_streams_its_run_live_from_its_start(
+    runtime: Runtime,
+) -> None:
     """A front end reattaching: what the run said so far, then the rest as it comes."""
     gate = anyio.Event()
-    server = AgentServer(_agents(gate), MemoryEventStore())
     with anyio.fail_after(LIMIT):
-        async with serve(create_http_app(server)) as url, httpx.AsyncClient() as client:
+        async with (
+            runtime.server(_agents(gate), MemoryEventStore()) as server,
+            serve(create_http_app(server)) as url,
+            httpx.AsyncClient() as client,
+        ):
             await server.start_agent(
                 RemoteStartRequest(session_id=ROOT, agent_type="lead", message="go")
             )
@@ -978,13 +1033,17 @@ async def test_no_text_on_a_running_session_streams_its_run_live_from_its_start(
     assert dict(by_agent) == TEXTS
 
 
-async def test_a_reloaded_http_agent_reattaches_with_no_text_and_answers_the_interrupt() -> None:
+async def test_a_reloaded_http_agent_reattaches_with_no_text_and_answers_the_interrupt(
+    runtime: Runtime,
+) -> None:
     """An unmodified HttpAgent whose user message is empty gets the thread's current run."""
-    server = AgentServer(_agents(), MemoryEventStore())
     reload = {"HELIX_MESSAGE": ""}
     with anyio.fail_after(LIMIT):
-        async with serve(create_http_app(server)) as url:
-            await _started(server, (ROOT, "lead"), ("desk-1", "desk"))
+        async with (
+            runtime.server(_agents(), MemoryEventStore()) as server,
+            serve(create_http_app(server)) as url,
+        ):
+            await _started(runtime, server, (ROOT, "lead"), ("desk-1", "desk"))
             before = await server.get_status(ROOT)
             tree = await _node("run_ag_ui.mjs", url, ROOT, "lead", env=reload)
             assert await server.get_status(ROOT) == before
@@ -1022,16 +1081,21 @@ def _history(session_id: str, fmt: str, *said: tuple[str, str]) -> dict[str, Any
 
 
 @pytest.mark.parametrize("fmt", ["ag-ui", "ai-sdk"])
-async def test_a_body_ending_in_the_reply_says_nothing_new_to_a_known_session(fmt: str) -> None:
+async def test_a_body_ending_in_the_reply_says_nothing_new_to_a_known_session(
+    fmt: str, runtime: Runtime
+) -> None:
     """A known session's new message is the body's last one, and only if the user said it.
 
     A body whose user message is followed by the assistant's reply is the
     conversation so far: the front end reattaches, and the question is not
     asked again as a new turn.
     """
-    server = AgentServer(_agents(), MemoryEventStore())
     with anyio.fail_after(LIMIT):
-        async with serve(create_http_app(server)) as url, httpx.AsyncClient() as client:
+        async with (
+            runtime.server(_agents(), MemoryEventStore()) as server,
+            serve(create_http_app(server)) as url,
+            httpx.AsyncClient() as client,
+        ):
             target = f"{url}/sse?format={fmt}&agentType=chat"
             first = await client.post(target, json=_history("chat-2", fmt, ("user", "go")))
             before = await server.get_status("chat-2")
@@ -1056,18 +1120,21 @@ async def test_a_body_ending_in_the_reply_says_nothing_new_to_a_known_session(fm
     assert [m.content for m in runs[1].messages] == ["and?"]
 
 
-async def test_ag_ui_tool_messages_answer_the_pending_client_tool() -> None:
+async def test_ag_ui_tool_messages_answer_the_pending_client_tool(runtime: Runtime) -> None:
     """AG-UI's frontend tool flow: the result comes back as a ``tool`` message in the next run.
 
     Its ``toolCallId`` is the stream's id of the call; a JSON object in
     ``content`` is the result decoded. The same body again answers nothing
     (the call is no longer pending): it reattaches, and nothing runs.
     """
-    server = AgentServer(_agents(), MemoryEventStore())
     clerk = "desk-2-sub-c_clerk"
     with anyio.fail_after(LIMIT):
-        async with serve(create_http_app(server)) as url, httpx.AsyncClient() as client:
-            await _started(server, ("desk-2", "desk"))
+        async with (
+            runtime.server(_agents(), MemoryEventStore()) as server,
+            serve(create_http_app(server)) as url,
+            httpx.AsyncClient() as client,
+        ):
+            await _started(runtime, server, ("desk-2", "desk"))
             (pending,) = (await server.get_status("desk-2")).pending_inputs
             stream_id = f"{clerk}:{pending.tool_call_id}"  # its TOOL_CALL_START's id
             messages = [
@@ -1077,7 +1144,7 @@ async def test_ag_ui_tool_messages_answer_the_pending_client_tool() -> None:
             body = {"threadId": "desk-2", "runId": "run-t", "messages": messages}
             answered = await client.post(f"{url}/sse?format=ag-ui", json=body)
             assert answered.status_code == 200, answered.text
-            await server.executor.wait_idle("desk-2")
+            await runtime.settled(server, "desk-2")
             done = await server.get_status("desk-2")
             again = await client.post(f"{url}/sse?format=ag-ui", json=body)
             assert again.status_code == 200, again.text
@@ -1102,13 +1169,12 @@ async def test_ag_ui_tool_messages_answer_the_pending_client_tool() -> None:
     assert _said(_sse_data(again.text)) == "Filed.The clerk filed it."  # the run replayed
 
 
-async def test_malformed_tool_answers_answer_nothing() -> None:
+async def test_malformed_tool_answers_answer_nothing(runtime: Runtime) -> None:
     """Tool parts or messages whose ``toolCallId`` is not a string, or ``parts`` not a list.
 
     They name no pending call, so they answer nothing: the front end
     reattaches to the paused tree (200, nothing submitted), never a 500.
     """
-    server = AgentServer(_agents(), MemoryEventStore())
     asked = {"id": "u", "role": "user", "parts": [{"type": "text", "text": "go"}]}
     tool_part = {"type": "tool-confirm", "state": "output-available", "output": "yes"}
     bodies = [
@@ -1136,8 +1202,12 @@ async def test_malformed_tool_answers_answer_nothing() -> None:
         ),
     ]
     with anyio.fail_after(LIMIT):
-        async with serve(create_http_app(server)) as url, httpx.AsyncClient() as client:
-            await _started(server, ("desk-4", "desk"))
+        async with (
+            runtime.server(_agents(), MemoryEventStore()) as server,
+            serve(create_http_app(server)) as url,
+            httpx.AsyncClient() as client,
+        ):
+            await _started(runtime, server, ("desk-4", "desk"))
             before = await server.get_status("desk-4")
             for fmt, body in bodies:
                 answer = await client.post(f"{url}/sse?format={fmt}", json=body)
@@ -1145,7 +1215,9 @@ async def test_malformed_tool_answers_answer_nothing() -> None:
                 assert await server.get_status("desk-4") == before  # still waiting, unanswered
 
 
-async def test_two_different_answers_to_one_call_are_refused_and_change_nothing() -> None:
+async def test_two_different_answers_to_one_call_are_refused_and_change_nothing(
+    runtime: Runtime,
+) -> None:
     """One body answering a call twice, differently: ``400``, and neither answer is submitted.
 
     An AG-UI ``resume`` naming an interrupt twice, two ``tool`` messages for
@@ -1153,12 +1225,15 @@ async def test_two_different_answers_to_one_call_are_refused_and_change_nothing(
     submitted before the second was refused: the request changed the tree.)
     The same answer twice is one answer.
     """
-    server = AgentServer(_agents(), MemoryEventStore())
     clerk = "desk-5-sub-c_clerk"
     asked = {"id": "u", "role": "user", "parts": [{"type": "text", "text": "go"}]}
     with anyio.fail_after(LIMIT):
-        async with serve(create_http_app(server)) as url, httpx.AsyncClient() as client:
-            await _started(server, ("desk-5", "desk"))
+        async with (
+            runtime.server(_agents(), MemoryEventStore()) as server,
+            serve(create_http_app(server)) as url,
+            httpx.AsyncClient() as client,
+        ):
+            await _started(runtime, server, ("desk-5", "desk"))
             before = await server.get_status("desk-5")
             (pending,) = before.pending_inputs
             stream_id = f"{clerk}:{pending.tool_call_id}"
@@ -1207,7 +1282,7 @@ async def test_two_different_answers_to_one_call_are_refused_and_change_nothing(
 
             answered = await client.post(f"{url}/sse?format=ag-ui", json=resume("yes", "yes"))
             assert answered.status_code == 200, answered.text
-            await server.executor.wait_idle("desk-5")
+            await runtime.settled(server, "desk-5")
     assert (await server.get_status("desk-5")).status == "completed"
     (ended,) = [
         e
@@ -1217,7 +1292,7 @@ async def test_two_different_answers_to_one_call_are_refused_and_change_nothing(
     assert ended.result == "yes"
 
 
-async def test_a_tool_message_whose_content_nests_too_deep_is_refused() -> None:
+async def test_a_tool_message_whose_content_nests_too_deep_is_refused(runtime: Runtime) -> None:
     """A ``tool`` message's JSON content is held to a result's nesting limit (63 levels).
 
     Thousands deep, decoding it raised ``RecursionError`` (a 500); a little
@@ -1226,10 +1301,13 @@ async def test_a_tool_message_whose_content_nests_too_deep_is_refused() -> None:
     ``400`` naming the content, and nothing is submitted; at the limit it is
     the call's result.
     """
-    server = AgentServer(_agents(), MemoryEventStore())
     with anyio.fail_after(LIMIT):
-        async with serve(create_http_app(server)) as url, httpx.AsyncClient() as client:
-            await _started(server, ("desk-6", "desk"))
+        async with (
+            runtime.server(_agents(), MemoryEventStore()) as server,
+            serve(create_http_app(server)) as url,
+            httpx.AsyncClient() as client,
+        ):
+            await _started(runtime, server, ("desk-6", "desk"))
             before = await server.get_status("desk-6")
             (pending,) = before.pending_inputs
             stream_id = f"desk-6-sub-c_clerk:{pending.tool_call_id}"
@@ -1255,21 +1333,24 @@ async def test_a_tool_message_whose_content_nests_too_deep_is_refused() -> None:
             body["messages"][-1]["content"] = "[" * depth + "]" * depth
             answered = await client.post(f"{url}/sse?format=ag-ui", json=body)
             assert answered.status_code == 200, answered.text
-            await server.executor.wait_idle("desk-6")
+            await runtime.settled(server, "desk-6")
     assert (await server.get_status("desk-6")).status == "completed"
 
 
-async def test_a_refused_result_beside_an_approval_submits_neither() -> None:
+async def test_a_refused_result_beside_an_approval_submits_neither(runtime: Runtime) -> None:
     """AG-UI ``resume`` approving one call and answering a client tool with a bad result.
 
     The result fails the tool's ``output_schema``, which only the call's
     owner checks: results are submitted before approvals, so its ``400``
     comes before the approval was sent (it used to be recorded first).
     """
-    server = AgentServer([worker("worker", ("rm", "ask_user"))], MemoryEventStore())
     with anyio.fail_after(LIMIT):
-        async with serve(create_http_app(server)) as url, httpx.AsyncClient() as client:
-            await _started(server, ("bench-1", "worker"))
+        async with (
+            runtime.server([worker("worker", ("rm", "ask_user"))], MemoryEventStore()) as server,
+            serve(create_http_app(server)) as url,
+            httpx.AsyncClient() as client,
+        ):
+            await _started(runtime, server, ("bench-1", "worker"))
             before = await server.get_status("bench-1")
             ids = {p.kind: p.tool_call_id for p in before.pending_inputs}
             entries = [

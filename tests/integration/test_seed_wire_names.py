@@ -24,8 +24,8 @@ from helix_agents import AgentExecutor, create_sub_agent_tool, define_agent, def
 from helix_agents.events import SubSessionFinished, SubSessionStarted
 from helix_agents.models import ScriptedLLM
 from helix_agents.server import create_http_app
-from tests.integration._durable_kit import Runtime
 from helix_agents.stores import MemoryEventStore
+from tests.integration._durable_kit import Runtime
 
 pytestmark = pytest.mark.anyio
 
