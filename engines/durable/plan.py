@@ -157,8 +157,15 @@ class RoundEnd:
 
 @dataclass
 class StopInput:
-    """A stop of session ``session_id``'s run: ``interrupt`` or ``abort``."""
+    """A stop of session ``session_id``'s run: ``interrupt`` or ``abort``.
+
+    ``run_seq`` is the seq of the ``run_started`` of the run the stop was for
+    (0: whichever run the log has): a stop that reaches its step after a
+    later run began (a paused run stopped, then resumed) is that later run's
+    business no more, and records nothing.
+    """
 
     session_id: str
     kind: str
     reason: str | None = None
+    run_seq: int = 0

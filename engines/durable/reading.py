@@ -14,7 +14,15 @@ from helix_agents.agents.config import AgentConfig
 from helix_agents.agents.define import AgentRegistry
 from helix_agents.durable.plan import Plan
 from helix_agents.errors import HelixError, UsageError
-from helix_agents.events import Completed, Event, Failed, MessageAppended, ToolEnd, ToolStart
+from helix_agents.events import (
+    Completed,
+    Event,
+    Failed,
+    MessageAppended,
+    RunStarted,
+    ToolEnd,
+    ToolStart,
+)
 from helix_agents.hitl.routing import expiring
 from helix_agents.log.state import SessionState
 from helix_agents.messages import AssistantMessage, ToolCall
@@ -28,6 +36,7 @@ __all__ = [
     "finished_output",
     "first_error",
     "goes_on",
+    "last_run_seq",
     "last_turn_seq",
     "open_tool_starts",
     "plan_of",
@@ -122,6 +131,14 @@ def stepped_since(log_: list[Event], seq: int) -> bool:
         ):
             return True
     return False
+
+
+def last_run_seq(log_: list[Event]) -> int:
+    """The seq of the last ``run_started`` (0 if none)."""
+    for event in reversed(log_):
+        if isinstance(event, RunStarted):
+            return event.seq
+    return 0
 
 
 def last_turn_seq(log_: list[Event]) -> int:

@@ -56,6 +56,7 @@ from helix_agents.durable.plan import (
 )
 from helix_agents.durable.reading import (
     finished_output,
+    last_run_seq,
     last_turn_seq,
     open_tool_starts,
     plan_of,
@@ -277,6 +278,8 @@ class DurableSteps:
         state = writer.state
         if state.status != "running":
             return plan_of(state)  # a paused session was stopped at once by the service
+        if request.run_seq and last_run_seq(log_) > request.run_seq:
+            return plan_of(state)  # stopped while paused, and since resumed: not this run's stop
         stop = StopRequest(request.kind, request.reason)
         companions = self.kit.companions(agent, writer)
         with anyio.move_on_after(self.kit.executor.env.stop_grace):

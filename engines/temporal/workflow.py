@@ -98,6 +98,7 @@ class AgentWorkflow:
         self._input: WorkflowInput | None = None
         self._paused_at = 0
         self._trace: dict[str, str] = {}  # the run's span: its steps' spans are its children
+        self._driving = 0  # the seq of the run_started of the run this execution drives
 
     # --- signals -------------------------------------------------------------------
 
@@ -141,6 +142,7 @@ class AgentWorkflow:
         self._input = run
         seq = run.seq
         while True:
+            self._driving = seq
             self._body = asyncio.get_running_loop().create_task(self._drive(seq))
             plan: Plan | None = None
             try:
@@ -162,7 +164,9 @@ class AgentWorkflow:
                 plan = await self._stopped()
                 self._stop = None
             assert plan is not None
-            if self._resume <= plan.seq:
+            # Due: a run launched after the one driven (not after the plan's seq:
+            # a stopped paused run's plan may already read the resumed run's start).
+            if self._resume <= seq:
                 return plan.status
             # The next run of the session is due (a resume, a follow-up turn) and
             # reached this execution before it closed: run it here.
@@ -213,7 +217,7 @@ class AgentWorkflow:
         run = self._run_input
         ended: Plan = await self._step(
             "helix_stopped",
-            StopInput(run.session_id, kind, reason),
+            StopInput(run.session_id, kind, reason, run_seq=self._driving),
             Plan,
             seconds=run.stop_grace + 60,
         )

@@ -10,7 +10,9 @@ that the root's stream holds every chunk of the tree once, in order.
 The gateway tests put the root behind a gateway too (gateway A) and drive it
 as a browser would: ``POST /start``, one ``GET /sse`` read across the
 suspension, ``GET /status``, the answers, and every bad answer of the table
-in specs/hitl.md, over HTTP.
+in specs/hitl.md, over HTTP. Gateway A runs on every runtime (``runtime``):
+a browser cannot tell which one runs its tree. The first three tests drive
+the root's executor in this process, the built-in runtime's own API.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from helix_agents.messages import ToolResultMessage
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore
 from helix_agents.transports import HttpRemoteAgentTransport
+from tests.integration._durable_kit import Runtime
 
 pytestmark = pytest.mark.slow
 
@@ -215,23 +218,32 @@ async def test_repeating_an_approved_delegation_while_its_child_waits_changes_no
 
 @asynccontextmanager
 async def gateway_a(
-    b_url: str,
+    b_url: str, runtime: Runtime
 ) -> AsyncIterator[tuple[str, EventStore, HttpRemoteAgentTransport]]:
-    """Gateway A: the root (remote child on ``b_url``) and a bystander; (URL, store, transport)."""
+    """Gateway A on ``runtime``: the root (remote child on ``b_url``) and a bystander.
+
+    Yields (URL, store, transport). Server B stays on the built-in runtime: the
+    browser talks to gateway A only (and DBOS runs one instance per process).
+    """
     store = MemoryEventStore()
     async with _transport(b_url) as transport:
         root = root_agent(remote_tool("child", transport))
         bystander = worker("bystander", ())
-        async with serve(create_http_app(AgentServer([root, bystander], store))) as url:
+        async with (
+            runtime.server([root, bystander], store) as server,
+            serve(create_http_app(server)) as url,
+        ):
             yield url, store, transport
 
 
-async def test_a_browser_answers_a_remote_tree_through_gateway_a_on_one_stream() -> None:
+async def test_a_browser_answers_a_remote_tree_through_gateway_a_on_one_stream(
+    runtime: Runtime,
+) -> None:
     removed.clear()
     with anyio.fail_after(LIMIT):
         async with (
             server_b(("ask_user", "rm")) as (b_url, b_store),
-            gateway_a(b_url) as (a_url, a_store, _),
+            gateway_a(b_url, runtime) as (a_url, a_store, _),
             httpx.AsyncClient(base_url=a_url, timeout=10) as browser,
             anyio.create_task_group() as tg,
         ):
@@ -310,11 +322,11 @@ async def _refusal(response: httpx.Response, status: int, code: str) -> str:
     return str(body["error"])
 
 
-async def test_every_bad_answer_over_http_is_refused_and_changes_no_log() -> None:
+async def test_every_bad_answer_over_http_is_refused_and_changes_no_log(runtime: Runtime) -> None:
     with anyio.fail_after(LIMIT):
         async with (
             server_b(("ask_user", "rm")) as (b_url, b_store),
-            gateway_a(b_url) as (a_url, a_store, _),
+            gateway_a(b_url, runtime) as (a_url, a_store, _),
             httpx.AsyncClient(base_url=a_url, timeout=10) as browser,
         ):
             stores = [a_store, b_store]
@@ -438,7 +450,9 @@ async def _serve_until(
         stopped.set()
 
 
-async def test_an_unreachable_owner_is_a_retryable_500_and_the_retry_is_recorded_once() -> None:
+async def test_an_unreachable_owner_is_a_retryable_500_and_the_retry_is_recorded_once(
+    runtime: Runtime,
+) -> None:
     port = closed_port()
     remote_store = MemoryEventStore()
 
@@ -450,7 +464,7 @@ async def test_an_unreachable_owner_is_a_retryable_500_and_the_retry_is_recorded
             stop, stopped = anyio.Event(), anyio.Event()
             b_url = await servers.start(_serve_until, app(), port, stop, stopped)
             async with (
-                gateway_a(b_url) as (a_url, a_store, _),
+                gateway_a(b_url, runtime) as (a_url, a_store, _),
                 httpx.AsyncClient(base_url=a_url, timeout=10) as browser,
             ):
                 body = {"sessionId": "u1", "agentType": "root", "message": "hi"}
@@ -483,12 +497,14 @@ async def test_an_unreachable_owner_is_a_retryable_500_and_the_retry_is_recorded
     assert assert_answered_once(logs) == 1
 
 
-async def test_a_browser_interrupts_a_paused_tree_answers_it_then_resumes_it() -> None:
+async def test_a_browser_interrupts_a_paused_tree_answers_it_then_resumes_it(
+    runtime: Runtime,
+) -> None:
     """A paused root has no run to stop: the interrupt takes effect at once, answers wait."""
     with anyio.fail_after(LIMIT):
         async with (
             server_b(("ask_user",)) as (b_url, b_store),
-            gateway_a(b_url) as (a_url, a_store, _),
+            gateway_a(b_url, runtime) as (a_url, a_store, _),
             httpx.AsyncClient(base_url=a_url, timeout=10) as browser,
             anyio.create_task_group() as tg,
         ):
@@ -526,11 +542,11 @@ async def test_a_browser_interrupts_a_paused_tree_answers_it_then_resumes_it() -
     assert assert_answered_once(logs) == 1
 
 
-async def test_a_browser_aborts_a_paused_tree_at_once() -> None:
+async def test_a_browser_aborts_a_paused_tree_at_once(runtime: Runtime) -> None:
     with anyio.fail_after(LIMIT):
         async with (
             server_b(("ask_user",)) as (b_url, b_store),
-            gateway_a(b_url) as (a_url, a_store, _),
+            gateway_a(b_url, runtime) as (a_url, a_store, _),
             httpx.AsyncClient(base_url=a_url, timeout=10) as browser,
             anyio.create_task_group() as tg,
         ):
