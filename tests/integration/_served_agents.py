@@ -21,6 +21,7 @@ from _serve_process import ROOT, ServeProcess
 
 from helix_agents.protocol import ChunkEvent, EndEvent, ErrorEvent, TransportEvent
 from helix_agents.transports.sse import SSEParser
+from tests.integration._durable_kit import Runtime, WorkerProcess
 
 __all__ = ["ROOT", "TARGET", "ServedAgents", "read_sse", "served"]
 
@@ -36,6 +37,8 @@ class ServedAgents(ServeProcess):
         target: the ``MODULE:ATTR`` served.
         agents: the agent types its ``/health`` must list.
         env: extra environment variables for the server.
+        runtime: the runtime it serves on (``tests/integration/_durable_kit.py``;
+            default: the built-in one); ``serve --temporal`` gets a worker process.
     """
 
     def __init__(
@@ -46,20 +49,44 @@ class ServedAgents(ServeProcess):
         target: str = TARGET,
         agents: Sequence[str] = ("researcher", "summarizer"),
         env: Mapping[str, str] | None = None,
+        runtime: Runtime | None = None,
     ) -> None:
-        super().__init__(db.parent, target, env=env, db=db, log=log, agents=agents)
+        args = runtime.serve_args(db.parent) if runtime is not None else ()
+        super().__init__(db.parent, target, *args, env=env, db=db, log=log, agents=agents)
+        self.worker: WorkerProcess | None = None
+        if runtime is not None:
+            self.worker = runtime.worker(log.with_suffix(".worker.log"), target, db)
+
+    async def start(self) -> None:
+        """Start its worker (if its runtime has one), then the server."""
+        if self.worker is not None and self.worker.process is None:
+            await self.worker.start()
+        await super().start()
+
+    async def stop_worker(self) -> None:
+        """Stop its worker process, if it has one (the server's store is then its own)."""
+        if self.worker is not None:
+            await self.worker.stop()
+
+    def output(self) -> str:
+        """The end of the server's output (and its worker's), for failure messages."""
+        worker = f"\n--- worker:\n{self.worker.output()}" if self.worker is not None else ""
+        return super().output() + worker
 
 
 @asynccontextmanager
-async def served(db: Path, log: Path) -> AsyncIterator[ServedAgents]:
+async def served(
+    db: Path, log: Path, runtime: Runtime | None = None
+) -> AsyncIterator[ServedAgents]:
     """A started :class:`ServedAgents`, stopped (SIGTERM) on the way out whatever happened."""
-    server = ServedAgents(db, log)
+    server = ServedAgents(db, log, runtime=runtime)
     try:
         await server.start()
         yield server
     finally:
         with anyio.CancelScope(shield=True):
             await server.terminate()
+            await server.stop_worker()
 
 
 _DECODERS: dict[str, Any] = {

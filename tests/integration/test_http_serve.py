@@ -6,7 +6,9 @@ the parent reaches it only through ``HttpRemoteAgentTransport``. One turn of
 the parent calls the slow-streaming ``researcher`` and the ``summarizer``
 concurrently; the parent's stream must nest each remote child's chunks
 between its ``subagent_start`` and ``subagent_end``, exactly once, as the
-remote log holds them.
+remote log holds them. Both tests run against each runtime's ``serve``
+(``runtime``): plain, ``--temporal`` (with a ``worker`` process) and
+``--dbos sqlite:///...``.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from helix_agents.models import LLMRequest, ScriptedLLM, ScriptStep
 from helix_agents.protocol import ChunkEvent, EndEvent
 from helix_agents.stores import MemoryEventStore, SqliteEventStore
 from helix_agents.transports import HttpRemoteAgentTransport
+from tests.integration._durable_kit import Runtime
 
 pytestmark = pytest.mark.slow
 
@@ -138,10 +141,12 @@ def _forwarded(log: list[Any], child_id: str) -> list[ChunkEvent]:
     ]
 
 
-async def test_a_parent_delegates_to_two_served_agents_at_once(tmp_path: Path) -> None:
+async def test_a_parent_delegates_to_two_served_agents_at_once(
+    tmp_path: Path, runtime: Runtime
+) -> None:
     db = tmp_path / "remote.db"
     store = MemoryEventStore()
-    async with served(db, tmp_path / "server.log") as server:
+    async with served(db, tmp_path / "server.log", runtime) as server:
         with anyio.fail_after(TIMEOUT):
             async with HttpRemoteAgentTransport(server.url, retry_base_delay=0.05) as remote:
                 parent = _orchestrator(remote)
@@ -280,7 +285,7 @@ async def test_a_parent_delegates_to_two_served_agents_at_once(tmp_path: Path) -
     assert first_forwarded.ts < deltas[-1].chunk.ts
 
 
-async def test_sigterm_closes_the_servers_store(tmp_path: Path) -> None:
+async def test_sigterm_closes_the_servers_store(tmp_path: Path, runtime: Runtime) -> None:
     """``serve`` stopped by SIGTERM (how a service manager stops it) must close its store.
 
     specs/cli.md: "Stores are closed on every path". SQLite removes the ``-wal``
@@ -289,7 +294,7 @@ async def test_sigterm_closes_the_servers_store(tmp_path: Path) -> None:
     """
     db = tmp_path / "remote.db"
     wal = db.with_name(db.name + "-wal")
-    async with served(db, tmp_path / "server.log") as server:
+    async with served(db, tmp_path / "server.log", runtime) as server:
         with anyio.fail_after(TIMEOUT):
             async with httpx.AsyncClient(timeout=10) as client:
                 body = {"sessionId": "s-1", "agentType": "summarizer", "message": "a b"}
@@ -298,6 +303,7 @@ async def test_sigterm_closes_the_servers_store(tmp_path: Path) -> None:
                 events = await read_sse(client, server.url, "s-1")
             assert events[-1] == EndEvent(output=expected_summary("a b"), state={})
             assert wal.exists()  # the server's connections are open
+            await server.stop_worker()  # serve --temporal's worker shares the file
             await server.terminate()
         output = server.output()
     assert "Application shutdown complete" in output
