@@ -82,6 +82,8 @@ class ChildLink:
         self.target = target
         self.opened = False
         """True once the call's segment is open on the parent's stream (until it ends)."""
+        self.resume_from = 0
+        """A child seq the follow starts after at least (a durable engine's heartbeat)."""
         self._routed: set[str] = set()
 
     @property
@@ -153,7 +155,7 @@ class ChildLink:
         drops = 0
         # The last child seq held: the log's, plus what this call has emitted
         # and not yet seen committed. Only this call forwards this child.
-        held = writer.held_child_seq(child_id)
+        held = max(writer.held_child_seq(child_id), self.resume_from)
         finished: ChildOutcome | None = None
         while True:
             before = held

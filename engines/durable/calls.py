@@ -7,6 +7,8 @@ pieces (``run_tool_call``, ``ChildCall``, ``Companions``) and records it.
 
 from __future__ import annotations
 
+import logging
+
 from helix_agents.agents.tools import Tool
 from helix_agents.durable.kit import Beat, StepKit, StopWatch, no_beat
 from helix_agents.durable.launches import collect_launches
@@ -17,6 +19,8 @@ from helix_agents.runtime.tool_runner import ToolOutcome, result_events, run_too
 from helix_agents.tracing import call_error, end_tool_span, tool_span
 
 __all__ = ["CallSteps"]
+
+log = logging.getLogger("helix_agents.durable")
 
 
 class CallSteps:
@@ -96,7 +100,9 @@ class CallSteps:
         )
         return JobDone(writer.last_seq, step.call_id, child.session_id if suspended else None)
 
-    async def remote_child(self, step: StepInput, beat: Beat = no_beat) -> JobDone:
+    async def remote_child(
+        self, step: StepInput, beat: Beat = no_beat, resume_from: int = 0
+    ) -> JobDone:
         """A remote sub-agent call: deterministic id, status first, resumed from the seq held.
 
         The call's child id is ``{parent}-remote-{call id}``; a retried step re-opens
@@ -105,7 +111,9 @@ class CallSteps:
         error). A stream that drops more often in a row than the tool's
         ``stream_retries`` raises :class:`~helix_agents.errors.StreamDropError`:
         the engine retries the step. ``progress`` given to ``beat`` is the last
-        child seq the parent's log holds.
+        child seq the parent's log holds (committed, never ahead of the log); a
+        retried step passes the last one its engine kept as ``resume_from`` and
+        follows from the larger of it and what the log holds.
         """
         stop = StopWatch()
         agent, writer, _log = await self.kit.open(step.session_id, stop)
@@ -115,6 +123,17 @@ class CallSteps:
         if not goes_on(writer.state):
             return JobDone(writer.last_seq, step.call_id)
         child = self.kit.child(agent, writer, call)
+        if resume_from:
+            logged = writer.held_child_seq(child.session_id)
+            log.info(
+                "remote call %s: child %s resumes after seq %d (heartbeat %d, log %d)",
+                step.call_id,
+                child.session_id,
+                max(resume_from, logged),
+                resume_from,
+                logged,
+            )
+            child.resume_from = resume_from
 
         async def body() -> bool:
             return await child.open() and await child.conclude(raise_drops=True)

@@ -11,7 +11,7 @@ is retryable and carries the remote session id and the last sequence held.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from temporalio import activity
@@ -62,6 +62,14 @@ async def _translated(step: Callable[[], Awaitable[T]]) -> T:
         raise ApplicationError(
             str(exc), exc.remote_session_id, exc.last_sequence, type="StreamDropError"
         ) from exc
+
+
+def _held_seq(details: Sequence[Any]) -> int:
+    """The child seq a heartbeat carried (0: none, or not a seq)."""
+    if not details:
+        return 0
+    first = details[0]
+    return first if isinstance(first, int) and not isinstance(first, bool) and first > 0 else 0
 
 
 class HelixActivities:
@@ -125,15 +133,18 @@ class HelixActivities:
 
     @activity.defn(name="helix_remote_child")
     async def remote_child(self, step: StepInput) -> JobDone:
-        """The seeds' executeRemoteSubAgentCall (heartbeat: the last child seq held)."""
-        previous = activity.info().heartbeat_details
-        if previous:
+        """The seeds' executeRemoteSubAgentCall (heartbeat: the last child seq held).
+
+        A retried attempt resumes the child's stream from the last seq its
+        previous attempt's heartbeat carried, or from the parent's log if that
+        holds more.
+        """
+        held = _held_seq(activity.info().heartbeat_details)
+        if held:
             activity.logger.info(
-                "remote call %s resumes; last heartbeat held child seq %s",
-                step.call_id,
-                previous[0],
+                "remote call %s resumes; last heartbeat held child seq %d", step.call_id, held
             )
-        return await _translated(lambda: self.steps.calls.remote_child(step, _beat))
+        return await _translated(lambda: self.steps.calls.remote_child(step, _beat, held))
 
     @activity.defn(name="helix_companion_call")
     async def companion_call(self, step: StepInput) -> JobDone:

@@ -636,6 +636,30 @@ async def test_dropped_streams_reconnect_from_the_held_seq(kind: Kind) -> None:
     assert end.success
 
 
+async def test_a_follow_starts_after_resume_from_when_it_is_past_the_logs_seq() -> None:
+    """``resume_from`` (a durable engine's heartbeat) beyond what the log holds: the stream
+    is asked from it, and no chunk at or before it is forwarded."""
+    child = worker()
+    child_id = child_id_of("remote")
+    with anyio.fail_after(LIMIT):
+        async with child_side(child) as side:
+            writer = await side.create_parent(the_call())
+            call = side.child_call(writer, side.tool("remote", child))
+            assert await call.open()
+            await side.executor.wait_idle(child_id)  # the child ran to its end
+            seqs = [seq for seq, _ in await child_stream(side.store, child_id)]
+            call.resume_from = seqs[2]
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call.writer.flush_forever)
+                assert not await call.conclude()
+                tg.cancel_scope.cancel()
+            log = await side.store.read(PARENT)
+            child_chunks = await child_stream(side.store, child_id)
+
+    assert side.inner.streams == [(child_id, seqs[2])]
+    assert forwarded(log) == [(seq, chunk) for seq, chunk in child_chunks if seq > seqs[2]]
+
+
 @pytest.mark.parametrize("retries", [0, 2])
 async def test_drops_in_a_row_beyond_the_budget_fail_with_stream_drop(retries: int) -> None:
     # The first connection delivers one chunk; then every connection drops at once.
