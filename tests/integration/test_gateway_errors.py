@@ -10,6 +10,11 @@ client tool, so their streams stay open).
 Every failure must answer ``{"error": "<one line>", "code": "<CODE>"}`` with
 the status of ``specs/http.md``, and bad input must change nothing in the
 store. The table-driven tests send every case and report all mismatches at once.
+
+The tests on the seeded gateway (``gw``) run on every runtime (built-in,
+Temporal, DBOS: the ``runtime`` fixture); those that build a gateway of their
+own (body limit, auth, heartbeats) test the HTTP edge, which is the same
+``create_http_app`` whatever runs the sessions, and run on the built-in one.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from helix_agents.models import ScriptedLLM
 from helix_agents.protocol import ChunkEvent, EndEvent, RemoteStartRequest
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import SqliteEventStore
+from tests.integration._durable_kit import Runtime
 
 pytestmark = pytest.mark.slow
 
@@ -141,17 +147,23 @@ PAUSED = ("wait-1", "wait-2", "wait-3")
 
 
 @asynccontextmanager
-async def gateway(directory: Path, **options: Any) -> AsyncIterator[Gateway]:
-    """Serve ``create_http_app(AgentServer(...), **options)`` on a seeded SQLite store."""
+async def gateway(
+    directory: Path, runtime: Runtime | None = None, **options: Any
+) -> AsyncIterator[Gateway]:
+    """Serve ``create_http_app(server, **options)`` on a seeded SQLite store.
+
+    The server runs its sessions on ``runtime`` (default: the built-in one).
+    """
     await anyio.Path(directory).mkdir(parents=True, exist_ok=True)
+    runtime = runtime or Runtime("builtin", directory)
     store = WatchedStore(SqliteEventStore(directory / "events.db"))
-    server = AgentServer(_agents(), store)
     try:
         async with (
+            runtime.server(_agents(), store) as server,
             serve(create_http_app(server, **options)) as url,
             httpx.AsyncClient(base_url=url, timeout=TIMEOUT) as client,
         ):
-            with anyio.fail_after(TIMEOUT):
+            with anyio.fail_after(TIMEOUT * 3 if runtime.durable else TIMEOUT):
                 seeds = [("done-1", "writer", "Write")] + [(s, "asker", "Ask") for s in PAUSED]
                 for session_id, agent_type, message in seeds:
                     await server.start_agent(
@@ -159,7 +171,7 @@ async def gateway(directory: Path, **options: Any) -> AsyncIterator[Gateway]:
                             session_id=session_id, agent_type=agent_type, message=message
                         )
                     )
-                    await server.executor.wait_idle(session_id)
+                    await runtime.settled(server, session_id)
                 statuses = [(await server.get_status(s)).status for s, _, _ in seeds]
                 assert statuses == ["completed", "paused", "paused", "paused"]
             yield Gateway(url=url, client=client, store=store, server=server)
@@ -168,8 +180,9 @@ async def gateway(directory: Path, **options: Any) -> AsyncIterator[Gateway]:
 
 
 @pytest.fixture
-async def gw(tmp_path: Path) -> AsyncIterator[Gateway]:
-    async with gateway(tmp_path) as served:
+async def gw(tmp_path: Path, runtime: Runtime) -> AsyncIterator[Gateway]:
+    """The seeded gateway, on each runtime (``runtime``): a client cannot tell which."""
+    async with gateway(tmp_path, runtime) as served:
         yield served
 
 
