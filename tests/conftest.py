@@ -20,6 +20,7 @@ import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -29,6 +30,9 @@ from temporal_server import TemporalDev
 
 from helix_agents import EventStore
 from helix_agents.stores import JetStreamEventStore, MemoryEventStore, SqliteEventStore
+
+if TYPE_CHECKING:
+    from tests.integration._durable_kit import Runtime
 
 # --- Hypothesis ----------------------------------------------------------------
 
@@ -83,6 +87,39 @@ def temporal_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TemporalD
         yield server
     finally:
         server.stop()
+
+
+# --- the runtimes a gateway runs its sessions on ---------------------------------
+
+
+@pytest.fixture(scope="session")
+def dbos_system_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One DBOS system database with the queue registered, copied by each DBOS gateway."""
+    from tests.integration._durable_kit import dbos_template
+
+    return dbos_template(tmp_path_factory.mktemp("dbos-template"))
+
+
+def _runtime_params() -> list[object]:
+    from tests.integration._durable_kit import RUNTIMES
+
+    return list(RUNTIMES)
+
+
+@pytest.fixture(params=_runtime_params())
+def runtime(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Runtime:
+    """Each runtime in turn: built-in, Temporal, DBOS (``tests/integration/_durable_kit.py``).
+
+    A protocol test opens its gateway's server with ``runtime.server(agents,
+    store)``. The Temporal dev server (and the DBOS template) is asked for
+    only by its own param, so a run of the built-in params alone starts neither.
+    """
+    from tests.integration._durable_kit import Runtime
+
+    name: str = request.param
+    dev = request.getfixturevalue("temporal_dev") if name == "temporal" else None
+    template = request.getfixturevalue("dbos_system_template") if name == "dbos" else None
+    return Runtime(name, tmp_path_factory.mktemp(f"runtime-{name}"), dev, template)
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,9 @@ The gateway must answer 404 for an unknown session before the first byte of
 a stream, and then stream from the log; both come from one read (of the
 server's store in process, of the fleet's store behind NATS), counted by a
 store that counts its ``read`` calls. The stream's own tail (a paused session)
-reads nothing more before the first frame.
+reads nothing more before the first frame. The in-process gateway runs its
+sessions on each runtime (``runtime``); the fleet's gateway is the NATS
+fleet's own (the durable engines have no NATS fleet).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from helix_agents.server import AgentServer, NatsAgentHost, create_http_app
 from helix_agents.stores import JetStreamEventStore, MemoryEventStore
 from helix_agents.transports import SSEParser
 from helix_agents.transports.nats import NatsRemoteAgentTransport
+from tests.integration._durable_kit import Runtime
 
 pytestmark = pytest.mark.slow
 
@@ -99,16 +102,18 @@ async def _check_one_read_each(
         assert reads("no-such-1") == 1
 
 
-async def test_sse_reads_the_log_once_in_process() -> None:
+async def test_sse_reads_the_log_once_in_process(runtime: Runtime) -> None:
     store = CountingStore(MemoryEventStore())
-    server = AgentServer(_agents(), store)
     with anyio.fail_after(LIMIT):
-        async with serve(create_http_app(server)) as url:
+        async with (
+            runtime.server(_agents(), store) as server,
+            serve(create_http_app(server)) as url,
+        ):
             for session_id, agent_type in (("done-1", "writer"), ("wait-1", "asker")):
                 await server.start_agent(
                     RemoteStartRequest(session_id=session_id, agent_type=agent_type, message="go")
                 )
-                await server.executor.wait_idle(session_id)
+                await runtime.settled(server, session_id)
             assert (await server.get_status("wait-1")).status == "paused"
             await _check_one_read_each(url, [store], "done-1", "wait-1")
 
