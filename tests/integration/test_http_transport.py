@@ -43,6 +43,7 @@ from helix_agents.protocol import (
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore
 from helix_agents.transports import HttpRemoteAgentTransport
+from tests.integration._durable_kit import Runtime
 
 pytestmark = pytest.mark.slow
 
@@ -758,8 +759,12 @@ class Poem(BaseModel):
     poem: str
 
 
-async def test_end_to_end_through_the_real_gateway() -> None:
-    """AgentServer + create_http_app on uvicorn, reached only through the HTTP transport."""
+async def test_end_to_end_through_the_real_gateway(runtime: Runtime) -> None:
+    """A gateway on uvicorn, reached only through the HTTP transport, on each runtime.
+
+    The other end-to-end tests here are about the connection (reuse, auth
+    headers), the same whatever runs the sessions: built-in runtime only.
+    """
 
     async def shout(args: Topic, ctx: ToolContext) -> str:
         return args.topic.upper()
@@ -777,10 +782,13 @@ async def test_end_to_end_through_the_real_gateway() -> None:
         ),
     )
     store = MemoryEventStore()
-    app = create_http_app(AgentServer([writer], store))
     request = RemoteStartRequest(session_id="e2e-1", agent_type="writer", message="Write")
     with anyio.fail_after(TIMEOUT):
-        async with serve(app) as url, transport(url) as remote:
+        async with (
+            runtime.server([writer], store) as server,
+            serve(create_http_app(server)) as url,
+            transport(url) as remote,
+        ):
             started = await remote.start(request)
             events = await collect(remote, "e2e-1")
             status = await remote.get_status("e2e-1")
