@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -26,6 +27,7 @@ from helix_agents.server.ui import fold_view
 from helix_agents.stores import JetStreamEventStore, MemoryEventStore
 from helix_agents.transports import HttpRemoteAgentTransport
 from helix_agents.transports.nats import NatsRemoteAgentTransport
+from tests.integration._durable_kit import Runtime
 
 pytestmark = pytest.mark.slow
 
@@ -49,10 +51,19 @@ def one_step(name: str) -> Any:
 
 @asynccontextmanager
 async def gateway(
-    agents: list[Any], store: EventStore, **options: Any
+    agents: list[Any], store: EventStore, runtime: Runtime | None = None, **options: Any
 ) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_http_app(AgentServer(agents, store), **options)
-    async with serve(app) as url, httpx.AsyncClient(base_url=url, timeout=TIMEOUT) as client:
+    """A gateway of ``agents`` on ``store``, its sessions run on ``runtime`` (default: built-in).
+
+    The snapshot and the session list run on every runtime (``runtime``): they
+    read the log, whoever wrote it. The other tests are the edge's own checks.
+    """
+    runtime = runtime or Runtime("builtin", Path())
+    async with (
+        runtime.server(agents, store) as server,
+        serve(create_http_app(server, **options)) as url,
+        httpx.AsyncClient(base_url=url, timeout=TIMEOUT) as client,
+    ):
         yield client
 
 
@@ -74,12 +85,12 @@ def usage_of(node: dict[str, Any]) -> tuple[int, int, int]:
     return (usage["inputTokens"], usage["outputTokens"], usage["llmCalls"])
 
 
-async def test_a_snapshot_is_the_fold_of_the_log_up_to_at() -> None:
+async def test_a_snapshot_is_the_fold_of_the_log_up_to_at(runtime: Runtime) -> None:
     store = MemoryEventStore()
     tree = build_tree()
     tree.release.set()
     with anyio.fail_after(TIMEOUT):
-        async with gateway([tree.lead], store) as client:
+        async with gateway([tree.lead], store, runtime) as client:
             await run(client, "snap-1", "lead")
             log = await store.read("snap-1")
             latest = log[-1].seq
@@ -161,13 +172,15 @@ async def test_a_bad_snapshot_request_is_refused(
             assert answer.json()["code"] == code
 
 
-async def test_the_list_the_page_reads_pages_roots_newest_first_and_filters() -> None:
+async def test_the_list_the_page_reads_pages_roots_newest_first_and_filters(
+    runtime: Runtime,
+) -> None:
     """The page lists ``GET /sessions?topLevel=true`` (``specs/ui.md``): roots only."""
     store = MemoryEventStore()
     tree = build_tree()
     tree.release.set()
     with anyio.fail_after(TIMEOUT):
-        async with gateway([one_step("a"), one_step("b"), tree.lead], store) as client:
+        async with gateway([one_step("a"), one_step("b"), tree.lead], store, runtime) as client:
             order = ["s1", "s2", "s3", "s4", "s5"]
             for index, session_id in enumerate(order):
                 await run(client, session_id, "a" if index % 2 == 0 else "b")
