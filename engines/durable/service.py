@@ -46,6 +46,17 @@ class DurableService(ExecutorService):
         """Tell the session's run in the engine to stop (the request is in the log)."""
         raise NotImplementedError
 
+    async def _run_live(self, session_id: str) -> bool:
+        """Whether a run of the session is being launched from here, or is open in the engine.
+
+        Asked in that order: a launch in flight here (the start answered once
+        its events were saved, the engine's start call still on its way) is
+        not yet open in the engine, and once it is, it is no longer in flight;
+        asking the engine first would leave a window where neither says so,
+        and a repeated start would take the session over as a dead one's.
+        """
+        return self._runs.is_executing(session_id) or await self.run_open(session_id)
+
     async def get_status(self, session_id: str) -> RemoteStatusResponse:
         """The status from the log; ``is_executing`` from the engine."""
         status = await super().get_status(session_id)
@@ -58,7 +69,7 @@ class DurableService(ExecutorService):
         log_ = await self._runs.store.read(session_id)
         if log_:
             state = project_state(log_)
-            if state.status == "running" and await self.run_open(session_id):
+            if state.status == "running" and await self._run_live(session_id):
                 messages = user_messages(request.message)
                 if state.agent_type != request.agent_type or (
                     state.messages[: len(messages)] != messages
@@ -77,7 +88,7 @@ class DurableService(ExecutorService):
         """Resume, unless the session's run is open in the engine (then: that run's ids)."""
         session_id = checked_session_id(request.session_id)
         state = await self._runs.state(session_id)
-        if state.status == "running" and await self.run_open(session_id):
+        if state.status == "running" and await self._run_live(session_id):
             if request.message:
                 raise AgentServerError(
                     "ALREADY_RUNNING", f"session {session_id!r} is running: send the message"
