@@ -100,13 +100,15 @@ def dbos_system_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return dbos_template(tmp_path_factory.mktemp("dbos-template"))
 
 
-def _runtime_params() -> list[object]:
-    from tests.integration._durable_kit import RUNTIMES
+RUNTIMES = [
+    pytest.param("builtin", id="builtin"),
+    pytest.param("temporal", id="temporal"),
+    pytest.param("dbos", id="dbos"),
+]
+"""The runtimes every protocol test runs against (issue 23, 27): the ``runtime`` fixture."""
 
-    return list(RUNTIMES)
 
-
-@pytest.fixture(params=_runtime_params())
+@pytest.fixture(params=RUNTIMES)
 def runtime(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Runtime:
     """Each runtime in turn: built-in, Temporal, DBOS (``tests/integration/_durable_kit.py``).
 

@@ -60,6 +60,7 @@ __all__ = [
     "same_log",
 ]
 
+
 class Runtime:
     """One runtime: opens gateway servers that run their sessions on it.
 
