@@ -4,9 +4,12 @@ A ``tail`` is fed this store's appends through the store's
 :class:`AppendNotifier`; the store's one ordered, headers-only JetStream
 consumer (created before a tail's catch-up read, shared by every tail, kept
 :data:`WATCH_LINGER` seconds after the last leaves) rings it when another
-process appends. The notifier's poller probes the consumer and every
-:data:`SWEEP_EVERY`-th poll re-reads every watched session. What the consumer
-has reported lets a tail skip its catch-up read (:meth:`StoreWatch.ends_at`).
+process appends. The notifier's poller probes the consumer: gone, stuck, or
+having delivered more than reached this process (a delivery lost on the way,
+which nats-py cannot see before the consumer's first delivery arrives), and
+every :data:`SWEEP_EVERY`-th poll (a last resort) re-reads every watched
+session. What the consumer has reported lets a tail skip its catch-up read
+(:meth:`StoreWatch.ends_at`).
 
 asyncio lives here only because nats-py is asyncio-only.
 """
@@ -34,8 +37,12 @@ __all__ = ["SWEEP_EVERY", "WATCH_LINGER", "StoreWatch"]
 
 WATCH_LINGER = 2.0
 """Seconds the store's consumer outlives its last tail (a new tail meanwhile reuses it)."""
-SWEEP_EVERY = 3
-"""Every this many polls, the poller re-reads every watched session whatever the consumer says."""
+SWEEP_EVERY = 12
+"""Every this many polls, the poller re-reads every watched session whatever the consumer says.
+
+A last resort against a loss no probe sees (none is known): with the default
+poll interval, one read per watched session a minute.
+"""
 _REPORTED_SESSIONS = 16384  # sessions whose last reported stream seq a store remembers
 
 
@@ -78,7 +85,13 @@ class StoreWatch:
         self._covered_reconnects = 0
         self.reported: dict[str, int] = {}  # session -> highest stream seq reported
         self._forgotten = 0  # highest stream seq of a report evicted from reported
-        self._probes = 0  # polls so far: every SWEEP_EVERY-th re-reads every watched session
+        self._probes = 0  # polls so far: every sweep_every-th re-reads every watched session
+        self.sweep_every: int | None = SWEEP_EVERY
+        """Polls between sweeps (``None``: no sweep; tests turn it off to see losses)."""
+        # Deliveries that reached this process: consumer name -> highest consumer seq.
+        self._received: dict[str, int] = {}
+        # What the last probe heard the consumer had delivered: (name, consumer seq).
+        self._last_delivered: tuple[str, int] = ("", 0)
 
     # --- this store's appends -------------------------------------------------------
 
@@ -156,6 +169,8 @@ class StoreWatch:
                 consumer = self.consumer
                 assert consumer is not None  # (a shielded scope could, to a type checker, skip it)
                 self._last_pending = (0, 0)
+                self._received.clear()
+                self._last_delivered = ("", 0)
                 self._chore(self._cover(consumer))
             self._refs += 1
 
@@ -229,17 +244,19 @@ class StoreWatch:
 
     def on_stored(self, msg: Msg, prefix: str) -> None:
         """A message was stored: wake the session's tails unless the message is ours."""
+        stream_seq: int | None
+        try:
+            metadata = msg.metadata
+            stream_seq = metadata.sequence.stream
+            self._note_received(metadata.consumer, metadata.sequence.consumer)
+        except Exception:  # not a JetStream delivery we can parse: just ring
+            stream_seq = None
         if not msg.subject.startswith(prefix):
             return
         try:
             session_id = decode_session_token(msg.subject[len(prefix) :])
         except ValueError:
             return  # not a subject we wrote
-        stream_seq: int | None
-        try:
-            stream_seq = msg.metadata.sequence.stream
-        except Exception:  # not a JetStream delivery we can parse: just ring
-            stream_seq = None
         if stream_seq is None:
             self.covered_from = None  # and skip no catch-up read from now on
         else:
@@ -265,33 +282,56 @@ class StoreWatch:
                 oldest = next(iter(reported))
                 self._forgotten = max(self._forgotten, reported.pop(oldest))
 
+    def _note_received(self, consumer: str, consumer_seq: int) -> None:
+        """A delivery of ``consumer`` reached this process (kept for its last few consumers)."""
+        if consumer_seq > self._received.get(consumer, 0):
+            self._received[consumer] = consumer_seq
+            if len(self._received) > 8:  # nats-py re-created it since: forget the oldest
+                del self._received[next(iter(self._received))]
+
     async def probe(self, sessions: list[str]) -> list[str]:
-        """The poller's safety net: every watched session if the consumer seems stuck or gone.
+        """The poller's safety net: every watched session if a ring may have been lost.
 
         One request per poll, however many sessions are watched: the
-        consumer's info. Stuck means messages were pending at the last probe
-        and nothing was delivered since. Every :data:`SWEEP_EVERY`-th poll
-        re-reads them all anyway (one request each).
+        consumer's info. A ring may have been lost when the consumer is gone
+        or unreachable; stuck (messages were pending at the last probe and
+        nothing was delivered since); or when it had delivered, at the last
+        probe, a consumer seq that has still not reached this process: a
+        delivery lost on the way (the connection broke under it, as when the
+        client's NATS node dies). nats-py's ordered consumer finds such a
+        loss only from a later delivery, or from an idle heartbeat once it
+        has received one delivery of the consumer: the loss of a new (or
+        re-created) consumer's first deliveries followed by quiet would
+        otherwise ring nothing for ever. Every :attr:`sweep_every`-th poll
+        re-reads them all anyway (the last resort, one request each).
         """
         consumer = self.consumer
         if consumer is None or not sessions or self._is_closed():
             return []
         self._probes += 1
-        if self._probes % SWEEP_EVERY == 0:
-            # A slow sweep: a ring lost all the same (a push missed across a
-            # reconnect while the consumer moved on, found by the soak test)
-            # delays a tail by a few polls, never for ever.
+        if self.sweep_every and self._probes % self.sweep_every == 0:
             return sessions
         try:
             info = await consumer.consumer_info()
         except (nats.errors.Error, OSError):
             self._last_pending = (0, 0)
+            self._last_delivered = ("", 0)
             self.covered_from = None  # it may have missed messages: tails read from now on
             return sessions  # gone (nats-py recreates it) or unreachable: re-read
         pending = int(info.num_pending or 0)
         delivered = int(info.delivered.stream_seq or 0) if info.delivered else 0
         stuck = self._last_pending[0] > 0 and delivered == self._last_pending[1]
         self._last_pending = (pending, delivered)
-        if stuck:
+        # Lost on the way: what the consumer had delivered at the last probe (a poll
+        # ago: long enough to arrive) has still not reached this process.
+        name, was_delivered = self._last_delivered
+        lost = name == info.name and self._received.get(name, 0) < was_delivered
+        consumer_seq = int(info.delivered.consumer_seq or 0) if info.delivered else 0
+        self._last_delivered = (info.name, consumer_seq)
+        if lost:
+            # Rung once: what the tails miss, they read now; the consumer's next
+            # delivery shows nats-py the gap, and it re-creates the consumer.
+            self._received[name] = max(self._received.get(name, 0), was_delivered)
+        if stuck or lost:
             self.covered_from = None
-        return sessions if stuck else []
+        return sessions if stuck or lost else []
