@@ -8,8 +8,8 @@ the line and its payload), and each frame is forwarded whole, unless a planned
 
 - ``request``: a ``PUB``/``HPUB`` from a client to a subject under the RPC
   prefix (a control call of ``NatsRemoteAgentTransport`` to the hosts);
-- ``reply``: a ``MSG``/``HMSG`` to a client on a request inbox (``_INBOX.``): a
-  host's answer, or a JetStream API answer;
+- ``reply``: a ``MSG``/``HMSG`` to a client on the reply subject of a
+  ``request`` that passed: a host's answer;
 - ``delivery``: a ``MSG``/``HMSG`` to a client whose reply subject is a
   JetStream ack (``$JS.ACK.``): a push consumer's delivery (the store's watch).
 
@@ -123,6 +123,7 @@ class NatsFaultProxy:
         """Frames of each target since the last :meth:`play`."""
         self._plan: dict[tuple[str, int], WireFault] = {}
         self._live: set[_Connection] = set()
+        self._reply_subjects: set[bytes] = set()  # of the requests seen (bounded below)
 
     @property
     def url(self) -> str:
@@ -145,11 +146,17 @@ class NatsFaultProxy:
     def classify(self, frame: Frame) -> Target | None:
         """Which target ``frame`` is, if any."""
         if frame.op in (b"PUB", b"HPUB"):
-            return "request" if frame.subject.startswith(self.rpc_prefix) else None
+            if not frame.subject.startswith(self.rpc_prefix):
+                return None
+            if frame.reply:
+                if len(self._reply_subjects) > 4096:
+                    self._reply_subjects.clear()
+                self._reply_subjects.add(frame.reply)
+            return "request"
         if frame.op in (b"MSG", b"HMSG"):
             if frame.reply.startswith(b"$JS.ACK."):
                 return "delivery"
-            if frame.subject.startswith(b"_INBOX."):
+            if frame.subject in self._reply_subjects:
                 return "reply"
         return None
 
