@@ -22,7 +22,9 @@ What a fault does (:data:`Kind`):
 - ``reorder``: it is held back and forwarded right after the next frame of the
   same target on that connection (or after ``seconds`` when none comes);
 - ``cut``: the connection is closed both ways instead, as when the client's
-  node dies; nats-py reconnects (to this proxy again).
+  node dies (``on_cut``, if set, is awaited first: a test kills the node
+  there, so the frame dies with it); nats-py reconnects (to this proxy, or to
+  a node of the cluster the server's ``INFO`` named).
 
 Each target's frames are counted from the moment :meth:`NatsFaultProxy.play`
 installs a plan, across connections; a fault fires on the frame whose index is
@@ -38,7 +40,7 @@ Everything runs in the test's event loop, in the proxy's task group::
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
@@ -123,7 +125,10 @@ class NatsFaultProxy:
         """Frames of each target since the last :meth:`play`."""
         self._plan: dict[tuple[str, int], WireFault] = {}
         self._live: set[_Connection] = set()
+        self._serving = anyio.CancelScope()
         self._reply_subjects: set[bytes] = set()  # of the requests seen (bounded below)
+        self.on_cut: Callable[[], Awaitable[None]] | None = None
+        """Awaited when a ``cut`` fires, before the connection closes (e.g. kill the node)."""
 
     @property
     def url(self) -> str:
@@ -135,6 +140,10 @@ class NatsFaultProxy:
         self._plan = {(fault.target, fault.nth): fault for fault in plan}
         self.fired = []
         self.seen = {}
+
+    def stop_listening(self) -> None:
+        """Close every connection and refuse new ones, as a dead node does."""
+        self._serving.cancel()
 
     def cut_all(self) -> int:
         """Close every open connection, both sides; return how many."""
@@ -174,10 +183,11 @@ class NatsFaultProxy:
     async def serve(self, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
         """Listen and forward until cancelled; reports the port through ``task_status``."""
         listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-        async with listener:
-            self.port = listener.extra(SocketAttribute.local_port)
-            task_status.started(self.port)
-            await listener.serve(self._handle)
+        with self._serving:
+            async with listener:
+                self.port = listener.extra(SocketAttribute.local_port)
+                task_status.started(self.port)
+                await listener.serve(self._handle)
 
     async def _handle(self, client: SocketStream) -> None:
         self.connections += 1
@@ -223,6 +233,8 @@ class NatsFaultProxy:
                     out = [frame.raw]
                     if fault is not None:
                         if fault.kind == "cut":
+                            if self.on_cut is not None:
+                                await self.on_cut()  # the frame is still in flight meanwhile
                             connection.scope.cancel()
                             return
                         if fault.kind == "drop":
