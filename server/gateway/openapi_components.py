@@ -16,6 +16,7 @@ from helix_agents.events import Chunk
 from helix_agents.ids import MAX_SESSION_ID_LENGTH
 from helix_agents.log.session_list import SessionListPage
 from helix_agents.protocol import (
+    DECIDED_BY_MAX,
     RemoteMessageRequest,
     RemoteMessageResponse,
     RemoteResumeRequest,
@@ -197,6 +198,8 @@ def components() -> dict[str, Any]:
             _front_end_run(schema)
         if schema.get("title") == "RemoteMessageRequest":
             _follow_up(properties)
+        if schema.get("title") == "SubmitApprovalRequest":
+            properties["decidedBy"] = _DECIDED_BY
         if "traceContext" in properties:
             properties["traceContext"] = _TRACE_CONTEXT
         if "ancestors" in properties:
@@ -256,6 +259,30 @@ _NOT_BLANK = (
     "\\u2028\\u2029\\u202f\\u205f\\u3000]"
 )
 """A character that is not whitespace to Python's ``str.strip`` (which the server uses)."""
+
+
+_DECIDED_BY = {
+    "anyOf": [
+        {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": DECIDED_BY_MAX,
+            "pattern": (
+                "^[^\\x00-\\x1f\\x7f-\\x9f]*"
+                "[^\\x00-\\x20\\x7f-\\xa0\\u1680\\u2000-\\u200a"
+                "\\u2028\\u2029\\u202f\\u205f\\u3000]"
+                "[^\\x00-\\x1f\\x7f-\\x9f]*$"
+            ),
+        },
+        {"type": "null"},
+    ],
+    "default": None,
+    "description": (
+        "Who decided: 1 to 200 characters, not only spaces, no control characters "
+        "(`checked_decided_by`); recorded on the `approval_given` event"
+    ),
+}
+"""``decidedBy`` as the server checks it: not blank, no control character (``Cc``)."""
 
 
 def _follow_up(properties: dict[str, Any]) -> None:

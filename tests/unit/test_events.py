@@ -251,7 +251,12 @@ SAMPLES: dict[type[EventBase], Event] = {
         expires_at=1_700_000_030.0,
     ),
     ApprovalGiven: ApprovalGiven(
-        **env(), tool_call_id="call_4", approved=False, reason="too much", expired=True
+        **env(),
+        tool_call_id="call_4",
+        approved=False,
+        reason="too much",
+        expired=True,
+        decided_by="Ada Lovelace",
     ),
     WorkspaceWritten: WorkspaceWritten(
         **env(),
