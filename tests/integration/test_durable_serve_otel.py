@@ -143,7 +143,7 @@ async def test_temporal_gateway_and_worker_otel_export_one_trace(
             try:
                 await gateway.start()
                 await worker.start()
-                await _run_boss(gateway.url, "ot")
+                await _run_boss(gateway.url, "serve-ot")
                 assert worker.process is not None
                 worker.process.send_signal(signal.SIGINT)
                 assert await worker.process.wait() == 0, worker.output()
@@ -157,5 +157,5 @@ async def test_temporal_gateway_and_worker_otel_export_one_trace(
     assert "helix-agents: tracing to OTLP" in worker.output()
     starts = [s for s in spans if s["name"] == "start_session boss"]
     assert len(starts) == 1  # the gateway began the session's trace
-    _check_one_trace(spans, "ot")
-    assert {s["trace"] for s in spans if s["session"] == "ot"} == {starts[0]["trace"]}
+    _check_one_trace(spans, "serve-ot")
+    assert {s["trace"] for s in spans if s["session"] == "serve-ot"} == {starts[0]["trace"]}

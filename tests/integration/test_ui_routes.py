@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -181,10 +182,13 @@ async def test_the_list_the_page_reads_pages_roots_newest_first_and_filters(
     tree.release.set()
     with anyio.fail_after(TIMEOUT):
         async with gateway([one_step("a"), one_step("b"), tree.lead], store, runtime) as client:
-            order = ["s1", "s2", "s3", "s4", "s5"]
+            # Ids of this test alone: on Temporal a workflow id is the session id, and
+            # another test's workflow still open under the same id would take the start.
+            tag = uuid.uuid4().hex[:8]
+            order = [f"{tag}-s{number}" for number in range(1, 6)]
             for index, session_id in enumerate(order):
                 await run(client, session_id, "a" if index % 2 == 0 else "b")
-            await run(client, "tree", "lead")  # its two children are not rows
+            await run(client, f"{tag}-tree", "lead")  # its two children are not rows
 
             seen: list[str] = []
             cursor: str | None = None
@@ -201,13 +205,13 @@ async def test_the_list_the_page_reads_pages_roots_newest_first_and_filters(
                 cursor = page["nextCursor"]
                 if cursor is None:
                     break
-            assert seen == ["tree", *reversed(order)]
+            assert seen == [f"{tag}-tree", *reversed(order)]
             assert pages == 3
 
             only_b = (
                 await client.get("/sessions", params={"agent": "b", "topLevel": "true"})
             ).json()
-            assert [row["sessionId"] for row in only_b["sessions"]] == ["s4", "s2"]
+            assert [row["sessionId"] for row in only_b["sessions"]] == [order[3], order[1]]
             row = only_b["sessions"][0]
             assert row["status"] == "completed"
             assert row["updatedTs"] >= row["createdTs"]
