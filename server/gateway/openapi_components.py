@@ -278,7 +278,7 @@ _DECIDED_BY = {
     ],
     "default": None,
     "description": (
-        "Who decided: 1 to 200 characters, not only spaces, no control characters "
+        f"Who decided: 1 to {DECIDED_BY_MAX} characters, not only spaces, no control characters "
         "(`checked_decided_by`); recorded on the `approval_given` event"
     ),
 }
