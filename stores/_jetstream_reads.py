@@ -20,6 +20,7 @@ import contextlib
 import json
 from collections import OrderedDict
 
+import anyio
 from nats.js import api as js_api
 
 from helix_agents.errors import StoreError
@@ -40,6 +41,8 @@ from ._nats_inbox import NatsInbox
 __all__ = ["BatchMarks", "LogReader", "Mark"]
 
 _BATCH = 256  # messages one direct get returns at most
+_NO_RESPONDER_PAUSES = (0.05, 0.1, 0.2, 0.4)
+"""Pauses before a direct get nobody answered is sent again; then the leader is asked."""
 _MARKED_SESSIONS = 4096  # sessions whose batch positions a store remembers
 _MARKS_PER_SESSION = 64
 
@@ -186,6 +189,21 @@ class LogReader:
             if msg is None:
                 return [], False
             return [msg], True
+        for pause in _NO_RESPONDER_PAUSES:
+            found = await self._direct_batch(subject, start)
+            if found is not None:
+                return found
+            # No server answered the direct get (a replica not serving them yet, as
+            # right after an election or a stream's update): wait a moment, try again.
+            await anyio.sleep(pause)
+        # Still nobody: the leader answers, one message a request.
+        msg = await self._access.next_msg(subject, start)
+        return ([], False) if msg is None else ([msg], True)
+
+    async def _direct_batch(
+        self, subject: str, start: int
+    ) -> tuple[list[js_api.RawStreamMsg], bool] | None:
+        """One batched direct get from stream seq ``start`` on; ``None`` if no server answered."""
         stream = self._access.stream
         request = {"seq": max(start, 1), "next_by_subj": subject, "batch": _BATCH}
         replies = self._inbox.replies(f"{API}.DIRECT.GET.{stream}", json.dumps(request).encode())
@@ -198,6 +216,8 @@ class LogReader:
                     return batch, False
                 if status == "204":  # end of this batch
                     return batch, int(headers.get("Nats-Num-Pending") or 0) > 0
+                if status == "503" and not batch:  # no responders
+                    return None
                 if status is not None:
                     description = headers.get(js_api.Header.DESCRIPTION, "")
                     raise StoreError(

@@ -18,6 +18,7 @@ connects.
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -158,3 +159,37 @@ async def test_a_stream_made_without_direct_gets_is_given_them_and_read_in_batch
         await nc.close()
     gets = [subject for subject in requests if ".GET." in subject]
     assert gets == [f"$JS.API.DIRECT.GET.{stream}"]  # one batch; unreplicated: no more
+
+
+async def test_a_direct_get_nobody_answers_falls_back_to_the_leaders_gets(
+    nats_server: NatsServer,
+) -> None:
+    """No server answers a direct get (``503``: as when replicas do not serve them yet).
+
+    The store was told the stream serves direct gets, then the stream stops
+    serving them: a read tries the batch again a few times, then reads from
+    the leader one message a request, and gets the whole log, not an error.
+    """
+    stream = fresh_stream_name()
+    store = await JetStreamEventStore.connect(nats_server.url, stream=stream)
+    nc = await nats.connect(nats_server.url)
+    try:
+        written = [_delta("s", seq) for seq in range(1, 21)]
+        for event in written:
+            await store.append("s", [event], event.seq - 1)
+        info = await nc.jsm().stream_info(stream)
+        assert info.config.allow_direct is True
+        await nc.jsm().update_stream(replace(info.config, allow_direct=False))
+        reader = await JetStreamEventStore.connect(nats_server.url, stream=stream)
+        try:
+            # Connecting gives the stream its direct gets back: take them away again.
+            info = await nc.jsm().stream_info(stream)
+            await nc.jsm().update_stream(replace(info.config, allow_direct=False))
+            with anyio.fail_after(LIMIT):
+                assert await reader.read("s") == written
+                assert await reader.read("s", 10) == written[10:]
+        finally:
+            await reader.close()
+    finally:
+        await nc.close()
+        await store.close()
