@@ -62,7 +62,7 @@ from helix_agents.protocol import EndEvent, RemoteStartRequest
 from helix_agents.server import AgentServer
 from helix_agents.server.fleet.host import NatsAgentHost
 from helix_agents.server.fleet.leases import DEFAULT_LEASE_TTL, LEASE_BUCKET, lease_key
-from helix_agents.stores.jetstream import WATCH_LINGER, JetStreamEventStore
+from helix_agents.stores.jetstream.store import WATCH_LINGER, JetStreamEventStore
 from helix_agents.transports.nats import NatsRemoteAgentTransport
 
 BENCH_DIR = Path(__file__).resolve().parent

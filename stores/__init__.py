@@ -18,9 +18,13 @@ from helix_agents.errors import UsageError
 from helix_agents.log.store import EventStore
 
 from .check import StoreCheck as StoreCheck, check_store as check_store
-from .jetstream import DEFAULT_STREAM, JetStreamEventStore as JetStreamEventStore, nats_servers
+from .jetstream.store import (
+    DEFAULT_STREAM,
+    JetStreamEventStore as JetStreamEventStore,
+    nats_servers,
+)
 from .memory import MemoryEventStore as MemoryEventStore
-from .sqlite import SqliteEventStore as SqliteEventStore
+from .sqlite.store import SqliteEventStore as SqliteEventStore
 
 __all__ = [
     "DEFAULT_STORE_URL",

@@ -9,7 +9,7 @@ from helix_agents.events import Event
 from helix_agents.ids import validate_session_id
 from helix_agents.log.search import IndexedSession, MemorySessionIndex, SessionQuery
 
-from ._common import AppendNotifier, check_batch, tail_events
+from .common import AppendNotifier, check_batch, tail_events
 
 __all__ = ["MemoryEventStore"]
 

@@ -269,7 +269,7 @@ class SessionRun:
         Returns the turn (its calls made unique), or None when the turn ended the
         run (a final answer, recorded with the completion in one batch). Also
         used alone by a durable engine, one step per durable step
-        (``helix_agents.durable``); the caller runs the writer's flusher.
+        (``helix_agents.engines.durable``); the caller runs the writer's flusher.
         """
         agent = self.agent
         llm = self.env.llm_override or agent.llm or self.env.llm

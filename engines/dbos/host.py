@@ -3,7 +3,7 @@
 DBOS is a library: the worker launches it in-process over its system
 database (SQLite by default, a file; Postgres when several processes share
 the work) and polls the worker queue; its steps run on this process's event
-loop (:class:`~helix_agents.dbos.stephost.StepHost`). One DBOS per process:
+loop (:class:`~helix_agents.engines.dbos.stephost.StepHost`). One DBOS per process:
 a second worker entered while one runs is refused.
 """
 
@@ -21,12 +21,12 @@ from anyio.from_thread import BlockingPortal
 from dbos import DBOS, DBOSConfig
 
 from helix_agents.agents.config import AgentConfig
-from helix_agents.dbos.launches import DbosLauncher, DbosService
-from helix_agents.dbos.options import DbosOptions
-from helix_agents.dbos.stephost import StepHost, hosting, unhost
-from helix_agents.dbos.takeover import Takeover
-from helix_agents.dbos.workflow import agent_run
-from helix_agents.durable import DurableSteps
+from helix_agents.engines.dbos.launches import DbosLauncher, DbosService
+from helix_agents.engines.dbos.options import DbosOptions
+from helix_agents.engines.dbos.stephost import StepHost, hosting, unhost
+from helix_agents.engines.dbos.takeover import Takeover
+from helix_agents.engines.dbos.workflow import agent_run
+from helix_agents.engines.durable.steps import DurableSteps
 from helix_agents.errors import UsageError
 from helix_agents.log.store import EventStore
 from helix_agents.models.base import LLMAdapter

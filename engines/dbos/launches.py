@@ -5,7 +5,7 @@ Which workflow a run goes to is read from the log (``routes.py``).
 opens a local child, the launch is handed to the parent's workflow instead (a
 child workflow). :class:`DbosService` is the executor's service with
 ``is_executing`` from DBOS, joins a run in progress as Temporal's does
-(:class:`~helix_agents.durable.DurableService`), and wakes a paused
+(:class:`~helix_agents.engines.durable.DurableService`), and wakes a paused
 workflow that was stopped so it ends.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dbos import DBOS, SetWorkflowID
 
 from helix_agents.agents.config import AgentConfig
-from helix_agents.dbos.routes import (
+from helix_agents.engines.dbos.routes import (
     RESUME_TOPIC,
     is_open,
     open_runs,
@@ -25,8 +25,10 @@ from helix_agents.dbos.routes import (
     wait_notices,
     workflow_id,
 )
-from helix_agents.dbos.workflow import agent_run
-from helix_agents.durable import DurableService, RunInput, deferred_launch
+from helix_agents.engines.dbos.workflow import agent_run
+from helix_agents.engines.durable.launches import deferred_launch
+from helix_agents.engines.durable.plan import RunInput
+from helix_agents.engines.durable.service import DurableService
 from helix_agents.events import Event
 from helix_agents.log import project_state
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from helix_agents.durable import ToolPolicy
+from helix_agents.engines.durable.plan import ToolPolicy
 
 __all__ = ["WORKFLOW_VERSION", "DbosOptions"]
 
@@ -35,7 +35,7 @@ class DbosOptions:
         log_level: DBOS's log level.
         drain: seconds a closing worker lets its workflows finish the step they
             are in (a paused one is left waiting; the rest are recovered later).
-        tool_policies: a :class:`~helix_agents.durable.ToolPolicy` by tool name.
+        tool_policies: a :class:`~helix_agents.engines.durable.ToolPolicy` by tool name.
         default_policy: the policy of every other tool.
     """
 

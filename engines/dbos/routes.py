@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 from dbos import DBOS
 
-from helix_agents.dbos.stephost import current_host
-from helix_agents.durable import waits_on
+from helix_agents.engines.dbos.stephost import current_host
+from helix_agents.engines.durable.waits import waits_on
 from helix_agents.events import (
     Aborted,
     Completed,

@@ -16,8 +16,8 @@ from typing import TypeVar
 
 from anyio.from_thread import BlockingPortal
 
-from helix_agents.dbos.options import DbosOptions
-from helix_agents.durable import DurableSteps
+from helix_agents.engines.dbos.options import DbosOptions
+from helix_agents.engines.durable.steps import DurableSteps
 from helix_agents.errors import UsageError
 
 __all__ = ["StepHost", "current_host", "hosting", "unhost"]

@@ -5,8 +5,8 @@ recorded results (the durable steps' plans). Its workflow id is
 ``{session id}#{seq}`` (the seq of the run's ``run_started``), so a launch
 is idempotent; a local sub-agent's run is a child workflow with its child
 session's id of the same form. Every step is :func:`DBOS.run_step_async`
-over a :class:`~helix_agents.durable.DurableSteps` step, whose work runs on
-the worker's own event loop (:class:`~helix_agents.dbos.host.StepHost`).
+over a :class:`~helix_agents.engines.durable.DurableSteps` step, whose work runs on
+the worker's own event loop (:class:`~helix_agents.engines.dbos.host.StepHost`).
 
 A round's calls run at once, in two gathers whose steps each take their
 DBOS step id when they start (so a recovered workflow replays them in the
@@ -37,7 +37,7 @@ from dbos import DBOS, SetWorkflowID, StepOptions
 from dbos._error import DBOSException, DBOSMaxStepRetriesExceeded, DBOSStepTimeoutError
 
 from helix_agents.companions.tools import WAIT_FOR_RESULT
-from helix_agents.dbos.routes import (
+from helix_agents.engines.dbos.routes import (
     RESUME_TOPIC,
     WORKFLOW_NAME,
     child_route,
@@ -45,8 +45,8 @@ from helix_agents.dbos.routes import (
     waiters,
     workflow_id,
 )
-from helix_agents.dbos.stephost import current_host
-from helix_agents.durable.plan import (
+from helix_agents.engines.dbos.stephost import current_host
+from helix_agents.engines.durable.plan import (
     CallJob,
     ChildOpened,
     JobDone,
@@ -57,8 +57,8 @@ from helix_agents.durable.plan import (
     StepInput,
     StopInput,
 )
-from helix_agents.durable.reading import StepFailed
-from helix_agents.durable.waits import WaitLook
+from helix_agents.engines.durable.reading import StepFailed
+from helix_agents.engines.durable.waits import WaitLook
 from helix_agents.errors import OwnershipLost, RemoteAgentFailedError
 
 __all__ = ["agent_run"]
@@ -259,7 +259,7 @@ async def _wait_for_result(step: StepInput) -> JobDone:
     run ends or pauses (its workflow sends the notice) or at the call's
     deadline, which DBOS keeps across a crash (the recorded sleep, and the
     deadline the first look checkpointed). A remote child sends no notice: its
-    look follows its stream (``helix_agents.durable.waits``).
+    look follows its stream (``helix_agents.engines.durable.waits``).
     """
     host = current_host()
     waits = host.steps.waits

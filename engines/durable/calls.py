@@ -10,17 +10,17 @@ from __future__ import annotations
 import logging
 
 from helix_agents.agents.tools import Tool
-from helix_agents.durable.kit import Beat, StepKit, StopWatch, no_beat
-from helix_agents.durable.launches import collect_launches
-from helix_agents.durable.plan import ChildOpened, JobDone, StepInput
-from helix_agents.durable.reading import goes_on, open_tool_starts, unanswered
+from helix_agents.engines.durable.kit import Beat, StepKit, StopWatch, no_beat
+from helix_agents.engines.durable.launches import collect_launches
+from helix_agents.engines.durable.plan import ChildOpened, JobDone, StepInput
+from helix_agents.engines.durable.reading import goes_on, open_tool_starts, unanswered
 from helix_agents.hitl.gates import Waiting
 from helix_agents.runtime.tool_runner import ToolOutcome, result_events, run_tool_call, tool_start
 from helix_agents.tracing import call_error, end_tool_span, tool_span
 
 __all__ = ["CallSteps"]
 
-log = logging.getLogger("helix_agents.durable")
+log = logging.getLogger("helix_agents.engines.durable")
 
 
 class CallSteps:

@@ -20,8 +20,8 @@ from helix_agents.agents.config import AgentConfig, RemoteSubAgentTool, SubAgent
 from helix_agents.children.call import ChildCall
 from helix_agents.children.open_calls import OpenCalls
 from helix_agents.companions.parent import Companions
-from helix_agents.durable.plan import StepInput
-from helix_agents.durable.reading import StepFailed, first_error
+from helix_agents.engines.durable.plan import StepInput
+from helix_agents.engines.durable.reading import StepFailed, first_error
 from helix_agents.errors import StoreClosedError, StoreError
 from helix_agents.events import (
     AbortRequested,
@@ -38,7 +38,7 @@ from helix_agents.tracing import Span, run_span
 
 __all__ = ["Beat", "StepKit", "StopWatch", "no_beat"]
 
-log = logging.getLogger("helix_agents.durable")
+log = logging.getLogger("helix_agents.engines.durable")
 
 T = TypeVar("T")
 Beat = Callable[[Any], None]

@@ -12,7 +12,7 @@ from typing import Any
 
 from helix_agents.agents.config import AgentConfig
 from helix_agents.agents.define import AgentRegistry
-from helix_agents.durable.plan import Plan
+from helix_agents.engines.durable.plan import Plan
 from helix_agents.errors import HelixError, UsageError
 from helix_agents.events import (
     Completed,

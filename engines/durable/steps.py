@@ -2,7 +2,7 @@
 
 The engine-neutral half of a durable runtime (``specs/temporal.md``). A
 workflow (Temporal's, a DBOS one) drives a session with these steps and
-decides only from what they return (:mod:`helix_agents.durable.plan`):
+decides only from what they return (:mod:`helix_agents.engines.durable.plan`):
 
 - ``begin``: a run begins (its ``on_agent_start`` hook) and says what is due;
 - ``model_step``: one model call (``step_started``, streamed text, the turn);
@@ -43,9 +43,9 @@ import anyio
 
 from helix_agents.agents.config import AgentConfig, RemoteSubAgentTool, SubAgentTool
 from helix_agents.agents.tools import COMPANION_TOOL_PREFIX
-from helix_agents.durable.calls import CallSteps
-from helix_agents.durable.kit import Beat, StepKit, StopWatch, no_beat
-from helix_agents.durable.plan import (
+from helix_agents.engines.durable.calls import CallSteps
+from helix_agents.engines.durable.kit import Beat, StepKit, StopWatch, no_beat
+from helix_agents.engines.durable.plan import (
     CallJob,
     Plan,
     Round,
@@ -54,7 +54,7 @@ from helix_agents.durable.plan import (
     StopInput,
     ToolPolicy,
 )
-from helix_agents.durable.reading import (
+from helix_agents.engines.durable.reading import (
     finished_output,
     last_run_seq,
     last_turn_seq,
@@ -63,7 +63,7 @@ from helix_agents.durable.reading import (
     refuse_unsupported,
     stepped_since,
 )
-from helix_agents.durable.waits import WaitSteps
+from helix_agents.engines.durable.waits import WaitSteps
 from helix_agents.errors import UsageError
 from helix_agents.events import (
     Aborted,

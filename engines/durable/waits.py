@@ -21,9 +21,9 @@ from typing import Any
 from helix_agents.companions.parent import Companions
 from helix_agents.companions.refs import latest_child
 from helix_agents.companions.tools import WAIT_FOR_RESULT, check_arguments
-from helix_agents.durable.kit import StepKit, StopWatch, no_beat
-from helix_agents.durable.plan import JobDone, StepInput
-from helix_agents.durable.reading import goes_on, unanswered
+from helix_agents.engines.durable.kit import StepKit, StopWatch, no_beat
+from helix_agents.engines.durable.plan import JobDone, StepInput
+from helix_agents.engines.durable.reading import goes_on, unanswered
 from helix_agents.log.state import SessionState, SubSessionRef
 from helix_agents.messages import ToolCall
 from helix_agents.runtime.turns import unanswered_calls

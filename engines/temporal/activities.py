@@ -1,6 +1,6 @@
-"""The activities of :class:`~helix_agents.temporal.workflow.AgentWorkflow`: the durable steps.
+"""The activities of :class:`~helix_agents.engines.temporal.workflow.AgentWorkflow`: steps.
 
-Each activity is one :class:`~helix_agents.durable.DurableSteps` step; the
+Each activity is one :class:`~helix_agents.engines.durable.DurableSteps` step; the
 long ones (a model call, a tool, a child followed) heartbeat every
 ``beat_every`` seconds, which is also how Temporal's cancellation reaches
 them. Errors are translated at this edge into Temporal's terms: a step that
@@ -17,17 +17,17 @@ from typing import Any, TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from helix_agents.durable import (
+from helix_agents.engines.durable.plan import (
     ChildOpened,
-    DurableSteps,
     JobDone,
     Plan,
     Round,
     RoundEnd,
-    StepFailed,
     StepInput,
     StopInput,
 )
+from helix_agents.engines.durable.reading import StepFailed
+from helix_agents.engines.durable.steps import DurableSteps
 from helix_agents.errors import OwnershipLost, RemoteAgentFailedError, StreamDropError
 
 __all__ = ["HelixActivities"]

@@ -1,6 +1,6 @@
 """The protocol over Temporal: runs launched as workflows, stops sent as signals.
 
-:class:`TemporalService` is the :class:`~helix_agents.durable.DurableService`
+:class:`TemporalService` is the :class:`~helix_agents.engines.durable.DurableService`
 with three differences: a run is launched by :class:`TemporalLauncher`
 (signal-with-start of the session's workflow, whose id is the session id)
 instead of in this process; ``interrupt``/``abort`` record the request in
@@ -26,13 +26,15 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from helix_agents.agents.config import AgentConfig
-from helix_agents.durable import DurableService, ToolPolicy, deferred_launch
+from helix_agents.engines.durable.launches import deferred_launch
+from helix_agents.engines.durable.plan import ToolPolicy
+from helix_agents.engines.durable.service import DurableService
+from helix_agents.engines.temporal.workflow import WORKFLOW_NAME, WorkflowInput
 from helix_agents.errors import AgentServerError, TransportError
 from helix_agents.events import Event
 from helix_agents.runtime.executor import AgentExecutor
 from helix_agents.runtime.inprocess import InProcessTransport
 from helix_agents.runtime.runs import SessionRuns
-from helix_agents.temporal.workflow import WORKFLOW_NAME, WorkflowInput
 
 __all__ = ["TemporalLauncher", "TemporalOptions", "TemporalService", "attach", "connect"]
 
@@ -51,7 +53,7 @@ class TemporalOptions:
             retried on another worker (a worker that died mid-step).
         paused_wait: seconds a paused run waits for its resume signal.
         stop_grace: seconds a stopping run waits for its children.
-        tool_policies: a :class:`~helix_agents.durable.ToolPolicy` by tool name
+        tool_policies: a :class:`~helix_agents.engines.durable.ToolPolicy` by tool name
             (workers only: retries and timeout of that tool's activity).
         default_policy: the policy of every other tool (workers only).
     """

@@ -19,14 +19,14 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from helix_agents.agents.config import AgentConfig
-from helix_agents.durable import DurableSteps
+from helix_agents.engines.durable.steps import DurableSteps
+from helix_agents.engines.temporal.activities import HelixActivities
+from helix_agents.engines.temporal.service import TemporalOptions, TemporalService, attach, connect
+from helix_agents.engines.temporal.workflow import AgentWorkflow
 from helix_agents.log.store import EventStore
 from helix_agents.models.base import LLMAdapter, LLMError, LLMRequest, LLMStreamEvent
 from helix_agents.runtime.executor import AgentExecutor
 from helix_agents.server.agent_server import AgentServer
-from helix_agents.temporal.activities import HelixActivities
-from helix_agents.temporal.service import TemporalOptions, TemporalService, attach, connect
-from helix_agents.temporal.workflow import AgentWorkflow
 from helix_agents.tracing import Tracer
 from helix_agents.workspaces.base import WorkspaceProvider
 

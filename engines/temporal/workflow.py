@@ -28,7 +28,7 @@ from temporalio.exceptions import ActivityError, CancelledError, WorkflowAlready
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from helix_agents.durable.plan import (
+    from helix_agents.engines.durable.plan import (
         CallJob,
         ChildOpened,
         JobDone,

@@ -37,7 +37,7 @@ async def run_host(
     import signal
 
     from helix_agents.server.fleet.host import NatsAgentHost
-    from helix_agents.stores.jetstream import JetStreamEventStore
+    from helix_agents.stores.jetstream.store import JetStreamEventStore
 
     # A host's log on stderr: which sessions it runs, takes over, or fails to lease.
     handler = logging.StreamHandler()

@@ -231,7 +231,7 @@ async def _serve_fleet(
     replicas: int,
     options: ServeOptions,
 ) -> None:
-    from helix_agents.stores.jetstream import JetStreamEventStore
+    from helix_agents.stores.jetstream.store import JetStreamEventStore
     from helix_agents.transports.nats import NatsRemoteAgentTransport
 
     check_address(host, port)
@@ -261,7 +261,7 @@ async def _connect_nats(nats_url: str) -> NatsClient:
     """Connect to every server ``nats_url`` lists (comma-separated), reconnecting for ever."""
     import nats
 
-    from helix_agents.stores.jetstream import nats_servers
+    from helix_agents.stores.jetstream.store import nats_servers
 
     return await nats.connect(
         servers=nats_servers(nats_url), allow_reconnect=True, max_reconnect_attempts=-1

@@ -23,7 +23,7 @@ from nats.js.kv import KeyValue
 
 from helix_agents.ids import encode_session_token
 from helix_agents.runtime.runs import SessionLocks
-from helix_agents.stores._nats_inbox import (
+from helix_agents.stores.jetstream.inbox import (
     EXPECTED_LAST_SUBJECT_SEQ,
     WRONG_LAST_SEQUENCE,
     NatsInbox,

@@ -48,8 +48,8 @@ from helix_agents.errors import UsageError
 from helix_agents.ids import decode_session_token
 from helix_agents.log import EventStore, SessionState, project_state
 from helix_agents.server.fleet.leases import KV_TIMEOUT, lease_key
-from helix_agents.stores._nats_inbox import NatsInbox
-from helix_agents.stores.jetstream import JetStreamEventStore
+from helix_agents.stores.jetstream.inbox import NatsInbox
+from helix_agents.stores.jetstream.store import JetStreamEventStore
 
 __all__ = [
     "REBUILT_KEY",

@@ -60,7 +60,7 @@ from helix_agents.server.ui import store_of, ui_routes
 from helix_agents.transports.bodies import SessionRequest
 
 if TYPE_CHECKING:
-    from helix_agents.mcp.endpoint import MCPMount, MCPOptions
+    from helix_agents.bridges.mcp.endpoint import MCPMount, MCPOptions
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "AgentDirectory", "Auth", "create_http_app"]
 
@@ -425,7 +425,7 @@ def _a2a_routes(
     """The A2A routes (specs/a2a.md) when the ``a2a`` extra is installed, else none."""
     if find_spec("a2a") is None or find_spec("sse_starlette") is None:  # found, not imported
         return []
-    from helix_agents.a2a.mount import a2a_routes
+    from helix_agents.bridges.a2a.mount import a2a_routes
 
     return a2a_routes(target, authorized=authorized, max_body_bytes=max_body_bytes, bearer=bearer)
 
@@ -439,7 +439,7 @@ def _mcp_endpoint(
     """The ``/mcp`` endpoint (specs/mcp.md) when ``options`` asks for it."""
     if options is None:
         return None
-    from helix_agents.mcp.endpoint import mcp_mount  # options were built: the extra is here
+    from helix_agents.bridges.mcp.endpoint import mcp_mount  # options were built: the extra is here
 
     return mcp_mount(target, options, authorized=authorized, max_body_bytes=max_body_bytes)
 

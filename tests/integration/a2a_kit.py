@@ -29,7 +29,7 @@ from pydantic import BaseModel
 from servers import serve
 
 from helix_agents import AgentConfig, EventStore, define_agent, define_tool
-from helix_agents.a2a.wire import data_part
+from helix_agents.bridges.a2a.wire import data_part
 from helix_agents.messages import UserMessage
 from helix_agents.models import LLMRequest, ScriptedLLM, ScriptStep
 from helix_agents.server import AgentServer, create_http_app

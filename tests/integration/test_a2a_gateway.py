@@ -40,7 +40,7 @@ from a2a_kit import TYPED_OUTPUT, Gate, a2a_client, collect, gateway, user_messa
 from tcp_proxy import tcp_proxy
 
 from helix_agents.a2a import EXTENSION_URI
-from helix_agents.a2a.wire import helix_metadata, part_value
+from helix_agents.bridges.a2a.wire import helix_metadata, part_value
 from helix_agents.events import RunStarted
 from helix_agents.log import project_state
 

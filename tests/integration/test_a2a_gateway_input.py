@@ -25,7 +25,7 @@ from a2a_kit import a2a_client, collect, gateway, user_message
 from hitl_app import ASK_ARGS, RM_ARGS, removed
 
 from helix_agents import EventStore
-from helix_agents.a2a.wire import part_value
+from helix_agents.bridges.a2a.wire import part_value
 from helix_agents.events import ApprovalGiven
 from helix_agents.log import project_state
 

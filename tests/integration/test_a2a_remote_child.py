@@ -29,7 +29,7 @@ from tcp_proxy import tcp_proxy
 from helix_agents import AgentConfig, AgentExecutor, EventStore, define_agent
 from helix_agents._aio import closing_iter
 from helix_agents.a2a import A2ARemoteAgentTransport, create_a2a_sub_agent_tool
-from helix_agents.a2a.wire import helix_metadata, part_value
+from helix_agents.bridges.a2a.wire import helix_metadata, part_value
 from helix_agents.errors import AgentServerError
 from helix_agents.events import SubSessionStarted, TextDelta
 from helix_agents.log import project_state, project_stream

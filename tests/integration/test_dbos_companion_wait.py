@@ -20,7 +20,7 @@ from servers import serve
 
 from helix_agents import PersistentAgent, define_agent
 from helix_agents.dbos import DbosOptions, dbos_server
-from helix_agents.dbos.routes import open_runs
+from helix_agents.engines.dbos.routes import open_runs
 from helix_agents.events import Completed, Interrupted, MessageAppended
 from helix_agents.log import project_state
 from helix_agents.messages import AssistantMessage

@@ -11,7 +11,7 @@ from dbos import DBOS
 
 from helix_agents import AgentExecutor, define_agent
 from helix_agents.dbos import DbosOptions, DbosWorker, ToolPolicy, dbos_server
-from helix_agents.dbos.routes import open_runs
+from helix_agents.engines.dbos.routes import open_runs
 from helix_agents.errors import UsageError
 from helix_agents.events import (
     Aborted,

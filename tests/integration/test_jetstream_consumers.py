@@ -16,7 +16,8 @@ from conftest import fresh_stream_name
 from nats_server import NatsServer
 
 from helix_agents.events import Event, RunStarted, SessionCreated
-from helix_agents.stores import JetStreamEventStore, _jetstream_watch
+from helix_agents.stores import JetStreamEventStore
+from helix_agents.stores.jetstream import watch as _jetstream_watch
 
 pytestmark = [pytest.mark.slow, pytest.mark.nats]
 

@@ -24,9 +24,9 @@ from mcp_app import Findings, Question, agents
 from servers import closed_port, serve
 
 from helix_agents import InProcessTransport
+from helix_agents.bridges.mcp.endpoint import INTERRUPT_REASON
 from helix_agents.errors import UsageError
 from helix_agents.mcp import SESSION_META_KEY, MCPOptions
-from helix_agents.mcp.endpoint import INTERRUPT_REASON
 from helix_agents.messages import UserMessage
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.server.cli.serve import run_serve

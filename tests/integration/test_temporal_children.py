@@ -221,7 +221,7 @@ async def test_a_retried_remote_call_resumes_from_its_heartbeats_sequence(
     )
     remote_store = MemoryEventStore()
     app = _SseCursors(create_http_app(AgentServer([child], remote_store)))
-    caplog.set_level(logging.INFO, logger="helix_agents.durable")
+    caplog.set_level(logging.INFO, logger="helix_agents.engines.durable")
     with anyio.fail_after(90):
         async with (
             serve(app) as url,

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from a2a.types import Artifact, Message, Part, Role, Task, TaskState, TaskStatus
 from hypothesis import given, strategies as st
 
-from helix_agents.a2a.remote_view import Link, RemoteView
-from helix_agents.a2a.wire import data_part, struct_of
+from helix_agents.bridges.a2a.remote_view import Link, RemoteView
+from helix_agents.bridges.a2a.wire import data_part, struct_of
 from helix_agents.events import CustomChunk, InputRequired, TextDelta
 from helix_agents.protocol import ChunkEvent, EndEvent
 

@@ -1,4 +1,4 @@
-"""The A2A view of a session log (``helix_agents.a2a.tasks``), on hand-built logs.
+"""The A2A view of a session log (``helix_agents.bridges.a2a.tasks``), on hand-built logs.
 
 Which runs make a task, what state it is in, and what each log event
 streams: a pure fold, checked without a server.
@@ -13,8 +13,8 @@ import msgspec
 from a2a.types import TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent
 
 from helix_agents import PendingInput
-from helix_agents.a2a.tasks import SessionTasks, split_task_id, task_id_of
-from helix_agents.a2a.wire import helix_metadata, part_value
+from helix_agents.bridges.a2a.tasks import SessionTasks, split_task_id, task_id_of
+from helix_agents.bridges.a2a.wire import helix_metadata, part_value
 from helix_agents.events import (
     ApprovalGiven,
     ChildChunkForwarded,

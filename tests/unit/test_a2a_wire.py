@@ -15,9 +15,16 @@ from a2a.utils.errors import (
 )
 
 from helix_agents import PendingInput
-from helix_agents.a2a.inbound import answers_of, read_message
-from helix_agents.a2a.remote_view import output_of
-from helix_agents.a2a.wire import a2a_error, data_part, part_value, plain, safe_id, server_error
+from helix_agents.bridges.a2a.inbound import answers_of, read_message
+from helix_agents.bridges.a2a.remote_view import output_of
+from helix_agents.bridges.a2a.wire import (
+    a2a_error,
+    data_part,
+    part_value,
+    plain,
+    safe_id,
+    server_error,
+)
 from helix_agents.errors import AgentServerError
 
 ASK = PendingInput(kind="client_tool", tool_call_id="c1", tool_name="ask", owner_session_id="s")

@@ -8,7 +8,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from helix_agents.stores._batched import BatchedCall, BatchedCalls
+from helix_agents.stores.sqlite.batched import BatchedCall, BatchedCalls
 
 TIMEOUT = 5
 

@@ -74,7 +74,7 @@ def test_an_a2a_data_part_names_the_decider() -> None:
     pytest.importorskip("a2a")
     from a2a.utils.errors import InvalidParamsError
 
-    from helix_agents.a2a.inbound import Incoming, answers_of
+    from helix_agents.bridges.a2a.inbound import Incoming, answers_of
 
     (answer,) = answers_of(
         Incoming(texts=[], data=[{"approved": True, "decidedBy": "Ada"}]), [_approval_entry()]

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from helix_agents import AgentExecutor, define_agent, define_tool
 from helix_agents.agents.define import AgentRegistry
-from helix_agents.durable import plan_of, refuse_unsupported
+from helix_agents.engines.durable.reading import plan_of, refuse_unsupported
 from helix_agents.errors import UsageError
 from helix_agents.events import RunStarted, SessionCreated, Suspended
 from helix_agents.log import project_state

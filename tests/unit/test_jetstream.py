@@ -7,7 +7,7 @@ from hypothesis import given, strategies as st
 
 from helix_agents.errors import UsageError
 from helix_agents.ids import decode_session_token, encode_session_token, validate_session_id
-from helix_agents.stores.jetstream import nats_servers, validate_stream_name
+from helix_agents.stores.jetstream.store import nats_servers, validate_stream_name
 
 session_ids = st.text(alphabet="abcXYZ019_-.:", min_size=1, max_size=256).map(validate_session_id)
 

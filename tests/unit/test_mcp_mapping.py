@@ -13,9 +13,9 @@ import pytest
 from pydantic import ValidationError
 
 import helix_agents.mcp
+from helix_agents.bridges.mcp.tools import agent_tools, error_text, result_value
 from helix_agents.errors import ToolsetError, UsageError
 from helix_agents.mcp import MCPArguments, MCPToolset, StdioServerParameters
-from helix_agents.mcp.tools import agent_tools, error_text, result_value
 from helix_agents.runtime.tool_runner import validation_message
 
 STDIO = StdioServerParameters(command="mcp-server", args=["--flag"])

@@ -10,7 +10,8 @@ import sqlite3
 from pathlib import Path
 
 from helix_agents.events import RunStarted, SessionCreated, TextDelta
-from helix_agents.stores import SqliteEventStore, sqlite as sqlite_store
+from helix_agents.stores import SqliteEventStore
+from helix_agents.stores.sqlite import store as sqlite_store
 
 
 def _log(session_id: str, deltas: int) -> list:

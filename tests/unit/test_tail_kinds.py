@@ -5,7 +5,7 @@ from __future__ import annotations
 from store_conformance import SID, delta
 
 from helix_agents.events import StepStarted
-from helix_agents.stores._common import Subscription
+from helix_agents.stores.common import Subscription
 
 
 def _step(seq: int) -> StepStarted:

@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 from helix_agents.errors import DamagedLogError, StoreError
 from helix_agents.events import Event
+from helix_agents.stores.chain import verified_events
 
-from ._chain import verified_events
-from ._sqlite_schema import is_corruption
+from .schema import is_corruption
 
 __all__ = ["ChangeProbe", "read_events"]
 

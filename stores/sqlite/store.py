@@ -1,9 +1,9 @@
 """``SqliteEventStore``: the embedded default store (one file, WAL, group commit).
 
 The store is composed of: the file's schema and connections
-(``_sqlite_schema``), the group-commit writer (``_sqlite_commit``), reads and
-the poller's probe (``_sqlite_reads``), and the commit counter, high-water
-mark and file check (``_sqlite_integrity``).
+(``schema.py``), the group-commit writer (``commit.py``), reads and
+the poller's probe (``reads.py``), and the commit counter, high-water
+mark and file check (``integrity.py``).
 """
 
 from __future__ import annotations
@@ -28,14 +28,14 @@ from helix_agents.errors import (
 from helix_agents.events import Event
 from helix_agents.ids import validate_session_id
 from helix_agents.log.search import IndexedSession, SessionQuery
+from helix_agents.stores.common import AppendNotifier, check_batch, tail_events
 
-from ._batched import BatchedCall, BatchedCalls
-from ._common import AppendNotifier, check_batch, tail_events
-from ._sqlite_commit import Append, Delete, GroupCommit, Op
-from ._sqlite_index import ensure_index, index_ready, search_sql
-from ._sqlite_integrity import HighWaterMark, held_commits, storage_problems
-from ._sqlite_reads import ChangeProbe, read_events
-from ._sqlite_schema import (
+from .batched import BatchedCall, BatchedCalls
+from .commit import Append, Delete, GroupCommit, Op
+from .index import ensure_index, index_ready, search_sql
+from .integrity import HighWaterMark, held_commits, storage_problems
+from .reads import ChangeProbe, read_events
+from .schema import (
     SCHEMA,
     add_chain_column,
     add_last_seq_column,
@@ -53,7 +53,7 @@ log = logging.getLogger("helix_agents.stores")
 _KNOWN_ENDS = 10_000  # sessions whose end this store remembers (for tails starting there)
 _READ_THREADS = 40  # worker threads reading at once (each with its own connection)
 _INLINE_READ = 512  # events a read may return to be done on the event loop's thread
-_READ_BATCH = 64  # reads one worker thread takes in one hop (see _batched.py)
+_READ_BATCH = 64  # reads one worker thread takes in one hop (see batched.py)
 
 
 class SqliteEventStore:
@@ -384,7 +384,7 @@ class SqliteEventStore:
     async def search_sessions(
         self, query: SessionQuery, *, before: tuple[float, str] | None, limit: int
     ) -> list[IndexedSession] | None:
-        """The sessions matching ``query``, newest first, from the index (``_sqlite_index``).
+        """The sessions matching ``query``, newest first, from the index (``index.py``).
 
         None when the file has no index (read-only on a file never indexed, or
         no FTS5 in this SQLite): the session list then folds the logs.

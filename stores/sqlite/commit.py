@@ -22,10 +22,10 @@ import anyio.lowlevel
 
 from helix_agents.errors import ConcurrencyConflict, StoreError
 from helix_agents.events import EVENT_TYPES, Event
+from helix_agents.stores.chain import chain_of
 
-from ._chain import chain_of
-from ._sqlite_index import drop_session, index_batch
-from ._sqlite_integrity import HighWaterMark, count_commit
+from .index import drop_session, index_batch
+from .integrity import HighWaterMark, count_commit
 
 __all__ = ["Append", "Delete", "GroupCommit", "LastSeqCache", "Op"]
 
@@ -121,7 +121,7 @@ def apply_batch(
     chained to its predecessor, and the rows go in a few multi-row INSERTs.
     ``helix_sessions`` lists sessions with the last seq committed to each
     (its high-water mark: a log found ending before it lost its tail), set
-    once per session per batch. The session index (``_sqlite_index``) is
+    once per session per batch. The session index (``index.py``) is
     written alongside, in the same transaction. A delete first flushes the
     rows accepted before it. The caller drops the cache if the transaction
     does not commit.
@@ -232,7 +232,7 @@ class GroupCommit:
         self._queue: list[Op] = []
         self._limiter: anyio.CapacityLimiter | None = None
         self._cache = LastSeqCache()
-        self.indexed = True  # whether batches write the session index too (_sqlite_index)
+        self.indexed = True  # whether batches write the session index too (index.py)
         self.leading = False
         self._leading_task_active = False
         self._idle: anyio.Event | None = None

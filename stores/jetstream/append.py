@@ -19,10 +19,11 @@ import anyio
 import nats.errors
 
 from helix_agents.errors import ConcurrencyConflict, StoreError, StoreUnavailableError
+from helix_agents.stores.chain import chain_of
 
-from ._chain import chain_of
-from ._jetstream_reads import BatchMarks
-from ._jetstream_wire import (
+from .inbox import EXPECTED_LAST_SUBJECT_SEQ, WRONG_LAST_SEQUENCE, NatsInbox
+from .reads import BatchMarks
+from .wire import (
     HEADER_CHAIN,
     HEADER_FIRST_SEQ,
     HEADER_LAST_SEQ,
@@ -31,7 +32,6 @@ from ._jetstream_wire import (
     chain_header,
     helix_seqs,
 )
-from ._nats_inbox import EXPECTED_LAST_SUBJECT_SEQ, WRONG_LAST_SEQUENCE, NatsInbox
 
 __all__ = ["DEFAULT_OUTAGE_WAIT", "JetStreamAppender"]
 

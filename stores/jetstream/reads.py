@@ -25,9 +25,10 @@ from nats.js import api as js_api
 
 from helix_agents.errors import StoreError
 from helix_agents.events import Event
+from helix_agents.stores.chain import chain_of
 
-from ._chain import chain_of
-from ._jetstream_wire import (
+from .inbox import NatsInbox
+from .wire import (
     API,
     Position,
     StreamAccess,
@@ -36,7 +37,6 @@ from ._jetstream_wire import (
     decode_batch,
     helix_seqs,
 )
-from ._nats_inbox import NatsInbox
 
 __all__ = ["BatchMarks", "LogReader", "Mark"]
 

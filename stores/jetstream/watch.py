@@ -29,9 +29,9 @@ from nats.js.client import JetStreamContext
 
 from helix_agents.errors import StoreClosedError
 from helix_agents.ids import decode_session_token
+from helix_agents.stores.common import AppendNotifier
 
-from ._common import AppendNotifier
-from ._jetstream_wire import Position, StreamAccess
+from .wire import Position, StreamAccess
 
 __all__ = ["SWEEP_EVERY", "WATCH_LINGER", "StoreWatch"]
 

@@ -7,13 +7,13 @@ session ``s`` is the subject ``helix.<stream>.<encode_session_token(s)>``. Each
 atomic and helix seqs are not stream seqs.
 
 The store is composed of: the wire format and plain stream requests
-(``_jetstream_wire``: names, headers, decoding, :class:`StreamAccess`), the
-append path (``_jetstream_append``: compare-and-append publishes, batches over
-the message limit, NATS outages waited out), reads (``_jetstream_reads``:
+(``wire.py``: names, headers, decoding, :class:`StreamAccess`), the
+append path (``append.py``: compare-and-append publishes, batches over
+the message limit, NATS outages waited out), reads (``reads.py``:
 where a read starts, batched direct gets, remembered batch ends), and the
-store-wide watch (``_jetstream_watch``: the one consumer ringing the tails,
+store-wide watch (``watch.py``: the one consumer ringing the tails,
 its poller probe and sweeps), plus the session search index
-(``_jetstream_index``, made at the first search). This class holds them
+(``index.py``, made at the first search). This class holds them
 together and owns the sessions' last known positions, which they share, and
 the lifecycle. Batched gets and appends answer to one long-lived inbox of the
 store.
@@ -43,13 +43,14 @@ from helix_agents.errors import (
 from helix_agents.events import Event
 from helix_agents.ids import decode_session_token, validate_session_id
 from helix_agents.log.search import IndexedSession, SessionQuery
+from helix_agents.stores.common import check_batch, tail_events
 
-from ._common import check_batch, tail_events
-from ._jetstream_append import DEFAULT_OUTAGE_WAIT, JetStreamAppender
-from ._jetstream_index import JetStreamSessionIndex
-from ._jetstream_reads import BatchMarks, LogReader
-from ._jetstream_watch import SWEEP_EVERY as SWEEP_EVERY, WATCH_LINGER as WATCH_LINGER, StoreWatch
-from ._jetstream_wire import (
+from .append import DEFAULT_OUTAGE_WAIT, JetStreamAppender
+from .inbox import NatsInbox
+from .index import JetStreamSessionIndex
+from .reads import BatchMarks, LogReader
+from .watch import SWEEP_EVERY as SWEEP_EVERY, WATCH_LINGER as WATCH_LINGER, StoreWatch
+from .wire import (
     DEFAULT_STREAM,
     LostConnection,
     Position,
@@ -59,7 +60,6 @@ from ._jetstream_wire import (
     nats_servers,
     validate_stream_name,
 )
-from ._nats_inbox import NatsInbox
 
 __all__ = [
     "DEFAULT_OUTAGE_WAIT",
@@ -433,7 +433,7 @@ class JetStreamEventStore:
     async def search_sessions(
         self, query: SessionQuery, *, before: tuple[float, str] | None, limit: int
     ) -> list[IndexedSession]:
-        """The sessions matching ``query``, newest first, from a KV index (``_jetstream_index``)."""
+        """The sessions matching ``query``, newest first, from a KV index (``index.py``)."""
         self._ensure_open()
         if self._search_index is None:
             self._search_index = JetStreamSessionIndex(
