@@ -66,6 +66,14 @@ from helix_agents.models.base import (
     LLMResponse,
     LLMTextDelta,
 )
+from helix_agents.runtime.decide import (
+    FINISH_REMINDER,
+    completion,
+    final_answer,
+    tool_specs,
+    unanswered_calls,
+    unique_calls,
+)
 from helix_agents.runtime.env import RunEnv
 from helix_agents.runtime.tool_runner import (
     ToolOutcome,
@@ -74,14 +82,6 @@ from helix_agents.runtime.tool_runner import (
     tool_end,
     tool_start,
     validate_finish,
-)
-from helix_agents.runtime.turns import (
-    FINISH_REMINDER,
-    completion,
-    final_answer,
-    tool_specs,
-    unanswered_calls,
-    unique_calls,
 )
 from helix_agents.runtime.writer import SessionWriter, StopRequest
 from helix_agents.tracing import (

@@ -27,8 +27,8 @@ from helix_agents.hitl.routing import expiring
 from helix_agents.log.state import SessionState
 from helix_agents.messages import AssistantMessage, ToolCall
 from helix_agents.models.base import FINISH_TOOL_NAME
+from helix_agents.runtime.decide import unanswered_calls
 from helix_agents.runtime.tool_runner import validate_finish
-from helix_agents.runtime.turns import unanswered_calls
 from helix_agents.workspaces.base import shares_files
 
 __all__ = [

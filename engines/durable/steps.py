@@ -84,6 +84,7 @@ from helix_agents.log.projections import interrupted_step
 from helix_agents.log.state import SessionState
 from helix_agents.messages import UserMessage
 from helix_agents.models.base import FINISH_TOOL_NAME, LLMError
+from helix_agents.runtime.decide import FINISH_REMINDER, unanswered_calls
 from helix_agents.runtime.executor import AgentExecutor
 from helix_agents.runtime.tool_runner import (
     ToolOutcome,
@@ -92,7 +93,6 @@ from helix_agents.runtime.tool_runner import (
     tool_start,
     validate_finish,
 )
-from helix_agents.runtime.turns import FINISH_REMINDER, unanswered_calls
 from helix_agents.runtime.writer import SessionWriter, StopRequest
 from helix_agents.tracing import end_tool_span, tool_span
 

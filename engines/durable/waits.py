@@ -26,7 +26,7 @@ from helix_agents.engines.durable.plan import JobDone, StepInput
 from helix_agents.engines.durable.reading import goes_on, unanswered
 from helix_agents.log.state import SessionState, SubSessionRef
 from helix_agents.messages import ToolCall
-from helix_agents.runtime.turns import unanswered_calls
+from helix_agents.runtime.decide import unanswered_calls
 from helix_agents.runtime.writer import SessionWriter
 from helix_agents.tracing import tool_span
 

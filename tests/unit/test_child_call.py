@@ -61,8 +61,8 @@ from helix_agents.protocol import (
     RemoteStartResponse,
     TransportEvent,
 )
+from helix_agents.runtime.decide import unanswered_calls
 from helix_agents.runtime.env import RunEnv
-from helix_agents.runtime.turns import unanswered_calls
 from helix_agents.runtime.writer import SessionWriter, StopRequest
 from helix_agents.stores import MemoryEventStore
 from helix_agents.transports import Fault, FaultyTransport
