@@ -1,30 +1,58 @@
-"""What a run decides about one model turn, as pure functions of the agent and its state.
+"""A run's decisions, written once: pure functions of the agent and what its log says.
 
-The tools its model sees, ids for its calls that are unique where they must
-be, which calls still lack a result, and a turn that ends the run (a valid
-``__finish__``, or text from an agent with no output schema).
+:func:`next_action` says what a run does next (call the model, run a round of
+calls, pause for people, complete, fail at the step limit, stop on a request,
+nothing: it is over) and :func:`call_kind` how one call of a round is carried
+out. Every runtime is a driver of these: the built-in loop
+(``run_loop.py``), the durable steps Temporal and DBOS replay
+(``helix_agents.engines.durable``). A driver carries the action out, folds
+what it appended, and asks again; none decides anything of its own.
+
+Also here, what a run decides about one model turn: the tools its model sees,
+ids for its calls that are unique where they must be, which calls still lack
+a result, and a turn that ends the run (a valid ``__finish__``, or text from
+an agent with no output schema).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import msgspec
 
-from helix_agents.agents.config import AgentConfig
-from helix_agents.agents.tools import json_schema_of
+from helix_agents.agents.config import AgentConfig, RemoteSubAgentTool, SubAgentTool
+from helix_agents.agents.tools import COMPANION_TOOL_PREFIX, json_schema_of
 from helix_agents.companions.tools import companion_specs
-from helix_agents.events import Completed, Event, OutputChunk
-from helix_agents.hitl.gates import tree_unique_call_id, waits_for_people
+from helix_agents.events import Completed, ErrorChunk, Event, Failed, MessageAppended, OutputChunk
+from helix_agents.hitl.gates import Waiting, tree_unique_call_id, waits_for_people
 from helix_agents.log.state import SessionState
-from helix_agents.messages import AssistantMessage, ToolCall, ToolResultMessage
+from helix_agents.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from helix_agents.models.base import FINISH_TOOL_NAME, ToolSpec
 from helix_agents.runtime.tool_runner import ToolOutcome, result_events, tool_start, validate_finish
 
 __all__ = [
+    "MAX_STEPS_EXCEEDED",
     "FINISH_REMINDER",
+    "Action",
+    "CallKind",
+    "JOB_KINDS",
+    "JobKind",
+    "Complete",
+    "Fail",
+    "ModelStep",
+    "Over",
+    "RunRound",
+    "Stop",
+    "Suspend",
+    "call_kind",
+    "failure",
+    "finished_output",
+    "internal_error",
+    "next_action",
+    "reminder",
     "completion",
     "final_answer",
     "tool_specs",
@@ -36,6 +64,180 @@ FINISH_REMINDER = (
     f"Call the {FINISH_TOOL_NAME} tool with your final output; it must match the output schema."
 )
 """Sent when an agent with an output schema answers with text instead of finishing."""
+
+MAX_STEPS_EXCEEDED = "Max steps exceeded"
+"""Why a run that reached its agent's ``max_steps`` fails (the seeds' text)."""
+
+# --- the next action ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ModelStep:
+    """Call the model: ``step_started``, its streamed text, its turn."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunRound:
+    """Route and run the last turn's calls that have no result yet."""
+
+    calls: list[ToolCall]
+
+
+@dataclass(frozen=True, slots=True)
+class Suspend:
+    """Pause the run: the round left calls waiting for people (or for paused children)."""
+
+    waiting: Waiting
+
+
+@dataclass(frozen=True, slots=True)
+class Complete:
+    """Complete the run with ``output`` (the last turn's valid ``__finish__``)."""
+
+    output: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    """Fail the run with ``error`` (the step limit)."""
+
+    error: str
+    recoverable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """Stop the run: an interrupt or abort request is in the log."""
+
+    kind: Literal["interrupt", "abort"]
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Over:
+    """Nothing to do: the run is over (paused, completed, failed, interrupted)."""
+
+    status: str = field(default="completed")
+
+
+Action = ModelStep | RunRound | Suspend | Complete | Fail | Stop | Over
+"""What a run does next (:func:`next_action`)."""
+
+
+def next_action(agent: AgentConfig, state: SessionState, waiting: Waiting | None = None) -> Action:
+    """What the run of ``state`` does next; ``waiting``: what the round just run left waiting.
+
+    In this order: a stop request in the log stops a running run; a run not
+    running is over; the last turn's valid ``__finish__`` completes it (unless
+    follow-ups are queued: they come first); a round that left calls waiting
+    suspends it; calls without a result make a round; the step limit fails
+    it; else the model is called.
+    """
+    if state.status != "running":
+        return Over(state.status)
+    if state.abort_requested:
+        return Stop("abort", state.stop_reason)
+    if state.interrupt_requested:
+        return Stop("interrupt", state.stop_reason)
+    if not state.queued_messages:
+        finished = finished_output(agent, state)
+        if finished is not None:
+            return Complete(finished[0])
+    if waiting:
+        return Suspend(waiting)
+    pending = unanswered_calls(state)
+    if pending:
+        return RunRound(pending)
+    if state.run_step_count >= agent.max_steps:
+        return Fail(MAX_STEPS_EXCEEDED)
+    return ModelStep()
+
+
+CallKind = Literal["finish", "companion", "unknown", "child", "remote", "client", "tool"]
+"""How a round carries out one call (:func:`call_kind`)."""
+
+JobKind = Literal["tool", "child", "remote", "companion"]
+"""The calls a round runs on their own (the others are recorded, or wait for people)."""
+
+JOB_KINDS: dict[CallKind, JobKind] = {
+    "tool": "tool",
+    "child": "child",
+    "remote": "remote",
+    "companion": "companion",
+}
+"""The call kinds that are jobs, as :data:`JobKind`."""
+
+
+def call_kind(agent: AgentConfig, call: ToolCall) -> CallKind:
+    """How ``call`` is carried out: recorded at once (``finish``, ``unknown``) or run.
+
+    A ``child``/``remote``/``client``/``tool`` call passes its approval gate
+    first (``hitl.gates.approval_gate``); a ``client`` call waits for the
+    client's result; the rest run concurrently in the round.
+    """
+    if call.name == FINISH_TOOL_NAME and agent.output_schema is not None:
+        return "finish"
+    if agent.persistent_agents and call.name.startswith(COMPANION_TOOL_PREFIX):
+        return "companion"
+    tool = agent.tool(call.name)
+    if tool is None:
+        return "unknown"
+    if isinstance(tool, SubAgentTool):
+        return "child"
+    if isinstance(tool, RemoteSubAgentTool):
+        return "remote"
+    if tool.is_client_tool:
+        return "client"
+    return "tool"
+
+
+def finished_output(agent: AgentConfig, state: SessionState) -> tuple[Any] | None:
+    """The output of this run's last turn's valid ``__finish__`` call, once it has its record.
+
+    Only a turn of the current run counts, and only while it is the last word
+    (no message after it): a finished turn of an earlier run is history.
+    """
+    if agent.output_schema is None or state.run_step_count == 0:
+        return None
+    answered: set[str] = set()
+    for message in reversed(state.messages):
+        if isinstance(message, ToolResultMessage):
+            answered.add(message.tool_call_id)
+        elif not isinstance(message, AssistantMessage):
+            return None
+        else:
+            for call in message.tool_calls:
+                if call.name == FINISH_TOOL_NAME and call.id in answered:
+                    outcome = validate_finish(agent, call.arguments)
+                    if outcome.error is None:
+                        return (outcome.result,)
+            return None
+    return None
+
+
+def failure(
+    agent: AgentConfig, session_id: str, error: str, *, recoverable: bool = False
+) -> list[Event]:
+    """The events that fail a run: its error chunk, then ``failed``."""
+    return [
+        ErrorChunk(
+            agent_id=session_id, agent_type=agent.name, error=error, recoverable=recoverable
+        ),
+        Failed(error=error, recoverable=recoverable),
+    ]
+
+
+def internal_error(kind: str, message: str) -> str:
+    """Why a run failed on an error of its own (a bug, a broken store): kind and message."""
+    return f"internal error: {kind}: {message}"
+
+
+def reminder(agent: AgentConfig, calls: Sequence[ToolCall]) -> list[Event]:
+    """After a turn: the reminder to call ``__finish__``, when it answered without calls."""
+    if calls or agent.output_schema is None:
+        return []
+    return [MessageAppended(message=UserMessage(content=FINISH_REMINDER))]
+
 
 _CALL_ID = re.compile(r"[A-Za-z0-9_\-]{1,64}")
 

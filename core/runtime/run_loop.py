@@ -1,10 +1,11 @@
-"""``SessionRun``: one run of a session's loop, from ``run_started`` to its end.
+"""``SessionRun``: one run of a session's loop in this process, the built-in driver.
 
-Each step folds the log (through the writer), calls the LLM (streamed text
-becomes ``text_delta`` events), records the assistant message and routes its
-tool calls: regular tools, sub-agents (through a transport), ``__finish__``
-and client tools, concurrently in one task group. The run ends completed,
-failed, suspended (waiting for a client), interrupted or aborted.
+It asks :func:`~helix_agents.runtime.decide.next_action` what comes next and
+carries it out (:class:`~helix_agents.runtime.actions.RunActions`): a model
+step, a round whose jobs (tools, sub-agents through a transport, companion
+calls) run concurrently in one task group, a suspension, a completion or a
+failure. The run ends completed, failed, suspended (waiting for people),
+interrupted or aborted.
 
 Interrupts and aborts are events in the log. A watcher tails the log and
 cancels the run's scope when one arrives; the shielded cleanup then
@@ -16,16 +17,14 @@ and appends ``interrupted`` / ``aborted``. Calls cut short keep no result, so
 
 from __future__ import annotations
 
-import inspect
 import logging
 from typing import Any
 
 import anyio
-import msgspec
 
-from helix_agents._aio import closing_iter, prefetch, unwrap_group
-from helix_agents.agents.config import AgentConfig, HookContext, RemoteSubAgentTool, SubAgentTool
-from helix_agents.agents.tools import COMPANION_TOOL_PREFIX, Tool
+from helix_agents._aio import closing_iter, unwrap_group
+from helix_agents.agents.config import AgentConfig, RemoteSubAgentTool, SubAgentTool
+from helix_agents.agents.tools import Tool
 from helix_agents.children.call import ChildCall
 from helix_agents.children.open_calls import OpenCalls
 from helix_agents.children.target import SubAgentToolLike
@@ -42,55 +41,29 @@ from helix_agents.events import (
     AbortRequested,
     ErrorChunk,
     Event,
-    Failed,
     Interrupted,
     InterruptRequested,
-    MessageAppended,
     StepRestarted,
-    StepStarted,
-    TextDelta,
-    UsageRecorded,
 )
-from helix_agents.hitl.gates import (
-    Waiting,
-    approval_gate,
-    client_call,
-    suspension,
-)
+from helix_agents.hitl.gates import Waiting, suspension
 from helix_agents.log.state import SessionState
-from helix_agents.messages import AssistantMessage, ToolCall, UserMessage
-from helix_agents.models.base import (
-    FINISH_TOOL_NAME,
-    LLMError,
-    LLMRequest,
-    LLMResponse,
-    LLMTextDelta,
-)
+from helix_agents.messages import ToolCall
+from helix_agents.models.base import LLMError
+from helix_agents.runtime.actions import RunActions
 from helix_agents.runtime.decide import (
-    FINISH_REMINDER,
-    completion,
-    final_answer,
-    tool_specs,
-    unanswered_calls,
-    unique_calls,
+    Complete,
+    Fail,
+    ModelStep,
+    RunRound,
+    Stop,
+    Suspend,
+    internal_error,
+    next_action,
 )
 from helix_agents.runtime.env import RunEnv
-from helix_agents.runtime.tool_runner import (
-    ToolOutcome,
-    result_events,
-    run_tool_call,
-    tool_end,
-    tool_start,
-    validate_finish,
-)
+from helix_agents.runtime.tool_runner import ToolOutcome, run_tool_call, tool_end
 from helix_agents.runtime.writer import SessionWriter, StopRequest
-from helix_agents.tracing import (
-    call_error,
-    end_tool_span,
-    stream_is_plain,
-    tool_span,
-    traced_stream,
-)
+from helix_agents.tracing import call_error, end_tool_span, tool_span
 
 __all__ = ["SessionRun"]
 
@@ -99,8 +72,8 @@ log = logging.getLogger("helix_agents")
 _STOP_REQUESTS: tuple[type[Event], ...] = (InterruptRequested, AbortRequested)
 
 
-class SessionRun:
-    """Runs one session until its current run ends. Use once."""
+class SessionRun(RunActions):
+    """Runs one session until its current run ends, driving :func:`next_action`. Use once."""
 
     def __init__(
         self,
@@ -111,10 +84,7 @@ class SessionRun:
         *,
         restart: StepRestarted | None = None,
     ) -> None:
-        self.env = env
-        self.agent = agent
-        self.writer = writer
-        self.run_id = run_id
+        super().__init__(env, agent, writer, run_id)
         self.stop: StopRequest | None = None
         self._scope: anyio.CancelScope | None = None
         self._open = OpenCalls()
@@ -177,7 +147,7 @@ class SessionRun:
         log.exception("run %s of %s crashed", self.run_id, self.writer.session_id, exc_info=error)
         try:
             with anyio.CancelScope(shield=True):
-                await self._fail(f"internal error: {type(error).__name__}: {error}")
+                await self.fail(internal_error(type(error).__name__, str(error)))
         except HelixError as failure:
             # Recording the failure failed too (the store is closed or broken):
             # this run ends here; the executor and its other runs go on.
@@ -224,177 +194,48 @@ class SessionRun:
             try:
                 self.agent = await self.env.toolsets.expand(self.agent)
             except ToolsetError as error:
-                await self._fail(str(error), recoverable=True)
+                await self.fail(str(error), recoverable=True)
                 return
-        agent = self.agent
+        waiting: Waiting | None = None
         while True:
-            pending = unanswered_calls(self.writer.state)
-            if pending:
-                finished, waiting = await self._run_calls(pending)
-                if finished is not None:
-                    if await self._complete(finished.result):
-                        return
-                    continue  # follow-ups were queued meanwhile: they come first
-                if waiting:
-                    state = await self.writer.append_with(suspension(agent, waiting))
-                    if state.status == "paused":
-                        return
-                    # An answer came in while the round ran: take the round again.
-                continue
-            if self.writer.state.run_step_count >= agent.max_steps:
-                await self._fail("Max steps exceeded")  # the seeds' text (max_steps: the agent's)
+            action = next_action(self.agent, self.writer.state, waiting)
+            waiting = None
+            if isinstance(action, ModelStep):
+                if self._companions is not None:
+                    # Children's outcomes not yet seen reach the model first (push).
+                    await self._companions.deliver()
+                try:
+                    await self.step()
+                except LLMError as error:
+                    await self.fail(str(error), recoverable=error.retryable)
+            elif isinstance(action, RunRound):
+                waiting = await self._round(action.calls)
+            elif isinstance(action, Suspend):
+                await self.writer.append_with(suspension(self.agent, action.waiting))
+            elif isinstance(action, Complete):
+                await self.complete(action.output)
+            elif isinstance(action, Fail):
+                await self.fail(action.error, recoverable=action.recoverable)
+            elif isinstance(action, Stop):
+                self.request_stop(StopRequest(action.kind, action.reason))
                 return
-            if self._companions is not None:
-                # Children's outcomes not yet seen reach the model first (push).
-                await self._companions.deliver()
-            try:
-                response = await self.step()
-            except LLMError as error:
-                await self._fail(str(error), recoverable=error.retryable)
-                return
-            if response is None:
-                return  # a final answer: recorded and completed in one batch
-            if not response.tool_calls:
-                if agent.output_schema is None:
-                    # Its answer was not the end: follow-ups were queued meanwhile.
-                    continue
-                # The output schema wants a __finish__ call.
-                await self.writer.append(
-                    MessageAppended(message=UserMessage(content=FINISH_REMINDER))
-                )
+            else:
+                return  # over: paused, completed, failed
 
-    async def step(self) -> LLMResponse | None:
-        """Run one model step: ``step_started``, the streamed text, the assistant turn.
-
-        Returns the turn (its calls made unique), or None when the turn ended the
-        run (a final answer, recorded with the completion in one batch). Also
-        used alone by a durable engine, one step per durable step
-        (``helix_agents.engines.durable``); the caller runs the writer's flusher.
-        """
-        agent = self.agent
-        llm = self.env.llm_override or agent.llm or self.env.llm
-        if llm is None:
-            raise LLMError(f"agent {agent.name!r} has no LLM and the executor has no default")
-        state = self.writer.state
-        step = StepStarted(step=state.run_step_count + 1, taken=len(state.queued_messages))
-        if step.taken:
-            # Follow-up messages queued meanwhile join the conversation at this
-            # step: committed first, so the model sees exactly what the log says.
-            state = await self.writer.append(step)
-        else:
-            self.writer.emit(step)
-        prompt = agent.system_prompt
-        request = LLMRequest(
-            messages=list(state.messages),
-            system_prompt=prompt(dict(state.custom_state)) if callable(prompt) else prompt,
-            tools=tool_specs(self.agent),
-            model=agent.llm_config.model,
-            temperature=agent.llm_config.temperature,
-            max_tokens=agent.llm_config.max_tokens,
-            agent_type=agent.name,
-            session_id=state.session_id,
-        )
-        response: LLMResponse | None = None
-        # A traced stream is read in a task of its own (its span stays current
-        # there); the model's own stream right here, with no task hop per delta
-        # (the deltas it hands over at once still share one commit: the run
-        # emits them, its writer commits what has queued up).
-        plain = stream_is_plain(self.env.tracer)
-        stream = traced_stream(self.env.tracer, llm, request)
-        async with prefetch(stream, in_task=not plain) as parts:
-            async for batch in parts.batches():
-                # Deltas that arrived together share one append.
-                deltas = [
-                    TextDelta(
-                        agent_id=state.session_id,
-                        agent_type=agent.name,
-                        delta=part.text,
-                    )
-                    for part in batch
-                    if isinstance(part, LLMTextDelta) and part.text
-                ]
-                if deltas:
-                    self.writer.emit(*deltas)
-                for part in batch:
-                    if isinstance(part, LLMResponse):
-                        response = part
-        if response is None:
-            raise LLMError("the model's stream ended without a response")
-        calls = unique_calls(self.agent, self.writer.state, response.tool_calls)
-        usage = response.usage
-        final = final_answer(self.agent, self.writer.state, calls, response.content)
-        turn: list[Event] = [
-            MessageAppended(
-                message=AssistantMessage(content=response.content, tool_calls=calls),
-            ),
-            UsageRecorded(
-                kind="tokens",
-                name=response.model,
-                input_tokens=usage.input_tokens if usage else 0,
-                output_tokens=usage.output_tokens if usage else 0,
-            ),
-        ]
-        # Decided on the latest log: a follow-up queued meanwhile keeps the run
-        # going (the finish is recorded, the completion is not).
-        state = await self.writer.append_with(
-            lambda latest: [*turn, *(final[:-2] if latest.queued_messages else final)]
-        )
-        if final and state.status == "completed":
-            await self.fire("on_agent_complete", state.output)
-            return None
-        return msgspec.structs.replace(response, tool_calls=calls)
-
-    async def _run_calls(self, calls: list[ToolCall]) -> tuple[ToolOutcome | None, Waiting]:
-        """Run the calls concurrently; return a valid finish (if any) and what waits for people."""
-        finished: ToolOutcome | None = None
-        waiting = Waiting()
-        agent, writer = self.agent, self.writer
+    async def _round(self, calls: list[ToolCall]) -> Waiting:
+        """Route the calls, then run the jobs concurrently; what waits for people."""
+        routed = await self.route(calls)
+        waiting = routed.waiting
         async with anyio.create_task_group() as tg:
-            for call in calls:
-                tool = agent.tool(call.name)
-                if call.name == FINISH_TOOL_NAME and agent.output_schema is not None:
-                    outcome = await self._finish_call(call)
-                    if outcome.error is None and finished is None:
-                        finished = outcome
-                    continue
-                if self._companions is not None and call.name.startswith(COMPANION_TOOL_PREFIX):
+            for call, kind in routed.jobs:
+                tool = self.agent.tool(call.name)
+                if kind == "companion":
                     tg.start_soon(self._call_companion, call, waiting)
-                    continue
-                if tool is None:
-                    await self._record(call, ToolOutcome(error=f"unknown tool {call.name!r}"))
-                    continue
-                gate = await approval_gate(writer, agent, call, tool)
-                if gate == "wait":
-                    waiting.approval.append(call.id)
-                elif gate == "done":
-                    continue
                 elif isinstance(tool, SubAgentTool | RemoteSubAgentTool):
                     tg.start_soon(self._call_sub_agent, call, tool, waiting)
-                elif tool.is_client_tool:
-                    if await client_call(writer, agent, call, tool):
-                        waiting.client.append(call.id)
-                else:
+                elif tool is not None:
                     tg.start_soon(self._call_tool, call, tool)
-        return finished, waiting
-
-    async def _record(self, call: ToolCall, outcome: ToolOutcome) -> None:
-        sid = self.writer.session_id
-        with tool_span(self.env.tracer, self.agent.name, sid, call) as span:
-            end_tool_span(span, outcome.error)
-        await self.writer.append(
-            tool_start(self.agent, sid, call),
-            *result_events(self.agent, sid, call, outcome, usage=False),
-        )
-
-    async def _finish_call(self, call: ToolCall) -> ToolOutcome:
-        outcome = validate_finish(self.agent, call.arguments)
-        shown = outcome if outcome.error is not None else ToolOutcome(result="output accepted")
-        sid = self.writer.session_id
-        await self.writer.append(
-            tool_start(self.agent, sid, call),
-            *result_events(self.agent, sid, call, shown, usage=False),
-        )
-        return outcome
+        return waiting
 
     async def _call_tool(self, call: ToolCall, tool: Tool[Any]) -> None:
         # Not forgotten on cancellation: the stop cleanup closes it with a tool_end.
@@ -423,30 +264,6 @@ class SessionRun:
             end_tool_span(span, call_error(self.writer.state, call.id))
 
     # --- endings --------------------------------------------------------------------
-
-    async def _complete(self, output: Any) -> bool:
-        """Complete with ``output``, unless follow-ups are queued (then False: go on)."""
-        ending = completion(self.agent, self.writer.state, output)
-        state = await self.writer.append_with(
-            lambda latest: [] if latest.queued_messages else ending
-        )
-        if state.status != "completed":
-            return False
-        await self.fire("on_agent_complete", output)
-        return True
-
-    async def _fail(self, error: str, *, recoverable: bool = False) -> None:
-        state = self.writer.state
-        await self.writer.append(
-            ErrorChunk(
-                agent_id=state.session_id,
-                agent_type=self.agent.name,
-                error=error,
-                recoverable=recoverable,
-            ),
-            Failed(error=error, recoverable=recoverable),
-        )
-        await self.fire("on_agent_fail", error)
 
     async def _stopped(self, stop: StopRequest) -> None:
         """Propagate the stop to children, close open tool calls, record the end. Shielded."""
@@ -485,25 +302,3 @@ class SessionRun:
             await self.writer.append_with(ending)
             if stop.kind == "abort" and self.writer.last_seq > before:
                 await self.fire("on_agent_fail", reason)
-
-    # --- hooks ------------------------------------------------------------------------
-
-    async def fire(self, name: str, *args: Any) -> None:
-        """Call hook ``name`` of the agent, if set; a failing hook is logged and ignored."""
-        hook = getattr(self.agent.hooks, name)
-        if hook is None:
-            return
-        state = self.writer.state
-        ctx = HookContext(
-            session_id=state.session_id,
-            agent_type=self.agent.name,
-            run_id=self.run_id,
-            parent_session_id=state.parent_session_id,
-            root_session_id=state.root_session_id,
-        )
-        try:
-            produced = hook(ctx, *args)
-            if inspect.isawaitable(produced):
-                await produced
-        except Exception:
-            log.exception("hook %s of agent %s failed", name, self.agent.name)

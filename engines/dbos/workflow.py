@@ -1,7 +1,8 @@
 """``agent_run``: one run of a session as a DBOS workflow (``specs/dbos.md``).
 
-Deterministic: it decides only from its input, its messages and its steps'
-recorded results (the durable steps' plans). Its workflow id is
+A driver: what the run does next is each step's plan (``plan.next``, which
+``next_action`` decides); the workflow carries it out. Deterministic: it
+acts only on its input, its messages and its steps' recorded results. Its workflow id is
 ``{session id}#{seq}`` (the seq of the run's ``run_started``), so a launch
 is idempotent; a local sub-agent's run is a child workflow with its child
 session's id of the same form. Every step is :func:`DBOS.run_step_async`
@@ -28,6 +29,7 @@ pauses (step ``helix_wait_waiters``, then a message each).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -52,10 +54,10 @@ from helix_agents.engines.durable.plan import (
     JobDone,
     Plan,
     Round,
-    RoundEnd,
     RunInput,
     StepInput,
     StopInput,
+    round_end,
 )
 from helix_agents.engines.durable.reading import StepFailed
 from helix_agents.engines.durable.waits import WaitLook
@@ -106,11 +108,11 @@ async def agent_run(run: RunInput) -> str:
     seq = run.seq
     while True:
         plan = await _drive(run.session_id, seq)
-        if plan.stop is not None:
-            stop = StopInput(run.session_id, plan.stop, plan.stop_reason)
+        if plan.next == "stop":
+            stop = StopInput(run.session_id, plan.stop or "interrupt", plan.stop_reason)
             plan = await _step("helix_stopped", partial(host.steps.stopped, stop))
         await _wake_waiters(run.session_id)
-        if plan.status != "paused":
+        if plan.next != "pause":
             return plan.status
         woken = await _paused(plan, host.options.paused_wait)
         if woken is None:
@@ -143,10 +145,10 @@ async def _drive(sid: str, seq: int) -> Plan:
     steps = current_host().steps
     plan: Plan = await _step("helix_begin", lambda: steps.begin(StepInput(sid, seq)))
     trace = plan.trace  # the run's span: its steps' spans are its children
-    while plan.status == "running" and plan.stop is None:
+    while plan.next in ("step", "round"):
         at = plan.seq
         try:
-            if plan.calls:
+            if plan.next == "round":
                 plan = await _round(plan, trace)
             else:
                 step = StepInput(sid, at, trace=trace)
@@ -185,14 +187,7 @@ async def _round(plan: Plan, trace: dict[str, str]) -> Plan:
             *(_job(StepInput(sid, seq, job.call_id, trace), job) for job in long_jobs)
         )
     )
-    seq = max([seq, *(job.seq for job in done)])
-    waiting_children = {job.suspended_child: job.call_id for job in done if job.suspended_child}
-    client, approval = list(opened.client), list(opened.approval)
-    for job in done:
-        client.extend(job.client)
-        approval.extend(job.approval)
-        waiting_children.update(job.children)
-    end = RoundEnd(sid, seq, client, approval, waiting_children)
+    end = round_end(sid, dataclasses.replace(opened, seq=seq), done)
     closed: Plan = await _step("helix_round_close", lambda: steps.round_close(end))
     return closed
 

@@ -31,8 +31,8 @@ from helix_agents.events import (
     SessionCreated,
 )
 from helix_agents.messages import ToolCall
+from helix_agents.runtime.actions import RunActions
 from helix_agents.runtime.executor import AgentExecutor
-from helix_agents.runtime.run_loop import SessionRun
 from helix_agents.runtime.writer import SessionWriter, StopRequest
 from helix_agents.tracing import Span, run_span
 
@@ -128,9 +128,9 @@ class StepKit:
         async with self.executor.workspaces.session(agent, writer) as equipped:
             yield equipped
 
-    def run(self, agent: AgentConfig, writer: SessionWriter) -> SessionRun:
-        """A ``SessionRun`` over ``writer`` for its model step and its hooks."""
-        return SessionRun(self.executor.env, agent, writer, writer.state.run_id)
+    def run(self, agent: AgentConfig, writer: SessionWriter) -> RunActions:
+        """What carries out ``writer``'s run's actions (the built-in runtime's), and its hooks."""
+        return RunActions(self.executor.env, agent, writer, writer.state.run_id)
 
     def companions(self, agent: AgentConfig, writer: SessionWriter) -> Companions | None:
         """The companion dispatcher of ``agent``'s run (None without persistent agents)."""

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from helix_agents.runtime.decide import JobKind
+
 __all__ = [
     "CallJob",
     "ChildOpened",
@@ -20,12 +22,18 @@ __all__ = [
     "Round",
     "RoundEnd",
     "RunInput",
+    "round_end",
     "StepInput",
     "StopInput",
     "ToolPolicy",
 ]
 
-JobKind = Literal["tool", "child", "remote", "companion"]
+
+Next = Literal["step", "round", "stop", "pause", "end"]
+"""What a workflow runs next, from :func:`~helix_agents.runtime.decide.next_action`:
+``step`` (the model step, which also carries out a completion or the step
+limit's failure), ``round`` (a round of calls), ``stop`` (the stop step),
+``pause`` (wait for a resume), ``end`` (the run is over)."""
 
 
 @dataclass
@@ -72,12 +80,12 @@ class ToolPolicy:
 
 @dataclass
 class Plan:
-    """Where a session stands after a step: what its workflow does next.
+    """Where a session stands after a step, and what its workflow does next.
 
-    ``status`` is the session's (``running``, ``paused``, ``completed``,
-    ``failed``, ``interrupted``); ``stop`` is ``interrupt``/``abort`` when the
-    log holds a stop request the run has not acted on; ``calls``: the last
-    assistant turn has calls without results (a round is due, not a step);
+    ``next``: the step due (:data:`Next`, decided by ``next_action``, never by
+    the workflow); ``status`` is the session's (``running``, ``paused``,
+    ``completed``, ``failed``, ``interrupted``), the workflow's result;
+    ``stop``/``stop_reason``: the stop request a ``stop`` is for;
     ``expires_at``: a paused root's earliest open entry with ``expires_in``
     expires then (Unix time): its workflow's durable timer wakes it for the
     ``expire`` step.
@@ -86,9 +94,9 @@ class Plan:
     session_id: str
     seq: int
     status: str
+    next: Next = "end"
     stop: str | None = None
     stop_reason: str | None = None
-    calls: bool = False
     trace: dict[str, str] = field(default_factory=dict)
     """``begin``'s: the run's span as a W3C carrier (empty when not traced)."""
     expires_at: float | None = None
@@ -153,6 +161,22 @@ class RoundEnd:
     client: list[str] = field(default_factory=list)
     approval: list[str] = field(default_factory=list)
     children: dict[str, str] = field(default_factory=dict)
+
+
+def round_end(session_id: str, opened: Round, done: list[JobDone]) -> RoundEnd:
+    """What a round's closing step gets: the log's end, and everything left waiting.
+
+    What the round's routing left waiting (``opened``), the children that
+    suspended, and what companion calls left waiting, in the jobs' order.
+    """
+    seq = max([opened.seq, *(job.seq for job in done)])
+    children = {job.suspended_child: job.call_id for job in done if job.suspended_child}
+    client, approval = list(opened.client), list(opened.approval)
+    for job in done:
+        client.extend(job.client)
+        approval.extend(job.approval)
+        children.update(job.children)
+    return RoundEnd(session_id, seq, client, approval, children)
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Any
 
 from helix_agents.agents.config import AgentConfig
 from helix_agents.agents.define import AgentRegistry
-from helix_agents.engines.durable.plan import Plan
+from helix_agents.engines.durable.plan import Next, Plan
 from helix_agents.errors import HelixError, UsageError
 from helix_agents.events import (
     Completed,
@@ -26,14 +26,22 @@ from helix_agents.events import (
 from helix_agents.hitl.routing import expiring
 from helix_agents.log.state import SessionState
 from helix_agents.messages import AssistantMessage, ToolCall
-from helix_agents.models.base import FINISH_TOOL_NAME
-from helix_agents.runtime.decide import unanswered_calls
-from helix_agents.runtime.tool_runner import validate_finish
+from helix_agents.runtime.decide import (
+    Action,
+    Complete,
+    Fail,
+    ModelStep,
+    Over,
+    RunRound,
+    Stop,
+    Suspend,
+    next_action,
+    unanswered_calls,
+)
 from helix_agents.workspaces.base import shares_files
 
 __all__ = [
     "StepFailed",
-    "finished_output",
     "first_error",
     "goes_on",
     "last_run_seq",
@@ -84,20 +92,34 @@ def refuse_unsupported(
     return known
 
 
-def plan_of(state: SessionState) -> Plan:
-    """Where ``state`` stands: what its workflow does next."""
-    stop = "abort" if state.abort_requested else "interrupt" if state.interrupt_requested else None
-    running = state.status == "running"
+def plan_of(agent: AgentConfig, state: SessionState) -> Plan:
+    """Where ``state`` stands, and what its workflow runs next (``next_action`` decides)."""
+    action = next_action(agent, state)
     due = [entry.expires_at for entry in expiring(state) if entry.expires_at is not None]
-    return Plan(
+    plan = Plan(
         session_id=state.session_id,
         seq=state.last_seq,
         status=state.status,
-        stop=stop if running else None,
-        stop_reason=state.stop_reason if running else None,
-        calls=running and bool(unanswered_calls(state)),
+        next=_NEXT[type(action)],
         expires_at=min(due) if due else None,
     )
+    if isinstance(action, Stop):
+        plan.stop, plan.stop_reason = action.kind, action.reason
+    elif isinstance(action, Over) and action.status != "paused":
+        plan.next = "end"
+    return plan
+
+
+_NEXT: dict[type[Action], Next] = {
+    ModelStep: "step",
+    Complete: "step",
+    Fail: "step",
+    RunRound: "round",
+    Suspend: "round",
+    Stop: "stop",
+    Over: "pause",
+}
+"""The durable step that carries each action out (a workflow only drives)."""
 
 
 def first_error(group: BaseExceptionGroup[Any]) -> BaseException:
@@ -110,7 +132,8 @@ def first_error(group: BaseExceptionGroup[Any]) -> BaseException:
 
 def goes_on(state: SessionState) -> bool:
     """Whether a call's step may run: the session runs and no stop request waits."""
-    return state.status == "running" and plan_of(state).stop is None
+    stopping = state.abort_requested or state.interrupt_requested
+    return state.status == "running" and not stopping
 
 
 def unanswered(state: SessionState, call_id: str) -> ToolCall | None:
@@ -166,18 +189,3 @@ def _last_turn_index(events: list[Event]) -> int:
         if isinstance(event, MessageAppended) and isinstance(event.message, AssistantMessage):
             return index
     return 0
-
-
-def finished_output(agent: AgentConfig, state: SessionState) -> tuple[Any] | None:
-    """The output of the last turn's valid ``__finish__`` call, if it has one."""
-    if agent.output_schema is None:
-        return None
-    for message in reversed(state.messages):
-        if isinstance(message, AssistantMessage):
-            for call in message.tool_calls:
-                if call.name == FINISH_TOOL_NAME:
-                    outcome = validate_finish(agent, call.arguments)
-                    if outcome.error is None:
-                        return (outcome.result,)
-            return None
-    return None

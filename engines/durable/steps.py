@@ -5,13 +5,17 @@ workflow (Temporal's, a DBOS one) drives a session with these steps and
 decides only from what they return (:mod:`helix_agents.engines.durable.plan`):
 
 - ``begin``: a run begins (its ``on_agent_start`` hook) and says what is due;
-- ``model_step``: one model call (``step_started``, streamed text, the turn);
-- ``round_open``: a turn's calls routed; the inline ones recorded (``__finish__``,
-  unknown tools, approval gates, client tools), the rest returned as jobs;
+- ``model_step``: the run's next action when it is not a round: one model call
+  (``step_started``, streamed text, the turn), or the completion, or the step
+  limit's failure;
+- ``round_open``: a turn's calls routed (``RunActions.route``); the inline ones
+  recorded (``__finish__``, unknown tools, approval gates, client tools), the
+  rest returned as jobs;
 - in :attr:`DurableSteps.calls` (``calls.py``): ``tool_call``, ``child_open`` +
   ``child_follow`` (a local child, whose run the workflow launches in
   between), ``remote_child``, ``companion_call``: one job each;
-- ``round_close``: completion, suspension for people, or the next step;
+- ``round_close``: completion, suspension for people, or the next step, as
+  ``next_action`` decides;
 - ``stopped``: an interrupt or abort recorded once the children acknowledged;
 - ``expire``: a paused root's entries past their ``expires_in`` answered as
   expired (the workflow's durable timer calls it at the plan's ``expires_at``).
@@ -27,9 +31,12 @@ repeating them: a model step finds its turn, a tool step its result, a round
 its records. A step cut mid-stream leaves a partial step that the retry
 declares void (``step_restarted``), as a resumed run does.
 
-Every step runs the building blocks of the built-in runtime (``SessionRun.step``,
-``run_tool_call``, ``ChildCall``, the HITL gates), so the log a durable engine
-writes is the log the built-in runtime writes.
+What a run does next is never decided here nor in a workflow:
+:func:`~helix_agents.runtime.decide.next_action` decides (each :class:`Plan`
+says which step is due), and every step carries its action out with the
+built-in runtime's own code (:class:`~helix_agents.runtime.actions.RunActions`,
+``run_tool_call``, ``ChildCall``), so the log a durable engine writes is the
+log the built-in runtime writes.
 """
 
 from __future__ import annotations
@@ -37,12 +44,10 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from functools import partial
-from typing import Any
 
 import anyio
 
 from helix_agents.agents.config import AgentConfig, RemoteSubAgentTool, SubAgentTool
-from helix_agents.agents.tools import COMPANION_TOOL_PREFIX
 from helix_agents.engines.durable.calls import CallSteps
 from helix_agents.engines.durable.kit import Beat, StepKit, StopWatch, no_beat
 from helix_agents.engines.durable.plan import (
@@ -55,7 +60,6 @@ from helix_agents.engines.durable.plan import (
     ToolPolicy,
 )
 from helix_agents.engines.durable.reading import (
-    finished_output,
     last_run_seq,
     last_turn_seq,
     open_tool_starts,
@@ -68,33 +72,32 @@ from helix_agents.errors import UsageError
 from helix_agents.events import (
     Aborted,
     AbortRequested,
-    Completed,
     ErrorChunk,
     Event,
-    Failed,
     Interrupted,
     InterruptRequested,
-    MessageAppended,
-    OutputChunk,
 )
-from helix_agents.hitl.gates import Waiting, approval_gate, client_call, suspension
+from helix_agents.hitl.gates import Waiting, suspension
 from helix_agents.hitl.routing import expiring, watch_expiry
 from helix_agents.ids import SessionId
 from helix_agents.log.projections import interrupted_step
 from helix_agents.log.state import SessionState
-from helix_agents.messages import UserMessage
-from helix_agents.models.base import FINISH_TOOL_NAME, LLMError
-from helix_agents.runtime.decide import FINISH_REMINDER, unanswered_calls
+from helix_agents.models.base import LLMError
+from helix_agents.runtime.decide import (
+    Complete,
+    Fail,
+    ModelStep,
+    RunRound,
+    Suspend,
+    next_action,
+    unanswered_calls,
+)
 from helix_agents.runtime.executor import AgentExecutor
 from helix_agents.runtime.tool_runner import (
     ToolOutcome,
-    result_events,
     tool_end,
-    tool_start,
-    validate_finish,
 )
 from helix_agents.runtime.writer import SessionWriter, StopRequest
-from helix_agents.tracing import end_tool_span, tool_span
 
 __all__ = ["DurableSteps"]
 
@@ -153,22 +156,27 @@ class DurableSteps:
             with self.kit.run_span(agent, writer, log_):
                 trace = self.kit.executor.env.tracer.trace_context()
                 await self.kit.run(agent, writer).fire("on_agent_start")
-        plan = plan_of(writer.state)
+        plan = plan_of(agent, writer.state)
         plan.trace = trace
         return plan
 
     async def model_step(self, step: StepInput, beat: Beat = no_beat) -> Plan:
-        """One model call, recorded once (a retry after it was recorded calls nothing)."""
+        """The next action that is not a round, recorded once: a model call, a completion,
+        or the step limit's failure (a retry after it was recorded does nothing)."""
         stop = StopWatch()
         agent, writer, log_ = await self.kit.open(step.session_id, stop)
-        state = writer.state
-        if state.status != "running" or plan_of(state).stop or unanswered_calls(state):
-            return plan_of(state)
         if stepped_since(log_, step.seq):
-            return plan_of(state)
-        if state.run_step_count >= agent.max_steps:
-            await self._fail(agent, writer, f"max steps ({agent.max_steps}) reached")
-            return plan_of(writer.state)
+            return plan_of(agent, writer.state)
+        action = next_action(agent, writer.state)
+        if isinstance(action, Complete | Fail):
+            run = self.kit.run(agent, writer)
+            if isinstance(action, Complete):
+                await run.complete(action.output)
+            else:
+                await run.fail(action.error, recoverable=action.recoverable)
+            return plan_of(agent, writer.state)
+        if not isinstance(action, ModelStep):
+            return plan_of(agent, writer.state)
         restart = interrupted_step(log_)
         if restart is not None:
             writer.emit(restart)  # the cut step runs again: its partial text is void
@@ -177,98 +185,44 @@ class DurableSteps:
                 await self.kit.guarded(
                     writer, stop, partial(self._model_call, equipped, writer), beat
                 )
-        return plan_of(writer.state)
+        return plan_of(agent, writer.state)
 
     async def _model_call(self, agent: AgentConfig, writer: SessionWriter) -> None:
         companions = self.kit.companions(agent, writer)
         if companions is not None:
             # Children's outcomes not yet seen reach the model first (push).
             await companions.deliver()
+        run = self.kit.run(agent, writer)
         try:
-            response = await self.kit.run(agent, writer).step()
+            await run.step()
         except LLMError as error:
-            await self._fail(agent, writer, str(error), recoverable=error.retryable)
-            return
-        if response is not None and not response.tool_calls and agent.output_schema:
-            await writer.append(MessageAppended(message=UserMessage(content=FINISH_REMINDER)))
+            await run.fail(str(error), recoverable=error.retryable)
 
     async def round_open(self, step: StepInput) -> Round:
         """Route the last turn's unanswered calls: record the inline ones, return the jobs."""
         agent, writer, _log = await self.kit.open(step.session_id)
-        if writer.state.status != "running":
+        action = next_action(agent, writer.state)
+        if not isinstance(action, RunRound):
             return Round(seq=writer.last_seq)
         async with self.kit.workspaces(agent, writer) as equipped:
-            return await self._route(equipped, writer, step)
-
-    async def _route(self, agent: AgentConfig, writer: SessionWriter, step: StepInput) -> Round:
-        opened = Round(seq=writer.last_seq)
-        sid = writer.session_id
-        tracer = self.kit.executor.env.tracer
-        for call in unanswered_calls(writer.state):
-            tool = agent.tool(call.name)
-            if call.name == FINISH_TOOL_NAME and agent.output_schema is not None:
-                outcome = validate_finish(agent, call.arguments)
-                shown = (
-                    outcome if outcome.error is not None else ToolOutcome(result="output accepted")
-                )
-                await writer.append(
-                    tool_start(agent, sid, call),
-                    *result_events(agent, sid, call, shown, usage=False),
-                )
-                continue
-            if agent.persistent_agents and call.name.startswith(COMPANION_TOOL_PREFIX):
-                opened.jobs.append(CallJob(call.id, call.name, "companion"))
-                continue
-            if tool is None:
-                with self.kit.traced(step), tool_span(tracer, agent.name, sid, call) as span:
-                    end_tool_span(span, f"unknown tool {call.name!r}")
-                await writer.append(
-                    tool_start(agent, sid, call),
-                    *result_events(
-                        agent,
-                        sid,
-                        call,
-                        ToolOutcome(error=f"unknown tool {call.name!r}"),
-                        usage=False,
-                    ),
-                )
-                continue
-            gate = await approval_gate(writer, agent, call, tool)
-            if gate == "wait":
-                opened.approval.append(call.id)
-            elif gate == "done":
-                continue
-            elif isinstance(tool, SubAgentTool):
-                opened.jobs.append(CallJob(call.id, call.name, "child"))
-            elif isinstance(tool, RemoteSubAgentTool):
-                opened.jobs.append(CallJob(call.id, call.name, "remote"))
-            elif tool.is_client_tool:
-                if await client_call(writer, agent, call, tool):
-                    opened.client.append(call.id)
-            else:
-                opened.jobs.append(CallJob(call.id, call.name, "tool", self.policy(call.name)))
-        opened.seq = writer.last_seq
-        return opened
+            with self.kit.traced(step):
+                routed = await self.kit.run(equipped, writer).route(action.calls)
+        jobs = [
+            CallJob(call.id, call.name, kind, self.policy(call.name)) for call, kind in routed.jobs
+        ]
+        waiting = routed.waiting
+        return Round(writer.last_seq, jobs, list(waiting.client), list(waiting.approval))
 
     async def round_close(self, end: RoundEnd) -> Plan:
-        """End a round: complete on a valid ``__finish__``, suspend for people, or go on."""
+        """End a round as ``next_action`` decides: complete, suspend for people, or go on."""
         agent, writer, _log = await self.kit.open(end.session_id)
-        state = writer.state
-        if state.status != "running":
-            return plan_of(state)
-        output = finished_output(agent, state)
-        if output is not None:
-            completion = self._completion(agent, writer, output[0])
-            state = await writer.append_with(
-                lambda latest: [] if latest.queued_messages else completion
-            )
-            if state.status == "completed":
-                await self.kit.run(agent, writer).fire("on_agent_complete", output[0])
-            return plan_of(state)
         waiting = Waiting(client=end.client, approval=end.approval, children=end.children)
-        if waiting:
-            await writer.append_with(suspension(agent, waiting))
-        return plan_of(writer.state)
+        action = next_action(agent, writer.state, waiting)
+        if isinstance(action, Complete):
+            await self.kit.run(agent, writer).complete(action.output)
+        elif isinstance(action, Suspend):
+            await writer.append_with(suspension(agent, action.waiting))
+        return plan_of(agent, writer.state)
 
     # --- endings ------------------------------------------------------------------------
 
@@ -277,9 +231,11 @@ class DurableSteps:
         agent, writer, log_ = await self.kit.open(request.session_id)
         state = writer.state
         if state.status != "running":
-            return plan_of(state)  # a paused session was stopped at once by the service
+            return plan_of(agent, state)  # a paused session was stopped at once by the service
         if request.run_seq and last_run_seq(log_) > request.run_seq:
-            return plan_of(state)  # stopped while paused, and since resumed: not this run's stop
+            return plan_of(
+                agent, state
+            )  # stopped while paused, and since resumed: not this run's stop
         stop = StopRequest(request.kind, request.reason)
         companions = self.kit.companions(agent, writer)
         with anyio.move_on_after(self.kit.executor.env.stop_grace):
@@ -334,7 +290,7 @@ class DurableSteps:
         await writer.append_with(ending)
         if stop.kind == "abort" and writer.last_seq > before:
             await self.kit.run(agent, writer).fire("on_agent_fail", reason)
-        return plan_of(writer.state)
+        return plan_of(agent, writer.state)
 
     async def expire(self, step: StepInput) -> Plan:
         """Answer a paused root's entries due by now as expired, as the built-in timer does.
@@ -345,35 +301,18 @@ class DurableSteps:
         ``expired: true`` through the service, whose resume wakes the run
         like a person's answer would (a person's earlier answer wins).
         """
-        _agent, writer, _log = await self.kit.open(step.session_id)
+        agent, writer, _log = await self.kit.open(step.session_id)
         runs, resume = self.kit.executor.runs, self.kit.executor.service.resume_if_paused
         sid = SessionId(writer.session_id)
         due = time.time() + _CLOCK_SLACK
         for entry in expiring(writer.state):
             if entry.expires_at is not None and entry.expires_at <= due:
                 await watch_expiry(runs, resume, sid, entry, anyio.sleep)
-        return plan_of(await runs.state(sid))
+        return plan_of(agent, await runs.state(sid))
 
     async def run_failed(self, step: StepInput, error: str) -> Plan:
         """Fail a run whose step can never succeed (its engine's retries are spent)."""
         agent, writer, _log = await self.kit.open(step.session_id)
         if writer.state.status == "running":
-            await self._fail(agent, writer, f"internal error: {error}")
-        return plan_of(writer.state)
-
-    def _completion(self, agent: AgentConfig, writer: SessionWriter, output: Any) -> list[Event]:
-        sid = writer.session_id
-        return [
-            OutputChunk(agent_id=sid, agent_type=agent.name, output=output),
-            Completed(output=output),
-        ]
-
-    async def _fail(
-        self, agent: AgentConfig, writer: SessionWriter, error: str, *, recoverable: bool = False
-    ) -> None:
-        sid = writer.session_id
-        await writer.append(
-            ErrorChunk(agent_id=sid, agent_type=agent.name, error=error, recoverable=recoverable),
-            Failed(error=error, recoverable=recoverable),
-        )
-        await self.kit.run(agent, writer).fire("on_agent_fail", error)
+            await self.kit.run(agent, writer).fail(f"internal error: {error}")
+        return plan_of(agent, writer.state)

@@ -1,7 +1,9 @@
 """``AgentWorkflow``: one run of a session as a Temporal workflow (``specs/temporal.md``).
 
-Deterministic: it decides only from its input, its signals and its
-activities' results (the durable steps' plans), and does nothing else. The
+A driver: what the run does next is each step's plan (``plan.next``, which
+``next_action`` decides); the workflow carries it out, and its own choices
+are an engine's (signals, timers, child workflows). Deterministic: it acts
+only on its input, its signals and its activities' results. The
 workflow id is the session id; a local sub-agent's run is a child workflow
 whose id is the child's session id. Signals: ``stop(kind, reason)`` (an
 interrupt or abort, passed on at once to every running child workflow) and
@@ -18,7 +20,6 @@ structured concurrency; the project's anyio rule applies to activities.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -27,6 +28,15 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, CancelledError, WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
+from helix_agents.engines.temporal.stepping import (
+    REMOTE,
+    STEP,
+    WorkflowInput,
+    call_step,
+    cause_of,
+    tool_step,
+)
+
 with workflow.unsafe.imports_passed_through():
     from helix_agents.engines.durable.plan import (
         CallJob,
@@ -34,56 +44,14 @@ with workflow.unsafe.imports_passed_through():
         JobDone,
         Plan,
         Round,
-        RoundEnd,
         StepInput,
         StopInput,
+        round_end,
     )
 
 __all__ = ["WORKFLOW_NAME", "AgentWorkflow", "WorkflowInput"]
 
 WORKFLOW_NAME = "helix_agent"
-_STEP = RetryPolicy(
-    initial_interval=timedelta(seconds=0.5),
-    maximum_interval=timedelta(seconds=10),
-    maximum_attempts=20,
-    non_retryable_error_types=["StepFailed", "OwnershipLost"],
-)
-_REMOTE = RetryPolicy(
-    initial_interval=timedelta(seconds=0.2),
-    maximum_interval=timedelta(seconds=10),
-    maximum_attempts=20,
-    non_retryable_error_types=["StepFailed", "OwnershipLost", "RemoteAgentFailedError"],
-)
-_LONG = timedelta(days=1)
-_LOCAL = frozenset(
-    {
-        "helix_begin",
-        "helix_round_open",
-        "helix_round_close",
-        "helix_child_open",
-        "helix_tool_failed",
-        "helix_expire",
-    }
-)
-"""The short steps (a read of the log and a few appends): local activities."""
-
-
-@dataclass
-class WorkflowInput:
-    """A run of ``session_id`` whose log ends at ``seq``, and the engine's timing knobs.
-
-    ``heartbeat_timeout``: a long step (a model call, a tool, a child followed)
-    silent this long is retried elsewhere (its worker is presumed dead).
-    ``paused_wait``: how long a paused run waits for its ``resume`` signal
-    before it ends (a later answer then starts a new run of the session).
-    ``stop_grace``: how long a stopping run waits for its children.
-    """
-
-    session_id: str
-    seq: int
-    heartbeat_timeout: float = 10.0
-    paused_wait: float = 7 * 24 * 3600.0
-    stop_grace: float = 10.0
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -152,11 +120,11 @@ class AgentWorkflow:
                     raise
             finally:
                 self._body = None
-            if self._stop is None and plan is not None and plan.stop is not None:
+            if self._stop is None and plan is not None and plan.next == "stop":
                 # A stop request reached the log without its signal: act on the log.
-                self._stop = (plan.stop, plan.stop_reason)
-                await self._cascade(plan.stop, plan.stop_reason)
-            if self._stop is None and plan is not None and plan.status == "paused":
+                self._stop = (plan.stop or "interrupt", plan.stop_reason)
+                await self._cascade(*self._stop)
+            if self._stop is None and plan is not None and plan.next == "pause":
                 self._paused_at = plan.seq
                 if not await self._paused(plan):
                     return "paused"  # a later answer starts a new run of the session
@@ -227,24 +195,19 @@ class AgentWorkflow:
         sid = self._run_input.session_id
         plan: Plan = await self._step("helix_begin", StepInput(sid, seq), Plan)
         self._trace = plan.trace
-        while plan.status == "running" and plan.stop is None:
+        while plan.next in ("step", "round"):
             try:
-                if plan.calls:
+                if plan.next == "round":
                     plan = await self._round(plan)
                 else:
-                    plan = await self._step(
-                        "helix_model_step",
-                        StepInput(sid, plan.seq, trace=self._trace),
-                        Plan,
-                        long=True,
-                    )
+                    step = StepInput(sid, plan.seq, trace=self._trace)
+                    plan = await self._step("helix_model_step", step, Plan, long=True)
             except ActivityError as exc:
                 if self._cut(exc):
                     raise asyncio.CancelledError from exc
                 # A step whose retries are spent: the run fails, recorded in the log.
-                plan = await self._step(
-                    "helix_run_failed", [StepInput(sid, plan.seq), _cause(exc)], Plan
-                )
+                failed = [StepInput(sid, plan.seq), cause_of(exc)]
+                plan = await self._step("helix_run_failed", failed, Plan)
         return plan
 
     async def _round(self, plan: Plan) -> Plan:
@@ -253,43 +216,20 @@ class AgentWorkflow:
         opened: Round = await self._step("helix_round_open", step, Round)
         # The round's jobs run at once, as a built-in round's do (Temporal's loop, see above).
         done = await asyncio.gather(*(self._job(job, opened.seq) for job in opened.jobs))  # noqa: TID251
-        seq = max([opened.seq, *(job.seq for job in done)])
-        children = {job.suspended_child: job.call_id for job in done if job.suspended_child}
-        client, approval = list(opened.client), list(opened.approval)
-        for job in done:  # what companion calls left waiting
-            client.extend(job.client)
-            approval.extend(job.approval)
-            children.update(job.children)
-        end = RoundEnd(sid, seq, client, approval, children)
-        closed: Plan = await self._step("helix_round_close", end, Plan)
+        closed: Plan = await self._step("helix_round_close", round_end(sid, opened, done), Plan)
         return closed
 
     async def _job(self, job: CallJob, seq: int) -> JobDone:
-        sid = self._run_input.session_id
-        step = StepInput(sid, seq, job.call_id, self._trace)
+        run = self._run_input
+        step = StepInput(run.session_id, seq, job.call_id, self._trace)
         if job.kind == "tool":
-            policy = job.policy
             try:
-                result: JobDone = await workflow.execute_activity(
-                    "helix_tool_call",
-                    step,
-                    result_type=JobDone,
-                    start_to_close_timeout=timedelta(seconds=policy.timeout or 600.0),
-                    heartbeat_timeout=timedelta(seconds=self._run_input.heartbeat_timeout),
-                    retry_policy=RetryPolicy(
-                        initial_interval=timedelta(seconds=policy.initial_interval),
-                        backoff_coefficient=policy.backoff,
-                        maximum_interval=timedelta(seconds=policy.max_interval),
-                        maximum_attempts=policy.max_attempts,
-                        non_retryable_error_types=["StepFailed", "OwnershipLost"],
-                    ),
-                )
+                result: JobDone = await tool_step(run, step, job.policy, JobDone)
             except ActivityError as exc:
                 if self._cut(exc):
                     raise asyncio.CancelledError from exc
-                failed: JobDone = await self._step(
-                    "helix_tool_failed", [step, f"tool failed: {_cause(exc)}"], JobDone
-                )
+                error = f"tool failed: {cause_of(exc)}"
+                failed: JobDone = await self._step("helix_tool_failed", [step, error], JobDone)
                 return failed
             return result
         if job.kind == "companion":
@@ -297,7 +237,7 @@ class AgentWorkflow:
             return companion
         if job.kind == "remote":
             remote: JobDone = await self._step(
-                "helix_remote_child", step, JobDone, long=True, retry=_REMOTE
+                "helix_remote_child", step, JobDone, long=True, retry=REMOTE
             )
             return remote
         opened: ChildOpened = await self._step("helix_child_open", step, ChildOpened)
@@ -310,9 +250,8 @@ class AgentWorkflow:
                 await self._launch_child(child, opened.launch_seq)
             if self._stop is not None:  # it started after the stop went round
                 await self._signal_stop(child, *self._stop)
-            followed: JobDone = await self._step(
-                "helix_child_follow", StepInput(sid, opened.seq, job.call_id), JobDone, long=True
-            )
+            follow = StepInput(run.session_id, opened.seq, job.call_id)
+            followed: JobDone = await self._step("helix_child_follow", follow, JobDone, long=True)
             return followed
         finally:
             self._children.pop(child, None)
@@ -345,36 +284,12 @@ class AgentWorkflow:
     async def _step(
         self,
         name: str,
-        arg: Any,
+        arg: object,
         result_type: type[Any],
         *,
         long: bool = False,
         seconds: float = 60.0,
-        retry: RetryPolicy = _STEP,
+        retry: RetryPolicy = STEP,
     ) -> Any:
-        args = arg if isinstance(arg, list) else [arg]
-        if name in _LOCAL:
-            # A short step runs as a local activity: on the worker running this
-            # workflow, recorded in its history, no round trip through a task queue.
-            return await workflow.execute_local_activity(
-                name,
-                args=args,
-                result_type=result_type,
-                start_to_close_timeout=timedelta(seconds=seconds),
-                retry_policy=retry,
-            )
-        return await workflow.execute_activity(
-            name,
-            args=args,
-            result_type=result_type,
-            start_to_close_timeout=_LONG if long else timedelta(seconds=seconds),
-            heartbeat_timeout=(
-                timedelta(seconds=self._run_input.heartbeat_timeout) if long else None
-            ),
-            retry_policy=retry,
-        )
-
-
-def _cause(exc: ActivityError) -> str:
-    cause = exc.cause
-    return str(cause) if cause is not None else str(exc)
+        run = self._run_input
+        return await call_step(run, name, arg, result_type, long=long, seconds=seconds, retry=retry)
