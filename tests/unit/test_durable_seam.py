@@ -78,12 +78,13 @@ async def test_a_paused_roots_plan_carries_its_earliest_expiry() -> None:
             async for event in store.tail("p", 0):
                 if isinstance(event, Suspended):
                     break
-            plan = plan_of(project_state(await store.read("p")))
+            plan = plan_of(late, project_state(await store.read("p")))
+            assert plan.next == "pause"
             assert plan.status == "paused"
             assert plan.expires_at is not None
             assert began + EXPIRES_IN <= plan.expires_at <= time.time() + EXPIRES_IN
             await executor.service.submit_tool_result("p", "p1", result={"label": "a"})
-    assert plan_of(project_state(await store.read("p"))).expires_at is None
+    assert plan_of(late, project_state(await store.read("p"))).expires_at is None
 
 
 async def test_overlapping_steps_keep_the_session_active_until_the_last_ends() -> None:
