@@ -20,7 +20,18 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from helix_agents.engines.durable.plan import ToolPolicy
 
-__all__ = ["REMOTE", "STEP", "WorkflowInput", "call_step", "cause_of", "tool_step"]
+__all__ = [
+    "REMOTE",
+    "STEP",
+    "WORKFLOW_NAME",
+    "WorkflowInput",
+    "call_step",
+    "cause_of",
+    "tool_step",
+]
+
+WORKFLOW_NAME = "helix_agent"
+"""The workflow type's name (a session's run; a local child's run is one too)."""
 
 STEP = RetryPolicy(
     initial_interval=timedelta(seconds=0.5),
