@@ -26,7 +26,16 @@ import msgspec
 from helix_agents.agents.config import AgentConfig, RemoteSubAgentTool, SubAgentTool
 from helix_agents.agents.tools import COMPANION_TOOL_PREFIX, json_schema_of
 from helix_agents.companions.tools import companion_specs
-from helix_agents.events import Completed, ErrorChunk, Event, Failed, MessageAppended, OutputChunk
+from helix_agents.events import (
+    Aborted,
+    Completed,
+    ErrorChunk,
+    Event,
+    Failed,
+    Interrupted,
+    MessageAppended,
+    OutputChunk,
+)
 from helix_agents.hitl.gates import Waiting, tree_unique_call_id, waits_for_people
 from helix_agents.log.state import SessionState
 from helix_agents.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
@@ -53,6 +62,8 @@ __all__ = [
     "internal_error",
     "next_action",
     "reminder",
+    "stop_ending",
+    "stop_reason_text",
     "completion",
     "final_answer",
     "tool_specs",
@@ -224,6 +235,31 @@ def failure(
             agent_id=session_id, agent_type=agent.name, error=error, recoverable=recoverable
         ),
         Failed(error=error, recoverable=recoverable),
+    ]
+
+
+def stop_reason_text(kind: str, reason: str | None) -> str | None:
+    """The error a stop leaves (an abort's: ``aborted: <reason>``; an interrupt leaves none)."""
+    if kind != "abort":
+        return None
+    return f"aborted: {reason}" if reason else "aborted"
+
+
+def stop_ending(
+    agent: AgentConfig, session_id: str, kind: str, reason: str | None, closing: list[Event]
+) -> list[Event]:
+    """The events that end a stopped run: its open calls closed, then the ending.
+
+    An interrupt ends ``interrupted`` (resumable); an abort leaves its error
+    chunk and ends ``aborted``.
+    """
+    error = stop_reason_text(kind, reason)
+    if error is None:
+        return [*closing, Interrupted(reason=reason)]
+    return [
+        *closing,
+        ErrorChunk(agent_id=session_id, agent_type=agent.name, error=error),
+        Aborted(reason=reason),
     ]
 
 

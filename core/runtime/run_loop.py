@@ -37,16 +37,12 @@ from helix_agents.errors import (
     ToolsetError,
 )
 from helix_agents.events import (
-    Aborted,
     AbortRequested,
-    ErrorChunk,
     Event,
-    Interrupted,
     InterruptRequested,
     StepRestarted,
 )
 from helix_agents.hitl.gates import Waiting, suspension
-from helix_agents.log.state import SessionState
 from helix_agents.messages import ToolCall
 from helix_agents.models.base import LLMError
 from helix_agents.runtime.actions import RunActions
@@ -59,6 +55,8 @@ from helix_agents.runtime.decide import (
     Suspend,
     internal_error,
     next_action,
+    stop_ending,
+    stop_reason_text,
 )
 from helix_agents.runtime.env import RunEnv
 from helix_agents.runtime.tool_runner import ToolOutcome, run_tool_call, tool_end
@@ -277,28 +275,15 @@ class SessionRun(RunActions):
                     if stop.kind == "abort" and self._companions is not None:
                         # Stopped for good: so are its companions running on their own.
                         tg.start_soon(self._companions.terminate_live, stop.reason)
-            closing = [
+            closing: list[Event] = [
                 tool_end(self.agent, sid, call, ToolOutcome(error=word))
                 for call in self._open.take_tools()
             ]
-            reason = f"aborted: {stop.reason}" if stop.reason else "aborted"
-
-            def ending(state: SessionState) -> list[Event]:
-                if state.is_terminal:
-                    return []  # the run had already ended when the stop arrived
-                if stop.kind == "interrupt":
-                    return [*closing, Interrupted(reason=stop.reason)]
-                return [
-                    *closing,
-                    ErrorChunk(
-                        agent_id=sid,
-                        agent_type=self.agent.name,
-                        error=reason,
-                    ),
-                    Aborted(reason=stop.reason),
-                ]
+            ending = stop_ending(self.agent, sid, stop.kind, stop.reason, closing)
 
             before = self.writer.last_seq
-            await self.writer.append_with(ending)
-            if stop.kind == "abort" and self.writer.last_seq > before:
-                await self.fire("on_agent_fail", reason)
+            # Nothing when the run had already ended as the stop arrived.
+            await self.writer.append_with(lambda state: [] if state.is_terminal else ending)
+            error = stop_reason_text(stop.kind, stop.reason)
+            if error is not None and self.writer.last_seq > before:
+                await self.fire("on_agent_fail", error)

@@ -70,11 +70,8 @@ from helix_agents.engines.durable.reading import (
 from helix_agents.engines.durable.waits import WaitSteps
 from helix_agents.errors import UsageError
 from helix_agents.events import (
-    Aborted,
     AbortRequested,
-    ErrorChunk,
     Event,
-    Interrupted,
     InterruptRequested,
 )
 from helix_agents.hitl.gates import Waiting, suspension
@@ -90,6 +87,8 @@ from helix_agents.runtime.decide import (
     RunRound,
     Suspend,
     next_action,
+    stop_ending,
+    stop_reason_text,
     unanswered_calls,
 )
 from helix_agents.runtime.executor import AgentExecutor
@@ -262,34 +261,30 @@ class DurableSteps:
         started = open_tool_starts(await self.kit.executor.store.read(writer.session_id, after))
         word = "interrupted" if stop.kind == "interrupt" else "aborted"
         sid = writer.session_id
-        reason = f"aborted: {stop.reason}" if stop.reason else "aborted"
 
         def ending(latest: SessionState) -> list[Event]:
             if latest.status != "running":
                 return []
-            closing = [
+            closing: list[Event] = [
                 tool_end(agent, sid, call, ToolOutcome(error=word))
                 for call in unanswered_calls(latest)
                 if call.id in started
             ]
-            asked: list[Event] = []
-            if stop.kind == "interrupt":
-                if not latest.interrupt_requested:
-                    asked.append(InterruptRequested(reason=stop.reason))
-                return [*asked, *closing, Interrupted(reason=stop.reason)]
-            if not latest.abort_requested:
-                asked.append(AbortRequested(reason=stop.reason))
-            return [
-                *asked,
-                *closing,
-                ErrorChunk(agent_id=sid, agent_type=agent.name, error=reason),
-                Aborted(reason=stop.reason),
-            ]
+            # A stop signalled only (its request not in the log yet) records its request too.
+            asked = (
+                latest.interrupt_requested if stop.kind == "interrupt" else latest.abort_requested
+            )
+            request: list[Event] = []
+            if not asked:
+                cls = InterruptRequested if stop.kind == "interrupt" else AbortRequested
+                request.append(cls(reason=stop.reason))
+            return [*request, *stop_ending(agent, sid, stop.kind, stop.reason, closing)]
 
         before = writer.last_seq
         await writer.append_with(ending)
-        if stop.kind == "abort" and writer.last_seq > before:
-            await self.kit.run(agent, writer).fire("on_agent_fail", reason)
+        error = stop_reason_text(stop.kind, stop.reason)
+        if error is not None and writer.last_seq > before:
+            await self.kit.run(agent, writer).fire("on_agent_fail", error)
         return plan_of(agent, writer.state)
 
     async def expire(self, step: StepInput) -> Plan:
