@@ -90,8 +90,9 @@ def create_http_app(
                 await stack.enter_async_context(mcp_endpoint.run())
             yield
 
-    app = GatewayApp(
+    return GatewayApp(
         gateway,
+        inspector,
         check,
         routes=[
             *routes(check, max_body_bytes),
@@ -101,8 +102,6 @@ def create_http_app(
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=lifespan,
     )
-    app.state.inspector = inspector
-    return app
 
 
 def _a2a_routes(
@@ -144,9 +143,12 @@ class GatewayApp(Starlette):
     only end it. ``/sse`` with another method (``POST``: a front end's run) is Starlette's.
     """
 
-    def __init__(self, gateway: Gateway, check: BearerCheck, **kwargs: Any) -> None:
+    def __init__(
+        self, gateway: Gateway, inspector: Inspector, check: BearerCheck, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
-        self.state.gateway = gateway
+        self.state.gateway = gateway  # the handlers' (``handlers.py``, ``sessions.py``)
+        self.state.inspector = inspector  # the inspector's (``server/ui/routes.py``)
         self._check = check
         self.streams = gateway.streams
         """The open ``GET /sse`` streams (``serve``'s shutdown ends the idle ones at once)."""
