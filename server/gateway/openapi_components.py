@@ -2,7 +2,7 @@
 
 The schemas are generated from the structs the server decodes and encodes,
 then sharpened to exactly what the server checks (session ids, sequence
-bounds, trace context, follow-up fields). ``server/gateway/openapi.py`` builds the paths on them.
+bounds, trace context, follow-up fields). ``openapi_paths.py`` builds the operations on them.
 """
 
 from __future__ import annotations

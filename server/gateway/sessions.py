@@ -12,9 +12,6 @@ answers ``NOT_FOUND``.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
-
 import msgspec
 from starlette.datastructures import QueryParams
 from starlette.requests import Request
@@ -22,10 +19,11 @@ from starlette.responses import Response
 
 from helix_agents.errors import AgentServerError
 from helix_agents.log.search import MAX_METADATA_FILTERS, SessionQuery, parse_time
-from helix_agents.log.session_list import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, SessionCatalog
-from helix_agents.server.ui import store_of
+from helix_agents.log.session_list import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
-__all__ = ["session_list_endpoint"]
+from .context import gateway_of
+
+__all__ = ["sessions"]
 
 _encoder = msgspec.json.Encoder()
 
@@ -101,24 +99,19 @@ def _limit(raw: str | None) -> int:
     return int(digits)
 
 
-def session_list_endpoint(target: Any) -> Callable[[Request], Awaitable[Response]]:
-    """The ``GET /sessions`` handler for a gateway in front of ``target``."""
-    store = store_of(target)
-    catalog = None if store is None else SessionCatalog(store)
-
-    async def sessions(request: Request) -> Response:
-        if catalog is None:
-            raise AgentServerError("NOT_FOUND", "this gateway has no session store to list")
-        params = request.query_params
-        query = _query(params)
-        page = await catalog.page(
-            status=params.get("status"),
-            agent_type=params.get("agent"),
-            top_level=_flag("topLevel", params.get("topLevel")),
-            limit=_limit(params.get("limit")),
-            cursor=params.get("cursor") or None,  # empty: the first page (the schema allows it)
-            query=query,
-        )
-        return Response(_encoder.encode(page), media_type="application/json")
-
-    return sessions
+async def sessions(request: Request) -> Response:
+    """``GET /sessions``: a page of the sessions of the gateway's store."""
+    catalog = gateway_of(request).catalog
+    if catalog is None:
+        raise AgentServerError("NOT_FOUND", "this gateway has no session store to list")
+    params = request.query_params
+    query = _query(params)
+    page = await catalog.page(
+        status=params.get("status"),
+        agent_type=params.get("agent"),
+        top_level=_flag("topLevel", params.get("topLevel")),
+        limit=_limit(params.get("limit")),
+        cursor=params.get("cursor") or None,  # empty: the first page (the schema allows it)
+        query=query,
+    )
+    return Response(_encoder.encode(page), media_type="application/json")

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from .routes import store_of as store_of, ui_routes as ui_routes
+from .routes import Inspector as Inspector, store_of as store_of
 from .snapshot import Snapshot as Snapshot, take_snapshot as take_snapshot
 from .view import TreeView as TreeView, fold_view as fold_view
 
 __all__ = [
+    "Inspector",
     "Snapshot",
     "TreeView",
     "fold_view",
     "store_of",
     "take_snapshot",
-    "ui_routes",
 ]

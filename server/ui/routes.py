@@ -1,21 +1,20 @@
-"""The inspector's routes: the page, its assets and ``GET /snapshot`` (it lists with ``/sessions``).
+"""The inspector's handlers: the page, its assets and ``GET /snapshot`` (lists: ``/sessions``).
 
-``create_http_app`` adds them next to the protocol's routes, through its own
-guard (bearer auth, the ``{"error", "code"}`` shape). The page and its assets
+``create_http_app``'s route table (``server/gateway/routes.py``) serves them
+next to the protocol's, behind the same middleware (bearer auth, the
+``{"error", "code"}`` shape). The page and its assets
 hold no data and need no token; the page sends its token (``#token=`` in its
 address) on every data request. The contract is in ``specs/ui.md``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from importlib import resources
-from typing import Any, Protocol, cast
+from typing import cast
 
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from helix_agents import EventStore
 from helix_agents.errors import AgentServerError
@@ -24,7 +23,7 @@ from helix_agents.server.edge import checked_id
 
 from .snapshot import take_snapshot
 
-__all__ = ["ASSETS", "Guard", "store_of", "ui_routes"]
+__all__ = ["ASSETS", "Inspector", "asset", "page", "snapshot", "store_of"]
 
 _MEDIA = {
     ".html": "text/html; charset=utf-8",
@@ -42,14 +41,6 @@ ASSETS = frozenset(
 """The files the page loads from ``/ui/assets/``, shipped in the package (the page is ``/ui``)."""
 
 _encoder = msgspec.json.Encoder()
-
-
-class Guard(Protocol):
-    """How ``create_http_app`` wraps a handler: auth (unless ``open_``) and error mapping."""
-
-    def __call__(
-        self, handler: Callable[[Request], Awaitable[Response]], *, open_: bool = False
-    ) -> Callable[[Request], Awaitable[Any]]: ...
 
 
 def store_of(target: object) -> EventStore | None:
@@ -78,36 +69,45 @@ def _int_param(request: Request, name: str, *, minimum: int) -> int | None:
     return int(raw)
 
 
-def ui_routes(store: EventStore | None, guard: Guard, prices: Prices | None = None) -> list[Route]:
-    """The inspector's routes for a gateway over ``store`` (``None``: no data routes answer).
+class Inspector:
+    """What the inspector's data route serves from (``app.state.inspector``).
 
-    ``prices`` prices each node's tokens in ``GET /snapshot`` (``None``: the defaults).
+    Args:
+        store: the gateway's event store (``None``: it fronts another gateway,
+            and ``/snapshot`` answers ``NOT_FOUND``).
+        prices: what tokens cost, for each node's cost (``None``: the defaults).
     """
 
-    def needs_store() -> EventStore:
-        if store is None:
+    def __init__(self, store: EventStore | None, prices: Prices | None = None) -> None:
+        self.store = store
+        self.prices = prices
+
+    def needs_store(self) -> EventStore:
+        """The store, or ``NOT_FOUND`` when there is none to inspect."""
+        if self.store is None:
             raise AgentServerError(
                 "NOT_FOUND", "this gateway has no event store to inspect (it fronts another one)"
             )
-        return store
+        return self.store
 
-    async def page(request: Request) -> Response:
-        return _asset("index.html")
 
-    async def asset(request: Request) -> Response:
-        name = request.path_params["name"]
-        if name not in ASSETS:
-            raise AgentServerError("NOT_FOUND", f"no asset {name!r}")
-        return _asset(name)
+async def page(request: Request) -> Response:
+    """``GET /ui``: the page (no auth: it holds no data)."""
+    return _asset("index.html")
 
-    async def snapshot(request: Request) -> Response:
-        session_id = checked_id(request.query_params.get("sessionId", ""))
-        at = _int_param(request, "at", minimum=1)
-        taken = await take_snapshot(needs_store(), session_id, at, prices)
-        return Response(_encoder.encode(taken), media_type="application/json")
 
-    return [
-        Route("/ui", guard(page, open_=True), methods=["GET"]),
-        Route("/ui/assets/{name}", guard(asset, open_=True), methods=["GET"]),
-        Route("/snapshot", guard(snapshot), methods=["GET"]),
-    ]
+async def asset(request: Request) -> Response:
+    """``GET /ui/assets/{name}``: the page's script or style sheet."""
+    name = request.path_params["name"]
+    if name not in ASSETS:
+        raise AgentServerError("NOT_FOUND", f"no asset {name!r}")
+    return _asset(name)
+
+
+async def snapshot(request: Request) -> Response:
+    """``GET /snapshot``: a session tree at a sequence of its root's log."""
+    inspector: Inspector = request.app.state.inspector
+    session_id = checked_id(request.query_params.get("sessionId", ""))
+    at = _int_param(request, "at", minimum=1)
+    taken = await take_snapshot(inspector.needs_store(), session_id, at, inspector.prices)
+    return Response(_encoder.encode(taken), media_type="application/json")

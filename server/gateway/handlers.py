@@ -1,0 +1,205 @@
+"""The protocol's handlers (``specs/http.md``): ``request -> response``, one per route.
+
+Each takes what it serves from the app's :class:`~.context.Gateway`
+(``request.app.state.gateway``). Auth, the body limit and the error shape are
+the routes' middleware (``middleware.py``): a handler raises, and the
+failure is answered for it. ``routes.py`` pairs each with its path, method
+and OpenAPI operation.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol, TypeVar, runtime_checkable
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from helix_agents.errors import AgentServerError, TransportError
+from helix_agents.hitl.routing import send_approval
+from helix_agents.protocol import (
+    RemoteMessageRequest,
+    RemoteResumeRequest,
+    RemoteStartRequest,
+    SubmitApprovalRequest,
+    SubmitToolResultRequest,
+    checked_decided_by,
+)
+from helix_agents.server.edge import checked_id, checked_start, decode, with_trace_headers
+from helix_agents.server.streams.front_end import ProjectedStreamResponse, stream_format
+from helix_agents.server.streams.front_end_runs import decode_run, run_front_end
+from helix_agents.server.streams.sse import SSEResponse
+from helix_agents.transports.bodies import SessionRequest
+
+from .context import gateway_of
+from .openapi_components import MAX_SEQUENCE
+from .responses import error_response, json_response
+
+__all__ = [
+    "AgentDirectory",
+    "abort",
+    "health",
+    "interrupt",
+    "message",
+    "openapi",
+    "resume",
+    "sse",
+    "sse_run",
+    "start",
+    "status",
+    "submit_approval",
+    "submit_tool_result",
+]
+
+T = TypeVar("T")
+
+log = logging.getLogger("helix_agents.server")
+
+
+@runtime_checkable
+class AgentDirectory(Protocol):
+    """A target that can list the agent types behind it (a NATS fleet: its hosts' union)."""
+
+    async def list_agent_types(self) -> list[str]:
+        """The agent types that can be started, sorted."""
+        ...
+
+
+async def _body(request: Request, kind: type[T]) -> T:
+    """The request's body as a ``kind`` (``BodyLimit`` bounds the read)."""
+    return decode(await request.body(), kind)
+
+
+def _cursor(raw: str, field: str) -> int:
+    """A stream cursor: ASCII digits, 0 to :data:`MAX_SEQUENCE`; else ``INVALID_REQUEST``."""
+    digits = raw.lstrip("0") or "0"
+    if not (raw.isascii() and raw.isdigit()) or len(digits) > len(str(MAX_SEQUENCE)):
+        value = None
+    else:
+        value = int(digits)
+    if value is None or value > MAX_SEQUENCE:
+        shown = raw if len(raw) <= 40 else f"{raw[:40]}..."
+        raise AgentServerError(
+            "INVALID_REQUEST", f"{field} must be an integer from 0 to {MAX_SEQUENCE}, not {shown!r}"
+        )
+    return value
+
+
+async def start(request: Request) -> Response:
+    req = checked_start(await _body(request, RemoteStartRequest))
+    transport = gateway_of(request).transport
+    return json_response(await transport.start(with_trace_headers(req, request.headers)))
+
+
+async def resume(request: Request) -> Response:
+    req = await _body(request, RemoteResumeRequest)
+    checked_id(req.session_id)
+    return json_response(await gateway_of(request).transport.resume(req))
+
+
+async def message(request: Request) -> Response:
+    req = await _body(request, RemoteMessageRequest)
+    checked_id(req.session_id)
+    return json_response(await gateway_of(request).transport.send_message(req))
+
+
+async def status(request: Request) -> Response:
+    session_id = checked_id(request.query_params.get("sessionId", ""))
+    return json_response(await gateway_of(request).transport.get_status(session_id))
+
+
+async def sse(request: Request) -> SSEResponse | ProjectedStreamResponse:
+    gateway = gateway_of(request)
+    session_id = checked_id(request.query_params.get("sessionId", ""))
+    # Both are checked when present; the query parameter wins. An empty
+    # Last-Event-ID (a client that has received no id yet) is no cursor.
+    header = request.headers.get("last-event-id")
+    cursor = _cursor(header, "Last-Event-ID") if header else 0
+    query = request.query_params.get("fromSequence")
+    if query is not None:
+        cursor = _cursor(query, "fromSequence")
+    fmt = stream_format(request.query_params.get("format"))
+    heartbeat = gateway.heartbeat_interval
+    if fmt is not None:  # a front-end projection: it replays the log up to the cursor
+        events = await gateway.open_stream(session_id, 0)
+        return ProjectedStreamResponse(
+            fmt, session_id, events, cursor, heartbeat_interval=heartbeat
+        )
+    events = await gateway.open_stream(session_id, cursor)
+    return SSEResponse(
+        events, heartbeat_interval=heartbeat, open_streams=(gateway.streams, session_id)
+    )
+
+
+async def sse_run(request: Request) -> ProjectedStreamResponse:
+    gateway = gateway_of(request)
+    fmt = stream_format(request.query_params.get("format"))
+    if fmt is None:
+        raise AgentServerError("INVALID_REQUEST", "POST /sse needs format=ag-ui or ai-sdk (a run)")
+    run = decode_run(await request.body(), fmt)
+    return await run_front_end(
+        gateway.transport,
+        gateway.open_stream,
+        run,
+        fmt,
+        request.query_params.get("agentType"),
+        heartbeat_interval=gateway.heartbeat_interval,
+    )
+
+
+async def interrupt(request: Request) -> Response:
+    req = await _body(request, SessionRequest)
+    await gateway_of(request).transport.interrupt(checked_id(req.session_id), req.reason)
+    return json_response({"ok": True})
+
+
+async def abort(request: Request) -> Response:
+    req = await _body(request, SessionRequest)
+    await gateway_of(request).transport.abort(checked_id(req.session_id), req.reason)
+    return json_response({"ok": True})
+
+
+async def submit_tool_result(request: Request) -> Response:
+    req = await _body(request, SubmitToolResultRequest)
+    transport = gateway_of(request).transport
+    return json_response(
+        await transport.submit_tool_result(
+            checked_id(req.session_id), req.tool_call_id, req.result, req.error
+        )
+    )
+
+
+async def submit_approval(request: Request) -> Response:
+    req = await _body(request, SubmitApprovalRequest)
+    return json_response(
+        await send_approval(
+            gateway_of(request).transport,
+            checked_id(req.session_id),
+            req.tool_call_id,
+            req.approved,
+            req.reason,
+            checked_decided_by(req.decided_by),
+        )
+    )
+
+
+async def health(request: Request) -> Response:
+    gateway = gateway_of(request)
+    target = gateway.transport
+    if gateway.server is not None:
+        agents = gateway.server.agent_types
+    elif isinstance(target, AgentDirectory):  # a fleet: what its live hosts announce
+        try:
+            agents = await target.list_agent_types()
+        except TransportError as exc:
+            # The fleet is out of reach (its NATS down): not this server's fault, and
+            # not for a load balancer to send clients here meanwhile.
+            log.warning("gateway /health: the fleet is out of reach: %s", exc)
+            return error_response(AgentServerError("UNAVAILABLE", "the fleet is out of reach"))
+    else:
+        agents = []
+    return json_response({"status": "ok", "agents": agents})
+
+
+async def openapi(request: Request) -> Response:
+    return Response(gateway_of(request).document, media_type="application/json")
