@@ -1,7 +1,9 @@
 """The runtime: running sessions on an event store.
 
 ``executor`` (``AgentExecutor``), ``runs`` (the owner of running sessions),
-``run_loop`` (``SessionRun``, one run of a session's loop), ``writer`` (its one
+``decide`` (a run's decisions: ``next_action``, for every runtime),
+``actions`` (``RunActions``: the decisions carried out on the log),
+``run_loop`` (``SessionRun``, the built-in driver), ``writer`` (a run's one
 gateway to the log), ``tool_runner``, ``env``, ``service`` (the remote-agent
 protocol implemented once), ``starts``, ``recovery``, ``handle``, ``inprocess``
 (the in-process transport), ``sync`` (``run_sync``).
