@@ -11,8 +11,8 @@ Embedded on SQLite by default; Postgres for several worker processes.
 
 from __future__ import annotations
 
-from helix_agents.engines.dbos.host import DbosWorker
-from helix_agents.engines.dbos.launches import DbosLauncher, DbosService
+from helix_agents.engines.dbos.runtime import DbosWorker
+from helix_agents.engines.dbos.service import DbosLauncher, DbosService
 from helix_agents.engines.dbos.options import DbosOptions
 from helix_agents.engines.dbos.server import DbosServer, dbos_server
 from helix_agents.engines.durable.plan import ToolPolicy

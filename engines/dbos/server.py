@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from types import TracebackType
 
 from helix_agents.agents.config import AgentConfig
-from helix_agents.engines.dbos.host import DbosWorker
+from helix_agents.engines.dbos.runtime import DbosWorker
 from helix_agents.engines.dbos.options import DbosOptions
 from helix_agents.log.store import EventStore
 from helix_agents.models.base import LLMAdapter

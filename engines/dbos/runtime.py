@@ -21,7 +21,7 @@ from anyio.from_thread import BlockingPortal
 from dbos import DBOS, DBOSConfig
 
 from helix_agents.agents.config import AgentConfig
-from helix_agents.engines.dbos.launches import DbosLauncher, DbosService
+from helix_agents.engines.dbos.service import DbosLauncher, DbosService
 from helix_agents.engines.dbos.options import DbosOptions
 from helix_agents.engines.dbos.stephost import StepHost, hosting, unhost
 from helix_agents.engines.dbos.takeover import Takeover
