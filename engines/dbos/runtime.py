@@ -1,102 +1,69 @@
-"""``DbosWorker``: this process runs the agents' sessions as DBOS workflows.
+"""``DbosRuntime``: an executor's sessions run as DBOS workflows, on this process.
 
-DBOS is a library: the worker launches it in-process over its system
+DBOS is a library: the runtime launches it in-process over its system
 database (SQLite by default, a file; Postgres when several processes share
-the work) and polls the worker queue; its steps run on this process's event
-loop (:class:`~helix_agents.engines.dbos.stephost.StepHost`). One DBOS per process:
-a second worker entered while one runs is refused.
+the work) when its executor is entered, and polls the queue; its steps run
+on this process's event loop (:class:`~helix_agents.engines.dbos.stephost.StepHost`).
+One DBOS per process: a second runtime entered while one runs is refused.
+A gateway's process runs workflows like any worker, so a gateway's runtime
+and a worker's are the same: :func:`dbos_server` is the gateway's
+``AgentServer``, :class:`~helix_agents.engines.dbos.worker.DbosWorker` a worker.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import uuid
-from collections.abc import Iterable, Mapping
-from types import TracebackType
-from typing import Any
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
 
 import anyio
 from anyio.from_thread import BlockingPortal
 from dbos import DBOS, DBOSConfig
 
 from helix_agents.agents.config import AgentConfig
-from helix_agents.engines.dbos.service import DbosLauncher, DbosService
 from helix_agents.engines.dbos.options import DbosOptions
+from helix_agents.engines.dbos.service import DbosLauncher, DbosService
 from helix_agents.engines.dbos.stephost import StepHost, hosting, unhost
 from helix_agents.engines.dbos.takeover import Takeover
 from helix_agents.engines.dbos.workflow import agent_run
 from helix_agents.engines.durable.steps import DurableSteps
+from helix_agents.engines.durable.worker import bind_once
 from helix_agents.errors import UsageError
 from helix_agents.log.store import EventStore
 from helix_agents.models.base import LLMAdapter
 from helix_agents.runtime.executor import AgentExecutor
-from helix_agents.runtime.inprocess import InProcessTransport
+from helix_agents.runtime.service import RuntimeParts
+from helix_agents.server.agent_server import AgentServer
 from helix_agents.tracing import Tracer
 from helix_agents.workspaces.base import WorkspaceProvider
 
-__all__ = ["DbosWorker", "attach"]
+__all__ = ["DbosRuntime", "dbos_server"]
 
-DBOS_LAUNCHED = "launched"
 QUEUE_PICKUP = 2.0
 """Seconds a starting worker waits at most for DBOS to poll its queue (DBOS checks every 1 s)."""
 _REGISTERED = agent_run
 """Importing the workflow module registers ``agent_run`` with DBOS."""
 
 
-class DbosWorker:
-    """Runs the agents' sessions as DBOS workflows on this process (``async with``).
+class DbosRuntime:
+    """Runs an executor's sessions as DBOS workflows on this process (a ``Runtime``).
 
     Args:
-        agents: the agents (sub-agents included by their tools), as for the executor.
-        store: the store every session's log lives in.
         options: DBOS's system database, queue and knobs (:class:`DbosOptions`).
-        llm: the default model for agents that have none.
-        tracer: traces the runs' steps (``helix_agents.otel.OtelTracer``): a run's
-            span, its model calls and tool calls, as on the built-in runtime.
-        workspace_providers: provider by workspace kind, as for the executor;
-            each must reach its files from every worker (``durable = True``,
-            e.g. a ``LocalWorkspaceProvider`` on a root the workers share).
-        workspace_provider_kinds: the strict wiring check, as for the executor.
 
     Raises:
-        UsageError: a workspace provider that keeps its files in one process,
-            or a tool policy that names no tool.
-        AgentServerError: ``WORKSPACE_WIRING`` (the strict check).
+        UsageError: a system database that is not ``sqlite:///`` or
+            ``postgresql://``, or a ``takeover_after`` that does nothing (SQLite)
+            or is not above 0.
     """
 
-    def __init__(
-        self,
-        agents: Iterable[AgentConfig] | Mapping[str, AgentConfig],
-        store: EventStore,
-        options: DbosOptions | None = None,
-        *,
-        llm: LLMAdapter | None = None,
-        tracer: Tracer | None = None,
-        workspace_providers: Mapping[str, WorkspaceProvider] | None = None,
-        workspace_provider_kinds: Iterable[str] | None = None,
-    ) -> None:
-        listed = list(agents.values()) if isinstance(agents, Mapping) else list(agents)
+    def __init__(self, options: DbosOptions | None = None) -> None:
         self.options = options or DbosOptions()
-        self.executor = AgentExecutor(
-            store,
-            listed,
-            llm=llm,
-            stop_grace=self.options.stop_grace,
-            workspace_providers=workspace_providers,
-            workspace_provider_kinds=workspace_provider_kinds,
-            tracer=tracer,
-        )
-        self.steps = DurableSteps(
-            self.executor,
-            tool_policies=self.options.tool_policies,
-            default_policy=self.options.default_policy,
-        )
-        attach(self.executor, self.options)
-        self._portal: BlockingPortal | None = None
+        self.steps: DurableSteps | None = None
+        """The steps' work, over the executor (once bound)."""
+        self._executor: AgentExecutor | None = None
         self._takeover: Takeover | None = None
-        self._phases: set[str] = set()
-        self._beating = anyio.CancelScope()
         url = self.options.system_database
         if url.startswith(("postgresql://", "postgres://")):
             if self.options.takeover_after <= 0:
@@ -110,24 +77,62 @@ class DbosWorker:
         else:
             raise UsageError("the system database is sqlite:///FILE or postgresql://...")
 
-    async def __aenter__(self) -> DbosWorker:
-        await self.executor.__aenter__()
+    @property
+    def runs_models(self) -> bool:
+        """True: the workflows' steps run on this process."""
+        return True
+
+    @property
+    def recovers_sessions(self) -> bool:
+        """True: DBOS recovers the workflows, not the server."""
+        return True
+
+    def bind(self, executor: AgentExecutor) -> RuntimeParts:
+        """The DBOS service and launcher of ``executor``, and the steps over it."""
+        bind_once(self, self._executor)
+        self.steps = DurableSteps(
+            executor,
+            tool_policies=self.options.tool_policies,
+            default_policy=self.options.default_policy,
+        )
+        self._executor = executor
+        return RuntimeParts(
+            service=DbosService(executor.runs),
+            launcher=DbosLauncher(self.options.queue),
+            stop_grace=self.options.stop_grace,
+        )
+
+    @asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        """DBOS launched in the block, polling the queue; on leaving, a drain, then DBOS ends."""
+        executor, steps = self._executor, self.steps
+        if executor is None or steps is None:
+            raise UsageError("give the DbosRuntime to an executor (runtime=) before entering it")
+        beating = anyio.CancelScope()
+        portal = BlockingPortal()
+        await portal.__aenter__()
+        launched = False
         try:
-            self._portal = BlockingPortal()
-            await self._portal.__aenter__()
-            hosting(StepHost(self.steps, self.options, self._portal))
+            hosting(StepHost(steps, self.options, portal))
             await anyio.to_thread.run_sync(self._launch)
-            self._phases.add(DBOS_LAUNCHED)
+            launched = True
             await self._queue_polled()
             if self._takeover is not None:
                 await self._takeover.first_beat()
-                tg = self.executor.runs.task_group
+                tg = executor.runs.task_group
                 assert tg is not None
-                tg.start_soon(self._beat, self._takeover)
-        except BaseException:
-            await self._close()
-            raise
-        return self
+                tg.start_soon(self._beat, self._takeover, beating)
+            yield
+        finally:
+            beating.cancel()
+            try:
+                with anyio.CancelScope(shield=True):
+                    if launched:
+                        await self._drain(executor)
+                    await anyio.to_thread.run_sync(lambda: DBOS.destroy(destroy_registry=False))
+            finally:
+                unhost()
+                await portal.__aexit__(None, None, None)
 
     def _launch(self) -> None:
         config: DBOSConfig = {
@@ -156,19 +161,12 @@ class DbosWorker:
             while not any(t.name == name and t.is_alive() for t in threading.enumerate()):  # noqa: ASYNC110
                 await anyio.sleep(0.02)
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self._close()
-
-    async def _beat(self, takeover: Takeover) -> None:
-        with self._beating:
+    @staticmethod
+    async def _beat(takeover: Takeover, scope: anyio.CancelScope) -> None:
+        with scope:
             await takeover.run()
 
-    async def _drain(self) -> None:
+    async def _drain(self, executor: AgentExecutor) -> None:
         """Let this process's workflows finish a last step (a paused one is left waiting)."""
         with anyio.move_on_after(self.options.drain):
             while True:
@@ -181,41 +179,42 @@ class DbosWorker:
                 busy = False
                 for wf in pending:
                     session = wf.workflow_id.rpartition("#")[0]
-                    if (await self.executor.runs.state(session)).status != "paused":
+                    if (await executor.runs.state(session)).status != "paused":
                         busy = True
                 if not busy:
                     return
                 await anyio.sleep(0.05)
 
-    async def _close(self) -> None:
-        self._beating.cancel()
-        try:
-            if DBOS_LAUNCHED in self._phases:
-                with anyio.CancelScope(shield=True):
-                    await self._drain()
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(lambda: DBOS.destroy(destroy_registry=False))
-            self._phases.clear()
-        finally:
-            unhost()
-            portal, self._portal = self._portal, None
-            try:
-                if portal is not None:
-                    await portal.__aexit__(None, None, None)
-            finally:
-                await self.executor.__aexit__(None, None, None)
 
-    async def run(self) -> None:
-        """Run until cancelled."""
-        async with self:
-            await anyio.sleep_forever()
+def dbos_server(
+    agents: Iterable[AgentConfig] | Mapping[str, AgentConfig],
+    store: EventStore,
+    options: DbosOptions | None = None,
+    *,
+    llm: LLMAdapter | None = None,
+    owns_store: bool = False,
+    tracer: Tracer | None = None,
+    workspace_providers: Mapping[str, WorkspaceProvider] | None = None,
+    workspace_provider_kinds: Iterable[str] | None = None,
+) -> AgentServer:
+    """The ``AgentServer`` of a gateway running its sessions as DBOS workflows, on this process.
 
+    ``AgentServer(agents, store, runtime=DbosRuntime(options), ...)``: it
+    launches DBOS on ``async with``; with Postgres, more workers
+    (``helix-agents worker --dbos URL``) share the queue. ``tracer`` traces
+    its sessions' runs; ``workspace_providers`` and ``workspace_provider_kinds``
+    as for a :class:`~helix_agents.engines.dbos.worker.DbosWorker`.
 
-def attach(executor: AgentExecutor, options: DbosOptions) -> Any:
-    """Make ``executor`` launch its runs as DBOS workflows; return its new service."""
-    service = DbosService(executor.runs)
-    executor.service = service
-    executor.env = dataclasses.replace(executor.env, local_transport=InProcessTransport(service))
-    executor.runs.env = executor.env
-    executor.runs.launcher = DbosLauncher(options.queue)
-    return service
+    Raises:
+        UsageError: what the runtime or the executor refuses.
+    """
+    return AgentServer(
+        agents,
+        store,
+        runtime=DbosRuntime(options),
+        llm=llm,
+        owns_store=owns_store,
+        tracer=tracer,
+        workspace_providers=workspace_providers,
+        workspace_provider_kinds=workspace_provider_kinds,
+    )
