@@ -10,6 +10,10 @@ The protocol itself (start, resume, stream, status, interrupt, abort and the
 answers to pending inputs) is implemented once, by ``executor.service`` (an
 :class:`~helix_agents.ExecutorService`); local sub-agents reach it through an
 :class:`~helix_agents.InProcessTransport`, and the servers through it too.
+
+Which runtime runs the sessions is given when the executor is built
+(``runtime=``, a :class:`Runtime`: the built-in one by default, or a durable
+engine's, or a NATS fleet's); nothing about it is set afterwards.
 """
 
 from __future__ import annotations
@@ -139,19 +143,12 @@ class AgentExecutor:
         tracer: Tracer | None = None,
         runtime: Runtime | None = None,
     ) -> None:
-        if runtime is not None and not runtime.runs_models:
-            given = {
-                "llm": llm,
-                "llm_override": llm_override,
-                "local_transport": local_transport,
-                "workspace_providers": workspace_providers,
-            }
-            useless = [name for name, value in given.items() if value is not None]
-            if useless:
-                raise UsageError(
-                    f"{', '.join(useless)}: this runtime runs no model in this process "
-                    "(its workers do): give them to the workers"
-                )
+        given = (llm, llm_override, local_transport, workspace_providers)
+        if runtime is not None and not runtime.runs_models and given != (None,) * 4:
+            raise UsageError(
+                "llm, llm_override, local_transport, workspace_providers: this runtime runs "
+                "no model in this process (its workers do): give them to the workers"
+            )
         self.store = store
         self.registry = agents if isinstance(agents, AgentRegistry) else AgentRegistry(agents)
         # --- workspaces: the providers, the wiring check, the open registries
@@ -161,13 +158,17 @@ class AgentExecutor:
         """The owner of this executor's running sessions (locks, active runs, launches)."""
         self.runtime = runtime
         """The runtime the sessions run on (None: the built-in one)."""
-        parts = RuntimeParts(service=ExecutorService(self.runs)) if runtime is None else None
-        if parts is None:
-            assert runtime is not None
-            parts = runtime.bind(self)
-            self.runs.launcher = parts.launcher
-            self.runs.run_guard = parts.run_guard
-            self.runs.takeover_claim = parts.takeover_claim
+        parts = (
+            runtime.bind(self)
+            if runtime is not None
+            else RuntimeParts(service=ExecutorService(self.runs))
+        )
+        runs = self.runs
+        runs.launcher, runs.run_guard, runs.takeover_claim = (
+            parts.launcher,
+            parts.run_guard,
+            parts.takeover_claim,
+        )
         self.service = parts.service
         """The protocol, implemented once over this executor (a ``RemoteAgentTransport``)."""
         self._lifespan: AbstractAsyncContextManager[object] | None = None
