@@ -111,9 +111,14 @@ class DbosRuntime:
         beating = anyio.CancelScope()
         portal = BlockingPortal()
         await portal.__aenter__()
-        launched = False
         try:
             hosting(StepHost(steps, self.options, portal))
+        except BaseException:
+            # One DBOS per process: the one running is another runtime's, left as it is.
+            await portal.__aexit__(None, None, None)
+            raise
+        launched = False
+        try:
             await anyio.to_thread.run_sync(self._launch)
             launched = True
             await self._queue_polled()
