@@ -82,8 +82,8 @@ class AgentServer:
             makes (``AgentExecutor``'s ``runtime``); unset, the built-in one.
 
     Raises:
-        UsageError: an option that does nothing here (``runtime``, ``tracer`` or
-            ``workspace_providers`` with an ``executor``; ``recover=True`` on a
+        UsageError: an option that does nothing here (``runtime``, ``llm``, ``tracer``
+            or ``workspace_providers`` with an ``executor``; ``recover=True`` on a
             runtime that recovers its sessions itself), or what the executor refuses.
     """
 
@@ -122,6 +122,8 @@ class AgentServer:
             )
         elif runtime is not None:
             raise UsageError("give the runtime to the executor you pass, not to the AgentServer")
+        elif llm is not None:
+            raise UsageError("give the model to the executor you pass, not to the AgentServer")
         elif tracer is not None:
             raise UsageError("give the tracer to the executor you pass, not to the AgentServer")
         elif workspace_providers is not None:

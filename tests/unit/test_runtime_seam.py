@@ -107,6 +107,8 @@ def test_a_server_refuses_a_runtime_that_would_do_nothing(tmp_path: Path) -> Non
     executor = AgentExecutor(MemoryEventStore(), [modelled])
     with pytest.raises(UsageError, match="give the runtime to the executor"):
         AgentServer([modelled], executor.store, executor=executor, runtime=TemporalRuntime())
+    with pytest.raises(UsageError, match="give the model to the executor"):
+        AgentServer([modelled], executor.store, executor=executor, llm=ScriptedLLM(["hi"]))
     with pytest.raises(UsageError, match="recover=True does nothing"):
         AgentServer([modelled], MemoryEventStore(), runtime=_dbos(tmp_path), recover=True)
 
