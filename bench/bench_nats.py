@@ -62,6 +62,7 @@ from helix_agents.protocol import EndEvent, RemoteStartRequest
 from helix_agents.server import AgentServer
 from helix_agents.server.fleet.host import NatsAgentHost
 from helix_agents.server.fleet.leases import DEFAULT_LEASE_TTL, LEASE_BUCKET, lease_key
+from helix_agents.server.fleet.runtime import NatsRuntime
 from helix_agents.stores.jetstream.store import WATCH_LINGER, JetStreamEventStore
 from helix_agents.transports.nats import NatsRemoteAgentTransport
 
@@ -161,12 +162,13 @@ async def _remote_calls(url: str, repeats: int) -> tuple[list[float], int, int, 
     client_nc = parent_store.connection
     transport = NatsRemoteAgentTransport(client_nc, parent_store, retry_base_delay=0.05)
     parent = _parent(transport)
-    server = AgentServer([researcher(CHUNKS)], host_store)
+    fleet = NatsRuntime(host_nc, lease_ttl=HOST_LEASE_TTL)
+    server = AgentServer([researcher(CHUNKS)], host_store, runtime=fleet)
     times: list[float] = []
     counts: list[tuple[int, int, int]] = []  # per call: messages, bytes, KV puts
     try:
         async with (
-            NatsAgentHost(server, host_nc, lease_ttl=HOST_LEASE_TTL),
+            NatsAgentHost(server),
             AgentExecutor(parent_store, [parent]) as executor,
         ):
             for index in range(repeats + 1):  # the first call warms up
@@ -359,8 +361,9 @@ async def _scan_cost(url: str, finished: int, running: int) -> tuple[float, floa
                 tg.start_soon(write, f"done-{n}", True)
             for n in range(running):
                 tg.start_soon(write, f"run-{n}", False)
-        server = AgentServer([researcher(CHUNKS)], store, recover=False)
-        async with NatsAgentHost(server, nc, lease_ttl=HOST_LEASE_TTL) as host:
+        fleet = NatsRuntime(nc, lease_ttl=HOST_LEASE_TTL)
+        server = AgentServer([researcher(CHUNKS)], store, recover=False, runtime=fleet)
+        async with NatsAgentHost(server) as host:
             leases = await nc.jetstream().key_value(LEASE_BUCKET)
             for n in range(running):
                 await leases.put(lease_key(f"run-{n}"), b"other")  # a live host holds them

@@ -35,7 +35,7 @@ async def _measure(quick: bool) -> dict[str, Any]:
             async with DevServer() as dev:
                 options = TemporalOptions(address=dev.address, task_queue="bench")
                 async with TemporalWorker(agents, store, options):
-                    server = await temporal_server(agents, store, options)
+                    server = temporal_server(agents, store, options)
                     async with server:
                         await sessions(server, "stepper", 1, "warm")  # the worker's first run
                         temporal_steps = await sessions(server, "stepper", count, "t")

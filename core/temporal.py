@@ -8,6 +8,8 @@ aborts are signals. Every event lands
 once in the session's log, so the protocol, the streams and the CLI work
 unchanged. Needs the ``temporal`` extra (``temporalio``).
 
+- :class:`TemporalRuntime`: the runtime of an executor or server whose sessions
+  run as workflows (``AgentServer(agents, store, runtime=TemporalRuntime(options))``).
 - :class:`TemporalWorker`: runs the workflows and activities (``helix-agents worker``).
 - :func:`temporal_server`: the gateway's server starting them (``helix-agents serve --temporal``).
 - :class:`DevServer`: a throwaway ``temporal server start-dev`` on loopback (tests, examples).
@@ -17,26 +19,28 @@ from __future__ import annotations
 
 from helix_agents.engines.durable.plan import ToolPolicy
 from helix_agents.engines.temporal.dev_server import DevServer
+from helix_agents.engines.temporal.options import TemporalOptions
+from helix_agents.engines.temporal.runtime import TemporalRuntime, temporal_server
 from helix_agents.engines.temporal.service import (
+    TemporalConnection,
     TemporalLauncher,
-    TemporalOptions,
     TemporalService,
-    attach,
     connect,
 )
-from helix_agents.engines.temporal.worker import TemporalWorker, temporal_server
+from helix_agents.engines.temporal.worker import TemporalWorker
 from helix_agents.engines.temporal.workflow import AgentWorkflow, WorkflowInput
 
 __all__ = [
     "AgentWorkflow",
     "DevServer",
+    "TemporalConnection",
     "TemporalLauncher",
     "TemporalOptions",
+    "TemporalRuntime",
     "TemporalService",
     "TemporalWorker",
     "ToolPolicy",
     "WorkflowInput",
-    "attach",
     "connect",
     "temporal_server",
 ]

@@ -32,7 +32,7 @@ from pydantic import BaseModel
 from helix_agents import AgentConfig, AgentExecutor, create_remote_sub_agent_tool, define_agent
 from helix_agents.errors import StoreError
 from helix_agents.models import ScriptedLLM
-from helix_agents.server import AgentServer, NatsAgentHost
+from helix_agents.server import AgentServer, NatsAgentHost, NatsRuntime
 from helix_agents.stores import JetStreamEventStore, MemoryEventStore
 from helix_agents.transports.nats import NatsRemoteAgentTransport
 
@@ -86,8 +86,9 @@ async def main(nats_url: str, *, with_host: bool = True) -> Answer:
     fleet_store = await JetStreamEventStore.connect(nats_url)
     nc = await nats.connect(nats_url)
     try:
-        async with AgentServer(hosted, fleet_store, recover=False) as server:
-            host = NatsAgentHost(server, nc) if with_host else None
+        runtime = NatsRuntime(nc) if with_host else None
+        async with AgentServer(hosted, fleet_store, recover=False, runtime=runtime) as server:
+            host = NatsAgentHost(server) if with_host else None
             if host is not None:
                 await host.__aenter__()
             try:

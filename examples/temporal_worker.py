@@ -98,7 +98,7 @@ async def run(address: str | None, store_url: str) -> tuple[Any, list[str]]:
         stack.push_async_callback(store.close)
         options = TemporalOptions(address=address, task_queue="temporal-demo")
         await stack.enter_async_context(TemporalWorker(agents.values(), store, options))
-        server = await stack.enter_async_context(await temporal_server(agents, store, options))
+        server = await stack.enter_async_context(temporal_server(agents, store, options))
         await server.start(
             RemoteStartRequest(session_id=SESSION, agent_type="lead", message="Lyon?")
         )

@@ -1,9 +1,10 @@
-"""The server side: ``AgentServer``, the HTTP+SSE gateway, the NATS host, the CLI."""
+"""The server side: ``AgentServer``, the HTTP+SSE gateway, the NATS host and runtime, the CLI."""
 
 from __future__ import annotations
 
 from helix_agents.server.agent_server import AgentServer as AgentServer
 from helix_agents.server.fleet.host import NatsAgentHost as NatsAgentHost
+from helix_agents.server.fleet.runtime import NatsRuntime as NatsRuntime
 from helix_agents.server.gateway.app import (
     DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES,
     Auth as Auth,
@@ -21,6 +22,7 @@ __all__ = [
     "DEFAULT_MAX_STREAMS",
     "AgentServer",
     "NatsAgentHost",
+    "NatsRuntime",
     "Auth",
     "SSEResponse",
     "SessionRequest",

@@ -6,10 +6,13 @@ it builds the executor from an ``{agent type: agent}`` map, owns its lifetime,
 and turns unexpected failures into ``INTERNAL_ERROR``. Front it with
 ``create_http_app`` (HTTP+SSE) or the NATS host.
 
-Every start and resume of a session here (a request's, an answer's that
-resumes it, a local child's, an expiry timer's, ``recover()``'s) runs inside
-the executor's ``run_guard`` when one is set: the NATS host takes the
-session's lease there, before the run can begin (``specs/nats.md``).
+Which runtime runs the sessions is said when the server is built
+(``runtime=``: the built-in one by default, ``TemporalRuntime``,
+``DbosRuntime``, a NATS fleet's ``NatsRuntime``). Every start and resume of a
+session here (a request's, an answer's that resumes it, a local child's, an
+expiry timer's, ``recover()``'s) runs inside the runtime's run guard when it
+has one: a NATS fleet takes the session's lease there, before the run can
+begin (``specs/nats.md``).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from helix_agents.protocol import (
     TransportEvent,
     checked_session_id,
 )
-from helix_agents.runtime import RunGuard
+from helix_agents.runtime import RunGuard, Runtime
 from helix_agents.tracing import Tracer
 from helix_agents.workspaces import WorkspaceProvider
 
@@ -61,7 +64,8 @@ class AgentServer:
             by default the server makes and owns one.
         llm: the default model for agents that have none.
         recover: on entering, resume the sessions a previous process left
-            running on this store (see ``AgentExecutor.recover``).
+            running on this store (see ``AgentExecutor.recover``); unset, unless
+            the runtime recovers them itself (a durable engine).
         owns_store: close ``store`` on leaving (for a server that opened it).
         workspace_providers: the workspace provider of each kind, for the
             executor the server makes (give them to your executor instead
@@ -74,7 +78,13 @@ class AgentServer:
             agent declares workspaces (seed 000, "Workspace Wiring").
         tracer: traces the runs of the executor the server makes
             (``helix_agents.otel.OtelTracer()``; specs/otel.md).
+        runtime: which runtime runs the sessions, for the executor the server
+            makes (``AgentExecutor``'s ``runtime``); unset, the built-in one.
 
+    Raises:
+        UsageError: an option that does nothing here (``runtime``, ``llm``, ``tracer``
+            or ``workspace_providers`` with an ``executor``; ``recover=True`` on a
+            runtime that recovers its sessions itself), or what the executor refuses.
     """
 
     def __init__(
@@ -84,11 +94,12 @@ class AgentServer:
         *,
         executor: AgentExecutor | None = None,
         llm: LLMAdapter | None = None,
-        recover: bool = True,
+        recover: bool | None = None,
         owns_store: bool = False,
         workspace_providers: Mapping[str, WorkspaceProvider] | None = None,
         workspace_provider_kinds: Iterable[str] | None = None,
         tracer: Tracer | None = None,
+        runtime: Runtime | None = None,
     ) -> None:
         if isinstance(agents, Mapping):
             for key, agent in agents.items():
@@ -107,7 +118,12 @@ class AgentServer:
                 workspace_providers=workspace_providers,
                 workspace_provider_kinds=workspace_provider_kinds,
                 tracer=tracer,
+                runtime=runtime,
             )
+        elif runtime is not None:
+            raise UsageError("give the runtime to the executor you pass, not to the AgentServer")
+        elif llm is not None:
+            raise UsageError("give the model to the executor you pass, not to the AgentServer")
         elif tracer is not None:
             raise UsageError("give the tracer to the executor you pass, not to the AgentServer")
         elif workspace_providers is not None:
@@ -123,7 +139,10 @@ class AgentServer:
         self.agent_types = sorted(agent.name for agent in agent_list)
         """The agent types callers may start (sub-agents are reachable only through them)."""
         self._running = False
-        self._recover = recover
+        recovers_itself = executor.runtime is not None and executor.runtime.recovers_sessions
+        if recover and recovers_itself:
+            raise UsageError("recover=True does nothing here: the runtime recovers its sessions")
+        self._recover = not recovers_itself if recover is None else recover
         self._owns_store = owns_store
 
     @property
@@ -169,10 +188,6 @@ class AgentServer:
     def run_guard(self) -> RunGuard | None:
         """The executor's guard around every start and resume (see ``AgentExecutor.run_guard``)."""
         return self.executor.run_guard
-
-    @run_guard.setter
-    def run_guard(self, guard: RunGuard | None) -> None:
-        self.executor.run_guard = guard
 
     # The protocol, as a ``RemoteAgentTransport`` (the gateway and the NATS host
     # talk to this), over the executor's one implementation of it.

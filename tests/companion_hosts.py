@@ -33,6 +33,7 @@ from helix_agents import (
 from helix_agents.events import Event
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.server.fleet.host import NatsAgentHost
+from helix_agents.server.fleet.runtime import NatsRuntime
 from helix_agents.stores import JetStreamEventStore, MemoryEventStore
 from helix_agents.transports import HttpRemoteAgentTransport
 from helix_agents.transports.nats import NatsRemoteAgentTransport
@@ -84,20 +85,23 @@ class Children:
     async def _host(self, *, task_status: Any) -> None:
         try:
             with anyio.CancelScope() as scope:
-                async with AgentServer(self.agents, self.store) as server:
-                    if self.kind == "http":
-                        async with serve(create_http_app(server), port=self._port):
-                            task_status.started()
-                            await self._stop.wait()
-                    else:
-                        nc = await nats.connect(self._nats_url)
-                        try:
-                            async with NatsAgentHost(server, nc):
+                nc = None if self.kind == "http" else await nats.connect(self._nats_url)
+                runtime = None if nc is None else NatsRuntime(nc)
+                try:
+                    async with AgentServer(self.agents, self.store, runtime=runtime) as server:
+                        if self.kind == "http":
+                            async with serve(create_http_app(server), port=self._port):
                                 task_status.started()
                                 await self._stop.wait()
-                        finally:
+                        else:
+                            async with NatsAgentHost(server):
+                                task_status.started()
+                                await self._stop.wait()
+                        scope.cancel()
+                finally:
+                    if nc is not None:
+                        with anyio.CancelScope(shield=True):  # the scope is cancelled by now
                             await nc.close()
-                    scope.cancel()
         finally:
             self._stopped.set()
 

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from helix_agents.agents.config import RemoteSubAgentTool, SubAgentTool
 from helix_agents.agents.tools import Tool
 from helix_agents.children.target import child_target, companion_target
-from helix_agents.errors import AgentServerError, ConcurrencyConflict
+from helix_agents.errors import AgentServerError, ConcurrencyConflict, HelixError
 from helix_agents.events import (
     ApprovalGiven,
     ClientToolResultSubmitted,
@@ -35,7 +35,7 @@ from helix_agents.events import (
 from helix_agents.hitl.gates import expiry_message
 from helix_agents.ids import SessionId
 from helix_agents.log.projections import pending_inputs, project_state
-from helix_agents.log.state import SessionState
+from helix_agents.log.state import SessionState, SubSessionRef, UsageTotals
 from helix_agents.messages import AssistantMessage
 from helix_agents.protocol import SubmitResponse
 from helix_agents.runtime.runs import SessionRuns
@@ -43,7 +43,7 @@ from helix_agents.runtime.tool_runner import validation_message
 from helix_agents.runtime.writer import stamp
 from helix_agents.transport import RemoteAgentTransport
 
-__all__ = ["Answer", "Resume", "route_answer", "send_approval", "watch_expiry"]
+__all__ = ["Answer", "Resume", "remote_usage", "route_answer", "send_approval", "watch_expiry"]
 
 Resume = Callable[[str], Awaitable[bool]]
 """``resume(session_id)``: resume a paused session whose answers came in (the service's)."""
@@ -394,3 +394,32 @@ def expiring(state: SessionState) -> list[PendingInput]:
     if state.parent_session_id is not None or state.status != "paused":
         return []
     return [entry for entry in pending_inputs(state) if entry.expires_at is not None]
+
+
+async def remote_usage(
+    runs: SessionRuns, state: SessionState, ref: SubSessionRef
+) -> dict[str, UsageTotals]:
+    """A remote child's usage and its descendants' there, asked of its server (its status).
+
+    A child or descendant that cannot be reached is left out (logged).
+    """
+    found: dict[str, UsageTotals] = {}
+    queue = [ref.sub_session_id]
+    try:
+        transport = child_transport(runs, state, ref.sub_session_id)
+    except HelixError as exc:
+        log.warning("usage of remote child %s left out: %s", ref.sub_session_id, exc)
+        return found
+    while queue:
+        sid = queue.pop(0)
+        if sid in found:
+            continue
+        try:
+            status = await transport.get_status(sid)
+        except (HelixError, OSError) as exc:
+            log.warning("usage of remote session %s left out: %s", sid, exc)
+            continue
+        if status.usage is not None:
+            found[sid] = status.usage
+        queue.extend(status.local_sub_session_ids)
+    return found

@@ -1,12 +1,13 @@
 """The runtime: running sessions on an event store.
 
-``executor`` (``AgentExecutor``), ``runs`` (the owner of running sessions),
-``decide`` (a run's decisions: ``next_action``, for every runtime),
-``actions`` (``RunActions``: the decisions carried out on the log),
-``run_loop`` (``SessionRun``, the built-in driver), ``writer`` (a run's one
-gateway to the log), ``tool_runner``, ``env``, ``service`` (the remote-agent
-protocol implemented once), ``starts``, ``recovery``, ``handle``, ``inprocess``
-(the in-process transport), ``sync`` (``run_sync``).
+``executor`` (``AgentExecutor``; ``Runtime``, which runtime runs its
+sessions), ``runs`` (the owner of running sessions), ``decide`` (a run's
+decisions: ``next_action``, for every runtime), ``actions`` (``RunActions``:
+the decisions carried out on the log), ``run_loop`` (``SessionRun``, the
+built-in driver), ``writer`` (a run's one gateway to the log),
+``tool_runner``, ``env``, ``service`` (the remote-agent protocol implemented
+once; ``RuntimeParts``, what a runtime gives it), ``starts``, ``recovery``,
+``handle``, ``inprocess`` (the in-process transport), ``sync`` (``run_sync``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from helix_agents.runtime.executor import (
         AgentExecutor as AgentExecutor,
         RunGuard as RunGuard,
+        Runtime as Runtime,
         TakeoverClaim as TakeoverClaim,
     )
     from helix_agents.runtime.handle import (
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
     )
     from helix_agents.runtime.service import (
         ExecutorService as ExecutorService,
+        RuntimeParts as RuntimeParts,
     )
     from helix_agents.runtime.sync import (
         run_sync as run_sync,
@@ -38,16 +41,20 @@ if TYPE_CHECKING:
 _HOMES = {
     "AgentExecutor": "helix_agents.runtime.executor",
     "RunGuard": "helix_agents.runtime.executor",
+    "Runtime": "helix_agents.runtime.executor",
     "TakeoverClaim": "helix_agents.runtime.executor",
     "AgentHandle": "helix_agents.runtime.handle",
     "AgentResult": "helix_agents.runtime.handle",
     "InProcessTransport": "helix_agents.runtime.inprocess",
     "run_sync": "helix_agents.runtime.sync",
     "ExecutorService": "helix_agents.runtime.service",
+    "RuntimeParts": "helix_agents.runtime.service",
 }
 __all__ = [
     "AgentExecutor",
     "RunGuard",
+    "Runtime",
+    "RuntimeParts",
     "TakeoverClaim",
     "AgentHandle",
     "AgentResult",

@@ -10,27 +10,32 @@ The protocol itself (start, resume, stream, status, interrupt, abort and the
 answers to pending inputs) is implemented once, by ``executor.service`` (an
 :class:`~helix_agents.ExecutorService`); local sub-agents reach it through an
 :class:`~helix_agents.InProcessTransport`, and the servers through it too.
+
+Which runtime runs the sessions is given when the executor is built
+(``runtime=``, a :class:`Runtime`: the built-in one by default, or a durable
+engine's, or a NATS fleet's); nothing about it is set afterwards.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
-import time
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
 from helix_agents.agents.config import AgentConfig, OutputT
 from helix_agents.agents.define import AgentRegistry
-from helix_agents.errors import HelixError, UsageError
+from helix_agents.errors import UsageError
 from helix_agents.events import PendingInput, RunStarted
-from helix_agents.hitl.routing import child_transport
+from helix_agents.hitl.routing import remote_usage
 from helix_agents.ids import new_run_id
 from helix_agents.log.pricing import Prices
 from helix_agents.log.projections import pending_inputs
-from helix_agents.log.state import SessionState, SubSessionRef, UsageTotals
+from helix_agents.log.state import SessionState
 from helix_agents.log.store import EventStore
 from helix_agents.log.usage import UsageRollup, get_usage_rollup
 from helix_agents.messages import UserMessage
@@ -48,16 +53,44 @@ from helix_agents.runtime.handle import AgentHandle
 from helix_agents.runtime.inprocess import InProcessTransport
 from helix_agents.runtime.recovery import ExpiryTimers, recover_sessions
 from helix_agents.runtime.runs import RunGuard, SessionRuns, TakeoverClaim
-from helix_agents.runtime.service import ExecutorService
+from helix_agents.runtime.service import ExecutorService, RuntimeParts
 from helix_agents.runtime.toolsets import ToolsetHub
 from helix_agents.tracing import NO_TRACER, Tracer
 from helix_agents.transport import RemoteAgentTransport
 from helix_agents.workspaces.base import WorkspaceProvider
 from helix_agents.workspaces.hub import WorkspaceHub
 
-__all__ = ["AgentExecutor", "RunGuard", "TakeoverClaim"]
+__all__ = ["AgentExecutor", "RunGuard", "Runtime", "RuntimeParts", "TakeoverClaim"]
 
 log = logging.getLogger("helix_agents")
+
+
+class Runtime(Protocol):
+    """Which runtime runs an executor's sessions: ``AgentExecutor(..., runtime=...)``.
+
+    None (the default) is the built-in runtime: runs in this process, as
+    tasks of the executor. ``helix_agents.temporal.TemporalRuntime``,
+    ``helix_agents.dbos.DbosRuntime`` and the NATS fleet's ``NatsRuntime`` are
+    the others. A runtime serves one executor.
+    """
+
+    @property
+    def runs_models(self) -> bool:
+        """False when this process never calls a model (a Temporal gateway): agents need none."""
+        ...
+
+    @property
+    def recovers_sessions(self) -> bool:
+        """True when the runtime recovers sessions left running itself (a durable engine)."""
+        ...
+
+    def bind(self, executor: AgentExecutor) -> RuntimeParts:
+        """The parts of ``executor``, which is being built (``UsageError`` for a second one)."""
+        ...
+
+    def lifespan(self) -> AbstractAsyncContextManager[object]:
+        """Entered once the executor is open, left before its runs are waited for."""
+        ...
 
 
 class AgentExecutor:
@@ -75,7 +108,8 @@ class AgentExecutor:
         local_transport: how local sub-agents are reached; by default an
             :class:`InProcessTransport` over this executor.
         host_id: this process's identity in ``host_claimed`` events.
-        stop_grace: seconds a stopping run waits for its children to acknowledge.
+        stop_grace: seconds a stopping run waits for its children to acknowledge
+            (default: the runtime's, else 10).
         workspace_providers: the workspace provider of each kind the agents'
             workspaces use (``{"local": LocalWorkspaceProvider(root)}``).
         workspace_provider_kinds: the kinds you declare wired: given, every
@@ -85,6 +119,13 @@ class AgentExecutor:
         tracer: makes a span per run, model call, tool call and sub-agent call
             (``helix_agents.otel.OtelTracer()``, the ``otel`` extra; specs/otel.md).
             Unset: no tracing, and OpenTelemetry is never imported.
+        runtime: which runtime runs the sessions (a :class:`Runtime`); unset, the
+            built-in one, in this process.
+
+    Raises:
+        UsageError: a runtime already given to another executor, or an option
+            the runtime makes useless (a model, workspaces or a local transport
+            for a runtime that runs no model here).
     """
 
     def __init__(
@@ -96,11 +137,18 @@ class AgentExecutor:
         llm_override: LLMAdapter | None = None,
         local_transport: RemoteAgentTransport | None = None,
         host_id: str | None = None,
-        stop_grace: float = 10.0,
+        stop_grace: float | None = None,
         workspace_providers: Mapping[str, WorkspaceProvider] | None = None,
         workspace_provider_kinds: Iterable[str] | None = None,
         tracer: Tracer | None = None,
+        runtime: Runtime | None = None,
     ) -> None:
+        given = (llm, llm_override, local_transport, workspace_providers)
+        if runtime is not None and not runtime.runs_models and given != (None,) * 4:
+            raise UsageError(
+                "llm, llm_override, local_transport, workspace_providers: this runtime runs "
+                "no model in this process (its workers do): give them to the workers"
+            )
         self.store = store
         self.registry = agents if isinstance(agents, AgentRegistry) else AgentRegistry(agents)
         # --- workspaces: the providers, the wiring check, the open registries
@@ -108,17 +156,33 @@ class AgentExecutor:
         self.workspaces.check_wiring(self.registry, workspace_provider_kinds)
         self.runs = SessionRuns(store, self.registry, self.workspaces, on_run_end=self._on_run_end)
         """The owner of this executor's running sessions (locks, active runs, launches)."""
-        self.service = ExecutorService(self.runs)
+        self.runtime = runtime
+        """The runtime the sessions run on (None: the built-in one)."""
+        parts = (
+            runtime.bind(self)
+            if runtime is not None
+            else RuntimeParts(service=ExecutorService(self.runs))
+        )
+        runs = self.runs
+        runs.launcher, runs.run_guard, runs.takeover_claim = (
+            parts.launcher,
+            parts.run_guard,
+            parts.takeover_claim,
+        )
+        self.service = parts.service
         """The protocol, implemented once over this executor (a ``RemoteAgentTransport``)."""
+        self._lifespan: AbstractAsyncContextManager[object] | None = None
         self.toolsets = ToolsetHub()
         """The agents' toolsets (an MCP server's tools...), open while the executor is."""
         self.env = RunEnv(
             store=store,
             llm=llm,
             llm_override=llm_override,
-            local_transport=local_transport or InProcessTransport(self.service),
+            local_transport=local_transport
+            or parts.local_transport
+            or InProcessTransport(self.service),
             host_id=host_id,
-            stop_grace=stop_grace,
+            stop_grace=stop_grace if stop_grace is not None else parts.stop_grace,
             tracer=tracer if tracer is not None else NO_TRACER,
             keep_workspaces=self.workspaces.keep,
             release_workspaces=self.workspaces.let_go,
@@ -141,21 +205,13 @@ class AgentExecutor:
     @property
     def run_guard(self) -> RunGuard | None:
         """Entered around every start and resume here: requests', local children's,
-        expiry timers', ``recover()``'s (a NATS host sets it to take leases)."""
+        expiry timers', ``recover()``'s (a NATS fleet's runtime takes leases there)."""
         return self.runs.run_guard
-
-    @run_guard.setter
-    def run_guard(self, guard: RunGuard | None) -> None:
-        self.runs.run_guard = guard
 
     @property
     def takeover_claim(self) -> TakeoverClaim | None:
         """Events appended with, and before, the ``run_started`` of a takeover (a fleet's claim)."""
         return self.runs.takeover_claim
-
-    @takeover_claim.setter
-    def takeover_claim(self, claim: TakeoverClaim | None) -> None:
-        self.runs.takeover_claim = claim
 
     def _on_run_end(self, state: SessionState) -> None:
         self._expiry.watch(state)
@@ -166,10 +222,14 @@ class AgentExecutor:
         Called on construction and for each agent :meth:`execute` registers;
         call it after registering agents on :attr:`registry` yourself.
 
+        Nothing to check on a runtime that runs no model in this process.
+
         Raises:
             UsageError: naming the first such agent.
         """
         if self.env.llm is not None or self.env.llm_override is not None:
+            return
+        if self.runtime is not None and not self.runtime.runs_models:
             return
         for name in self.registry.names():
             agent = self.registry.get(name)
@@ -190,9 +250,32 @@ class AgentExecutor:
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self.runs.task_group = tg
+        if self.runtime is not None:
+            lifespan = self.runtime.lifespan()
+            try:
+                await lifespan.__aenter__()
+            except BaseException as exc:
+                await self._close(type(exc), exc, exc.__traceback__)
+                raise
+            self._lifespan = lifespan
         return self
 
     async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        lifespan, self._lifespan = self._lifespan, None
+        if lifespan is not None:
+            try:
+                await lifespan.__aexit__(exc_type, exc, tb)
+            except BaseException as failure:
+                await self._close(type(failure), failure, failure.__traceback__)
+                raise
+        return await self._close(exc_type, exc, tb)
+
+    async def _close(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
@@ -412,41 +495,14 @@ class AgentExecutor:
         defaults only; see ``helix_agents.log.pricing``).
         """
 
-        async def remote(state: SessionState, ref: SubSessionRef) -> dict[str, UsageTotals]:
-            # The child, then the descendants its server holds (its status names them).
-            found: dict[str, UsageTotals] = {}
-            queue = [ref.sub_session_id]
-            try:
-                transport = child_transport(self.runs, state, ref.sub_session_id)
-            except HelixError as exc:
-                log.warning("usage of remote child %s left out: %s", ref.sub_session_id, exc)
-                return found
-            while queue:
-                sid = queue.pop(0)
-                if sid in found:
-                    continue
-                try:
-                    status = await transport.get_status(sid)
-                except (HelixError, OSError) as exc:
-                    log.warning("usage of remote session %s left out: %s", sid, exc)
-                    continue
-                if status.usage is not None:
-                    found[sid] = status.usage
-                queue.extend(status.local_sub_session_ids)
-            return found
-
         return await get_usage_rollup(
             self.store,
             session_id,
             include_sub_agents=include_sub_agents,
-            remote=remote,
+            remote=functools.partial(remote_usage, self.runs),
             prices=prices,
         )
 
     async def pending_inputs(self, session_id: str) -> list[PendingInput]:
         """The open entries of the session's subtree (client tools and approvals)."""
         return pending_inputs(await self.state(session_id))
-
-
-def _now() -> float:
-    return time.time()

@@ -33,12 +33,12 @@ __all__ = ["ActiveRun", "Launcher", "RunGuard", "SessionLocks", "SessionRuns", "
 RunGuard = Callable[[str], AbstractAsyncContextManager[object]]
 """``guard(session_id)``: a context entered around every start and resume of a session.
 
-A fleet host takes the session's lease there, before the run can begin."""
+A NATS fleet's runtime takes the session's lease there, before the run can begin."""
 TakeoverClaim = Callable[[Sequence[Event], SessionState], list[Event]]
 """``claim(log, state)``: the events a resume appends before the ``run_started`` of a takeover.
 
 A resume takes over when the log says the session runs and no run of it is
-active here; a fleet host claims it there (``host_claimed``), in the same batch."""
+active here; a NATS fleet's runtime claims it there (``host_claimed``), in the same batch."""
 
 Launcher = Callable[[AgentConfig, Sequence[Event], str], Awaitable[None]]
 """``launcher(agent, log, run_id)``: have a run of the session whose ``log`` ends with its
@@ -111,7 +111,8 @@ class SessionRuns:
     It holds the store and the agents, one lock per session (starts and
     resumes of a session are serialised in this process, so a run is
     registered before anyone else can look for it), the runs active here,
-    and the guard and claim a fleet host sets. The service, answer routing
+    and the launcher, guard and claim its executor's runtime gives (set once, as the
+    executor is built). The service, answer routing
     and recovery depend on it, never on the executor. ``env`` is set by the
     executor once its service (the local transport) exists.
     """
@@ -134,7 +135,7 @@ class SessionRuns:
         self.takeover_claim: TakeoverClaim | None = None
         """Events a resume that takes over a session left running appends first."""
         self.launcher: Launcher | None = None
-        """Where runs happen when not here (``helix_agents.temporal``); None: in this process."""
+        """Where runs happen when not here (a durable engine's runtime); None: in this process."""
         self._active: dict[str, ActiveRun] = {}
         self._tg: TaskGroup | None = None
         self._on_run_end = on_run_end

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -52,11 +53,12 @@ from helix_agents.protocol import (
     checked_messages,
     checked_session_id,
 )
-from helix_agents.runtime.runs import SessionRuns
+from helix_agents.runtime.runs import Launcher, RunGuard, SessionRuns, TakeoverClaim
 from helix_agents.runtime.starts import SessionStarts, already_finished
 from helix_agents.runtime.writer import stamp
+from helix_agents.transport import RemoteAgentTransport
 
-__all__ = ["ExecutorService", "append_decided"]
+__all__ = ["ExecutorService", "RuntimeParts", "append_decided"]
 
 
 async def append_decided(
@@ -376,3 +378,24 @@ def _message_response(session_id: str, run_id: str, *, queued: bool) -> RemoteMe
 
 def _now() -> float:
     return time.time()
+
+
+@dataclass(frozen=True, kw_only=True)
+class RuntimeParts:
+    """What a runtime gives the executor it runs: its service, and where and how runs begin.
+
+    Args:
+        service: the protocol's service over ``executor.runs`` (an ``ExecutorService``).
+        launcher: where runs happen when not in this process (a durable engine's).
+        local_transport: how local sub-agents are reached (default: in process, to ``service``).
+        run_guard: entered around every start and resume (a fleet host's lease).
+        takeover_claim: the events a takeover appends before its ``run_started``.
+        stop_grace: seconds a stopping run waits for its children (the executor's default).
+    """
+
+    service: ExecutorService
+    launcher: Launcher | None = None
+    local_transport: RemoteAgentTransport | None = None
+    run_guard: RunGuard | None = None
+    takeover_claim: TakeoverClaim | None = None
+    stop_grace: float = 10.0

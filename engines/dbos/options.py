@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from helix_agents.engines.durable.plan import ToolPolicy
+from helix_agents.engines.durable.options import DurableOptions
 
 __all__ = ["WORKFLOW_VERSION", "DbosOptions"]
 
@@ -13,7 +13,7 @@ WORKFLOW_VERSION = "helix-agent-run-2"
 
 
 @dataclass(frozen=True, kw_only=True)
-class DbosOptions:
+class DbosOptions(DurableOptions):
     """Where DBOS keeps its state and how the workflows run (give every process the same).
 
     Args:
@@ -35,8 +35,9 @@ class DbosOptions:
         log_level: DBOS's log level.
         drain: seconds a closing worker lets its workflows finish the step they
             are in (a paused one is left waiting; the rest are recovered later).
-        tool_policies: a :class:`~helix_agents.engines.durable.ToolPolicy` by tool name.
-        default_policy: the policy of every other tool.
+        tool_policies: a :class:`~helix_agents.engines.durable.plan.ToolPolicy` by
+            tool name (workers only: retries and timeout of that tool's steps).
+        default_policy: the policy of every other tool (workers only).
     """
 
     system_database: str = "sqlite:///helix_dbos.sqlite"
@@ -48,7 +49,3 @@ class DbosOptions:
     app_version: str = WORKFLOW_VERSION
     log_level: str = "WARNING"
     drain: float = 2.0
-    paused_wait: float = 7 * 24 * 3600.0
-    stop_grace: float = 10.0
-    tool_policies: dict[str, ToolPolicy] = field(default_factory=dict)
-    default_policy: ToolPolicy = field(default_factory=ToolPolicy)

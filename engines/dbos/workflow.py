@@ -16,7 +16,7 @@ together.
 A paused run waits for a ``resume`` message (``DBOS.recv``: durable, no
 worker slot held while it waits; bounded by an open entry's ``expires_at``,
 then the ``helix_expire`` step); which workflow a run goes to is read from
-the log (``launches.py``). How steps are called: ``stepping.py``; the jobs
+the log (``routes.py``). How steps are called: ``stepping.py``; the jobs
 and the companion waits: ``jobs.py``.
 """
 

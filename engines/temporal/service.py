@@ -1,5 +1,8 @@
 """The protocol over Temporal: runs launched as workflows, stops sent as signals.
 
+The service and the launcher of :class:`~helix_agents.engines.temporal.runtime.TemporalRuntime`,
+sharing its :class:`TemporalConnection`.
+
 :class:`TemporalService` is the :class:`~helix_agents.engines.durable.DurableService`
 with three differences: a run is launched by :class:`TemporalLauncher`
 (signal-with-start of the session's workflow, whose id is the session id)
@@ -15,10 +18,8 @@ so the gateway in front of it cannot tell which runtime runs a session.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import anyio
 from temporalio.api.enums.v1 import WorkflowExecutionStatus
@@ -27,45 +28,16 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from helix_agents.agents.config import AgentConfig
 from helix_agents.engines.durable.launches import deferred_launch
-from helix_agents.engines.durable.plan import ToolPolicy
 from helix_agents.engines.durable.service import DurableService
+from helix_agents.engines.temporal.options import TemporalOptions
 from helix_agents.engines.temporal.workflow import WORKFLOW_NAME, WorkflowInput
 from helix_agents.errors import AgentServerError, TransportError
 from helix_agents.events import Event
-from helix_agents.runtime.executor import AgentExecutor
-from helix_agents.runtime.inprocess import InProcessTransport
 from helix_agents.runtime.runs import SessionRuns
 
-__all__ = ["TemporalLauncher", "TemporalOptions", "TemporalService", "attach", "connect"]
+__all__ = ["TemporalConnection", "TemporalLauncher", "TemporalService", "connect"]
 
 log = logging.getLogger("helix_agents.temporal")
-
-
-@dataclass(frozen=True, kw_only=True)
-class TemporalOptions:
-    """Where the workflows run and how (give the gateway and the workers the same).
-
-    Args:
-        address: the Temporal frontend, ``host:port``.
-        namespace: the Temporal namespace.
-        task_queue: the task queue the workers poll and the launcher starts on.
-        heartbeat_timeout: seconds a long step may stay silent before it is
-            retried on another worker (a worker that died mid-step).
-        paused_wait: seconds a paused run waits for its resume signal.
-        stop_grace: seconds a stopping run waits for its children.
-        tool_policies: a :class:`~helix_agents.engines.durable.ToolPolicy` by tool name
-            (workers only: retries and timeout of that tool's activity).
-        default_policy: the policy of every other tool (workers only).
-    """
-
-    address: str = "127.0.0.1:7233"
-    namespace: str = "default"
-    task_queue: str = "helix-agents"
-    heartbeat_timeout: float = 10.0
-    paused_wait: float = 7 * 24 * 3600.0
-    stop_grace: float = 10.0
-    tool_policies: dict[str, ToolPolicy] = field(default_factory=dict)
-    default_policy: ToolPolicy = field(default_factory=ToolPolicy)
 
 
 async def connect(options: TemporalOptions) -> Client:
@@ -74,6 +46,37 @@ async def connect(options: TemporalOptions) -> Client:
         return await Client.connect(options.address, namespace=options.namespace)
     except RuntimeError as exc:  # the SDK's core reports a failed connection so
         raise TransportError(f"cannot reach Temporal at {options.address}: {exc}") from exc
+
+
+class TemporalConnection:
+    """The client a runtime's service and launcher share: connected while the runtime is open.
+
+    ``client``: one connected already (kept); else one is connected from
+    ``options`` on :meth:`open`.
+    """
+
+    def __init__(self, options: TemporalOptions, client: Client | None = None) -> None:
+        self.options = options
+        self._given = client
+        self._client = client
+
+    @property
+    def client(self) -> Client:
+        """The connected client (``UNAVAILABLE`` before the runtime's executor is entered)."""
+        if self._client is None:
+            raise AgentServerError(
+                "UNAVAILABLE", "not connected to Temporal: enter the server or worker first"
+            )
+        return self._client
+
+    async def open(self) -> None:
+        """Connect, unless a client was given (``TransportError`` if Temporal is unreachable)."""
+        if self._client is None:
+            self._client = await connect(self.options)
+
+    def close(self) -> None:
+        """Forget a client connected here (a given one is kept)."""
+        self._client = self._given
 
 
 class TemporalLauncher:
@@ -85,19 +88,18 @@ class TemporalLauncher:
     parent's workflow instead (a child workflow).
     """
 
-    def __init__(self, client: Client, options: TemporalOptions) -> None:
-        self.client = client
-        self.options = options
+    def __init__(self, connection: TemporalConnection) -> None:
+        self.connection = connection
 
     async def __call__(self, agent: AgentConfig, log_: Sequence[Event], run_id: str) -> None:
         """Launch the run whose ``run_started`` ends ``log_`` (retried a few times, then logged)."""
         session_id, seq = log_[0].session_id, log_[-1].seq
         if deferred_launch(session_id, seq, run_id):
             return
-        options = self.options
+        options = self.connection.options
         for attempt in range(5):
             try:
-                await self.client.start_workflow(
+                await self.connection.client.start_workflow(
                     WORKFLOW_NAME,
                     WorkflowInput(
                         session_id,
@@ -121,14 +123,14 @@ class TemporalLauncher:
 class TemporalService(DurableService):
     """The protocol's service with runs on Temporal (see the module doc)."""
 
-    def __init__(self, runs: SessionRuns, client: Client) -> None:
+    def __init__(self, runs: SessionRuns, connection: TemporalConnection) -> None:
         super().__init__(runs)
-        self.client = client
+        self.connection = connection
 
     async def workflow_open(self, session_id: str) -> bool:
         """Whether the session's workflow (its current run) is open."""
         try:
-            described = await self.client.get_workflow_handle(session_id).describe()
+            described = await self.connection.client.get_workflow_handle(session_id).describe()
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
                 return False
@@ -142,25 +144,12 @@ class TemporalService(DurableService):
     async def signal_stop(self, session_id: str, kind: str, reason: str | None) -> None:
         """Signal ``stop`` to the session's workflow (it passes it on to its children)."""
         try:
-            await self.client.get_workflow_handle(session_id).signal("stop", args=[kind, reason])
+            await self.connection.client.get_workflow_handle(session_id).signal(
+                "stop", args=[kind, reason]
+            )
         except RPCError as exc:
             # No open workflow (a paused run that ended its wait): the log has it all.
             log.info("stop of %s not signalled: %s", session_id, exc)
 
 
 _RUNNING = WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
-
-
-def attach(executor: AgentExecutor, client: Client, options: TemporalOptions) -> TemporalService:
-    """Make ``executor`` run its sessions on Temporal; return its new service.
-
-    Its runs are launched as workflows, its stops signalled, its local
-    children reached through the Temporal-aware service. Call it before the
-    executor is entered.
-    """
-    service = TemporalService(executor.runs, client)
-    executor.service = service
-    executor.env = dataclasses.replace(executor.env, local_transport=InProcessTransport(service))
-    executor.runs.env = executor.env
-    executor.runs.launcher = TemporalLauncher(client, options)
-    return service

@@ -37,6 +37,7 @@ async def run_host(
     import signal
 
     from helix_agents.server.fleet.host import NatsAgentHost
+    from helix_agents.server.fleet.runtime import NatsRuntime
     from helix_agents.stores.jetstream.store import JetStreamEventStore
 
     # A host's log on stderr: which sessions it runs, takes over, or fails to lease.
@@ -54,8 +55,9 @@ async def run_host(
         # No wholesale recovery in a fleet: the other hosts' sessions are
         # running, on them; taking over is decided per session (specs/nats.md).
         tracer = exporting.tracer if exporting is not None else None
-        server = AgentServer(agents, store, recover=False, tracer=tracer)
-        async with NatsAgentHost(server, nc, lease_ttl=lease_ttl, replicas=replicas):
+        fleet = NatsRuntime(nc, lease_ttl=lease_ttl, replicas=replicas)
+        server = AgentServer(agents, store, recover=False, tracer=tracer, runtime=fleet)
+        async with NatsAgentHost(server):
             print(
                 f"helix-agents: hosting {', '.join(server.agent_types)} on {nats_url}",
                 flush=True,

@@ -9,16 +9,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import anyio
 
-from helix_agents.agents.config import AgentConfig
 from helix_agents.errors import UsageError
 from helix_agents.log.pricing import Prices
-from helix_agents.log.store import EventStore
 from helix_agents.server.agent_server import AgentServer
 from helix_agents.server.cli.options import (
     LOOPS,
@@ -40,7 +37,7 @@ from helix_agents.server.cli.serve_uvicorn import (
     check_address,
 )
 from helix_agents.server.cli.target import TargetError, agents_of, load_target
-from helix_agents.server.cli.worker import temporal_server_factory
+from helix_agents.server.cli.worker import RuntimeFactory, runtime_factory
 from helix_agents.server.gateway.app import create_http_app
 from helix_agents.server.serving.allocator import fix_mmap_threshold
 from helix_agents.server.serving.collector import tune_collector
@@ -55,7 +52,6 @@ from helix_agents.server.serving.limits import (
     DEFAULT_WRITE_TIMEOUT,
 )
 from helix_agents.stores import open_store
-from helix_agents.tracing import Tracer
 
 if TYPE_CHECKING:
     from nats.aio.client import Client as NatsClient
@@ -86,8 +82,7 @@ async def run_serve(
     tokens: list[str] | None = None,
     replicas: int = 1,
     options: ServeOptions | None = None,
-    make_server: Callable[[list[AgentConfig], EventStore, Tracer | None], Awaitable[AgentServer]]
-    | None = None,
+    make_runtime: RuntimeFactory | None = None,
 ) -> None:
     """Serve ``spec`` (an AgentServer, or agents run on the store at ``url``) under uvicorn.
 
@@ -97,8 +92,9 @@ async def run_serve(
     ``limits`` bounds connections, header and keep-alive times, open streams
     and the shutdown (:class:`ServeLimits`). ``tokens``: the accepted bearer
     tokens (every route but ``/health`` then needs one); ``options``: the CORS
-    origins and the log level (:class:`ServeOptions`). ``make_server``: how
-    the server of agents is made (``serve --temporal``: runs on Temporal).
+    origins and the log level (:class:`ServeOptions`). ``make_runtime``: the
+    runtime the sessions run on (``serve --temporal``, ``--dbos``; unset: the
+    built-in one).
     """
     limits = limits or ServeLimits()
     options = options or ServeOptions()
@@ -144,10 +140,9 @@ async def run_serve(
         # would never run.
         tracer = exporting.tracer if exporting is not None else None
         store = await open_store(url)
-        if make_server is not None:
-            server = await make_server(agents, store, tracer)
-        else:
-            server = AgentServer(agents, store, owns_store=True, tracer=tracer)
+        runtime = make_runtime() if make_runtime is not None else None
+        # Traced on Temporal, the gateway begins each session's trace; its workers' continue it.
+        server = AgentServer(agents, store, owns_store=True, tracer=tracer, runtime=runtime)
     app = create_http_app(
         server,
         auth=auth,
@@ -322,7 +317,7 @@ def serve_command(args: argparse.Namespace) -> int:
             tokens=tokens,
             replicas=args.replicas,
             options=options,
-            make_server=temporal_server_factory(args),
+            make_runtime=runtime_factory(args),
         ),
         backend_options=loop_options(limits.loop),
     )

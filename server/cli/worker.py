@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -19,16 +19,16 @@ import anyio
 from helix_agents.agents.config import AgentConfig
 from helix_agents.errors import UsageError
 from helix_agents.log.store import EventStore
-from helix_agents.server.agent_server import AgentServer
+from helix_agents.runtime import Runtime
 from helix_agents.server.cli.options import store_url
 from helix_agents.server.cli.target import TargetError, chat_agents
 from helix_agents.stores import open_store
 from helix_agents.tracing import Tracer
 
-__all__ = ["add_temporal_commands", "temporal_server_factory", "worker_command"]
+__all__ = ["RuntimeFactory", "add_temporal_commands", "runtime_factory", "worker_command"]
 
-ServerFactory = Callable[[list[AgentConfig], EventStore, Tracer | None], Awaitable[AgentServer]]
-"""How ``serve`` makes its server: the agents, the store, ``--otel``'s tracer (or None)."""
+RuntimeFactory = Callable[[], Runtime]
+"""How ``serve`` makes the runtime its server runs the sessions on (one per server)."""
 
 
 def _temporal_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
@@ -132,36 +132,31 @@ def _dbos_options(args: argparse.Namespace) -> Any:
     return DbosOptions(system_database=args.dbos, queue=args.task_queue)
 
 
-def temporal_server_factory(args: argparse.Namespace) -> ServerFactory | None:
-    """For ``serve --temporal``/``--dbos``: how the gateway's server is made (None without)."""
+def runtime_factory(args: argparse.Namespace) -> RuntimeFactory | None:
+    """For ``serve --temporal``/``--dbos``: the runtime of the gateway's server (None without)."""
     if getattr(args, "dbos", None) is not None:
         if args.temporal is not None or args.nats is not None:
             raise TargetError("serve takes one of --dbos, --temporal and --nats")
         dbos = _dbos_options(args)
 
-        async def make_dbos(
-            agents: list[AgentConfig], store: EventStore, tracer: Tracer | None
-        ) -> AgentServer:
-            from helix_agents.dbos import dbos_server
+        def dbos_runtime() -> Runtime:
+            from helix_agents.dbos import DbosRuntime
 
-            return dbos_server(agents, store, dbos, owns_store=True, tracer=tracer)
+            return DbosRuntime(dbos)
 
-        return make_dbos
+        return dbos_runtime
     if args.temporal is None:
         return None
     if args.nats is not None:
         raise TargetError("serve takes --temporal or --nats, not both")
     options = _options(args)
 
-    async def make(
-        agents: list[AgentConfig], store: EventStore, tracer: Tracer | None
-    ) -> AgentServer:
-        from helix_agents.temporal import temporal_server
+    def temporal_runtime() -> Runtime:
+        from helix_agents.temporal import TemporalRuntime
 
-        # Traced, the gateway begins each session's trace; its workers' spans continue it.
-        return await temporal_server(agents, store, options, owns_store=True, tracer=tracer)
+        return TemporalRuntime(options)
 
-    return make
+    return temporal_runtime
 
 
 def worker_command(args: argparse.Namespace) -> int:

@@ -8,8 +8,9 @@ in the shared store (``specs/nats.md``). Every request is handled in the
 host's own task group, so a slow one never holds up the rest.
 
 Failover: a host holds a lease (JetStream KV, with a TTL) on every session it
-runs, taken before the run can begin (a local child's too: the server's
-``run_guard``) and renewed while it runs. Each host looks for sessions that
+runs, taken before the run can begin (a local child's too: the run guard of
+the server's runtime, :class:`~helix_agents.server.fleet.runtime.NatsRuntime`)
+and renewed while it runs. Each host looks for sessions that
 are running but that no live lease covers (their host died); it takes the
 lease, claims the session by compare-and-append of ``host_claimed`` (so two
 claimants can never both win) and resumes it from its log. A partitioned old
@@ -22,10 +23,7 @@ asyncio lives here only because nats-py is asyncio-only.
 from __future__ import annotations
 
 import logging
-import re
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
@@ -33,13 +31,12 @@ import anyio
 import msgspec
 import nats.errors
 from anyio.abc import TaskGroup
-from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.errors import BucketNotFoundError
 from nats.js.kv import KeyValue
 
-from helix_agents.errors import AgentServerError, HelixError, UsageError
+from helix_agents.errors import AgentServerError, UsageError
 from helix_agents.ids import SessionId, decode_session_token
 from helix_agents.protocol import (
     RemoteMessageRequest,
@@ -56,9 +53,8 @@ from helix_agents.server.edge import (
     protocol_error,
     with_trace_headers,
 )
-from helix_agents.server.fleet.leases import DEFAULT_LEASE_TTL, Lease, LeaseKeeper
-from helix_agents.server.fleet.running import RunningIndex, bucket_for
-from helix_agents.server.fleet.takeover import DEFAULT_SWEEP_EVERY, OrphanTakeover
+from helix_agents.server.fleet.runtime import HeldElsewhere, NatsRuntime
+from helix_agents.server.fleet.takeover import OrphanTakeover
 from helix_agents.transports.bodies import SessionRequest
 from helix_agents.transports.nats import (
     DEFAULT_PREFIX,
@@ -76,7 +72,6 @@ log = logging.getLogger("helix_agents.server")
 _encoder = msgspec.json.Encoder()
 
 
-_HOST_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _reply_decoder = msgspec.json.Decoder(Reply)
 _FORWARD_HOPS = 3  # a lease that moves again while a request follows it
 ANNOUNCE_EVERY = 5.0
@@ -84,78 +79,68 @@ ANNOUNCE_EVERY = 5.0
 _ANNOUNCE_TTL = 3 * ANNOUNCE_EVERY  # a dead host's announcement lapses after this
 
 
-class _HeldElsewhere(HelixError):
-    """The session's lease is held by another host: only it may begin a run, or say if one runs."""
-
-    def __init__(self, session_id: str, holder: str) -> None:
-        super().__init__(f"session {session_id!r} is held by host {holder!r}")
-        self.holder = holder
-
-
 class NatsAgentHost:
-    """Serves ``server`` on NATS; use it as ``async with NatsAgentHost(server, nc):``.
+    """Serves ``server`` on NATS; use it as ``async with NatsAgentHost(server):``.
 
-    Entering subscribes (and enters ``server`` unless it is already running);
-    leaving unsubscribes, lets requests under way finish, and leaves ``server``.
+    ``server`` runs on a :class:`~helix_agents.server.fleet.runtime.NatsRuntime`
+    (``AgentServer(agents, store, runtime=NatsRuntime(nc))``): its connection,
+    host id and leases are this host's. Entering subscribes (and enters
+    ``server`` unless it is already running); leaving unsubscribes, lets
+    requests under way finish, and leaves ``server``.
+
+    Raises:
+        UsageError: a server on another runtime, or a bad option.
     """
 
     def __init__(
         self,
         server: AgentServer,
-        nc: NatsClient,
         *,
         prefix: str = DEFAULT_PREFIX,
         queue: str = DEFAULT_QUEUE,
-        host_id: str | None = None,
-        lease_ttl: float = DEFAULT_LEASE_TTL,
         forward_timeout: float = 4.0,
-        replicas: int = 1,
-        sweep_every: float = DEFAULT_SWEEP_EVERY,
-        running_bucket_name: str | None = None,
     ) -> None:
-        if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= 5:
-            raise UsageError(f"replicas must be an int from 1 to 5, not {replicas!r}")
-        if host_id is not None and _HOST_ID.fullmatch(host_id) is None:
-            raise UsageError(f"host_id must be 1-64 characters of A-Za-z0-9_-, not {host_id!r}")
-        bucket = bucket_for(server.store, running_bucket_name)  # UsageError if it is bad
-        if not lease_ttl > 0 or not forward_timeout > 0 or not sweep_every > 0:
-            raise UsageError("lease_ttl, forward_timeout and sweep_every must be positive")
+        fleet = server.executor.runtime
+        if not isinstance(fleet, NatsRuntime):
+            raise UsageError(
+                "a NATS host serves a server built on the fleet's runtime: "
+                "AgentServer(agents, store, runtime=NatsRuntime(nc))"
+            )
+        if not forward_timeout > 0:
+            raise UsageError("forward_timeout must be positive")
         self.server = server
-        self.nc = nc
+        self.fleet = fleet
+        """The server's runtime: this host's leases, running index and identity."""
+        self.nc = fleet.nc
         self.prefix = prefix
         self.queue = queue
-        self.host_id = host_id or f"host-{uuid.uuid4().hex[:12]}"
+        self.host_id = fleet.host_id
         """This host's identity in ``host_claimed`` events and leases."""
-        self.lease_ttl = lease_ttl
         self.forward_timeout = forward_timeout
         """Seconds a request forwarded to a session's lease holder waits for its answer."""
-        self.replicas = replicas
-        """Copies JetStream keeps of the lease and hosts buckets, if this host creates them."""
         self._direct = f"{prefix}.host.{self.host_id}."
-        self.leases = LeaseKeeper(nc, self.host_id, ttl=lease_ttl, replicas=replicas)
-        """The leases this host holds; a session's is taken, and given back, under its lock."""
+        self.leases = fleet.leases
+        """The leases this host holds (its runtime's)."""
+        self.running = fleet.running
+        """The fleet's index of running sessions (``running.py``), which the scan reads."""
         self._hosts_kv: KeyValue | None = None
         self._subscriptions: list[Subscription] = []
         self._tg: TaskGroup | None = None
         self._entered_server = False
-        self._releasing: set[str] = set()  # sessions whose lease goes when their run ends
-        self.running = RunningIndex(nc, bucket, host_id=self.host_id, replicas=replicas)
-        """The fleet's index of running sessions (``running.py``), which the scan reads."""
         # A scan every third of the TTL: a dead host's sessions go within TTL + TTL/3.
         self.takeover = OrphanTakeover(
             self.server,
             self.leases,
             self.running,
-            interval=lease_ttl / 3,
-            sweep_every=sweep_every,
+            interval=fleet.lease_ttl / 3,
+            sweep_every=fleet.sweep_every,
         )
         """The orphan scan: claims and resumes running sessions whose host died."""
 
     async def __aenter__(self) -> NatsAgentHost:
-        if self.server.run_guard is not None:
-            raise UsageError("this AgentServer is already hosted (it has a run_guard)")
-        self.server.run_guard = self._leased  # its leases wait for the bucket, opened below
-        self.server.executor.takeover_claim = self.takeover.claim_on_resume
+        if self.fleet.hosted:
+            raise UsageError("this AgentServer is already hosted")
+        self.fleet.hosted = True  # its leases wait for the bucket, opened below
         try:
             await self._open()
         except BaseException as exc:
@@ -169,6 +154,7 @@ class NatsAgentHost:
             self._entered_server = True
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
+        self.fleet.task_group = self._tg
         handlers: dict[str, Callable[[Msg], Awaitable[Any]]] = {
             "resume": self._resume,
             "message": self._message,
@@ -193,7 +179,7 @@ class NatsAgentHost:
             self._hosts_kv = await js.key_value(HOSTS_BUCKET)
         except BucketNotFoundError:
             self._hosts_kv = await js.create_key_value(
-                bucket=HOSTS_BUCKET, ttl=_ANNOUNCE_TTL, replicas=self.replicas
+                bucket=HOSTS_BUCKET, ttl=_ANNOUNCE_TTL, replicas=self.fleet.replicas
             )
         await self._announce()  # before the gateway can be asked for this host's types
         self._tg.start_soon(self.leases.renew_forever, self.server.executor.active_sessions)
@@ -232,6 +218,7 @@ class NatsAgentHost:
                 except Exception as failure:  # it lapses anyway
                     log.debug("could not withdraw host %s: %s", self.host_id, failure)
         tg, self._tg = self._tg, None
+        self.fleet.task_group = None
         try:
             if tg is not None:
                 tg.cancel_scope.cancel()  # the lease and takeover loops; requests are answered
@@ -242,24 +229,15 @@ class NatsAgentHost:
                     self._entered_server = False
                     await self.server.__aexit__(exc_type, exc, tb)
             finally:
-                self.server.run_guard = None
-                self.server.executor.takeover_claim = None
+                self.fleet.hosted = False
                 self.leases.stop_waiting()
                 # Runs that ended (or never began) here: any host may resume them at once,
                 # instead of after their leases lapse. Bounded, best effort.
                 with anyio.move_on_after(self.forward_timeout, shield=True):
-                    await self._give_back_idle()
+                    await self.fleet.give_back_idle()
                 with anyio.move_on_after(self.forward_timeout, shield=True):
                     await self.leases.close()
                     await self.running.close()
-
-    async def _give_back_idle(self) -> None:
-        """Give back the leases, and index entries, of sessions no run of which is active here."""
-        executor = self.server.executor
-        for session_id in list(self.leases.held):
-            if not executor.is_executing(session_id):
-                await self.running.remove_at_rest(session_id, self.server.store)
-        await self.leases.drop_idle(executor.is_executing)
 
     async def _subscribe(
         self, subject: str, handler: Callable[[Msg], Awaitable[Any]], queue: str | None = None
@@ -274,7 +252,7 @@ class NatsAgentHost:
     async def _answer(self, msg: Msg, handler: Callable[[Msg], Awaitable[Any]]) -> None:
         try:
             data = _encoder.encode(Reply(result=await handler(msg)))
-        except _HeldElsewhere as held:
+        except HeldElsewhere as held:
             if msg.subject.startswith(self._direct):
                 # Forwarded here, but the lease moved on: the asking host follows it.
                 data = _encoder.encode(
@@ -377,80 +355,7 @@ class NatsAgentHost:
         self._session(msg, request.session_id)
         return await self.server.send_message(request)
 
-    # --- leases and failover ----------------------------------------------------------
-
-    @asynccontextmanager
-    async def _leased(self, session_id: str) -> AsyncIterator[Lease]:
-        """Hold ``session_id``'s lease around a request that can begin its run here.
-
-        The server's run guard (starts, resumes, answers; a local child's
-        too). The lease is taken (created, if no host holds it) before the run
-        can begin, so no other host can find the session running unleased; and
-        then the session is put in the running index (unless a run of it is
-        executing here already), so no run can begin unindexed (``running.py``).
-        A lease another host holds refuses the request here (``_HeldElsewhere``:
-        it is forwarded to that host), so at most one host can begin runs of a
-        session. If no run of it began here, a lease this host holds for it is
-        given back, and the index entry put here is removed if the log says
-        the session is not running. A lease that cannot be taken (JetStream
-        unavailable) does not stop the run: the next renewal puts it (and the
-        next scan round its index entry).
-        """
-        async with self.leases.hold(session_id):
-            lease = await self.leases.take(session_id)
-            if lease.holder is not None and lease.holder != self.host_id:
-                raise _HeldElsewhere(session_id, lease.holder)
-            marked = False
-            if not self.server.executor.is_executing(session_id):
-                marked = await self.running.mark(session_id)
-            try:
-                yield lease
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await self._settle(session_id, lease, marked)
-
-    async def _settle(self, session_id: str, lease: Lease, marked: bool) -> None:
-        """After a guarded request: keep the lease while a run is on, else give it back."""
-        if not self.server.executor.is_executing(session_id):
-            if lease.holder == self.host_id:
-                if marked:
-                    await self.running.remove_at_rest(session_id, self.server.store)
-                await self.leases.drop(session_id)
-            return
-        if lease.holder is None:
-            await self.leases.put(session_id)
-        if lease.created is not None or lease.holder is None:
-            log.info("host %s runs %s", self.host_id, session_id)
-        if session_id not in self._releasing and self._tg is not None:
-            self._releasing.add(session_id)
-            self._tg.start_soon(self._release_when_idle, session_id)
-
-    async def _release_when_idle(self, session_id: str) -> None:
-        """Give the session's lease back (and its index entry) once no run of it is active here."""
-        executor = self.server.executor
-        try:
-            while True:
-                # Until no run is active here; ``last``: the one that ended last.
-                last, current = None, executor.runs.active(session_id)
-                while current is not None:
-                    last = current
-                    await current.done.wait()
-                    current = executor.runs.active(session_id)
-                put = self.running.mine.get(session_id)
-                async with self.leases.hold(session_id):
-                    if not executor.is_executing(session_id):
-                        # The state the last run ended with: the index entry goes without
-                        # a read if it is not running, unless a run began (and ended) since.
-                        run = last.run if last is not None else None
-                        fresh = run is not None and self.running.mine.get(session_id) == put
-                        state = run.writer.state if run is not None and fresh else None
-                        with anyio.CancelScope(shield=True):
-                            store = self.server.store
-                            await self.running.remove_at_rest(session_id, store, state)
-                            await self.leases.drop(session_id)
-                        return
-        finally:
-            self._releasing.discard(session_id)
+    # --- failover ------------------------------------------------------------------
 
     async def take_over_orphans(self) -> list[str]:
         """Claim and resume the running sessions no live lease covers; return their ids.
@@ -469,7 +374,7 @@ class NatsAgentHost:
             await self.leases.wait_open()
             holder = await self.leases.holder(session_id) if self.leases.kv is not None else None
             if holder is not None and holder != self.host_id:
-                raise _HeldElsewhere(session_id, holder)
+                raise HeldElsewhere(session_id, holder)
         return await self.server.get_status(session_id)
 
     async def _local_status(self, msg: Msg) -> Any:

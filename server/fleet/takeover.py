@@ -26,7 +26,7 @@ from helix_agents.server.agent_server import AgentServer
 from helix_agents.server.fleet.leases import LeaseKeeper
 from helix_agents.server.fleet.running import RunningIndex
 
-__all__ = ["DEFAULT_SWEEP_EVERY", "OrphanTakeover"]
+__all__ = ["DEFAULT_SWEEP_EVERY", "OrphanTakeover", "claim_on_resume"]
 
 log = logging.getLogger("helix_agents.server")
 
@@ -190,19 +190,20 @@ class OrphanTakeover:
             await self.index.mark_rebuilt()
         return running
 
-    def claim_on_resume(self, log_: Sequence[Event], state: SessionState) -> list[Event]:
-        """The claim a resume appends with its ``run_started`` when it takes over a session.
 
-        A resume (a parent re-opening its child, a client) of a session its log
-        says is running, none of whose runs is active here, under the lease this
-        host just took (none was live): its run was cut (its host died, or a
-        store failure ended it). The takeover is claimed, as a scan claims it
-        (``take_over_orphans``), in the same compare-and-append as the new run.
-        Nothing more if this host's own scan claimed it just now.
-        """
-        last = log_[-1]
-        if isinstance(last, HostClaimed) and last.host_id == self.leases.host_id:
-            return []
-        log.warning("host %s takes over session %s", self.leases.host_id, state.session_id)
-        # The resume stamps its batch (SessionRuns.begin_run): the payload only.
-        return [HostClaimed(host_id=self.leases.host_id, previous_host_id=state.host_id)]
+def claim_on_resume(host_id: str, log_: Sequence[Event], state: SessionState) -> list[Event]:
+    """The claim ``host_id``'s resume appends with its ``run_started`` when it takes over a session.
+
+    A resume (a parent re-opening its child, a client) of a session its log
+    says is running, none of whose runs is active here, under the lease this
+    host just took (none was live): its run was cut (its host died, or a
+    store failure ended it). The takeover is claimed, as a scan claims it
+    (``take_over_orphans``), in the same compare-and-append as the new run.
+    Nothing more if this host's own scan claimed it just now.
+    """
+    last = log_[-1]
+    if isinstance(last, HostClaimed) and last.host_id == host_id:
+        return []
+    log.warning("host %s takes over session %s", host_id, state.session_id)
+    # The resume stamps its batch (SessionRuns.begin_run): the payload only.
+    return [HostClaimed(host_id=host_id, previous_host_id=state.host_id)]

@@ -125,7 +125,7 @@ class Runtime:
         options = TemporalOptions(address=self.dev.address, task_queue=fresh_task_queue())
         try:
             async with TemporalWorker(agents, store, options):
-                server = await temporal_server(agents, store, options)
+                server = temporal_server(agents, store, options)
                 async with server:
                     yield server
         finally:

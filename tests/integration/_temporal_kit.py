@@ -38,7 +38,7 @@ async def gateway_and_worker(
 ) -> AsyncIterator[tuple[AgentServer, TemporalWorker]]:
     """A worker polling ``options.task_queue`` and the gateway's server, both on ``store``."""
     async with TemporalWorker(agents.values(), store, options) as worker:
-        server = await temporal_server(agents, store, options)
+        server = temporal_server(agents, store, options)
         async with server:
             yield server, worker
 

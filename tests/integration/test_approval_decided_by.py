@@ -196,6 +196,7 @@ async def test_over_nats_the_decider_reaches_the_owner_on_its_host(nats_server: 
     from conftest import fresh_stream_name
 
     from helix_agents.server.fleet.host import NatsAgentHost
+    from helix_agents.server.fleet.runtime import NatsRuntime
     from helix_agents.stores import JetStreamEventStore
     from helix_agents.transports.nats import NatsRemoteAgentTransport
 
@@ -207,7 +208,9 @@ async def test_over_nats_the_decider_reaches_the_owner_on_its_host(nats_server: 
         host_nc = await nats.connect(nats_server.url)
         client_nc = await nats.connect(nats_server.url)
         try:
-            async with NatsAgentHost(AgentServer([worker("child", ("rm",))], host_store), host_nc):
+            async with NatsAgentHost(
+                AgentServer([worker("child", ("rm",))], host_store, runtime=NatsRuntime(host_nc))
+            ):
                 transport = NatsRemoteAgentTransport(
                     client_nc, client_store, timeout=5, max_retries=2, retry_base_delay=0.05
                 )

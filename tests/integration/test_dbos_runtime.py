@@ -278,3 +278,22 @@ async def test_a_paused_run_past_its_wait_ends_and_the_answer_starts_a_new_one(
     log = await store.read("pw")
     assert seqs_contiguous(log)
     assert [r.message.content for r in results_of(log, "k1")] == ['{"colour":"teal"}']
+
+
+async def test_a_second_dbos_in_the_process_is_refused_and_the_first_goes_on(
+    tmp_path: Path,
+) -> None:
+    """One DBOS per process: a second worker entered while one runs is refused, and the
+    refusal leaves the running one's DBOS launched, its sessions running to their end."""
+    store = MemoryEventStore()
+    with anyio.fail_after(60):
+        async with DbosWorker(agents.values(), store, options_in(tmp_path)) as worker:
+            second = DbosWorker(agents.values(), store, options_in(tmp_path / "other"))
+            with pytest.raises(UsageError, match="one per process"):
+                await second.__aenter__()
+            service = worker.executor.service
+            await service.start(
+                RemoteStartRequest(session_id="one", agent_type="boss", message="go")
+            )
+            output = await stream_to_end(service, "one")  # type: ignore[arg-type]
+    assert output == "one plus two is three and the helper said six"

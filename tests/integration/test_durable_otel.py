@@ -67,7 +67,7 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Served:
         agents: list[AgentConfig], store: EventStore, tracer: OtelTracer
     ) -> AsyncIterator[AgentServer]:
         async with TemporalWorker(agents, store, temporal, tracer=tracer):
-            server = await temporal_server(agents, store, temporal, tracer=tracer)
+            server = temporal_server(agents, store, temporal, tracer=tracer)
             async with server:
                 yield server
 

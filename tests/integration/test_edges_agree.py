@@ -25,7 +25,7 @@ from servers import serve
 from helix_agents import define_agent
 from helix_agents.ids import encode_session_token
 from helix_agents.models import ScriptedLLM
-from helix_agents.server import AgentServer, NatsAgentHost, create_http_app
+from helix_agents.server import AgentServer, NatsAgentHost, NatsRuntime, create_http_app
 from helix_agents.stores import JetStreamEventStore
 
 pytestmark = [pytest.mark.slow, pytest.mark.nats]
@@ -58,13 +58,14 @@ async def edges(nats_server: NatsServer) -> AsyncIterator[Edges]:
         state_schema=Settings,
         llm=ScriptedLLM([ScriptedLLM.finish({"findings": "f"})]),
     )
-    server = AgentServer([agent], store, recover=False)
     host_nc = await nats.connect(nats_server.url)
+    fleet = NatsRuntime(host_nc, lease_ttl=60)
+    server = AgentServer([agent], store, recover=False, runtime=fleet)
     client_nc = await nats.connect(nats_server.url)
     try:
         async with (
             server,
-            NatsAgentHost(server, host_nc, lease_ttl=60),
+            NatsAgentHost(server),
             serve(create_http_app(server)) as url,
             httpx.AsyncClient(base_url=url, timeout=LIMIT) as http,
         ):

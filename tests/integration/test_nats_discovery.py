@@ -22,7 +22,7 @@ from helix_agents import define_agent
 from helix_agents.errors import AgentServerError
 from helix_agents.models import ScriptedLLM
 from helix_agents.protocol import RemoteStartRequest
-from helix_agents.server import AgentServer, NatsAgentHost
+from helix_agents.server import AgentServer, NatsAgentHost, NatsRuntime
 from helix_agents.stores import JetStreamEventStore
 from helix_agents.transports.nats import HOSTS_BUCKET, NatsRemoteAgentTransport
 
@@ -49,10 +49,16 @@ async def test_hosts_announce_their_types_and_unknown_types_are_not_found_at_onc
     host_1_id = f"disc-{uuid.uuid4().hex[:8]}"
     try:
         with anyio.fail_after(LIMIT):
-            server_1 = AgentServer([_agent("researcher")], store_1, recover=False)  # type: ignore[list-item]
-            server_2 = AgentServer([_agent("summarizer"), _agent("critic")], store_2, recover=False)  # type: ignore[list-item]
-            async with NatsAgentHost(server_1, nc_1, host_id=host_1_id):
-                async with NatsAgentHost(server_2, nc_2):
+            fleet_1 = NatsRuntime(nc_1, host_id=host_1_id)
+            server_1 = AgentServer([_agent("researcher")], store_1, recover=False, runtime=fleet_1)  # type: ignore[list-item]
+            server_2 = AgentServer(
+                [_agent("summarizer"), _agent("critic")],
+                store_2,
+                recover=False,
+                runtime=NatsRuntime(nc_2),
+            )  # type: ignore[list-item]
+            async with NatsAgentHost(server_1):
+                async with NatsAgentHost(server_2):
                     both = await client.list_agent_types()
                     with pytest.raises(AgentServerError) as unknown:
                         await client.start(

@@ -18,7 +18,7 @@ from servers import serve
 from helix_agents import define_agent
 from helix_agents.ids import encode_session_token
 from helix_agents.models import ScriptedLLM
-from helix_agents.server import AgentServer, NatsAgentHost, create_http_app
+from helix_agents.server import AgentServer, NatsAgentHost, NatsRuntime, create_http_app
 from helix_agents.server.gateway.app import DEFAULT_MAX_BODY_BYTES
 from helix_agents.stores import JetStreamEventStore
 from helix_agents.transports.nats import NatsRemoteAgentTransport
@@ -42,7 +42,7 @@ async def raw(nats_server: object) -> AsyncIterator[tuple[NatsClient, JetStreamE
     host_nc = await nats.connect(url)
     client = await nats.connect(url)
     try:
-        async with NatsAgentHost(AgentServer([agent], store), host_nc):
+        async with NatsAgentHost(AgentServer([agent], store, runtime=NatsRuntime(host_nc))):
             yield client, store
     finally:
         await client.close()

@@ -34,7 +34,7 @@ from helix_agents.errors import AgentServerError, HelixError
 from helix_agents.events import Event, HostClaimed, RunStarted
 from helix_agents.models import LLMRequest, LLMStreamEvent, ScriptedLLM
 from helix_agents.protocol import RemoteStartRequest
-from helix_agents.server import AgentServer, NatsAgentHost
+from helix_agents.server import AgentServer, NatsAgentHost, NatsRuntime
 from helix_agents.server.fleet.leases import LEASE_BUCKET, lease_key
 from helix_agents.stores import JetStreamEventStore
 from helix_agents.transports.nats import NatsRemoteAgentTransport
@@ -154,15 +154,22 @@ async def fleet(
     try:
         async with (
             NatsAgentHost(
-                AgentServer(a_agents, a_store, recover=False), a_nc, host_id="A", lease_ttl=TTL
+                AgentServer(
+                    a_agents,
+                    a_store,
+                    recover=False,
+                    runtime=NatsRuntime(a_nc, host_id="A", lease_ttl=TTL),
+                )
             ) as a,
             # B answers on other subjects, so every request reaches A.
             NatsAgentHost(
-                AgentServer(b_agents, b_store, recover=False),
-                b_nc,
-                host_id="B",
+                AgentServer(
+                    b_agents,
+                    b_store,
+                    recover=False,
+                    runtime=NatsRuntime(b_nc, host_id="B", lease_ttl=TTL),
+                ),
                 prefix="elsewhere.rpc",
-                lease_ttl=TTL,
             ) as b,
         ):
             yield Fleet(a=a, b=b, store=reader, nc=nc), a_store

@@ -40,7 +40,7 @@ from helix_agents.events import (
 )
 from helix_agents.models import LLMRequest, LLMStreamEvent, ScriptedLLM
 from helix_agents.protocol import RemoteResumeRequest, RemoteStartRequest
-from helix_agents.server import AgentServer, NatsAgentHost
+from helix_agents.server import AgentServer, NatsAgentHost, NatsRuntime
 from helix_agents.server.fleet.leases import lease_key
 from helix_agents.stores import JetStreamEventStore, MemoryEventStore
 from helix_agents.transports.nats import NatsRemoteAgentTransport
@@ -98,10 +98,9 @@ async def fleet(
             stack.push_async_callback(store.close)
             nc = await nats.connect(url)
             stack.push_async_callback(nc.close)
-            server = AgentServer([worker(gate)], store, recover=False)
-            host = NatsAgentHost(
-                server, nc, host_id=f"H{number}", lease_ttl=TTL, forward_timeout=forward_timeout
-            )
+            fleet = NatsRuntime(nc, host_id=f"H{number}", lease_ttl=TTL)
+            server = AgentServer([worker(gate)], store, recover=False, runtime=fleet)
+            host = NatsAgentHost(server, forward_timeout=forward_timeout)
             hosts.append(await stack.enter_async_context(host))
         store = await JetStreamEventStore.connect(url, stream=stream)
         stack.push_async_callback(store.close)
@@ -246,9 +245,8 @@ async def test_a_host_that_leaves_gives_back_the_leases_of_its_finished_runs(
     nc = await nats.connect(url)
     try:
         with anyio.fail_after(LIMIT):
-            host = NatsAgentHost(
-                AgentServer([worker(gate)], store, recover=False), nc, host_id="L", lease_ttl=TTL
-            )
+            fleet = NatsRuntime(nc, host_id="L", lease_ttl=TTL)
+            host = NatsAgentHost(AgentServer([worker(gate)], store, recover=False, runtime=fleet))
             async with host:
                 await host.server.start_agent(
                     RemoteStartRequest(session_id=session_id, agent_type="worker", message="go")
@@ -329,6 +327,16 @@ async def test_a_holder_gone_or_silent_is_never_bypassed(nats_server: NatsServer
 )
 def test_bad_host_options_are_refused(options: dict[str, object]) -> None:
     server = AgentServer([worker(Gate())], MemoryEventStore(), recover=False)
+    fleet_options = {k: v for k, v in options.items() if k != "forward_timeout"}
+    forward_timeout = float(options.get("forward_timeout", 4.0))  # type: ignore[arg-type]
     with pytest.raises(UsageError):
-        NatsAgentHost(server, object(), **options)  # type: ignore[arg-type]
+        NatsAgentHost(
+            AgentServer(
+                [worker(Gate())],
+                MemoryEventStore(),
+                recover=False,
+                runtime=NatsRuntime(object(), **fleet_options),  # type: ignore[arg-type]
+            ),
+            forward_timeout=forward_timeout,
+        )
     assert server.run_guard is None

@@ -46,7 +46,7 @@ from helix_agents.events import (
 )
 from helix_agents.messages import UserMessage
 from helix_agents.protocol import RemoteStartRequest
-from helix_agents.server import AgentServer, NatsAgentHost
+from helix_agents.server import AgentServer, NatsAgentHost, NatsRuntime
 from helix_agents.server.fleet.leases import lease_key
 from helix_agents.server.fleet.running import RunningIndex, running_bucket, session_of_key
 from helix_agents.stores import JetStreamEventStore
@@ -173,15 +173,15 @@ async def test_a_scan_after_a_hosts_sigkill_reads_only_the_running_sessions(
                     doomed.send_signal(signal.SIGKILL)
                     await doomed.wait()
                 counted = CountedReads(store)
-                survivor = AgentServer(agents, counted, recover=False)
                 # A long TTL: the host's own loop never scans; the test runs the rounds.
-                async with NatsAgentHost(
-                    survivor,
+                fleet = NatsRuntime(
                     nc,
                     host_id="survivor",
                     lease_ttl=60.0,
                     running_bucket_name=running_bucket(store.stream),
-                ) as host:
+                )
+                survivor = AgentServer(agents, counted, recover=False, runtime=fleet)
+                async with NatsAgentHost(survivor) as host:
                     taken: list[str] = []
                     rounds = 0
                     while len(taken) < RUNNING:  # until the dead host's leases lapse (3 s)
@@ -244,16 +244,16 @@ async def test_the_crashes_around_the_index_leave_no_wrong_takeover_and_no_lost_
             await store.append(unindexed, _begun(unindexed), 0)
             ended_log = await store.read(ended)
             counted = CountedReads(store)
-            survivor = AgentServer(agents, counted, recover=False)
             # Sweeps every millisecond, but its first round reads the index: it is filled.
-            async with NatsAgentHost(
-                survivor,
+            fleet = NatsRuntime(
                 nc,
                 host_id="survivor",
                 lease_ttl=60.0,
                 running_bucket_name=bucket,
                 sweep_every=1e-3,
-            ) as host:
+            )
+            survivor = AgentServer(agents, counted, recover=False, runtime=fleet)
+            async with NatsAgentHost(survivor) as host:
                 assert await host.take_over_orphans() == [orphan]
                 assert host.takeover.swept == 0
                 assert sorted(set(counted.reads)) == sorted([never_began, ended, orphan])
@@ -304,9 +304,10 @@ async def test_an_entry_whose_put_failed_is_put_again_while_the_run_goes_on(
     store = await JetStreamEventStore.connect(nats_server.url, stream=fresh_stream_name())
     try:
         with anyio.fail_after(LIMIT):
-            server = AgentServer(agents, store, recover=False)
+            fleet = NatsRuntime(store.connection, lease_ttl=0.6)
+            server = AgentServer(agents, store, recover=False, runtime=fleet)
             # Rounds every 0.2 s (a third of the TTL), this host's own loop.
-            async with NatsAgentHost(server, store.connection, lease_ttl=0.6) as host:
+            async with NatsAgentHost(server) as host:
                 host.running._inbox = FailingPuts(host.running._inbox, failures=1)  # type: ignore[assignment]
                 await server.start(
                     RemoteStartRequest(session_id=session_id, agent_type="sleeper", message="hi")
@@ -345,10 +346,9 @@ async def test_an_orphan_of_a_type_not_served_here_is_read_once_and_left(
             await dead.mark(foreign)
             await store.append(foreign, _begun(foreign, agent_type="translator"), 0)
             counted = CountedReads(store)
-            server = AgentServer(agents, counted, recover=False)
-            async with NatsAgentHost(
-                server, store.connection, lease_ttl=60.0, running_bucket_name=bucket
-            ) as host:
+            fleet = NatsRuntime(store.connection, lease_ttl=60.0, running_bucket_name=bucket)
+            server = AgentServer(agents, counted, recover=False, runtime=fleet)
+            async with NatsAgentHost(server) as host:
                 assert await host.take_over_orphans() == []
                 assert counted.reads == [foreign]
                 assert await host.take_over_orphans() == []
@@ -375,7 +375,7 @@ async def test_bad_index_options_are_usage_errors(
     store = await JetStreamEventStore.connect(nats_server.url, stream=fresh_stream_name())
     try:
         with pytest.raises(UsageError, match=message):
-            NatsAgentHost(AgentServer(agents, store), store.connection, **options)
+            AgentServer(agents, store, runtime=NatsRuntime(store.connection, **options))
     finally:
         await store.close()
 
@@ -383,9 +383,11 @@ async def test_bad_index_options_are_usage_errors(
 async def test_the_index_bucket_follows_the_store_stream(nats_server: NatsServer) -> None:
     store = await JetStreamEventStore.connect(nats_server.url, stream=fresh_stream_name())
     try:
-        host = NatsAgentHost(AgentServer(agents, store), store.connection)
+        fleet = NatsRuntime(store.connection)
+        host = NatsAgentHost(AgentServer(agents, store, runtime=fleet))
         assert host.running.bucket == f"helix_running_{store.stream}"
-        wrapped = NatsAgentHost(AgentServer(agents, WrappedStore(store)), store.connection)
+        wrapped_fleet = NatsRuntime(store.connection)
+        wrapped = NatsAgentHost(AgentServer(agents, WrappedStore(store), runtime=wrapped_fleet))
         assert wrapped.running.bucket == "helix_running"  # name it when wrapping the store
     finally:
         await store.close()

@@ -32,7 +32,7 @@ from helix_agents.events import Completed, Event, HostClaimed, RunStarted, Sessi
 from helix_agents.messages import UserMessage
 from helix_agents.models import ScriptedLLM
 from helix_agents.protocol import RemoteResumeRequest
-from helix_agents.server import AgentServer, NatsAgentHost
+from helix_agents.server import AgentServer, NatsAgentHost, NatsRuntime
 from helix_agents.server.fleet.leases import LEASE_BUCKET, lease_key
 from helix_agents.stores import JetStreamEventStore
 
@@ -103,15 +103,17 @@ async def _completed(store: EventStore, session_id: str) -> None:
 
 @asynccontextmanager
 async def _orphaned(
-    nats_server: NatsServer,
+    nats_server: NatsServer, lease_ttl: float
 ) -> AsyncIterator[tuple[JetStreamEventStore, Any, AgentServer, str]]:
-    """A fresh stream holding one session cut mid-run, a connection, and a server for it."""
+    """A fresh stream holding one session cut mid-run, a connection, and a server for it
+    (on the fleet runtime of host ``survivor``, with ``lease_ttl``)."""
     orphan = f"orphan-{uuid.uuid4().hex[:8]}"
     store = await JetStreamEventStore.connect(nats_server.url, stream=fresh_stream_name())
     nc = await nats.connect(nats_server.url)
     try:
         await _orphan(store, orphan)
-        yield store, nc, AgentServer([_researcher()], store, recover=False), orphan
+        fleet = NatsRuntime(nc, host_id="survivor", lease_ttl=lease_ttl)
+        yield store, nc, AgentServer([_researcher()], store, recover=False, runtime=fleet), orphan
     finally:
         await nc.close()
         await store.close()
@@ -120,9 +122,9 @@ async def _orphaned(
 async def test_a_scan_that_meets_a_nats_error_runs_again_and_claims_the_orphan(
     nats_server: NatsServer,
 ) -> None:
-    async with _orphaned(nats_server) as (store, nc, server, orphan):
+    async with _orphaned(nats_server, TTL) as (store, _nc, server, orphan):
         with anyio.fail_after(LIMIT):
-            async with NatsAgentHost(server, nc, host_id="survivor", lease_ttl=TTL) as host:
+            async with NatsAgentHost(server) as host:
                 host.leases.kv = FailingGets(host.leases.kv, failures=3)  # type: ignore[assignment]
                 await _completed(store, orphan)  # the host's own loop claims and resumes it
             log = await store.read(orphan)
@@ -135,10 +137,10 @@ async def test_a_scan_that_meets_a_nats_error_runs_again_and_claims_the_orphan(
 async def test_a_resume_that_takes_over_a_cut_run_claims_it_first(
     nats_server: NatsServer,
 ) -> None:
-    async with _orphaned(nats_server) as (store, nc, server, orphan):
+    async with _orphaned(nats_server, 60.0) as (store, _nc, server, orphan):
         with anyio.fail_after(LIMIT):
             # A long TTL: the host's scan never runs; the request takes the session over.
-            async with NatsAgentHost(server, nc, host_id="survivor", lease_ttl=60.0):
+            async with NatsAgentHost(server):
                 await server.resume_agent(RemoteResumeRequest(session_id=orphan))
                 await _completed(store, orphan)
             log = await store.read(orphan)
@@ -169,7 +171,8 @@ async def test_the_orphan_scan_reads_only_the_logs_no_live_lease_covers(
     orphan, held = f"orphan-{tag}", f"held-{tag}"
     store = await JetStreamEventStore.connect(nats_server.url, stream=fresh_stream_name())
     nc = await nats.connect(nats_server.url)
-    server = AgentServer([_researcher()], store, recover=False)
+    fleet = NatsRuntime(nc, host_id="survivor", lease_ttl=60.0)
+    server = AgentServer([_researcher()], store, recover=False, runtime=fleet)
     reads: list[str] = []
     try:
         for session_id in finished:
@@ -183,7 +186,7 @@ async def test_the_orphan_scan_reads_only_the_logs_no_live_lease_covers(
         await _orphan(store, held)
         with anyio.fail_after(LIMIT):
             # A long TTL: the host's own loop never scans; the test calls the scan.
-            async with NatsAgentHost(server, nc, host_id="survivor", lease_ttl=60.0) as host:
+            async with NatsAgentHost(server) as host:
                 leases = await nc.jetstream().key_value(LEASE_BUCKET)
                 await leases.put(lease_key(held), b"other")
                 read = store.read

@@ -41,6 +41,7 @@ from helix_agents.otel import OtelTracer
 from helix_agents.protocol import EndEvent, RemoteStartRequest
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.server.fleet.host import NatsAgentHost
+from helix_agents.server.fleet.runtime import NatsRuntime
 from helix_agents.stores import JetStreamEventStore, MemoryEventStore
 from helix_agents.transports import HttpRemoteAgentTransport
 from helix_agents.transports.nats import NatsRemoteAgentTransport, Reply
@@ -110,7 +111,9 @@ async def _nats_host(
     host_nc = await nats.connect(server.url)
     client_nc = await nats.connect(server.url)
     try:
-        async with NatsAgentHost(AgentServer(agents, host_store, tracer=tracer), host_nc):
+        async with NatsAgentHost(
+            AgentServer(agents, host_store, tracer=tracer, runtime=NatsRuntime(host_nc))
+        ):
             yield (
                 NatsRemoteAgentTransport(
                     client_nc, client_store, timeout=5, max_retries=2, retry_base_delay=0.05

@@ -30,7 +30,7 @@ from helix_agents import AgentConfig, EventStore, define_agent, define_tool
 from helix_agents.events import Event
 from helix_agents.models import ScriptedLLM
 from helix_agents.protocol import EndEvent, RemoteStartRequest
-from helix_agents.server import AgentServer, NatsAgentHost, create_http_app
+from helix_agents.server import AgentServer, NatsAgentHost, NatsRuntime, create_http_app
 from helix_agents.stores import JetStreamEventStore, MemoryEventStore
 from helix_agents.transports import SSEParser
 from helix_agents.transports.nats import NatsRemoteAgentTransport
@@ -126,11 +126,13 @@ async def _fleet_gateway(url: str) -> AsyncIterator[tuple[str, CountingStore, Co
     gateway_store = CountingStore(await JetStreamEventStore.connect(url, stream=stream))
     host_nc = await nats.connect(url)
     gateway_nc = await nats.connect(url)
-    server = AgentServer(_agents(), host_store, recover=False)
+    server = AgentServer(
+        _agents(), host_store, recover=False, runtime=NatsRuntime(host_nc, lease_ttl=60)
+    )
     try:
         # A lease TTL far beyond the test: no takeover scan reads the logs meanwhile.
         async with (
-            NatsAgentHost(server, host_nc, lease_ttl=60),
+            NatsAgentHost(server),
             serve(create_http_app(NatsRemoteAgentTransport(gateway_nc, gateway_store))) as gw,
         ):
             for session_id, agent_type in (("fleet-done-1", "writer"), ("fleet-wait-1", "asker")):

@@ -51,7 +51,7 @@ async def _deployed(
 ) -> AsyncIterator[AgentServer]:
     providers = {"local": LocalWorkspaceProvider(root)}
     async with TemporalWorker(agents, store, options, workspace_providers=providers):
-        server = await temporal_server(agents, store, options)
+        server = temporal_server(agents, store, options)
         async with server:
             yield server
 
@@ -190,7 +190,7 @@ async def test_worker_killed_between_write_and_read_another_reads_the_file(
     try:
         with anyio.fail_after(90):
             await first.start()
-            server = await temporal_server(agents, store, options)
+            server = temporal_server(agents, store, options)
             async with server:
                 await server.start(
                     RemoteStartRequest(session_id="k1", agent_type="scribe", message="go")
@@ -229,7 +229,7 @@ async def test_the_expiry_timer_outlives_the_only_worker(
     try:
         with anyio.fail_after(90):
             await first.start()
-            server = await temporal_server(agents, store, options)
+            server = temporal_server(agents, store, options)
             async with server:
                 await server.start(
                     RemoteStartRequest(session_id="kt", agent_type="late", message="go")

@@ -69,6 +69,7 @@ from helix_agents.protocol import (
 )
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.server.fleet.host import NatsAgentHost
+from helix_agents.server.fleet.runtime import NatsRuntime
 from helix_agents.stores import JetStreamEventStore, MemoryEventStore
 from helix_agents.transports import HttpRemoteAgentTransport
 from helix_agents.transports.nats import NatsRemoteAgentTransport
@@ -196,8 +197,12 @@ class Host:
         self.store = store
         self.nats_url = nats_url
         self.gates = Gates()
+        # A fleet's host runs on its store's connection.
+        fleet = NatsRuntime(store.connection) if isinstance(store, JetStreamEventStore) else None
         self.server = AgentServer(
-            [researcher(), waiter(self.gates), asker(), gated(), chatter()], self.store
+            [researcher(), waiter(self.gates), asker(), gated(), chatter()],
+            self.store,
+            runtime=fleet,
         )
 
     async def log(self, session_id: str) -> list[Any]:
@@ -249,18 +254,16 @@ async def connect_http(host: Host) -> AsyncIterator[RemoteAgentTransport]:
 @asynccontextmanager
 async def connect_nats(host: Host) -> AsyncIterator[RemoteAgentTransport]:
     assert isinstance(host.store, JetStreamEventStore)
-    host_nc = await nats.connect(host.nats_url)
     client_nc = await nats.connect(host.nats_url)
     client_store = await JetStreamEventStore.connect(host.nats_url, stream=host.store.stream)
     try:
-        async with NatsAgentHost(host.server, host_nc):
+        async with NatsAgentHost(host.server):
             yield NatsRemoteAgentTransport(
                 client_nc, client_store, timeout=5, max_retries=2, retry_base_delay=0.01
             )
     finally:
         await client_store.close()
         await client_nc.close()
-        await host_nc.close()
 
 
 CONNECTORS: dict[str, Connector] = {

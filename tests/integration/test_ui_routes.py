@@ -23,7 +23,7 @@ from helix_agents.events import SubSessionStarted
 from helix_agents.log.projections import project_stream
 from helix_agents.log.usage import get_usage_rollup
 from helix_agents.models import ScriptedLLM
-from helix_agents.server import AgentServer, NatsAgentHost, create_http_app
+from helix_agents.server import AgentServer, NatsAgentHost, NatsRuntime, create_http_app
 from helix_agents.server.ui import fold_view
 from helix_agents.stores import JetStreamEventStore, MemoryEventStore
 from helix_agents.transports import HttpRemoteAgentTransport
@@ -276,7 +276,9 @@ async def test_the_nats_gateway_serves_the_inspector(nats_server: NatsServer) ->
     gateway_nc = await nats.connect(nats_server.url)
     try:
         with anyio.fail_after(TIMEOUT):
-            async with NatsAgentHost(AgentServer([tree.lead], host_store), host_nc):
+            async with NatsAgentHost(
+                AgentServer([tree.lead], host_store, runtime=NatsRuntime(host_nc))
+            ):
                 fleet = NatsRemoteAgentTransport(gateway_nc, gateway_store, timeout=5)
                 async with (
                     serve(create_http_app(fleet)) as url,

@@ -61,6 +61,7 @@ from helix_agents.errors import StoreError
 from helix_agents.events import Event, RunStarted, SessionCreated, TextDelta
 from helix_agents.server import AgentServer
 from helix_agents.server.fleet.host import NatsAgentHost
+from helix_agents.server.fleet.runtime import NatsRuntime
 from helix_agents.stores import JetStreamEventStore
 from helix_agents.transports import Fault
 from helix_agents.transports.nats import NatsRemoteAgentTransport
@@ -90,8 +91,8 @@ async def nats_side(server_url: str) -> AsyncIterator[NatsRemote]:
     gate = Gate()
     stream = fresh_stream_name()
     store = await JetStreamEventStore.connect(server_url, stream=stream)
-    server = AgentServer(remote_agents(gate), store)
     host_nc = await nats.connect(server_url)
+    server = AgentServer(remote_agents(gate), store, runtime=NatsRuntime(host_nc))
     try:
         async with nats_fault_proxy(server_url) as proxy:
             client_nc = await nats.connect(proxy.url, reconnect_time_wait=0.2)
@@ -108,7 +109,7 @@ async def nats_side(server_url: str) -> AsyncIterator[NatsRemote]:
             )
             try:
                 with anyio.CancelScope() as scope:
-                    async with NatsAgentHost(server, host_nc):
+                    async with NatsAgentHost(server):
                         try:
                             yield NatsRemote(transport, server, gate, wire=proxy, host_store=store)
                         finally:
