@@ -37,6 +37,9 @@ from helix_agents.agents.tools import (
     ToolContext as ToolContext,
     define_tool as define_tool,
 )
+from helix_agents.children.inprocess import (
+    InProcessTransport as InProcessTransport,
+)
 from helix_agents.children.tools import (
     create_remote_sub_agent_tool as create_remote_sub_agent_tool,
     create_sub_agent_tool as create_sub_agent_tool,
@@ -65,9 +68,6 @@ from helix_agents.runtime.executor import (
 from helix_agents.runtime.handle import (
     AgentHandle as AgentHandle,
     AgentResult as AgentResult,
-)
-from helix_agents.runtime.inprocess import (
-    InProcessTransport as InProcessTransport,
 )
 from helix_agents.runtime.sync import (
     run_sync as run_sync,

@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from helix_agents.runtime.inprocess import InProcessTransport as InProcessTransport
+from helix_agents.children.inprocess import InProcessTransport as InProcessTransport
 
 from .faults import Fault as Fault, FaultyTransport as FaultyTransport, Operation as Operation
 from .http import (

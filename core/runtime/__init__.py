@@ -7,7 +7,8 @@ the decisions carried out on the log), ``run_loop`` (``SessionRun``, the
 built-in driver), ``writer`` (a run's one gateway to the log),
 ``tool_runner``, ``env``, ``service`` (the remote-agent protocol implemented
 once; ``RuntimeParts``, what a runtime gives it), ``starts``, ``recovery``,
-``handle``, ``inprocess`` (the in-process transport), ``sync`` (``run_sync``).
+``handle``, ``sync`` (``run_sync``). :class:`InProcessTransport` (how local
+sub-agents are reached) lives with the children (``children/inprocess.py``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from typing import TYPE_CHECKING
 from helix_agents._exports import lazy_exports
 
 if TYPE_CHECKING:
+    from helix_agents.children.inprocess import (
+        InProcessTransport as InProcessTransport,
+    )
     from helix_agents.runtime.executor import (
         AgentExecutor as AgentExecutor,
         RunGuard as RunGuard,
@@ -26,9 +30,6 @@ if TYPE_CHECKING:
     from helix_agents.runtime.handle import (
         AgentHandle as AgentHandle,
         AgentResult as AgentResult,
-    )
-    from helix_agents.runtime.inprocess import (
-        InProcessTransport as InProcessTransport,
     )
     from helix_agents.runtime.service import (
         ExecutorService as ExecutorService,
@@ -45,7 +46,7 @@ _HOMES = {
     "TakeoverClaim": "helix_agents.runtime.executor",
     "AgentHandle": "helix_agents.runtime.handle",
     "AgentResult": "helix_agents.runtime.handle",
-    "InProcessTransport": "helix_agents.runtime.inprocess",
+    "InProcessTransport": "helix_agents.children.inprocess",
     "run_sync": "helix_agents.runtime.sync",
     "ExecutorService": "helix_agents.runtime.service",
     "RuntimeParts": "helix_agents.runtime.service",

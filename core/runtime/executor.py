@@ -29,6 +29,7 @@ import anyio
 
 from helix_agents.agents.config import AgentConfig, OutputT
 from helix_agents.agents.define import AgentRegistry
+from helix_agents.children.inprocess import InProcessTransport
 from helix_agents.errors import UsageError
 from helix_agents.events import PendingInput, RunStarted
 from helix_agents.hitl.routing import remote_usage
@@ -50,7 +51,6 @@ from helix_agents.protocol import (
 )
 from helix_agents.runtime.env import RunEnv
 from helix_agents.runtime.handle import AgentHandle
-from helix_agents.runtime.inprocess import InProcessTransport
 from helix_agents.runtime.recovery import ExpiryTimers, recover_sessions
 from helix_agents.runtime.runs import RunGuard, SessionRuns, TakeoverClaim
 from helix_agents.runtime.service import ExecutorService, RuntimeParts
