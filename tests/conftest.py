@@ -112,6 +112,9 @@ RUNTIMES = [
 def runtime(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Runtime:
     """Each runtime in turn: built-in, Temporal, DBOS (``tests/integration/_durable_kit.py``).
 
+    A module narrows them with ``pytest.mark.parametrize("runtime", [...], indirect=True)``,
+    and may ask for ``dbos-postgres``: DBOS on a fresh database of the ``postgres`` cluster.
+
     A protocol test opens its gateway's server with ``runtime.server(agents,
     store)``. The Temporal dev server (and the DBOS template) is asked for
     only by its own param, so a run of the built-in params alone starts neither.
@@ -119,9 +122,17 @@ def runtime(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     from tests.integration._durable_kit import Runtime
 
     name: str = request.param
+    directory = tmp_path_factory.mktemp(f"runtime-{name}")
+    if name == "dbos-postgres":  # asked for by a module's own params (indirect)
+        cluster: PostgresCluster = request.getfixturevalue("postgres")
+        database = cluster.url.rsplit("/", 1)[0] + f"/dbos_rt_{next(_databases)}"
+        return Runtime("dbos", directory, system_database=database)
     dev = request.getfixturevalue("temporal_dev") if name == "temporal" else None
     template = request.getfixturevalue("dbos_system_template") if name == "dbos" else None
-    return Runtime(name, tmp_path_factory.mktemp(f"runtime-{name}"), dev, template)
+    return Runtime(name, directory, dev, template)
+
+
+_databases = itertools.count(1)
 
 
 @pytest.fixture(scope="session")
