@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from budgets import LONG
 from hypothesis import HealthCheck, settings
 from nats_server import NatsServer
 from postgres_cluster import PostgresCluster, postgres_bin
@@ -36,17 +37,29 @@ if TYPE_CHECKING:
 
 # --- Hypothesis ----------------------------------------------------------------
 
-# No per-example deadline in either profile: a deadline is a wall-clock
+CI_EXAMPLES = 50
+"""Examples of a property that names no budget, in CI's run."""
+LONG_EXAMPLES = 500
+"""The same, in the long run."""
+
+# No per-example deadline in any profile: a deadline is a wall-clock
 # assertion, and on a shared 2-core machine it fails tests that are correct.
-settings.register_profile("dev", settings(deadline=None))
+# ``ci`` is what the README's test command runs; ``long`` is the run by hand
+# (``HELIX_BUDGET=long``, tests/budgets.py). A test that names its own
+# ``max_examples`` takes it from ``budget(ci, long)``.
 settings.register_profile(
     "ci",
-    derandomize=False,
     deadline=None,
-    max_examples=100,
+    max_examples=CI_EXAMPLES,
     suppress_health_check=[HealthCheck.too_slow],
 )
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if "CI" in os.environ else "dev"))
+settings.register_profile(
+    "long",
+    deadline=None,
+    max_examples=LONG_EXAMPLES,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "long" if LONG else "ci"))
 
 
 # --- anyio ---------------------------------------------------------------------
