@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from budgets import LONG
 from hypothesis import HealthCheck, settings
 from nats_server import NatsServer
 from postgres_cluster import PostgresCluster, postgres_bin
@@ -36,17 +37,29 @@ if TYPE_CHECKING:
 
 # --- Hypothesis ----------------------------------------------------------------
 
-# No per-example deadline in either profile: a deadline is a wall-clock
+CI_EXAMPLES = 50
+"""Examples of a property that names no budget, in CI's run."""
+LONG_EXAMPLES = 500
+"""The same, in the long run."""
+
+# No per-example deadline in any profile: a deadline is a wall-clock
 # assertion, and on a shared 2-core machine it fails tests that are correct.
-settings.register_profile("dev", settings(deadline=None))
+# ``ci`` is what the README's test command runs; ``long`` is the run by hand
+# (``HELIX_BUDGET=long``, tests/budgets.py). A test that names its own
+# ``max_examples`` takes it from ``budget(ci, long)``.
 settings.register_profile(
     "ci",
-    derandomize=False,
     deadline=None,
-    max_examples=100,
+    max_examples=CI_EXAMPLES,
     suppress_health_check=[HealthCheck.too_slow],
 )
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if "CI" in os.environ else "dev"))
+settings.register_profile(
+    "long",
+    deadline=None,
+    max_examples=LONG_EXAMPLES,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "long" if LONG else "ci"))
 
 
 # --- anyio ---------------------------------------------------------------------
@@ -112,6 +125,9 @@ RUNTIMES = [
 def runtime(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Runtime:
     """Each runtime in turn: built-in, Temporal, DBOS (``tests/integration/_durable_kit.py``).
 
+    A module narrows them with ``pytest.mark.parametrize("runtime", [...], indirect=True)``,
+    and may ask for ``dbos-postgres``: DBOS on a fresh database of the ``postgres`` cluster.
+
     A protocol test opens its gateway's server with ``runtime.server(agents,
     store)``. The Temporal dev server (and the DBOS template) is asked for
     only by its own param, so a run of the built-in params alone starts neither.
@@ -119,9 +135,17 @@ def runtime(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     from tests.integration._durable_kit import Runtime
 
     name: str = request.param
+    directory = tmp_path_factory.mktemp(f"runtime-{name}")
+    if name == "dbos-postgres":  # asked for by a module's own params (indirect)
+        cluster: PostgresCluster = request.getfixturevalue("postgres")
+        database = cluster.url.rsplit("/", 1)[0] + f"/dbos_rt_{next(_databases)}"
+        return Runtime("dbos", directory, system_database=database)
     dev = request.getfixturevalue("temporal_dev") if name == "temporal" else None
     template = request.getfixturevalue("dbos_system_template") if name == "dbos" else None
-    return Runtime(name, tmp_path_factory.mktemp(f"runtime-{name}"), dev, template)
+    return Runtime(name, directory, dev, template)
+
+
+_databases = itertools.count(1)
 
 
 @pytest.fixture(scope="session")

@@ -23,12 +23,13 @@ expiry tests share the helpers at the end (``workspace_app``'s agents).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -44,7 +45,7 @@ from helix_agents.log import project_state
 from helix_agents.protocol import RemoteStartRequest
 from helix_agents.server import AgentServer
 from helix_agents.stores import MemoryEventStore
-from helix_agents.workspaces import LocalWorkspaceProvider
+from helix_agents.workspaces import LocalWorkspaceProvider, WorkspaceProvider
 from tests.integration._serve_process import ROOT
 from tests.integration._temporal_kit import comparable, wait_for
 from tests.integration.durable_worker import READY as SCRIPT_READY
@@ -68,6 +69,8 @@ class Runtime:
         name: ``builtin``, ``temporal`` or ``dbos``.
         directory: where the DBOS system databases go.
         dev: the Temporal dev server (``temporal`` only).
+        dbos_template: a system database to copy for each DBOS gateway (``dbos_template``).
+        system_database: DBOS's system database URL instead (a Postgres one).
     """
 
     def __init__(
@@ -76,8 +79,10 @@ class Runtime:
         directory: Path,
         dev: TemporalDev | None = None,
         dbos_template: Path | None = None,
+        system_database: str | None = None,
     ) -> None:
         self.name = name
+        self.system_database = system_database
         self.directory = directory
         self.dev = dev
         self.dbos_template = dbos_template
@@ -91,30 +96,56 @@ class Runtime:
 
     @asynccontextmanager
     async def server(
-        self, agents: Sequence[AgentConfig], store: EventStore
+        self,
+        agents: Iterable[AgentConfig] | Mapping[str, AgentConfig],
+        store: EventStore,
+        *,
+        workspace_providers: Mapping[str, WorkspaceProvider] | None = None,
+        **knobs: Any,
     ) -> AsyncIterator[AgentServer]:
-        """A running gateway server of ``agents`` on ``store``, its sessions run on this runtime."""
+        """A running gateway server of ``agents`` on ``store``, its sessions run on this runtime.
+
+        ``knobs`` are the engine's options (``paused_wait``, ``tool_policies``...); one
+        the engine has not (Temporal's ``heartbeat_timeout`` on DBOS) is left out, and
+        the built-in runtime takes none. ``workspace_providers`` as for the executor.
+        """
+        listed = list(agents.values()) if isinstance(agents, Mapping) else list(agents)
         self._opened += 1
         if self.name == "builtin":
-            async with AgentServer(list(agents), store) as server:
+            async with AgentServer(
+                listed, store, workspace_providers=workspace_providers
+            ) as server:
                 yield server
         elif self.name == "temporal":
-            async with self._temporal(agents, store) as server:
+            async with self._temporal(listed, store, workspace_providers, knobs) as server:
                 yield server
         else:
             from helix_agents.dbos import DbosOptions, dbos_server
 
-            database = self.directory / f"dbos-{self._opened}.sqlite"
-            if self.dbos_template is not None:
-                shutil.copyfile(self.dbos_template, database)
+            database = self.system_database or self._sqlite_database()
             # A shorter poll than the CLI's 0.1 s: a tree enqueues a run per session.
-            options = DbosOptions(system_database=f"sqlite:///{database}", polling_interval=0.02)
-            async with dbos_server(agents, store, options) as server:
+            options = DbosOptions(
+                system_database=database, polling_interval=0.02, **_known(DbosOptions, knobs)
+            )
+            async with dbos_server(
+                listed, store, options, workspace_providers=workspace_providers
+            ) as server:
                 yield server
+
+    def _sqlite_database(self) -> str:
+        """A fresh SQLite system database, a copy of the template when there is one."""
+        database = self.directory / f"dbos-{self._opened}.sqlite"
+        if self.dbos_template is not None:
+            shutil.copyfile(self.dbos_template, database)
+        return f"sqlite:///{database}"
 
     @asynccontextmanager
     async def _temporal(
-        self, agents: Sequence[AgentConfig], store: EventStore
+        self,
+        agents: list[AgentConfig],
+        store: EventStore,
+        workspace_providers: Mapping[str, WorkspaceProvider] | None,
+        knobs: dict[str, Any],
     ) -> AsyncIterator[AgentServer]:
         from temporalio.client import Client
         from temporalio.service import RPCError
@@ -122,9 +153,15 @@ class Runtime:
         from helix_agents.temporal import TemporalOptions, TemporalWorker, temporal_server
 
         assert self.dev is not None
-        options = TemporalOptions(address=self.dev.address, task_queue=fresh_task_queue())
+        options = TemporalOptions(
+            address=self.dev.address,
+            task_queue=fresh_task_queue(),
+            **_known(TemporalOptions, knobs),
+        )
         try:
-            async with TemporalWorker(agents, store, options):
+            async with TemporalWorker(
+                agents, store, options, workspace_providers=workspace_providers
+            ):
                 server = temporal_server(agents, store, options)
                 async with server:
                     yield server
@@ -135,6 +172,57 @@ class Runtime:
             for session_id in await store.list_sessions():
                 with contextlib.suppress(RPCError):
                     await client.get_workflow_handle(session_id).terminate("test over")
+
+    def worker_in_process(
+        self,
+        agents: Iterable[AgentConfig],
+        store: EventStore,
+        *,
+        workspace_providers: Mapping[str, WorkspaceProvider] | None = None,
+        **knobs: Any,
+    ) -> object:
+        """The engine's worker of ``agents``, made and not started (for its refusals)."""
+        if self.name == "temporal":
+            from helix_agents.temporal import TemporalOptions, TemporalWorker
+
+            options = TemporalOptions(**_known(TemporalOptions, knobs))
+            return TemporalWorker(agents, store, options, workspace_providers=workspace_providers)
+        if self.name == "dbos":
+            from helix_agents.dbos import DbosOptions, DbosWorker
+
+            database = self.system_database or f"sqlite:///{self.directory / 'dbos.sqlite'}"
+            options = DbosOptions(system_database=database, **_known(DbosOptions, knobs))
+            return DbosWorker(agents, store, options, workspace_providers=workspace_providers)
+        raise AssertionError("the built-in runtime has no worker")
+
+    async def steps(self, session_id: str) -> list[str]:
+        """The durable steps the run of ``session_id`` took, in order (its engine's record).
+
+        Temporal: the activity types its workflow's history scheduled, ``local`` for a
+        local activity's marker and ``timer`` for a timer. DBOS: the step functions of
+        the session's first run (workflow ``<session>#2``).
+        """
+        if self.name == "temporal":
+            from temporalio.api.enums.v1 import EventType
+            from temporalio.client import Client
+
+            assert self.dev is not None
+            client = await Client.connect(self.dev.address)
+            names = []
+            async for event in client.get_workflow_handle(session_id).fetch_history_events():
+                if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                    names.append(event.activity_task_scheduled_event_attributes.activity_type.name)
+                elif event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+                    names.append("local")
+                elif event.event_type == EventType.EVENT_TYPE_TIMER_STARTED:
+                    names.append("timer")
+            return names
+        if self.name == "dbos":
+            from dbos import DBOS
+
+            steps = await DBOS.list_workflow_steps_async(f"{session_id}#2")
+            return [step["function_name"] for step in steps]
+        raise AssertionError("the built-in runtime records no durable steps")
 
     async def settled(self, server: AgentServer, session_id: str) -> None:
         """Wait until no run of ``session_id`` goes on (the caller bounds the wait).
@@ -177,6 +265,19 @@ class Runtime:
         return WorkerProcess.temporal(
             log, target, address=self.dev.address, db=db, task_queue=self._queue()
         )
+
+
+def _known(options: type, knobs: dict[str, Any]) -> dict[str, Any]:
+    """The ``knobs`` that are fields of ``options``; a knob of neither engine is an error."""
+    from helix_agents.dbos import DbosOptions
+    from helix_agents.temporal import TemporalOptions
+
+    every = {
+        field.name for kind in (DbosOptions, TemporalOptions) for field in dataclasses.fields(kind)
+    }
+    assert set(knobs) <= every, f"no engine has the options {sorted(set(knobs) - every)}"
+    names = {field.name for field in dataclasses.fields(options)}
+    return {key: value for key, value in knobs.items() if key in names}
 
 
 def dbos_template(directory: Path) -> Path:

@@ -1,6 +1,7 @@
-"""Seed 004's companions on DBOS: blocking and non-blocking spawns, a re-consult of a completed
-companion appended exactly once, and a blocking spawn of a child that fails reported as failed
-(the seed's DBOS limitation on blocking spawns, which this runtime does not have)."""
+"""Seed 004's companions on DBOS: a re-consult of a completed companion appended exactly once,
+and a blocking spawn of a child that fails reported as failed (the seed's DBOS limitation on
+blocking spawns, which this runtime does not have). Blocking and non-blocking spawns, on both
+durable runtimes: ``test_durable_runtime.py``."""
 
 from __future__ import annotations
 
@@ -13,14 +14,12 @@ from pydantic import BaseModel
 
 from helix_agents import PersistentAgent, define_agent
 from helix_agents.dbos import DbosOptions, dbos_server
-from helix_agents.events import Completed, CompletionDelivered
 from helix_agents.log import project_state
 from helix_agents.messages import AssistantMessage, ToolResultMessage, UserMessage
 from helix_agents.models import LLMRequest, ScriptedLLM, ScriptStep
-from helix_agents.protocol import RemoteMessageRequest, RemoteStartRequest
+from helix_agents.protocol import RemoteStartRequest
 from helix_agents.stores import MemoryEventStore
-from tests.integration._temporal_kit import seqs_contiguous, stream_to_end, wait_for
-from tests.integration.companion_app import agents as companion_agents
+from tests.integration._temporal_kit import seqs_contiguous, stream_to_end
 
 pytestmark = [pytest.mark.slow]
 
@@ -63,28 +62,6 @@ lead = define_agent(
         PersistentAgent(breaker, mode="blocking"),
     ],
 )
-
-
-async def test_blocking_and_non_blocking_spawns(tmp_path: Path) -> None:
-    """A blocking spawn returns the child's output inline, a non-blocking one runs on its own
-    workflow; every child completes and the parent's next turn gets the pushed outcome."""
-    store = MemoryEventStore()
-    with anyio.fail_after(60):
-        async with dbos_server(companion_agents, store, _options(tmp_path)) as server:
-            await server.start(RemoteStartRequest(session_id="cp", agent_type="lead", message="go"))
-            first = await stream_to_end(server, "cp")
-            for child in ("cp-agent-slow", "cp-agent-bg"):
-                await wait_for(store, child, lambda e: isinstance(e, Completed))
-            await server.send_message(RemoteMessageRequest(session_id="cp", message="more"))
-            last = (await store.read("cp"))[-1].seq
-            second = await stream_to_end(server, "cp", last)
-    assert first == 'turn 1: {"name":"bg","status":"running"}'  # as on the built-in runtime
-    assert second == "turn 2: more"
-    assert project_state(await store.read("cp-agent-slow")).output == {"text": "answered s"}
-    log = await store.read("cp")
-    assert seqs_contiguous(log)
-    delivered = [e.sub_session_id for e in log if isinstance(e, CompletionDelivered)]
-    assert sorted(delivered) == ["cp-agent-bg", "cp-agent-slow"]  # each outcome once
 
 
 async def test_reconsult_once_and_a_failed_blocking_child_reported_failed(tmp_path: Path) -> None:

@@ -3,7 +3,8 @@ is SIGKILLed (mid tool, mid model stream, mid remote child) and a live one takes
 over and completes the session from the log.
 
 Real processes (``serve --dbos postgresql://...``, ``worker --dbos ...``), a real
-private PostgreSQL cluster (``tests/postgres_cluster.py``), one SQLite store file.
+private PostgreSQL cluster (``tests/postgres_cluster.py``), one SQLite store file; the
+fleet is the module's, started once, and a test begins with each of its processes alive.
 Which process runs a workflow is read from DBOS's ``workflow_status`` and our
 ``helix_dbos_executors`` (its ``host:pid``).
 """
@@ -92,8 +93,12 @@ class Fleet:
         return "\n".join([self.gateway.output(), *(w.output() for w in self.workers)])
 
 
-@pytest.fixture
-async def fleet(postgres: PostgresCluster, tmp_path: Path) -> AsyncIterator[Fleet]:
+@pytest.fixture(scope="module")
+async def fleet_once(
+    postgres: PostgresCluster, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Fleet]:
+    """The module's fleet: four processes started once (each test's sessions are its own)."""
+    tmp_path = tmp_path_factory.mktemp("dbos-fleet")
     system_database = postgres.url.rsplit("/", 1)[0] + f"/dbos_kill_{next(_databases)}"
     marks = tmp_path / "marks"
     marks.mkdir()
@@ -134,6 +139,17 @@ async def fleet(postgres: PostgresCluster, tmp_path: Path) -> AsyncIterator[Flee
             await worker.stop()
         await gateway.stop()
         await remote.terminate()
+
+
+@pytest.fixture
+async def fleet(fleet_once: Fleet) -> Fleet:
+    """The module's fleet with every process alive: a worker an earlier test killed starts
+    again (a new process, a new executor; the killed gateway started again in ``kill``)."""
+    with anyio.fail_after(120):
+        for worker in fleet_once.workers:
+            if worker.process is None:
+                await worker.start()
+    return fleet_once
 
 
 async def _kill_mid(fleet: Fleet, session_id: str, agent_type: str, cue: type[Event]) -> Any:

@@ -1,11 +1,9 @@
-"""Workspaces and expiring inputs on DBOS (SQLite and Postgres), against the built-in runtime.
-
-A workspace's file is written by one step and read by another, also after
-the process that wrote it was SIGKILLed (SQLite: the restarted process
-recovers the workflow; Postgres: another process takes it over); an
-inheriting child (its own workflow) reads its parent's workspace; an entry
-with ``expires_in`` is answered when the paused workflow's durable ``recv``
-timeout ends, even when the process died while it waited.
+"""Workspaces and expiring inputs on DBOS when a process dies: a workspace's file written
+before the process that wrote it was SIGKILLed is read after (SQLite: the restarted
+process recovers the workflow; Postgres: another process takes it over); an entry with
+``expires_in`` is answered when the paused workflow's durable ``recv`` timeout ends, even
+when the process died while it waited. The scenarios without a kill, on both durable
+runtimes: ``test_durable_workspaces.py``.
 """
 
 from __future__ import annotations
@@ -17,22 +15,13 @@ from typing import Any
 
 import anyio
 import pytest
-from dbos import DBOS
 from postgres_cluster import PostgresCluster
 
-from helix_agents import define_agent
-from helix_agents.dbos import DbosOptions, DbosWorker, dbos_server
-from helix_agents.errors import UsageError
-from helix_agents.events import Event, MessageAppended, Suspended
+from helix_agents.events import Event, Suspended
 from helix_agents.log import project_state
-from helix_agents.messages import ToolResultMessage
-from helix_agents.models import ScriptedLLM
-from helix_agents.protocol import RemoteStartRequest
-from helix_agents.stores import MemoryEventStore, SqliteEventStore
-from helix_agents.workspaces import LocalWorkspaceProvider, MemoryWorkspaceProvider, Workspace
-from tests.integration._durable_kit import WorkerScript, builtin_store, held, same_log
-from tests.integration._temporal_kit import results_of, seqs_contiguous, stream_to_end, wait_for
-from tests.integration.workspace_app import agents
+from helix_agents.stores import SqliteEventStore
+from tests.integration._durable_kit import WorkerScript, held
+from tests.integration._temporal_kit import results_of, seqs_contiguous, wait_for
 
 pytestmark = [pytest.mark.slow]
 
@@ -45,112 +34,6 @@ def _sqlite(tmp_path: Path) -> str:
 
 def _postgres(postgres: PostgresCluster) -> str:
     return postgres.url.rsplit("/", 1)[0] + f"/dbos_ws_{next(_databases)}"
-
-
-async def _run(
-    system_database: str, root: Path, session_id: str, agent_type: str
-) -> tuple[Any, MemoryEventStore, list[str]]:
-    """Run ``session_id`` in this process on DBOS to its end; its output and its store."""
-    store = MemoryEventStore()
-    providers = {"local": LocalWorkspaceProvider(root)}
-    options = DbosOptions(system_database=system_database)
-    async with dbos_server(agents, store, options, workspace_providers=providers) as server:
-        await server.start(
-            RemoteStartRequest(session_id=session_id, agent_type=agent_type, message="go")
-        )
-        output = await stream_to_end(server, session_id)
-        steps = await DBOS.list_workflow_steps_async(f"{session_id}#2")
-    return output, store, [step["function_name"] for step in steps]
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def system_database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """DBOS's system database: a SQLite file, or a database of the private Postgres cluster."""
-    if request.param == "sqlite":
-        return _sqlite(tmp_path)
-    return _postgres(request.getfixturevalue("postgres"))
-
-
-async def test_a_file_written_in_one_step_is_read_in_another(
-    system_database: str, tmp_path: Path
-) -> None:
-    """``workspace_write`` and ``workspace_read`` are two DBOS steps; the read finds the
-    file, and the log is the built-in runtime's, event for event."""
-    with anyio.fail_after(60):
-        output, store, steps = await _run(system_database, tmp_path / "ws", "w1", "scribe")
-        builtin = await builtin_store("scribe", "w1", tmp_path / "builtin")
-    assert output == "done"
-    log = await store.read("w1")
-    assert seqs_contiguous(log)
-    [read] = results_of(log, "r1")
-    assert '"content":"step one"' in read.message.content
-    assert same_log(log, await builtin.read("w1"))
-    assert steps.count("helix_tool_call") == 3  # write, hold, read: each its own step
-    assert (tmp_path / "ws" / "w1" / "notes" / "plan.md").read_text() == "step one"
-
-
-@pytest.mark.parametrize(
-    ("agent_type", "child", "said"),
-    [
-        ("lead", "i-lead-sub-ls1", "the reader read it"),
-        ("keeper", "i-keeper-agent-r", "the companion read it"),
-    ],
-)
-async def test_an_inheriting_child_reads_its_parents_workspace(
-    tmp_path: Path, agent_type: str, child: str, said: str
-) -> None:
-    """The reader (``inherit_workspace=True``: a sub-agent's child workflow, or a blocking
-    companion's workflow of its own) reads the file its parent's step wrote; both logs are
-    the built-in runtime's."""
-    session = f"i-{agent_type}"
-    with anyio.fail_after(60):
-        output, store, _ = await _run(_sqlite(tmp_path), tmp_path / "ws", session, agent_type)
-        builtin = await builtin_store(agent_type, session, tmp_path / "builtin")
-    assert output == said
-    [read] = results_of(await store.read(child), "rr1")
-    assert '"content":"for you"' in read.message.content
-    assert project_state(await store.read(child)).workspace_session_id == session
-    for session_id in (session, child):
-        log = await store.read(session_id)
-        assert seqs_contiguous(log)
-        assert same_log(log, await builtin.read(session_id))
-
-
-_EXPIRING = [
-    ("late", "p1", "", "gave up"),
-    ("wary", "x1", "", "kept it all"),
-    ("vault", "cx1", "-sub-v1", "the clerk kept it"),  # a child's entry, expired at the root
-]
-
-
-@pytest.mark.parametrize(("agent_type", "call_id", "owner", "said"), _EXPIRING)
-async def test_an_expiring_entry_is_answered_when_the_wait_ends(
-    system_database: str, tmp_path: Path, agent_type: str, call_id: str, owner: str, said: str
-) -> None:
-    """A client tool / an approval (the root's, or its child's) with ``expires_in=1``, nobody
-    answering: the paused root
-    workflow's ``recv`` times out at the instant, the ``helix_expire`` step answers it as
-    expired, and the run goes on: the log is the built-in runtime's (expiry instants aside)."""
-    session_id = f"e-{agent_type}"
-    with anyio.fail_after(60):
-        output, store, steps = await _run(system_database, tmp_path / "ws", session_id, agent_type)
-        builtin = await builtin_store(agent_type, session_id, tmp_path / "builtin")
-    assert output == said
-    for session in (session_id, session_id + owner) if owner else (session_id,):
-        log = await store.read(session)
-        assert seqs_contiguous(log)
-        assert project_state(log).status == "completed"
-        assert same_log(log, await builtin.read(session))
-    # A child's waiting call ids carry a suffix of its session's (specs/hitl.md).
-    [result] = [
-        event
-        for event in await store.read(session_id + owner)
-        if isinstance(event, MessageAppended)
-        and isinstance(event.message, ToolResultMessage)
-        and event.message.tool_call_id.startswith(call_id)
-    ]
-    assert "no answer within 1 s" in result.message.content
-    assert "helix_expire" in steps
 
 
 async def _killed_then_taken_over(
@@ -222,15 +105,3 @@ async def test_the_expiry_wait_outlives_the_process(tmp_path: Path) -> None:
     [result] = results_of(log, "p1")
     assert "no answer within 1 s" in result.message.content
     assert project_state(log).status == "completed"
-
-
-def test_a_provider_that_keeps_files_in_one_process_is_refused(tmp_path: Path) -> None:
-    """A memory workspace cannot be reached from another process: refused at construction."""
-    agent = define_agent("ws", llm=ScriptedLLM(["hi"]), workspaces=[Workspace("files", "memory")])
-    with pytest.raises(UsageError, match=r"'ws' declares workspace 'files'.*MemoryWorkspace"):
-        DbosWorker(
-            [agent],
-            MemoryEventStore(),
-            DbosOptions(system_database=_sqlite(tmp_path)),
-            workspace_providers={"memory": MemoryWorkspaceProvider()},
-        )

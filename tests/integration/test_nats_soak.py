@@ -28,7 +28,8 @@ Bounded: a watchdog stops a run in which no root completes for
 :data:`STALL` seconds, and reports where this process's streams and the
 hosts' sub-agent calls wait (``soak_app`` dumps a host's tasks on SIGUSR1).
 
-``HELIX_SOAK_SESSIONS`` sets the number of roots (default 500).
+``HELIX_SOAK_SESSIONS`` sets the number of roots (default: 200 in CI's run, 500 in the
+long run, ``HELIX_BUDGET=long``: tests/budgets.py).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ import anyio
 import nats
 import pytest
 from anyio.abc import Process
+from budgets import budget
 from nats.aio.client import Client as NatsClient
 from nats_cluster import NODES, NatsCluster
 from soak_app import NATS_ENV, await_chain, expected_output
@@ -76,7 +78,7 @@ from helix_agents.transports.nats import HOSTS_BUCKET, NatsRemoteAgentTransport
 
 pytestmark = [pytest.mark.slow, pytest.mark.nats]
 
-SESSIONS = int(os.environ.get("HELIX_SOAK_SESSIONS", "500"))
+SESSIONS = int(os.environ.get("HELIX_SOAK_SESSIONS", str(budget(ci=200, long=500))))
 SEED = int(os.environ.get("HELIX_SOAK_SEED", str(random.SystemRandom().randrange(10**6))))
 HOSTS = 5
 CONCURRENCY = 24  # roots in flight at once

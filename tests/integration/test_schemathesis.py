@@ -21,7 +21,8 @@ and without it, and the same gateway app without auth, in this process, in
 front of the same host (its document declares no security).
 
 Generation is bounded (:data:`EXAMPLES`, :data:`SHORT`) so the module fits
-CI. Three things are steered, all only towards requests the document allows:
+CI; the long run (``HELIX_BUDGET=long``) generates about twice as much. Three
+things are steered, all only towards requests the document allows:
 a generated ``start`` names one of the served agent types half of the time
 and gets a fresh session id, so scenarios reach running and finished
 sessions; a valid ``start`` drops ``workspaceSessionId``, which only a
@@ -55,6 +56,7 @@ import nats
 import pytest
 import schemathesis
 from anyio.abc import Process
+from budgets import budget
 from hypothesis import strategies as st
 from nats_server import NatsServer
 from schema_app import agents
@@ -72,11 +74,15 @@ pytestmark = [pytest.mark.slow]
 ROOT = Path(__file__).parents[2]
 TARGET = "tests.integration.schema_app:agents"
 TOKEN = "schemathesis-token"
-EXAMPLES = 15
-"""Generated examples per operation (and scenarios) in a full run."""
-SHORT = 4
+EXAMPLES = budget(ci=8, long=15)
+"""Generated examples per operation (and scenarios) in a full run (tests/budgets.py)."""
+SHORT = budget(ci=3, long=4)
 """The same, in a run whose answers are all alike (every request refused without the token)."""
-REQUEST_TIMEOUT = 15
+REQUEST_TIMEOUT = 5
+"""Seconds for one request, its body included. Every answer comes in milliseconds but a
+stream that does not end: a scenario's ``GET /sse`` of a running session from a
+``fromSequence`` past its end gets heartbeats only, also after the session ended, until
+this timeout cuts it (the run goes on; it was 15 s, a third of the module's time)."""
 LIMIT = 300
 OPEN_PATHS = {"/health", "/openapi.json", "/ui", "/ui/assets/{name}"}
 CHECKS = {

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import anyio
 import nats
 import pytest
+from budgets import budget
 from conftest import fresh_stream_name
 from hypothesis import event, given, note, settings, strategies as st
 from nats_fault_proxy import NatsFaultProxy, WireFault, nats_fault_proxy
@@ -180,7 +181,7 @@ async def new_child_logs(store: JetStreamEventStore, before: set[str]) -> dict[s
 # --- the transport plans, on NATS, over a faulty wire ------------------------------------------
 
 
-@settings(FAULT_SETTINGS, max_examples=12)
+@settings(FAULT_SETTINGS, max_examples=budget(ci=8, long=24))
 @given(kind=KINDS, retries=RETRIES, plan=PLANS, wire=WIRE_PLANS)
 async def test_fault_schedules_over_nats_with_wire_faults(
     over_nats: NatsRemote,
@@ -262,7 +263,7 @@ async def tail_side(nats_server: NatsServer) -> AsyncIterator[TailSide]:
         await writer.close()
 
 
-@settings(FAULT_SETTINGS, max_examples=20)
+@settings(FAULT_SETTINGS, max_examples=budget(ci=8, long=40))
 @given(
     shape=st.integers(1, 6).flatmap(lambda after: st.tuples(st.just(after), tail_plans(after))),
     before=st.integers(1, 3),

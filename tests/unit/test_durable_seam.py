@@ -1,7 +1,7 @@
 """The durable seam's engine-neutral parts: the provider check, a plan's expiry, the hub's holds.
 
-Engine-free: the engines' own tests (``test_temporal_workspaces.py``,
-``test_dbos_workspaces.py``) run them on real Temporal and DBOS.
+Engine-free: ``test_durable_workspaces.py`` (and the engines' kill tests,
+``test_temporal_workspaces.py``, ``test_dbos_workspaces.py``) run them on real Temporal and DBOS.
 """
 
 from __future__ import annotations

@@ -1,5 +1,11 @@
-"""Seed 000's remote-call recovery on DBOS: a remote child's stream cut mid-frame, the step
-retried by DBOS, status asked first, the stream followed on from the last seq held."""
+"""Seed 000's remote-call recovery on the durable runtimes: a remote child's stream cut
+mid-frame, the remote-call step (Temporal: activity) retried by the engine, status asked
+first, the stream followed on from the last seq held.
+
+The remote child is ``helix-agents serve`` of ``remote_app`` behind a loopback proxy that
+cuts the first SSE stream after 1500 bytes. Temporal's heartbeat-carried resume point is
+in ``test_temporal_children.py``.
+"""
 
 from __future__ import annotations
 
@@ -11,17 +17,20 @@ import pytest
 from tcp_proxy import TcpProxy, tcp_proxy
 
 from helix_agents import create_remote_sub_agent_tool, define_agent
-from helix_agents.dbos import DbosOptions, dbos_server
 from helix_agents.events import ChildChunkForwarded, SubSessionFinished
 from helix_agents.models import ScriptedLLM
 from helix_agents.protocol import RemoteStartRequest
 from helix_agents.stores import MemoryEventStore
 from helix_agents.transports import HttpRemoteAgentTransport
+from tests.integration._durable_kit import Runtime
 from tests.integration._serve_process import ServeProcess
 from tests.integration._temporal_kit import seqs_contiguous, stream_to_end
 from tests.integration.remote_app import Query, Report, expected_report
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.parametrize("runtime", ["temporal", "dbos"], indirect=True),
+]
 
 
 @pytest.fixture
@@ -36,12 +45,12 @@ async def remote(tmp_path: Path) -> AsyncIterator[tuple[ServeProcess, TcpProxy]]
 
 
 async def test_seed_000_remote_call_step_retried_after_a_stream_drop(
-    tmp_path: Path, remote: tuple[ServeProcess, TcpProxy]
+    runtime: Runtime, remote: tuple[ServeProcess, TcpProxy]
 ) -> None:
-    """The remote child's SSE stream is cut mid-frame: the remote-call step raises
-    StreamDropError (the tool allows no in-step reconnect), DBOS retries the step, and the
-    retry asks the status first and follows on from the last seq the parent's log holds:
-    every forwarded chunk once, in order, and the child's output."""
+    """The remote child's SSE stream is cut mid-frame: the remote-call step (Temporal: its
+    activity) raises StreamDropError (the tool allows no in-step reconnect), the engine
+    retries it, and the retry asks the status first and follows on from the last seq the
+    parent's log holds: every forwarded chunk once, in order, and the child's output."""
     served, proxy = remote
     async with HttpRemoteAgentTransport(proxy.url, max_retries=0) as transport:
         lead = define_agent(
@@ -62,10 +71,9 @@ async def test_seed_000_remote_call_step_retried_after_a_stream_drop(
             ),
         )
         store = MemoryEventStore()
-        options = DbosOptions(system_database=f"sqlite:///{tmp_path / 'dbos.sqlite'}")
         armed = proxy.cut_after(1500, request_prefix=b"GET /sse")
         with anyio.fail_after(90):
-            async with dbos_server({"lead": lead}, store, options) as server:
+            async with runtime.server({"lead": lead}, store) as server:
                 await server.start(
                     RemoteStartRequest(session_id="r", agent_type="lead", message="go")
                 )
@@ -83,3 +91,17 @@ async def test_seed_000_remote_call_step_retried_after_a_stream_drop(
     first_sse = next(n for n, line in enumerate(requests) if "GET /sse" in line)
     asked = [n for n, line in enumerate(requests) if "GET /status" in line]
     assert any(n > first_sse for n in asked)  # the retry asked the status first
+    if runtime.name == "temporal":
+        # The history shows the activity's retry after the drop.
+        from temporalio.client import Client
+
+        assert runtime.dev is not None
+        client = await Client.connect(runtime.dev.address)
+        attempts = [
+            event.activity_task_started_event_attributes
+            async for event in client.get_workflow_handle("r").fetch_history_events()
+            if event.HasField("activity_task_started_event_attributes")
+        ]
+        retried = [a for a in attempts if a.attempt > 1]
+        assert retried, "the remote call's activity was not retried"
+        assert "StreamDropError" in retried[0].last_failure.application_failure_info.type
