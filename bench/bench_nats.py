@@ -44,7 +44,7 @@ from typing import Any
 
 import anyio
 import nats
-from _nats import cpu_seconds, nats_server, stop_process
+from _nats import cpu_seconds, nats_server, raw_floor, stop_process
 from nats_agents import CHUNKS, Found, Query, researcher
 from pydantic import BaseModel
 
@@ -68,59 +68,12 @@ from helix_agents.transports.nats import NatsRemoteAgentTransport
 
 BENCH_DIR = Path(__file__).resolve().parent
 CALL_STREAM = "BENCH_CALLS"
-RAW_STREAM = "BENCH_RAW"
 HOST_LEASE_TTL = 60.0
 """The hosts' lease TTL: their orphan scan (every TTL/3) stays out of the run."""
 
 
 class _Out(BaseModel):
     summary: str
-
-
-# --- the floor ---------------------------------------------------------------------------------
-
-
-async def _raw_floor(url: str, appends: int, payload_size: int, repeats: int) -> list[float]:
-    """p50 material: one request/reply + ``appends`` pipelined, acked publishes read back."""
-    nc = await nats.connect(url)
-    js = nc.jetstream()
-    await js.add_stream(name=RAW_STREAM, subjects=["bench.raw.>"])
-
-    async def respond(msg: Any) -> None:
-        await msg.respond(b'{"result":{"sessionId":"s","streamId":"s","runId":"r"}}')
-
-    await nc.subscribe("bench.echo", cb=respond)
-    received = {"n": 0}
-    done = {"event": anyio.Event(), "want": 0}
-
-    async def on_msg(msg: Any) -> None:
-        received["n"] += 1
-        if received["n"] >= done["want"]:
-            done["event"].set()
-
-    # The reader is set up once, ahead: the fastest way to read a subject back.
-    await js.subscribe("bench.raw.>", cb=on_msg, ordered_consumer=True)
-    await nc.flush()
-    payload = b"x" * payload_size
-    times = []
-    for index in range(repeats + 2):  # two warm-ups
-        received["n"] = 0
-        done["event"] = anyio.Event()
-        done["want"] = appends
-        start = time.perf_counter()
-        await nc.request("bench.echo", b'{"sessionId":"s"}', timeout=5)
-        futures = [
-            await js.publish_async(f"bench.raw.{index}", payload, stream=RAW_STREAM)
-            for _ in range(appends)
-        ]
-        for future in futures:
-            await future
-        await done["event"].wait()
-        elapsed = time.perf_counter() - start
-        if index >= 2:
-            times.append(elapsed)
-    await nc.close()
-    return times
 
 
 # --- our remote call ---------------------------------------------------------------------------
@@ -435,7 +388,7 @@ def run_nats(*, quick: bool = False) -> dict[str, Any]:
             with contextlib.redirect_stdout(io.StringIO()):  # the host prints each session
                 call_times, appends, size, kv_puts = anyio.run(_remote_calls, url, calls)
             payload_size = max(1, size // max(appends, 1))
-            raw_times = anyio.run(_raw_floor, url, appends, payload_size, calls)
+            raw_times = anyio.run(raw_floor, url, appends, payload_size, calls)
             new_tails = anyio.run(_new_tails_per_s, url, 500 if quick else 2000)
             scanned = 500 if quick else 2000
             swept, indexed, looked_at = anyio.run(_scan_cost, url, scanned, 3)

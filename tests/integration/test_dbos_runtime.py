@@ -18,9 +18,15 @@ from tests.integration._durable_kit import Runtime
 from tests.integration._temporal_kit import seqs_contiguous, stream_to_end, wait_for
 from tests.integration.temporal_app import agents
 
-pytestmark = [pytest.mark.slow, pytest.mark.parametrize("runtime", ["dbos"], indirect=True)]
+pytestmark = [pytest.mark.slow]
 
 
+def options_in(tmp_path: Path) -> DbosOptions:
+    """Options with a system database of the test's own."""
+    return DbosOptions(system_database=f"sqlite:///{tmp_path / 'dbos.sqlite'}")
+
+
+@pytest.mark.parametrize("runtime", ["dbos"], indirect=True)
 async def test_an_interrupt_of_a_paused_root_ends_its_waiting_workflow(runtime: Runtime) -> None:
     """A tree paused for an approval is interrupted at the root: the root ends interrupted
     and its paused workflow, woken, ends; the paused child stays paused (as on the built-in
@@ -45,21 +51,15 @@ async def test_an_interrupt_of_a_paused_root_ends_its_waiting_workflow(runtime: 
     assert project_state(await store.read("pi-sub-c1")).status == "paused"
 
 
-def _options_in(directory: Path) -> DbosOptions:
-    """Options with a system database of the test's own."""
-    return DbosOptions(system_database=f"sqlite:///{directory / 'dbos.sqlite'}")
-
-
 async def test_a_second_dbos_in_the_process_is_refused_and_the_first_goes_on(
-    runtime: Runtime, tmp_path: Path
+    tmp_path: Path,
 ) -> None:
     """One DBOS per process: a second worker entered while one runs is refused, and the
     refusal leaves the running one's DBOS launched, its sessions running to their end."""
     store = MemoryEventStore()
     with anyio.fail_after(60):
-        async with DbosWorker(agents.values(), store, _options_in(tmp_path)) as worker:
-            (tmp_path / "other").mkdir()
-            second = DbosWorker(agents.values(), store, _options_in(tmp_path / "other"))
+        async with DbosWorker(agents.values(), store, options_in(tmp_path)) as worker:
+            second = DbosWorker(agents.values(), store, options_in(tmp_path / "other"))
             with pytest.raises(UsageError, match="one per process"):
                 await second.__aenter__()
             service = worker.executor.service
