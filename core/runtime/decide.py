@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import msgspec
@@ -128,7 +128,7 @@ class Stop:
 class Over:
     """Nothing to do: the run is over (paused, completed, failed, interrupted)."""
 
-    status: str = field(default="completed")
+    status: str
 
 
 Action = ModelStep | RunRound | Suspend | Complete | Fail | Stop | Over
