@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
+SERVED = BENCH / "served"
+"""The programs the benchmarks serve (agent modules, the A2A and MCP servers)."""
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -55,15 +57,15 @@ def _wait_listening(port: int, process: subprocess.Popen[bytes], log: Path) -> N
 
 @contextlib.contextmanager
 def server_process(args: list[str], port: int, log: Path) -> Iterator[int]:
-    """Run ``python args...`` from ``bench/`` until it listens on ``port``; yield its pid.
+    """Run ``python args...`` from ``bench/served/`` until it listens on ``port``; yield its pid.
 
     Its output goes to ``log``; it is stopped (SIGTERM, then SIGKILL) on leaving.
     """
-    env = dict(os.environ, PYTHONPATH=str(BENCH))
+    env = dict(os.environ, PYTHONPATH=str(SERVED))
     with log.open("wb") as out:
         process = subprocess.Popen(
             [sys.executable, *args],
-            cwd=BENCH,
+            cwd=SERVED,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=out,

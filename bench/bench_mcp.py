@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from _proc import BENCH, free_port, server_process
+from _proc import SERVED, free_port, server_process
 from mcp import StdioServerParameters
 from pydantic import BaseModel
 
@@ -27,7 +27,7 @@ from helix_agents.mcp import MCPToolset
 from helix_agents.models import ScriptedLLM
 from helix_agents.stores import MemoryEventStore
 
-STDIO = StdioServerParameters(command=sys.executable, args=[str(BENCH / "mcp_server.py")])
+STDIO = StdioServerParameters(command=sys.executable, args=[str(SERVED / "mcp_server.py")])
 
 
 class Pair(BaseModel):

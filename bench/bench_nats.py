@@ -66,7 +66,7 @@ from helix_agents.server.fleet.runtime import NatsRuntime
 from helix_agents.stores.jetstream.store import WATCH_LINGER, JetStreamEventStore
 from helix_agents.transports.nats import NatsRemoteAgentTransport
 
-BENCH_DIR = Path(__file__).resolve().parent
+BENCH_DIR = Path(__file__).resolve().parent / "served"
 CALL_STREAM = "BENCH_CALLS"
 HOST_LEASE_TTL = 60.0
 """The hosts' lease TTL: their orphan scan (every TTL/3) stays out of the run."""

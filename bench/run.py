@@ -10,7 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
+# The programs the benchmarks serve (bench/served/) import by name, in here and in servers.
+sys.path.insert(1, str(Path(__file__).resolve().parent / "served"))
 BENCHMARKS = (
     "store",
     "runtime",

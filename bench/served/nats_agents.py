@@ -1,6 +1,6 @@
 """The agents the ``nats`` benchmark's ``helix-agents host`` subprocesses serve.
 
-Run as ``helix-agents host nats_agents:agents --nats URL`` with ``bench/`` on
+Run as ``helix-agents host nats_agents:agents --nats URL`` with ``bench/served/`` on
 ``PYTHONPATH``. ``researcher`` finishes with ``CHUNKS`` one-word text chunks
 (the child of the benchmark's remote call, as in ``bench_http``); ``napper``
 (in ``napping_agents``) waits in a tool, for the time-to-takeover measurement.
