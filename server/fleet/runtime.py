@@ -32,6 +32,7 @@ from helix_agents.errors import HelixError, UsageError
 from helix_agents.events import Event
 from helix_agents.log.state import SessionState
 from helix_agents.runtime.executor import AgentExecutor
+from helix_agents.runtime.runs import ActiveRun
 from helix_agents.runtime.service import ExecutorService, RuntimeParts
 from helix_agents.server.fleet.leases import DEFAULT_LEASE_TTL, Lease, LeaseKeeper
 from helix_agents.server.fleet.running import RunningIndex, bucket_for
@@ -196,15 +197,22 @@ class NatsRuntime:
             _log.info("host %s runs %s", self.host_id, session_id)
         if session_id not in self._releasing and self.task_group is not None:
             self._releasing.add(session_id)
-            self.task_group.start_soon(self._release_when_idle, session_id)
+            # The run as it is now: it may end before the task below first looks.
+            active = self.executor.runs.active(session_id)
+            self.task_group.start_soon(self._release_when_idle, session_id, active)
 
-    async def _release_when_idle(self, session_id: str) -> None:
-        """Give the session's lease back (and its index entry) once no run of it is active here."""
+    async def _release_when_idle(self, session_id: str, active: ActiveRun | None) -> None:
+        """Give the session's lease back (and its index entry) once no run of it is active here.
+
+        ``active``: the run that was active when the task was started, so its
+        final state is known even if it ended before the task first looked.
+        """
         executor = self.executor
         try:
             while True:
                 # Until no run is active here; ``last``: the one that ended last.
-                last, current = None, executor.runs.active(session_id)
+                last, current = None, active or executor.runs.active(session_id)
+                active = None
                 while current is not None:
                     last = current
                     await current.done.wait()

@@ -201,6 +201,11 @@ async def test_the_orphan_scan_reads_only_the_logs_no_live_lease_covers(
                 assert set(reads) == {*finished, orphan, held}
                 assert [reads.count(session_id) for session_id in [*finished, held]] == [1] * 4
                 await server.executor.wait_idle(orphan)
+                # Its lease given back: the run's index entry went with it (before, a scan
+                # could list the entry and find the lease gone, and read the log to be sure).
+                # The release gives no event to wait on: polled, bounded by fail_after.
+                while await host.leases.holder(orphan) is not None:  # noqa: ASYNC110
+                    await anyio.sleep(0.01)
                 reads.clear()
                 assert await host.take_over_orphans() == []
                 assert reads == []  # the orphan's run ended here; "other" holds the rest

@@ -89,6 +89,8 @@ async def refused(url: str) -> None:
                 await client.get(f"{url}/health")
             except httpx.ConnectError:
                 return
+            except (httpx.ReadError, httpx.RemoteProtocolError):
+                pass  # accepted as the listener closed, then dropped: stopping, not stopped
             await anyio.sleep(0.05)  # polling is the only signal a subprocess gives
 
 
