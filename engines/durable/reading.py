@@ -34,7 +34,6 @@ from helix_agents.runtime.decide import (
     Over,
     RunRound,
     Stop,
-    Suspend,
     next_action,
     unanswered_calls,
 )
@@ -105,8 +104,8 @@ def plan_of(agent: AgentConfig, state: SessionState) -> Plan:
     )
     if isinstance(action, Stop):
         plan.stop, plan.stop_reason = action.kind, action.reason
-    elif isinstance(action, Over) and action.status != "paused":
-        plan.next = "end"
+    elif isinstance(action, Over):
+        plan.next = "pause" if action.status == "paused" else "end"
     return plan
 
 
@@ -115,11 +114,11 @@ _NEXT: dict[type[Action], Next] = {
     Complete: "step",
     Fail: "step",
     RunRound: "round",
-    Suspend: "round",
     Stop: "stop",
-    Over: "pause",
+    Over: "end",
 }
-"""The durable step that carries each action out (a workflow only drives)."""
+"""The durable step that carries each action out (a workflow only drives); ``Suspend``
+is not one: a plan asks ``next_action`` with no round's waiting, so it never comes."""
 
 
 def first_error(group: BaseExceptionGroup[Any]) -> BaseException:

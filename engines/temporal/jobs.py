@@ -9,6 +9,7 @@ activity. A stop reaches every child workflow running (``cascade``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 
 from temporalio import workflow
@@ -105,13 +106,8 @@ class RoundJobs:
         try:
             await workflow.start_child_workflow(
                 WORKFLOW_NAME,
-                WorkflowInput(
-                    child,
-                    seq,
-                    heartbeat_timeout=run.heartbeat_timeout,
-                    paused_wait=run.paused_wait,
-                    stop_grace=run.stop_grace,
-                ),
+                # The parent's timing knobs: the child's run is the same engine's.
+                dataclasses.replace(run, session_id=child, seq=seq),
                 id=child,
                 task_queue=workflow.info().task_queue,
                 parent_close_policy=ParentClosePolicy.ABANDON,
