@@ -269,6 +269,9 @@ class SessionCreated(EventBase, tag="session_created", frozen=True):
     trace_context: dict[str, str] = {}
     """The W3C trace context (``traceparent``, ``tracestate``) every run of the session
     is traced under; empty: a new trace (specs/otel.md)."""
+    strict: bool = False
+    """Every run fails at its first problem (a tool error, an unknown tool, a failed
+    child, a rejected output) instead of showing it to the model (specs/runtime.md)."""
 
 
 class RunStarted(EventBase, tag="run_started", frozen=True):

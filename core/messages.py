@@ -15,6 +15,9 @@ __all__ = [
     "UserMessage",
 ]
 
+FINISH_TOOL_NAME = "__finish__"
+"""The tool an agent with an output schema calls with its output (``helix_agents.models``)."""
+
 
 class ToolCall(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """One tool call requested by the LLM; ``id`` is also the tool's idempotency key."""

@@ -15,7 +15,7 @@ import msgspec
 from helix_agents.errors import AgentServerError, UsageError
 from helix_agents.events import Chunk, PendingInput, SuspensionReason
 from helix_agents.ids import SessionId, validate_session_id
-from helix_agents.log.state import SessionStatus, UsageTotals
+from helix_agents.log.state import RunProblem, SessionStatus, UsageTotals
 from helix_agents.messages import UserMessage
 
 __all__ = [
@@ -67,6 +67,9 @@ class RemoteStartRequest(_Wire, frozen=True):
     trace_context: dict[str, str] | None = None
     """The caller's W3C trace context (``traceparent``, ``tracestate``): the session's
     runs are traced as its children (specs/otel.md)."""
+    strict: bool = False
+    """Fail each run at its first problem (a tool error, an unknown tool, a failed child,
+    a rejected output) instead of showing it to the model; children inherit it."""
 
 
 class RemoteResumeRequest(_Wire, frozen=True):
@@ -146,6 +149,9 @@ class RemoteStatusResponse(_Wire, frozen=True):
     run_from_sequence: int = 0
     """The ``fromSequence`` that reads the current (last) run only: the log's seq before
     its ``run_started``, 0 for the first run (it began with the session)."""
+    problems: list[RunProblem] = []
+    """What went wrong in the current turn that the model was shown (tool errors, unknown
+    tools, failed children, rejected outputs): a completed run may have some."""
     waiting: StoreWait | msgspec.UnsetType = msgspec.UNSET
     """Present only while the session's run, executing here, waits for its store to come
     back (an outage being waited out): since when, and why. The rest of the answer is

@@ -194,6 +194,7 @@ class ChildCall(ChildLink):
             ancestors=[*state.ancestors, state.session_id],
             workspace_session_id=inherited_workspace(self.tool, state, self.agent),
             trace_context=self.env.tracer.trace_context() or None,
+            strict=state.strict,
         )
 
     async def _reopen(self, payload: Any) -> None:

@@ -227,6 +227,7 @@ class CompanionSpawning:
             ancestors=[*state.ancestors, state.session_id],
             workspace_session_id=inherited_workspace(entry, state, self.core.agent),
             trace_context=self.core.env.tracer.trace_context() or None,
+            strict=state.strict,
         )
 
     async def _spawn_again(self, call: ToolCall, ref: SubSessionRef, waiting: Waiting) -> None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from helix_agents.errors import CorruptLogError
 from helix_agents.events import (
     CHUNK_TYPES,
@@ -52,12 +54,14 @@ from helix_agents.log.state import (
     ModelTokens,
     PendingApproval,
     PendingClientTool,
+    ProblemKind,
+    RunProblem,
     SessionState,
     SubSessionRef,
     ToolOwnership,
     WorkspaceFile,
 )
-from helix_agents.messages import AssistantMessage, ToolResultMessage
+from helix_agents.messages import FINISH_TOOL_NAME, AssistantMessage, ToolResultMessage
 
 __all__ = ["HANDLERS", "initial_state"]
 
@@ -73,6 +77,8 @@ def _start_run(state: SessionState, event: RunStarted) -> None:
     state.recoverable = False
     if event.mode == "continue":
         state.output = None
+    if event.mode != "resume":  # a new turn; a resumed one keeps what went wrong so far
+        state.problems = []
     if event.message_id is not None:
         state.message_ids[event.message_id] = MessageReceipt(
             run_id=event.run_id, messages=list(event.messages)
@@ -162,6 +168,8 @@ def _message(state: SessionState, event: MessageAppended) -> None:
     message = event.message
     state.messages.append(message)
     if isinstance(message, ToolResultMessage):
+        if message.is_error:
+            _problem(state, message, event.seq)
         # A recorded result settles any wait on that call.
         call_id = message.tool_call_id
         state.pending_client_tools.pop(call_id, None)
@@ -372,6 +380,36 @@ def _workspace_deleted(state: SessionState, event: WorkspaceDeleted) -> None:
             del state.workspace_files[event.workspace]
 
 
+def _problem(state: SessionState, message: ToolResultMessage, seq: int) -> None:
+    """An error result the model is shown is a problem of the run (folded before it settles).
+
+    Not a problem: a person's denial or an expiry (a decision), nor anything
+    once a stop was asked for (the run is ending anyway).
+    """
+    if state.interrupt_requested or state.abort_requested:
+        return
+    call_id = message.tool_call_id
+    decided = state.pending_approvals.get(call_id) or state.client_tool_ownership.get(call_id)
+    if decided is not None and decided.approved is False:
+        return
+    try:
+        error = str(msgspec.json.decode(message.content)["error"])
+    except (msgspec.DecodeError, KeyError, TypeError):
+        error = message.content
+    kind: ProblemKind = "tool_error"
+    if message.tool_name == FINISH_TOOL_NAME:
+        kind = "output_rejected"
+    elif error == f"unknown tool {message.tool_name!r}":
+        kind = "unknown_tool"
+    elif any(ref.tool_call_id == call_id for ref in state.sub_sessions.values()):
+        kind = "child_failed"
+    state.problems.append(
+        RunProblem(
+            kind=kind, tool_name=message.tool_name, tool_call_id=call_id, error=error, seq=seq
+        )
+    )
+
+
 def _chunk(state: SessionState, event: Any) -> None:
     """Chunks are the stream's content; they do not change the state."""
 
@@ -437,6 +475,7 @@ def initial_state(event: Event) -> SessionState:
         input=event.input,
         messages=list(event.messages),
         custom_state=dict(event.initial_state),
+        strict=event.strict,
         last_seq=1,
         created_ts=event.ts,
         updated_ts=event.ts,

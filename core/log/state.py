@@ -21,6 +21,8 @@ __all__ = [
     "ModelTokens",
     "PendingApproval",
     "PendingClientTool",
+    "ProblemKind",
+    "RunProblem",
     "SessionState",
     "SessionStatus",
     "StatusSnapshot",
@@ -39,6 +41,32 @@ SubSessionStatus = Literal[
     "running", "completed", "failed", "interrupted", "terminated", "paused_awaiting_client"
 ]
 """A child's status as its parent's log knows it."""
+
+
+ProblemKind = Literal["tool_error", "unknown_tool", "child_failed", "output_rejected"]
+"""What went wrong in a run that the model was shown and could recover from."""
+
+_PROBLEM_LABELS: dict[str, str] = {
+    "tool_error": "tool {name!r} failed: {error}",
+    "unknown_tool": "the model called an unknown tool {name!r}",
+    "child_failed": "sub-agent call {name!r} failed: {error}",
+    "output_rejected": "output rejected: {error}",
+}
+
+
+class RunProblem(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """One thing that went wrong in a run (a tool error, a failed child...): its ``tool_end``."""
+
+    kind: ProblemKind
+    tool_name: str
+    tool_call_id: str
+    error: str
+    seq: int
+    """The seq of the ``tool_end`` that recorded it."""
+
+    def describe(self) -> str:
+        """The problem in one line, as an error message names it."""
+        return _PROBLEM_LABELS[self.kind].format(name=self.tool_name, error=self.error)
 
 
 class SubSessionRef(msgspec.Struct, kw_only=True, rename="camel"):
@@ -205,6 +233,10 @@ class SessionState(msgspec.Struct, kw_only=True, rename="camel"):
     """The session whose workspaces this one uses (inherited); None: its own."""
     workspace_files: dict[str, dict[str, WorkspaceFile]] = {}
     """Files this session wrote and did not delete since, by workspace name, then path."""
+    strict: bool = False
+    """Fail a run at its first problem (``session_created``'s ``strict``)."""
+    problems: list[RunProblem] = []
+    """What went wrong in the current turn that the model was shown (specs/runtime.md)."""
     last_seq: int = 0
     created_ts: float = 0.0
     updated_ts: float = 0.0

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import msgspec
 
 from helix_agents.errors import HelixError
-from helix_agents.messages import Message, ToolCall
+from helix_agents.messages import FINISH_TOOL_NAME as FINISH_TOOL_NAME, Message, ToolCall
 
 __all__ = [
     "FINISH_TOOL_NAME",
@@ -28,9 +28,6 @@ __all__ = [
     "TokenUsage",
     "ToolSpec",
 ]
-
-
-FINISH_TOOL_NAME = "__finish__"
 
 
 class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):

@@ -31,6 +31,7 @@ from helix_agents.runtime.decide import (
     call_kind,
     completion,
     failure,
+    failure_text,
     final_answer,
     reminder,
     tool_specs,
@@ -202,6 +203,7 @@ class RunActions:
     async def fail(self, error: str, *, recoverable: bool = False) -> None:
         """Fail the run with ``error`` (its error chunk, ``failed``, the ``on_agent_fail`` hook)."""
         sid = self.writer.session_id
+        error = failure_text(self.writer.state, error)
         await self.writer.append(*failure(self.agent, sid, error, recoverable=recoverable))
         await self.fire("on_agent_fail", error)
 

@@ -37,7 +37,7 @@ from helix_agents.events import (
     OutputChunk,
 )
 from helix_agents.hitl.gates import Waiting, tree_unique_call_id, waits_for_people
-from helix_agents.log.state import SessionState
+from helix_agents.log.state import RunProblem, SessionState
 from helix_agents.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from helix_agents.models.base import FINISH_TOOL_NAME, ToolSpec
 from helix_agents.runtime.tool_runner import ToolOutcome, result_events, tool_start, validate_finish
@@ -58,12 +58,14 @@ __all__ = [
     "Suspend",
     "call_kind",
     "failure",
+    "failure_text",
     "finished_output",
     "internal_error",
     "next_action",
     "reminder",
     "stop_ending",
     "stop_reason_text",
+    "strict_error",
     "completion",
     "final_answer",
     "tool_specs",
@@ -138,11 +140,12 @@ Action = ModelStep | RunRound | Suspend | Complete | Fail | Stop | Over
 def next_action(agent: AgentConfig, state: SessionState, waiting: Waiting | None = None) -> Action:
     """What the run of ``state`` does next; ``waiting``: what the round just run left waiting.
 
-    In this order: a stop request in the log stops a running run; a run not
-    running is over; the last turn's valid ``__finish__`` completes it (unless
-    follow-ups are queued: they come first); a round that left calls waiting
-    suspends it; calls without a result make a round; the step limit fails
-    it; else the model is called.
+    In this order: a run not running is over; a stop request in the log stops
+    it; a strict session's problem fails it once its round is done; the last
+    turn's valid ``__finish__`` completes it (unless follow-ups are queued:
+    they come first); a round that left calls waiting suspends it; calls
+    without a result make a round; the step limit fails it; else the model is
+    called.
     """
     if state.status != "running":
         return Over(state.status)
@@ -150,6 +153,8 @@ def next_action(agent: AgentConfig, state: SessionState, waiting: Waiting | None
         return Stop("abort", state.stop_reason)
     if state.interrupt_requested:
         return Stop("interrupt", state.stop_reason)
+    if state.strict and state.problems and not waiting and not unanswered_calls(state):
+        return Fail(strict_error(state.problems[0]))
     if not state.queued_messages:
         finished = finished_output(agent, state)
         if finished is not None:
@@ -236,6 +241,32 @@ def failure(
         ),
         Failed(error=error, recoverable=recoverable),
     ]
+
+
+def strict_error(problem: RunProblem) -> str:
+    """Why a strict session's run failed: its first problem."""
+    return f"strict: {problem.describe()}"
+
+
+def failure_text(state: SessionState, error: str) -> str:
+    """The error a run fails with, led by what went wrong in the round just before it.
+
+    A model that fails after its output was rejected (or a tool failed) fails
+    for that reason first: ``output rejected: answer: Field required; then
+    LLM call failed: ...``. The step limit keeps the seeds' text, and a strict
+    failure already names its problem.
+    """
+    if not state.problems or error == MAX_STEPS_EXCEEDED or error.startswith("strict: "):
+        return error
+    last_turn: set[str] = set()
+    for message in reversed(state.messages):
+        if isinstance(message, AssistantMessage):
+            last_turn = {call.id for call in message.tool_calls}
+            break
+    problem = state.problems[-1]
+    if problem.tool_call_id not in last_turn:
+        return error
+    return f"{problem.describe()}; then {error}"
 
 
 def stop_reason_text(kind: str, reason: str | None) -> str | None:

@@ -142,6 +142,7 @@ class AgentExecutor:
         workspace_provider_kinds: Iterable[str] | None = None,
         tracer: Tracer | None = None,
         runtime: Runtime | None = None,
+        strict: bool = False,
     ) -> None:
         given = (llm, llm_override, local_transport, workspace_providers)
         if runtime is not None and not runtime.runs_models and given != (None,) * 4:
@@ -158,6 +159,8 @@ class AgentExecutor:
         """The owner of this executor's running sessions (locks, active runs, launches)."""
         self.runtime = runtime
         """The runtime the sessions run on (None: the built-in one)."""
+        self.strict = strict
+        """Start sessions strict unless a call says otherwise (a run fails at its first problem)."""
         parts = (
             runtime.bind(self)
             if runtime is not None
@@ -309,6 +312,7 @@ class AgentExecutor:
         session_id: str | None = None,
         state: dict[str, Any] | None = None,
         metadata: dict[str, str] | None = None,
+        strict: bool | None = None,
     ) -> OutputT:
         """Run ``agent`` to its end and return its output: ``await executor.run(agent, "...")``.
 
@@ -322,7 +326,12 @@ class AgentExecutor:
             AgentServerError: the start was refused, as for :meth:`execute`.
         """
         handle = await self.execute(
-            agent, message_or_input, session_id=session_id, state=state, metadata=metadata
+            agent,
+            message_or_input,
+            session_id=session_id,
+            state=state,
+            metadata=metadata,
+            strict=strict,
         )
         return (await handle.result()).unwrap()
 
@@ -334,6 +343,7 @@ class AgentExecutor:
         session_id: str | None = None,
         state: dict[str, Any] | None = None,
         metadata: dict[str, str] | None = None,
+        strict: bool | None = None,
     ) -> AgentHandle[OutputT]:
         """Start ``agent`` on a message (a string) or an input (a dict, mapped to a message).
 
@@ -342,6 +352,8 @@ class AgentExecutor:
         and :class:`~helix_agents.errors.ToolsetError` when a toolset of the
         agent (or of its sub-agents) will not open (nothing is started then).
         The handle's result carries the output as an ``output_schema`` instance.
+        ``strict`` (default: the executor's): each run of the session, and of its
+        children, fails at its first problem instead of showing it to the model.
         """
         self.registry.register(agent)
         self.require_models()
@@ -359,6 +371,7 @@ class AgentExecutor:
                 state=state,
                 metadata=metadata,
                 input=None if isinstance(message_or_input, str) else message_or_input,
+                strict=self.strict if strict is None else strict,
             )
         )
         return await self._handle(response)

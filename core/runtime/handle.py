@@ -12,7 +12,7 @@ from helix_agents.agents.config import OutputT
 from helix_agents.errors import AgentRunError, AgentServerError
 from helix_agents.events import PendingInput, Suspended
 from helix_agents.log.projections import pending_inputs, stream_item
-from helix_agents.log.state import SessionStatus, StreamItem
+from helix_agents.log.state import RunProblem, SessionStatus, StreamItem
 from helix_agents.log.streaming import RUN_ENDING_EVENTS
 from helix_agents.protocol import SubmitResponse
 from helix_agents.runtime.runs import SessionRuns
@@ -22,11 +22,14 @@ __all__ = ["AgentHandle", "AgentResult"]
 
 
 class AgentResult(msgspec.Struct, Generic[OutputT], frozen=True, kw_only=True):
-    """How a run ended: status, output or error, custom state.
+    """How a run ended: status, output or error, custom state, and what went wrong.
 
     ``output`` is an instance of the agent's ``output_schema`` when it has one
     (the log holds its JSON, validated back into the class here), else the
-    final text; None unless ``status`` is ``completed``.
+    final text; None unless ``status`` is ``completed``. ``problems`` are the
+    turn's tool errors, unknown tools, failed children and rejected outputs,
+    in order: the model was shown each and may have recovered, so a
+    ``completed`` run can have some (a strict session fails at the first).
     """
 
     session_id: str
@@ -35,6 +38,7 @@ class AgentResult(msgspec.Struct, Generic[OutputT], frozen=True, kw_only=True):
     error: str | None = None
     state: dict[str, Any] = {}
     step_count: int = 0
+    problems: list[RunProblem] = []
 
     def unwrap(self) -> OutputT:
         """The output of a completed run; :class:`AgentRunError` for any other ending."""
@@ -98,6 +102,7 @@ class AgentHandle(Generic[OutputT]):
             error=state.error,
             state=state.custom_state,
             step_count=state.step_count,
+            problems=list(state.problems),
         )
 
     async def stream(self, from_sequence: int | None = None) -> AsyncIterator[StreamItem]:

@@ -276,6 +276,7 @@ class ExecutorService:
                 sid for sid, ref in state.sub_sessions.items() if ref.remote is None
             ],
             run_from_sequence=run_from,
+            problems=list(state.problems),
             waiting=msgspec.UNSET if waiting is None else waiting,
         )
 

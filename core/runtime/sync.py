@@ -24,6 +24,7 @@ def run_sync(
     session_id: str | None = None,
     state: dict[str, Any] | None = None,
     metadata: dict[str, str] | None = None,
+    strict: bool = False,
 ) -> OutputT:
     """Run ``agent`` on ``store`` to its end and return its output, blocking.
 
@@ -41,6 +42,8 @@ def run_sync(
         session_id: the session's id (default: a new one).
         state: the custom state the session starts with.
         metadata: string metadata stored with the session.
+        strict: fail the run (and its children's) at its first problem: a tool
+            error, an unknown tool, a failed child, a rejected output.
 
     Raises:
         AgentRunError: the run failed, was interrupted, or paused waiting for a
@@ -61,7 +64,12 @@ def run_sync(
     async def run() -> OutputT:
         async with AgentExecutor(store, [agent], llm=llm) as executor:
             return await executor.run(
-                agent, message_or_input, session_id=session_id, state=state, metadata=metadata
+                agent,
+                message_or_input,
+                session_id=session_id,
+                state=state,
+                metadata=metadata,
+                strict=strict,
             )
 
     return anyio.run(run)

@@ -244,6 +244,26 @@ def agents() -> list[AgentConfig]:
             )
         ),
     )
+    fumbler = define_agent(
+        "fumbler",
+        tools=[broken],
+        output_schema=Note,
+        llm=ScriptedLLM(
+            [
+                [call("broken", {"topic": "old"}, id="f1")],
+                ScriptedLLM.finish({"note": "gave up"}, id="f2"),
+            ]
+        ),
+    )
+    sponsor = define_agent(
+        "sponsor",
+        tools=[create_sub_agent_tool(fumbler, Topic)],
+        llm=ScriptedLLM(
+            _then_say_what_was_seen(
+                ScriptStep(tool_calls=[call("subagent__fumbler", {"topic": "old"}, id="c4")])
+            )
+        ),
+    )
     return [
         looper,
         stepper,
@@ -257,4 +277,5 @@ def agents() -> list[AgentConfig]:
         holder,
         boss,
         chooser,
+        sponsor,
     ]

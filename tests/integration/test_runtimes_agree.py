@@ -81,9 +81,9 @@ class Client:
         self.seen.append([f"POST {path}", response.status_code, answer])
         return answer
 
-    async def start(self, agent_type: str, message: str = "go") -> Any:
-        """``POST /start`` of this session."""
-        return await self.post("/start", agentType=agent_type, message=message)
+    async def start(self, agent_type: str, message: str = "go", **more: Any) -> Any:
+        """``POST /start`` of this session (``more``: other fields of the body)."""
+        return await self.post("/start", agentType=agent_type, message=message, **more)
 
     async def status(self) -> Any:
         """``GET /status`` of this session; its JSON answer."""
@@ -161,6 +161,27 @@ async def unknown_tool(c: Client) -> None:
     await c.status()
 
 
+async def strict_unknown_tool(c: Client) -> None:
+    await c.start("guesser", strict=True)
+    await c.sse()
+    status = await c.status()
+    assert status["status"] == "failed", status
+
+
+async def strict_failing_grandchild_tool(c: Client) -> None:
+    """Strict is inherited: the child fails at its tool's error, its parent at the child."""
+    await c.start("sponsor", strict=True)
+    await c.sse()
+    status = await c.status()
+    assert status["status"] == "failed", status
+
+
+async def failing_child_tool(c: Client) -> None:
+    await c.start("sponsor")
+    await c.sse()
+    await c.status()
+
+
 async def local_child(c: Client) -> None:
     await c.start("parent")
     await c.sse()
@@ -187,6 +208,18 @@ async def approval_denied(c: Client) -> None:
 
     await c.answer_on("approval", deny)
     await c.status()
+
+
+async def strict_approval_denied(c: Client) -> None:
+    """A person's denial is a decision, not a problem: a strict run goes on."""
+    await c.start("payer", strict=True)
+
+    async def deny(entry: dict[str, Any]) -> None:
+        await c.post("/submit-approval", toolCallId=entry["toolCallId"], approved=False)
+
+    await c.answer_on("approval", deny)
+    status = await c.status()
+    assert status["status"] == "completed", status
 
 
 async def client_tool(c: Client) -> None:
@@ -257,9 +290,13 @@ SCENARIOS: dict[str, Callable[[Client], Awaitable[None]]] = {
         step_limit,
         failing_tool,
         unknown_tool,
+        strict_unknown_tool,
+        failing_child_tool,
+        strict_failing_grandchild_tool,
         local_child,
         approval_approved,
         approval_denied,
+        strict_approval_denied,
         client_tool,
         follow_up,
         failing_model,

@@ -105,6 +105,7 @@ SAMPLES: dict[type[EventBase], Event] = {
         ancestors=["root"],
         workspace_session_id="root",
         trace_context={"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
+        strict=True,
     ),
     RunStarted: RunStarted(
         **env(),
