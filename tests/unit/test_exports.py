@@ -61,6 +61,7 @@ PUBLIC_HOMES = (
     "helix_agents.protocol",
     "helix_agents.ids",
     "helix_agents.transport",
+    "helix_agents.testing",
 )
 
 STORES_ALL = {

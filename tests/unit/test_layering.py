@@ -64,6 +64,16 @@ RULES = {
         "helix_agents.otel",
         ("helix_agents.stores", "helix_agents.transports", "helix_agents.server"),
     ),
+    # the testing kit: core and the stores (a fresh memory store), never an edge or an engine
+    "testing": (
+        "helix_agents.testing",
+        (
+            "helix_agents.transports",
+            "helix_agents.server",
+            "helix_agents.bridges",
+            "helix_agents.engines",
+        ),
+    ),
     # the A2A bridge: the gateway mounts it (server -> a2a), so it never imports the server
     "bridges/a2a": ("helix_agents.bridges.a2a", ("helix_agents.server", "helix_agents.engines")),
     # the MCP bridge: the gateway mounts it (server -> mcp), so it never imports the server
@@ -76,7 +86,7 @@ SHORT_HOMES = {
     "mcp.py": ("helix_agents.bridges.mcp",),
 }
 """core's public short homes (``helix_agents.temporal``...): each re-exports its own room only."""
-FOLDERS = ("core", "stores", "transports", "server", "otel", "bridges", "engines")
+FOLDERS = ("core", "stores", "transports", "server", "otel", "bridges", "engines", "testing")
 """Folder names: importing one of them by name means importing by folder, not by package."""
 
 
