@@ -1,7 +1,9 @@
 """The README's front page: its snippets run as written, its lists are whole.
 
 The real-model snippet runs against a fake OpenAI-compatible
-server on uvicorn (loopback), reached through ``OPENAI_BASE_URL``.
+server on uvicorn (loopback), reached through ``OPENAI_BASE_URL``; so does
+the served counter of "Serving an agent...", a real ``helix-agents serve``
+subprocess that the README's own ``curl`` lines are sent to (with httpx).
 """
 
 from __future__ import annotations
@@ -9,14 +11,19 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
+import httpx
 import pytest
-from servers import serve
+from anyio.abc import Process
+from servers import closed_port, serve
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
@@ -31,6 +38,9 @@ QUICKSTART = (
     "python3 -m pip install -e '.[dev]' --config-settings editable_mode=strict "
     "&& python3 -m pytest\n"
 )
+
+
+SERVING = "Serving an agent and starting a session with curl"
 
 
 def block(heading: str) -> str:
@@ -120,3 +130,121 @@ def test_every_example_is_listed_and_the_specs_are_linked() -> None:
         assert f"(specs/{spec.name})" in text, spec.name
     assert "\n## Contributing\n" in text
     assert "helix-agents chat" in text
+
+
+async def test_the_answering_snippet_pauses_lists_answers_and_completes(tmp_path: Path) -> None:
+    snippet = block("Answering people in code")
+    assert "requires_approval=True" in snippet
+    assert 'execute="client"' in snippet
+    (tmp_path / "answering.py").write_text(snippet)
+    with anyio.fail_after(60):
+        done = await anyio.run_process([sys.executable, "answering.py"], cwd=tmp_path)
+    first, *entries, last = done.stdout.decode().splitlines()
+    assert first == "paused"  # result() returned the pause, it did not raise
+    # what waits, anywhere in the tree: kind, tool, arguments, the call id to answer
+    assert sorted(line.rsplit(" ", 1)[0] for line in entries) == [
+        "approval send_email {'to': 'ops'}",
+        "client_tool pick_date {'question': 'When?'}",
+    ]
+    assert all(line.rsplit(" ", 1)[1].startswith("call_") for line in entries)
+    assert last == "completed Ops are told; the review is on Friday."
+
+
+def curl_requests(commands: str, base: str) -> list[tuple[str, str, Any]]:
+    """(method, URL on ``base``, JSON body or None) of each ``curl`` line of ``commands``.
+
+    Fails on a curl option it does not know, so the README cannot say more
+    than the test sends.
+    """
+    requests: list[tuple[str, str, Any]] = []
+    for line in commands.replace("\\\n", " ").splitlines():
+        words = shlex.split(line, comments=True)
+        if not words or words[0] != "curl":
+            continue
+        method, body, url = "GET", None, None
+        options = iter(words[1:])
+        for word in options:
+            if word in ("-s", "-N", "-sN"):
+                continue
+            if word == "-H":
+                assert next(options).lower() == "content-type: application/json", line
+            elif word == "-d":
+                method, body = "POST", json.loads(next(options))
+            else:
+                assert not word.startswith("-"), f"unknown option {word} in {line}"
+                assert url is None, f"two URLs in {line}"
+                url = word
+        assert url is not None, line
+        parts = urlsplit(f"http://{url}")
+        assert parts.netloc == "localhost:4000", url  # the port the serve line names
+        requests.append((method, f"{base}{parts.path}?{parts.query}".rstrip("?"), body))
+    return requests
+
+
+async def test_the_serving_commands_start_a_session_the_inspector_lists(tmp_path: Path) -> None:
+    commands = block(SERVING)
+    serve_line, *_ = (line for line in commands.splitlines() if line.startswith("helix-agents"))
+    words = shlex.split(serve_line)
+    assert words[:3] == ["helix-agents", "serve", "mymodule:agents"], serve_line
+    assert words[3:] == ["--port", "4000"], serve_line
+    # mymodule.py as the README says: the counter, with agents = [agent] for its print line
+    counter = block("A real model in ten lines").splitlines()
+    assert counter[-1].startswith("print(")
+    (tmp_path / "mymodule.py").write_text("\n".join([*counter[:-1], "agents = [agent]\n"]))
+    port = closed_port()
+    base = f"http://127.0.0.1:{port}"
+    requests = curl_requests(commands, base)
+    assert [(method, url.split("?")[0]) for method, url, _ in requests] == [
+        ("POST", f"{base}/start"),
+        ("GET", f"{base}/sse"),
+        ("GET", f"{base}/status"),
+    ]
+    [(_, _, start_body), *_] = requests
+    session = start_body["sessionId"]
+    model_calls: list[dict[str, Any]] = []
+    log = (tmp_path / "serve.log").open("wb")
+    with anyio.fail_after(90):
+        async with serve(fake_openai(model_calls)) as model_url:
+            env = {**os.environ, "OPENAI_BASE_URL": f"{model_url}/v1", "OPENAI_API_KEY": "sk-t"}
+            command = [sys.executable, "-m", "helix_agents.server", *words[1:4], str(port)]
+            process = await anyio.open_process(
+                command, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT
+            )
+            try:
+                async with httpx.AsyncClient(timeout=30) as client:
+                    await _wait_listening(client, base, process)
+                    answers = [
+                        await client.request(method, url, json=body)
+                        for method, url, body in requests
+                    ]
+                    listed = await client.get(f"{base}/sessions", params={"topLevel": "true"})
+                    inspector = await client.get(f"{base}/ui")
+            finally:
+                process.terminate()  # the one process this test started
+                await process.wait()
+                log.close()
+    output = (tmp_path / "serve.log").read_text(errors="replace")
+    for answer in answers:
+        assert answer.status_code == 200, (answer.request.url, answer.text, output)
+    started, streamed, status = answers
+    assert started.json()["sessionId"] == session
+    assert "event: end" in streamed.text
+    assert "It has 5 words." in streamed.text
+    assert status.json()["status"] == "completed"
+    assert status.json()["output"] == "It has 5 words."
+    assert [s["sessionId"] for s in listed.json()["sessions"]] == [session]
+    assert inspector.status_code == 200
+    assert inspector.headers["content-type"].startswith("text/html")
+    assert model_calls[0]["model"] == "gpt-4o-mini"
+
+
+async def _wait_listening(client: httpx.AsyncClient, base: str, process: Process) -> None:
+    """Poll ``/health`` until the server answers (a subprocess gives no other signal)."""
+    while True:
+        assert process.returncode is None, "the server exited before answering (serve.log)"
+        try:
+            if (await client.get(f"{base}/health")).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        await anyio.sleep(0.1)
