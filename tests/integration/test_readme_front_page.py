@@ -150,6 +150,26 @@ async def test_the_answering_snippet_pauses_lists_answers_and_completes(tmp_path
     assert last == "completed Ops are told; the review is on Friday."
 
 
+async def test_the_testing_snippet_passes_under_pytest_and_fails_when_broken(
+    tmp_path: Path,
+) -> None:
+    """The section's test file runs as a user's would: ``helix`` from the package's plugin."""
+    snippet = block("Testing your agents")
+    (tmp_path / "test_writer.py").write_text(snippet)
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_writer.py"]
+    with anyio.fail_after(120):
+        done = await anyio.run_process(command, cwd=tmp_path, check=False)
+    assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
+    assert "1 passed" in done.stdout.decode()
+    # Strict by default: the same test with a misspelled tool fails, naming it.
+    broken = snippet.replace('ScriptedLLM.call("publish"', 'ScriptedLLM.call("publsh"')
+    (tmp_path / "test_writer.py").write_text(broken)
+    with anyio.fail_after(120):
+        done = await anyio.run_process(command, cwd=tmp_path, check=False)
+    assert done.returncode == 1
+    assert "strict: the model called an unknown tool 'publsh'" in done.stdout.decode()
+
+
 def curl_requests(commands: str, base: str) -> list[tuple[str, str, Any]]:
     """(method, URL on ``base``, JSON body or None) of each ``curl`` line of ``commands``.
 
