@@ -37,8 +37,8 @@ __all__ = [
     "ChildTarget",
     "SubAgentCall",
     "SubAgentToolLike",
-    "child_session_id",
     "checked_output",
+    "child_session_id",
     "child_target",
     "companion_session_id",
     "companion_target",
@@ -286,7 +286,10 @@ def _mismatch(schema: type[BaseModel], exc: ValueError, output: Any) -> str:
         shown = repr(output if len(output) <= _SHOWN else output[:_SHOWN] + "...")
         hint = " (a text: leave output_schema out to take it as it is)"
     else:
-        encoded = msgspec.json.encode(output).decode()
+        try:
+            encoded = msgspec.json.encode(output).decode()
+        except (TypeError, msgspec.EncodeError):
+            encoded = repr(output)
         shown = encoded if len(encoded) <= _SHOWN else encoded[:_SHOWN] + "..."
         hint = ""
     return (
