@@ -22,7 +22,7 @@ def create_a2a_sub_agent_tool(
     name: str,
     *,
     input_schema: type[InputT],
-    output_schema: type[BaseModel],
+    output_schema: type[BaseModel] | None = None,
     url: str | None = None,
     transport: A2ARemoteAgentTransport | None = None,
     headers: HeadersSource | None = None,
@@ -39,7 +39,8 @@ def create_a2a_sub_agent_tool(
     :class:`A2ARemoteAgentTransport`: each call is an A2A context whose id is
     ``{parent session}-remote-{tool call id}`` (so a retried or resumed call
     reaches the same task), its artifacts stream into the parent's log, its
-    output is validated against ``output_schema``, ``timeout`` and the
+    output is the call's result (validated against ``output_schema`` when
+    given; else as it came: the agent's text, or its data), ``timeout`` and the
     parent's interrupt or abort cancel the task, and its ``input-required``
     is a pending input at the parent's root (specs/a2a.md).
 
@@ -47,7 +48,8 @@ def create_a2a_sub_agent_tool(
         name: the tool's name after ``subagent__``; also the child's agent type here.
         input_schema: what the parent's model passes (sent as the message's text,
             and as a data part when the agent's card takes JSON).
-        output_schema: what the agent's output must match.
+        output_schema: what the agent's output must match (None, the default:
+            any output, taken as it came; most A2A agents answer with text).
         url: the agent's base URL (its card is read from it), unless ``transport``.
         transport: an :class:`A2ARemoteAgentTransport` to use (you close it).
         headers: headers for a transport made here (``Authorization``...).

@@ -213,7 +213,7 @@ class RemoteSubAgentTool(Generic[InputT]):
     name: str
     description: str
     input_schema: type[InputT]
-    output_schema: type[BaseModel]
+    output_schema: type[BaseModel] | None = None
     transport: RemoteAgentTransport
     remote_agent_type: str
     timeout: float | None = None

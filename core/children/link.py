@@ -15,7 +15,13 @@ import anyio
 
 from helix_agents._aio import prefetch
 from helix_agents.agents.config import AgentConfig
-from helix_agents.children.target import ChildOutcome, ChildTarget, SubAgentToolLike, hook_call
+from helix_agents.children.target import (
+    ChildOutcome,
+    ChildTarget,
+    SubAgentToolLike,
+    checked_output,
+    hook_call,
+)
 from helix_agents.errors import (
     AgentServerError,
     HelixError,
@@ -268,15 +274,13 @@ class ChildLink:
         """Record the child's end and the call's result in one batch; fire ``after_sub_agent``."""
         target = self.target
         self.opened = False
-        if outcome.status == "completed" and target.output_schema is not None:
-            try:
-                output = target.output_schema.model_validate(outcome.output)
-            except ValueError as exc:
-                outcome = ChildOutcome(
-                    status="failed", error=f"remote output does not match the schema: {exc}"
-                )
-            else:
-                outcome = ChildOutcome(status="completed", output=output.model_dump(mode="json"))
+        if outcome.status == "completed":
+            output, error = checked_output(target.output_schema, outcome.output)
+            outcome = (
+                ChildOutcome(status="failed", error=error)
+                if error is not None
+                else ChildOutcome(status="completed", output=output)
+            )
         if outcome.status != "completed" and target.remote is not None:
             failure = RemoteAgentFailedError(target.session_id, outcome.error or outcome.status)
             outcome = ChildOutcome(status=outcome.status, error=str(failure))

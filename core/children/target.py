@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import msgspec
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from helix_agents.agents.config import (
     AgentConfig,
@@ -37,6 +37,7 @@ __all__ = [
     "ChildTarget",
     "SubAgentCall",
     "SubAgentToolLike",
+    "checked_output",
     "child_session_id",
     "child_target",
     "companion_session_id",
@@ -246,3 +247,52 @@ def fits(schema: type[BaseModel] | None, value: Any) -> bool:
     except ValueError:
         return False
     return True
+
+
+_SHOWN = 200
+"""Characters of a child's output quoted in the error when it misses its schema."""
+_PROBLEMS = 3
+"""Validation problems named in that error (then how many more)."""
+
+
+def checked_output(schema: type[BaseModel] | None, output: Any) -> tuple[Any, str | None]:
+    """A remote child's output checked against its parent's schema: (JSON output, error).
+
+    Without a schema the output passes as the child gave it (its text, or its
+    JSON), unvalidated. With one, it is validated and dumped as JSON; output
+    that misses it is an error naming what did not match and what came back.
+    """
+    if schema is None:
+        return output, None
+    try:
+        return schema.model_validate(output).model_dump(mode="json"), None
+    except ValueError as exc:
+        return None, _mismatch(schema, exc, output)
+
+
+def _mismatch(schema: type[BaseModel], exc: ValueError, output: Any) -> str:
+    """``remote output does not match <Schema>: <problems>; the child returned: <output>``."""
+    if isinstance(exc, ValidationError):
+        found = exc.errors(include_url=False)
+        problems = [
+            ": ".join(p for p in (".".join(str(x) for x in e["loc"]), e["msg"]) if p)
+            for e in found[:_PROBLEMS]
+        ]
+        if len(found) > _PROBLEMS:
+            problems.append(f"and {len(found) - _PROBLEMS} more")
+    else:
+        problems = str(exc).splitlines()[:_PROBLEMS]
+    if isinstance(output, str):
+        shown = repr(output if len(output) <= _SHOWN else output[:_SHOWN] + "...")
+        hint = " (a text: leave output_schema out to take it as it is)"
+    else:
+        try:
+            encoded = msgspec.json.encode(output).decode()
+        except (TypeError, msgspec.EncodeError):
+            encoded = repr(output)
+        shown = encoded if len(encoded) <= _SHOWN else encoded[:_SHOWN] + "..."
+        hint = ""
+    return (
+        f"remote output does not match {schema.__name__}: {'; '.join(problems)}; "
+        f"the child returned: {shown}{hint}"
+    )

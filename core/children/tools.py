@@ -101,7 +101,7 @@ def create_remote_sub_agent_tool(
     *,
     description: str,
     input_schema: type[InputT],
-    output_schema: type[BaseModel],
+    output_schema: type[BaseModel] | None = None,
     transport: RemoteAgentTransport,
     remote_agent_type: str,
     timeout: float | None = None,
@@ -118,7 +118,13 @@ def create_remote_sub_agent_tool(
     forwarded into the parent's log (deduplicated by remote seq); a stream
     that drops is reconnected from the last seq held, with backoff
     ``stream_retry_base * 2**n``, up to ``stream_retries`` times (0 disables,
-    at most 50). The remote output is validated against ``output_schema``.
+    at most 50).
+
+    The call's result is the remote child's output. With ``output_schema``, it
+    is validated into it (and dumped as JSON); output that does not match fails
+    the call with an error naming what did not match and what the child
+    returned. Without it, the output is taken as the child gave it, unvalidated:
+    a text agent's text (a ``str``), a typed helix agent's output as its JSON.
     ``timeout`` interrupts the remote session and fails the call.
     ``requires_approval`` / ``expires_in``: as for :func:`create_sub_agent_tool`.
     A client tool or approval inside the remote agent reaches the parent's
@@ -133,7 +139,10 @@ def create_remote_sub_agent_tool(
             ``inherit_workspace=True``.
     """
     validate_tool_name(name, what="remote sub-agent name", longest=_MAX_AGENT_NAME)
-    for label, schema in (("input_schema", input_schema), ("output_schema", output_schema)):
+    schemas: list[tuple[str, object]] = [("input_schema", input_schema)]
+    if output_schema is not None:
+        schemas.append(("output_schema", output_schema))
+    for label, schema in schemas:
         if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
             raise UsageError(f"remote sub-agent {name!r}: {label} must be a pydantic model class")
     if not remote_agent_type:

@@ -16,7 +16,7 @@ import msgspec
 
 from helix_agents.agents.config import AgentConfig, PersistentAgent
 from helix_agents.children.open_calls import OpenCalls
-from helix_agents.children.target import ChildTarget, companion_target
+from helix_agents.children.target import ChildTarget, checked_output, companion_target
 from helix_agents.companions.refs import ENDED, LIVE, ended_events, latest_child
 from helix_agents.errors import AgentServerError, TransportError
 from helix_agents.events import Event, InputRequired
@@ -185,12 +185,10 @@ def _checked_output(target: ChildTarget, status: RemoteStatusResponse) -> Remote
 
     As for a remote sub-agent: output that does not fit makes the turn a failure.
     """
-    if status.status != "completed" or target.output_schema is None:
+    if status.status != "completed":
         return status
-    try:
-        output = target.output_schema.model_validate(status.output).model_dump(mode="json")
-    except ValueError as exc:
-        error = f"remote output does not match the schema: {exc}"
+    output, error = checked_output(target.output_schema, status.output)
+    if error is not None:
         return msgspec.structs.replace(status, status="failed", output=None, error=error)
     return msgspec.structs.replace(status, output=output)
 

@@ -12,7 +12,9 @@ routes, served at ``/{name}`` (its card at ``/{name}/.well-known/agent-card.json
 - ``slow``: streams a chunk, then waits for :attr:`Peer.release` before the
   rest (a test cuts or cancels it meanwhile); a cancel ends it ``canceled``;
 - ``replier``: answers with a message (text and ``{"answer": "quick"}``), no task;
-- ``wrong``: completes with an output that matches no schema of ours.
+- ``wrong``: completes with an output that matches no schema of ours;
+- ``texter``: streams ``TEXT`` as text chunks into one artifact and completes,
+  with no data part (what most A2A agents do).
 
 ``Peer.seen`` records every message each agent received (role, parts, ids).
 """
@@ -43,10 +45,12 @@ from a2a.types import (
 from google.protobuf import json_format, struct_pb2
 from starlette.applications import Starlette
 
-__all__ = ["CHUNKS", "FINDINGS", "Peer"]
+__all__ = ["CHUNKS", "FINDINGS", "TEXT", "TEXT_CHUNKS", "Peer"]
 
 CHUNKS = 5
 FINDINGS = {"findings": "logs replay", "sources": 3}
+TEXT_CHUNKS = ["Here are my findings: ", "logs replay, ", "from 3 sources."]
+TEXT = "".join(TEXT_CHUNKS)
 
 
 def _data(value: Any) -> Part:
@@ -85,7 +89,7 @@ class Peer:
     def app(self) -> Starlette:
         """The Starlette app serving every agent (set :attr:`base` before cards are read)."""
         routes = []
-        for name in ("researcher", "asker", "slow", "replier", "wrong"):
+        for name in ("researcher", "asker", "slow", "replier", "wrong", "texter"):
             card = self.card(name)  # placeholder URL: the modifier fills in the base
 
             async def modify(card: AgentCard, name: str = name) -> AgentCard:
@@ -137,6 +141,12 @@ class _Agent(AgentExecutor):  # type: ignore[misc]
             await self.peer.release.wait()
             await updater.add_artifact([Part(text="second")], artifact_id="text", append=True)
             await updater.add_artifact([_data(FINDINGS)], artifact_id="output", name="output")
+            await updater.complete()
+        elif self.name == "texter":
+            for index, chunk in enumerate(TEXT_CHUNKS):
+                await updater.add_artifact(
+                    [Part(text=chunk)], artifact_id="answer", append=index > 0
+                )
             await updater.complete()
         elif self.name == "wrong":
             await updater.add_artifact([_data({"nothing": "useful"})], name="output")

@@ -3,7 +3,8 @@
 The peer (``a2a_peer_app.py``) is written with the SDK's own server classes,
 served by uvicorn on loopback; the parent reaches it through
 ``create_a2a_sub_agent_tool`` / ``A2ARemoteAgentTransport``. Checked: the
-child's output validated into the tool's schema, its artifacts forwarded
+child's output validated into the tool's schema (an output that misses it
+named in the error; no schema: a text agent's text is the result), its artifacts forwarded
 into the parent's log once and in order, deterministic ids (a retried start
 sends nothing twice, even from a new transport), its ``input-required`` as a
 pending input answered at the root with one call, a cut stream recovered by
@@ -20,7 +21,7 @@ from typing import Any
 import anyio
 import pytest
 from a2a.types import Role
-from a2a_peer_app import CHUNKS, FINDINGS, Peer
+from a2a_peer_app import CHUNKS, FINDINGS, TEXT, TEXT_CHUNKS, Peer
 from hitl_app import Out, Query
 from pydantic import BaseModel
 from servers import serve
@@ -31,7 +32,7 @@ from helix_agents._aio import closing_iter
 from helix_agents.a2a import A2ARemoteAgentTransport, create_a2a_sub_agent_tool
 from helix_agents.bridges.a2a.wire import helix_metadata, part_value
 from helix_agents.errors import AgentServerError
-from helix_agents.events import SubSessionStarted, TextDelta
+from helix_agents.events import SubSessionFinished, SubSessionStarted, TextDelta
 from helix_agents.log import project_state, project_stream
 from helix_agents.messages import ToolResultMessage
 from helix_agents.models import ScriptedLLM
@@ -58,7 +59,9 @@ async def peer_server() -> AsyncIterator[tuple[Peer, str]]:
         yield peer, url
 
 
-def lead(transport: A2ARemoteAgentTransport, output: type[BaseModel] = Findings) -> AgentConfig:
+def lead(
+    transport: A2ARemoteAgentTransport, output: type[BaseModel] | None = Findings
+) -> AgentConfig:
     """A parent that delegates once to the A2A agent behind ``transport``, then says done."""
     tool = create_a2a_sub_agent_tool(
         "peer",
@@ -137,7 +140,59 @@ async def test_an_output_that_fits_no_schema_is_a_tool_error() -> None:
     assert result.status == "completed"
     tool_result = _tool_result(log)
     assert tool_result.is_error
-    assert "does not match the schema" in tool_result.content
+    error = json.loads(tool_result.content)["error"]
+    # What did not match, then what came back.
+    assert "remote output does not match Findings: findings: Field required; " in error
+    assert "sources: Field required" in error
+    assert error.endswith('the child returned: {"nothing":"useful"}')
+
+
+async def test_a_text_agent_without_an_output_schema_gives_its_text() -> None:
+    """Most A2A agents answer with text: with no output_schema the call's result is it."""
+    with anyio.fail_after(LIMIT):
+        async with peer_server() as (_, url), A2ARemoteAgentTransport(f"{url}/texter") as t:
+            store, result = await _run(lead(t, None), "p-text")
+            log = await store.read("p-text")
+    child = "p-text-remote-call_0_0"
+    assert result.status == "completed"
+    assert result.output == "done"
+    tool_result = _tool_result(log)
+    assert not tool_result.is_error
+    assert tool_result.content == TEXT
+    (finished,) = [e for e in log if isinstance(e, SubSessionFinished)]
+    assert finished.status == "completed"
+    assert finished.output == TEXT
+    assert _forwarded_text(log, child) == TEXT_CHUNKS
+
+
+async def test_a_data_output_without_an_output_schema_passes_unvalidated() -> None:
+    with anyio.fail_after(LIMIT):
+        async with peer_server() as (_, url), A2ARemoteAgentTransport(f"{url}/wrong") as t:
+            store, result = await _run(lead(t, None), "p-data")
+            log = await store.read("p-data")
+    assert result.status == "completed"
+    tool_result = _tool_result(log)
+    assert not tool_result.is_error
+    assert json.loads(tool_result.content) == {"nothing": "useful"}
+
+
+async def test_a_text_that_misses_the_schema_names_what_came_back() -> None:
+    with anyio.fail_after(LIMIT):
+        async with peer_server() as (_, url), A2ARemoteAgentTransport(f"{url}/texter") as t:
+            store, result = await _run(lead(t, Findings), "p-miss")
+            log = await store.read("p-miss")
+    assert result.status == "completed"  # the parent's model saw the error and went on
+    tool_result = _tool_result(log)
+    assert tool_result.is_error
+    error = json.loads(tool_result.content)["error"]
+    assert error.startswith("remote session 'p-miss-remote-call_0_0' failed: ")
+    assert "remote output does not match Findings: " in error
+    assert "Input should be a valid dictionary or instance of Findings" in error
+    assert f"the child returned: {TEXT!r}" in error
+    assert "leave output_schema out" in error
+    (finished,) = [e for e in log if isinstance(e, SubSessionFinished)]
+    assert finished.status == "failed"
+    assert finished.error == error
 
 
 async def test_a_message_reply_is_a_child_that_ended() -> None:

@@ -306,6 +306,7 @@ async def test_a_remote_output_that_misses_the_declared_schema_is_a_failure(
                 await (await executor.send_message("sc", "news?")).result()
     log = await store.read("sc")
     [notice] = notices(log)
-    assert notice.startswith("Sub-agent 'w' failed: remote output does not match the schema")
+    assert notice.startswith("Sub-agent 'w' failed: remote output does not match Verdict: ")
+    assert "the child returned: {" in notice  # what came back, named
     assert project_state(log).sub_sessions["sc-agent-w"].status == "failed"
     assert deliveries(log) == {"sc-agent-w": ["push"]}

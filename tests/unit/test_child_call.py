@@ -33,7 +33,12 @@ from helix_agents import (
     define_tool,
 )
 from helix_agents.children.call import ChildCall
-from helix_agents.children.target import ChildOutcome, SubAgentCall, SubAgentToolLike
+from helix_agents.children.target import (
+    ChildOutcome,
+    SubAgentCall,
+    SubAgentToolLike,
+    checked_output,
+)
 from helix_agents.events import (
     ChildChunkForwarded,
     Chunk,
@@ -1066,13 +1071,16 @@ async def test_remote_output_that_does_not_match_the_schema_fails_the_call() -> 
             child_log = await side.store.read(REMOTE_CHILD)
 
     assert project_state(child_log).status == "completed"  # the child itself succeeded
-    prefix = f"remote session '{REMOTE_CHILD}' failed: remote output does not match the schema: "
+    prefix = f"remote session '{REMOTE_CHILD}' failed: remote output does not match Scored: "
     [(_, end, tool_end)] = segments(log, REMOTE_CHILD)
     assert not end.success
     assert end.result is None
     assert tool_end.error is not None
     assert tool_end.error.startswith(prefix)
-    assert "score" in tool_end.error
+    # what did not match, then what the child returned
+    assert tool_end.error == prefix + (
+        'score: Field required; the child returned: {"answer":"TIDES"}'
+    )
     [message] = tool_messages(log)
     assert error_of(message) == tool_end.error
     [finished] = finishes(log)
@@ -1080,6 +1088,32 @@ async def test_remote_output_that_does_not_match_the_schema_fails_the_call() -> 
     started = next(e for e in log if isinstance(e, SubSessionStarted))
     assert started.remote is not None
     assert started.remote.remote_agent_type == "worker"
+
+
+def test_a_mismatch_names_the_first_problems_and_a_trimmed_output() -> None:
+    class Wide(BaseModel):
+        a: int
+        b: int
+        c: int
+        d: int
+        e: int
+
+    assert checked_output(Wide, {}) == (
+        None,
+        "remote output does not match Wide: a: Field required; b: Field required; "
+        "c: Field required; and 2 more; the child returned: {}",
+    )
+    output, error = checked_output(Wide, "word " * 200)
+    assert output is None
+    assert error is not None
+    assert error.startswith(
+        "remote output does not match Wide: Input should be a valid dictionary or instance "
+        "of Wide; the child returned: 'word word "
+    )
+    assert error.endswith("...' (a text: leave output_schema out to take it as it is)")
+    assert len(error) < 400  # 200 characters of the output, not 1000
+    assert checked_output(None, "any text") == ("any text", None)  # no schema: as it came
+    assert checked_output(None, {"x": 1}) == ({"x": 1}, None)
 
 
 async def test_remote_output_is_validated_and_dumped_by_the_schema() -> None:

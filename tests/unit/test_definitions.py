@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from helix_agents import AgentConfig, Tool, create_sub_agent_tool, define_agent, define_tool
+from helix_agents import (
+    AgentConfig,
+    AgentExecutor,
+    Tool,
+    create_remote_sub_agent_tool,
+    create_sub_agent_tool,
+    define_agent,
+    define_tool,
+)
 from helix_agents.agents import (
     COMPANION_TOOL_PREFIX,
     RESERVED_TOOL_PREFIXES,
@@ -23,8 +31,10 @@ from helix_agents.agents import (
     is_sub_agent_tool,
     validate_tool_name,
 )
+from helix_agents.children.inprocess import InProcessTransport
 from helix_agents.errors import UsageError
 from helix_agents.models import FINISH_TOOL_NAME
+from helix_agents.stores import MemoryEventStore
 
 
 class Query(BaseModel):
@@ -295,6 +305,22 @@ def test_agent_tool_lookup() -> None:
 
 
 # --- sub-agent tools ------------------------------------------------------------------------
+
+
+def test_a_remote_sub_agent_tool_needs_no_output_schema() -> None:
+    transport = InProcessTransport(AgentExecutor(MemoryEventStore()).service)
+    options: dict[str, Any] = {
+        "description": "Remote writer.",
+        "input_schema": Query,
+        "transport": transport,
+        "remote_agent_type": "writer",
+    }
+    assert create_remote_sub_agent_tool("writer", **options).output_schema is None
+    typed = create_remote_sub_agent_tool("writer", output_schema=Answer, **options)
+    assert typed.output_schema is Answer
+    for bad in (dict, Answer(answer="x"), "Answer"):
+        with pytest.raises(UsageError, match="output_schema must be a pydantic model class"):
+            create_remote_sub_agent_tool("writer", output_schema=bad, **options)
 
 
 def test_create_sub_agent_tool_refuses_an_agent_without_output_schema() -> None:
