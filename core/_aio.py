@@ -9,9 +9,19 @@ from typing import Generic, Protocol, TypeVar
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
+from helix_agents.errors import HelixError
+
 T = TypeVar("T")
 
-__all__ = ["Batched", "Prefetched", "closing_iter", "collapsed_groups", "prefetch", "unwrap_group"]
+__all__ = [
+    "Batched",
+    "Prefetched",
+    "api_error",
+    "closing_iter",
+    "collapsed_groups",
+    "prefetch",
+    "unwrap_group",
+]
 
 
 @asynccontextmanager
@@ -44,6 +54,28 @@ def unwrap_group(error: BaseException, *, first_of_many: bool = False) -> BaseEx
     while isinstance(error, BaseExceptionGroup) and (first_of_many or len(error.exceptions) == 1):
         error = error.exceptions[0]
     return error
+
+
+def api_error(error: BaseException) -> HelixError | None:
+    """The library error to hand a caller for ``error``, or None if it is not one of ours.
+
+    Unwrapped from exception groups of one; its traceback (the event loop's
+    and our own frames) dropped, so the caller raising it again shows only
+    their own call site; its cause (and the cause's own causes) kept, their
+    tracebacks dropped too. Raise it outside the ``except`` block that caught
+    ``error``, so that block's exception does not become its context.
+    """
+    found = unwrap_group(error)
+    if not isinstance(found, HelixError):
+        return None
+    seen: set[int] = set()
+    link: BaseException | None = found
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        link.__traceback__ = None
+        # What a traceback print shows next: the cause, else an unsuppressed context.
+        link = link.__cause__ or (None if link.__suppress_context__ else link.__context__)
+    return found
 
 
 @contextmanager

@@ -26,7 +26,7 @@ from helix_agents.agents.tools import SUBAGENT_TOOL_PREFIX, Tool, validate_tool_
 from helix_agents.agents.toolsets import Toolset, check_toolsets
 from helix_agents.errors import UsageError, WorkspaceInheritanceError
 from helix_agents.models.base import LLMAdapter
-from helix_agents.models.names import model_from_name
+from helix_agents.models.names import NamedModel
 from helix_agents.workspaces.base import Workspace
 
 __all__ = [
@@ -68,7 +68,9 @@ def define_agent(
         model: instead of ``llm``, a model by name: ``"openai:gpt-4o-mini"``
             (``OPENAI_API_KEY``), or ``"openai-compatible:llama3.2"`` for a
             server at ``OPENAI_BASE_URL`` (Ollama, vLLM); see
-            ``helix_agents.models.names``.
+            ``helix_agents.models.names``. The name is checked now, the
+            variables when the agent runs (``executor.execute`` and
+            ``run_sync`` refuse at once without them).
         max_steps: LLM calls per run before the run fails.
         workspaces: the agent's :class:`~helix_agents.Workspace` declarations;
             each run opens them and the agent gets the ``workspace_*`` tools
@@ -83,8 +85,7 @@ def define_agent(
 
     Raises:
         UsageError: for an invalid name, ``llm`` and ``model`` both given, a
-            model name that cannot be resolved (an unknown provider, a missing
-            ``OPENAI_API_KEY``), ``tools`` that is not a list of tools,
+            malformed model name or an unknown provider, ``tools`` that is not a list of tools,
             duplicate tool names, a reserved tool name (``companion__*`` and the
             other prefixes, always), a bad schema, ``max_steps < 1``, workspaces
             that are not :class:`Workspace` or share a name, or a bad
@@ -99,7 +100,7 @@ def define_agent(
     if model is not None:
         if llm is not None:
             raise UsageError(f"agent {name!r}: give llm= or model=, not both")
-        llm = model_from_name(model)
+        llm = NamedModel(model)
     if isinstance(tools, str | bytes | Tool | SubAgentTool | RemoteSubAgentTool) or not isinstance(
         tools, Iterable
     ):

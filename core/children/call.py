@@ -31,8 +31,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ValidationError
-
 from helix_agents.agents.config import AgentConfig
 from helix_agents.children.link import ChildLink
 from helix_agents.children.target import (
@@ -48,10 +46,11 @@ from helix_agents.messages import ToolCall
 from helix_agents.protocol import RemoteStartRequest, message_from_input
 from helix_agents.runtime.env import Fire, RunEnv
 from helix_agents.runtime.tool_runner import (
+    InvalidArguments,
     ToolOutcome,
     result_events,
     tool_start,
-    validation_message,
+    validate_arguments,
 )
 from helix_agents.runtime.writer import SessionWriter
 from helix_agents.workspaces.hub import inherited_workspace
@@ -99,8 +98,8 @@ class ChildCall(ChildLink):
         durable steps, with the child's run launched in between.
         """
         try:
-            value = self.tool.input_schema.model_validate(self.call.arguments)
-        except ValidationError as exc:
+            value = validate_arguments(self.tool.input_schema, self.call.arguments)
+        except InvalidArguments as exc:
             sid = self.writer.session_id
             await self.writer.append(
                 tool_start(self.agent, sid, self.call),
@@ -108,7 +107,7 @@ class ChildCall(ChildLink):
                     self.agent,
                     sid,
                     self.call,
-                    ToolOutcome(error=validation_message(exc)),
+                    ToolOutcome(error=str(exc)),
                     usage=False,
                 ),
             )

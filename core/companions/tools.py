@@ -15,6 +15,7 @@ from typing import Any
 from helix_agents.agents.config import AgentConfig
 from helix_agents.agents.tools import COMPANION_TOOL_PREFIX
 from helix_agents.models.base import ToolSpec
+from helix_agents.runtime.tool_runner import InvalidArguments, decode_arguments
 
 __all__ = [
     "GET_CHILD_STATUS",
@@ -204,6 +205,10 @@ def check_arguments(
     tool_name: str, arguments: Any, agent: AgentConfig
 ) -> tuple[CompanionArgs | None, str | None]:
     """Check a companion call's arguments: ``(args, None)``, or ``(None, the error)``."""
+    try:
+        arguments = decode_arguments(arguments)  # a string is the model's malformed JSON
+    except InvalidArguments as exc:
+        return None, str(exc)
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):

@@ -18,8 +18,6 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import ValidationError
-
 from helix_agents.agents.config import AgentConfig, RemoteSubAgentTool, SubAgentTool
 from helix_agents.agents.tools import Tool
 from helix_agents.events import (
@@ -35,7 +33,14 @@ from helix_agents.events import (
 from helix_agents.log.projections import pending_inputs
 from helix_agents.log.state import SessionState
 from helix_agents.messages import ToolCall
-from helix_agents.runtime.tool_runner import RunToolContext, ToolOutcome, result_events, tool_start
+from helix_agents.runtime.tool_runner import (
+    InvalidArguments,
+    RunToolContext,
+    ToolOutcome,
+    result_events,
+    tool_start,
+    validate_arguments,
+)
 from helix_agents.runtime.writer import SessionWriter
 
 __all__ = [
@@ -156,8 +161,8 @@ async def _predicate_says_approve(
     rule: Any, writer: SessionWriter, agent: AgentConfig, call: ToolCall, tool: GatedTool
 ) -> bool:
     try:
-        value = tool.input_schema.model_validate(call.arguments)
-    except ValidationError:
+        value = validate_arguments(tool.input_schema, call.arguments)
+    except InvalidArguments:
         return False  # the call fails validation where it runs; nothing to approve
     try:
         verdict = rule(value, RunToolContext(agent, writer, call))

@@ -1,10 +1,11 @@
 """Models: the ``LLMAdapter`` seam and its adapters.
 
 ``base`` (the seam and its request/response types), ``openai`` (OpenAI-compatible
-chat completions over httpx), ``scripted`` (a deterministic model for tests and
+chat completions over httpx; ``openai_errors`` words its failures: the model,
+the endpoint, the fix), ``scripted`` (a deterministic model for tests and
 demos), ``replay`` (answers from recorded logs), ``names`` (``"openai:gpt-4o-mini"``
-resolved to an adapter from the environment). May import the log and the
-agents' tool types; never the runtime.
+to an adapter that reads the environment when it runs). May import the log and
+the agents' tool types; never the runtime.
 """
 
 from __future__ import annotations

@@ -79,17 +79,38 @@ LLMStreamEvent = LLMTextDelta | LLMResponse
 
 
 class LLMError(HelixError):
-    """The model call failed; ``retryable`` says whether trying again may help."""
+    """The model call failed; ``retryable`` says whether trying again may help.
 
-    def __init__(self, message: str, *, retryable: bool = False, status: int | None = None):
+    ``status`` is the HTTP status, if any. When the adapter knows them, ``model``
+    and ``endpoint`` say which model was called where, and ``hint`` says what
+    to check (``"check the API key in OPENAI_API_KEY"``). It prints as one line:
+    ``LLM call failed (HTTP 401) for model 'gpt-4o-mini' at URL: MESSAGE; HINT``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        status: int | None = None,
+        model: str | None = None,
+        endpoint: str | None = None,
+        hint: str | None = None,
+    ):
         self.message = message
         self.retryable = retryable
         self.status = status
+        self.model = model
+        self.endpoint = endpoint
+        self.hint = hint
         super().__init__(message)
 
     def __str__(self) -> str:
         code = f" (HTTP {self.status})" if self.status is not None else ""
-        return f"LLM call failed{code}: {self.message}"
+        where = f" for model {self.model!r}" if self.model is not None else ""
+        where += f" at {self.endpoint}" if self.endpoint is not None else ""
+        hint = f"; {self.hint}" if self.hint else ""
+        return f"LLM call failed{code}{where}: {self.message}{hint}"
 
 
 class LLMAdapter(Protocol):

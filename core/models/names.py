@@ -10,10 +10,15 @@ the form ``PROVIDER:MODEL``:
   ``http://localhost:11434/v1`` for Ollama), a key from ``OPENAI_API_KEY``
   if one is set.
 
-Resolution happens when the agent is defined, so a missing key is one
-``UsageError`` line before anything runs. The adapter opens an HTTP client
-per model call and closes it after, so an agent defined at import time holds
-no connection across event loops (``run_sync`` twice, tests).
+The name is checked when the agent is defined (a malformed name or an unknown
+provider is a ``UsageError`` at once); the variables are read when the model
+is used, so a module whose agents name a model imports without them (``replay
+--rerun`` never calls the model). :meth:`NamedModel.check` says at once what
+is missing (``executor.execute``, ``run_sync`` and ``chat --model`` call it
+before they start); a run that reaches the model without it fails with that
+line. The adapter opens an HTTP client per model call and closes it after, so
+an agent defined at import time holds no connection across event loops
+(``run_sync`` twice, tests).
 """
 
 from __future__ import annotations
@@ -24,82 +29,117 @@ from contextlib import aclosing
 from urllib.parse import urlsplit
 
 from helix_agents.errors import UsageError
-from helix_agents.models.base import LLMRequest, LLMStreamEvent
+from helix_agents.models.base import LLMAdapter, LLMError, LLMRequest, LLMStreamEvent
 from helix_agents.models.openai import OpenAIChatLLM
+from helix_agents.models.openai_errors import API_KEY_ENV, BASE_URL_ENV
 
-__all__ = ["API_KEY_ENV", "BASE_URL_ENV", "PROVIDERS", "NamedModel", "model_from_name"]
+__all__ = [
+    "API_KEY_ENV",
+    "BASE_URL_ENV",
+    "PROVIDERS",
+    "NamedModel",
+    "check_model",
+    "model_from_name",
+]
 
-API_KEY_ENV = "OPENAI_API_KEY"
-BASE_URL_ENV = "OPENAI_BASE_URL"
-OPENAI_URL = "https://api.openai.com/v1"
 PROVIDERS = ("openai", "openai-compatible")
 """The providers a model name may start with."""
 
 
 class NamedModel:
-    """The adapter a model name resolves to: an OpenAI-compatible endpoint, one client per call.
+    """The adapter a model name stands for: an OpenAI-compatible endpoint, one client per call.
+
+    Building one checks the name only; the environment is read at each call
+    (and by :meth:`check`).
 
     Args:
-        name: the name it was made from (``"openai:gpt-4o-mini"``).
-        model: the model sent to the server (``"gpt-4o-mini"``).
-        base_url: the API root.
-        api_key: the bearer token, or None for a server that needs none.
+        name: ``PROVIDER:MODEL`` (``"openai:gpt-4o-mini"``).
+
+    Raises:
+        UsageError: a name without ``:`` or a model, or an unknown provider.
     """
 
-    def __init__(self, name: str, *, model: str, base_url: str, api_key: str | None) -> None:
-        self.name = name
-        self.model = model
-        self.base_url = base_url
-        self._api_key = api_key
-        parts = urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
+    def __init__(self, name: str) -> None:
+        provider, sep, model = name.partition(":") if isinstance(name, str) else ("", "", "")
+        if not sep or not provider or not model.strip():
             raise UsageError(
-                f"model {name!r}: {BASE_URL_ENV} must be an http(s) URL, not {base_url!r}"
+                f"model {name!r}: expected PROVIDER:MODEL, e.g. 'openai:gpt-4o-mini' "
+                f"(providers: {', '.join(PROVIDERS)})"
             )
+        if provider not in PROVIDERS:
+            raise UsageError(
+                f"model {name!r}: unknown provider {provider!r} (known: {', '.join(PROVIDERS)})"
+            )
+        self.name = name
+        self.provider = provider
+        self.model = model
+        """The model sent to the server (``"gpt-4o-mini"``)."""
 
     def __repr__(self) -> str:
-        return f"<NamedModel {self.name!r} base_url={self.base_url!r}>"  # never the key
+        return f"<NamedModel {self.name!r}>"  # never the key
+
+    def check(self) -> None:
+        """Check the variables this model needs are set and usable.
+
+        Raises:
+            UsageError: one line naming the variable to set (``OPENAI_API_KEY``
+                for ``openai:``, ``OPENAI_BASE_URL`` for ``openai-compatible:``),
+                or an ``OPENAI_BASE_URL`` that is not an http(s) URL.
+        """
+        base_url = os.environ.get(BASE_URL_ENV) or None
+        if self.provider == "openai" and not os.environ.get(API_KEY_ENV):
+            raise UsageError(
+                f"model {self.name!r} needs an OpenAI API key: set {API_KEY_ENV} "
+                f"(or use 'openai-compatible:MODEL' with {BASE_URL_ENV} for a local server)"
+            )
+        if self.provider == "openai-compatible" and base_url is None:
+            raise UsageError(
+                f"model {self.name!r} needs the server's address: set {BASE_URL_ENV} "
+                "(e.g. http://localhost:11434/v1 for Ollama, http://localhost:8000/v1 for vLLM)"
+            )
+        parts = urlsplit(base_url or "https://api.openai.com")
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise UsageError(
+                f"model {self.name!r}: {BASE_URL_ENV} must be an http(s) URL, not {base_url!r}"
+            )
 
     def stream(self, request: LLMRequest) -> AsyncIterator[LLMStreamEvent]:
-        """Call the model as :meth:`OpenAIChatLLM.stream` does, on a client of its own."""
+        """Call the model as :meth:`OpenAIChatLLM.stream` does, on a client of its own.
+
+        A variable it needs that is missing is an :class:`LLMError` whose
+        message is :meth:`check`'s line (its cause the ``UsageError``).
+        """
         return self._stream(request)
 
     async def _stream(self, request: LLMRequest) -> AsyncIterator[LLMStreamEvent]:
-        llm = OpenAIChatLLM(self.model, base_url=self.base_url, api_key=self._api_key)
+        try:
+            self.check()
+        except UsageError as exc:
+            raise LLMError(str(exc)) from exc
+        # Base URL and key come from the same variables check() just read.
+        llm = OpenAIChatLLM(self.model)
         async with llm, aclosing(llm.stream(request)) as events:
             async for event in events:
                 yield event
 
 
 def model_from_name(name: str) -> NamedModel:
-    """The adapter for ``PROVIDER:MODEL`` (see the module's docstring for the variables).
+    """The adapter for ``PROVIDER:MODEL``, its variables checked now (see the module's docstring).
 
     Raises:
         UsageError: a malformed name, an unknown provider, or a variable it
             needs that is not set (the message names it).
     """
-    provider, sep, model = name.partition(":") if isinstance(name, str) else ("", "", "")
-    if not sep or not provider or not model.strip():
-        raise UsageError(
-            f"model {name!r}: expected PROVIDER:MODEL, e.g. 'openai:gpt-4o-mini' "
-            f"(providers: {', '.join(PROVIDERS)})"
-        )
-    base_url = os.environ.get(BASE_URL_ENV) or None
-    api_key = os.environ.get(API_KEY_ENV) or None
-    if provider == "openai":
-        if api_key is None:
-            raise UsageError(
-                f"model {name!r} needs an OpenAI API key: set {API_KEY_ENV} "
-                f"(or use 'openai-compatible:MODEL' with {BASE_URL_ENV} for a local server)"
-            )
-        return NamedModel(name, model=model, base_url=base_url or OPENAI_URL, api_key=api_key)
-    if provider == "openai-compatible":
-        if base_url is None:
-            raise UsageError(
-                f"model {name!r} needs the server's address: set {BASE_URL_ENV} "
-                "(e.g. http://localhost:11434/v1 for Ollama, http://localhost:8000/v1 for vLLM)"
-            )
-        return NamedModel(name, model=model, base_url=base_url, api_key=api_key)
-    raise UsageError(
-        f"model {name!r}: unknown provider {provider!r} (known: {', '.join(PROVIDERS)})"
-    )
+    model = NamedModel(name)
+    model.check()
+    return model
+
+
+def check_model(llm: LLMAdapter | None) -> None:
+    """Check ``llm``'s variables now if it is a :class:`NamedModel` (else nothing to check).
+
+    Raises:
+        UsageError: as :meth:`NamedModel.check`.
+    """
+    if isinstance(llm, NamedModel):
+        llm.check()

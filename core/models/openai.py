@@ -4,7 +4,9 @@
 vLLM, Ollama and llama.cpp's server implement it: it streams server-sent
 events, yields the text as it arrives, and folds the chunks into one
 :class:`~helix_agents.models.base.LLMResponse`. httpx errors never leave this module:
-every failure is an :class:`~helix_agents.models.base.LLMError`.
+every failure is an :class:`~helix_agents.models.base.LLMError` naming the model
+and the endpoint (``openai_errors.py`` words them), and so is a ``200`` that
+holds no model reply (no ``choices``, an empty turn, a body that is not JSON).
 """
 
 from __future__ import annotations
@@ -35,6 +37,16 @@ from helix_agents.models.base import (
     LLMStreamEvent,
     LLMTextDelta,
     TokenUsage,
+)
+from helix_agents.models.openai_errors import (
+    API_KEY_ENV,
+    BASE_URL_ENV,
+    OPENAI_URL,
+    Origin,
+    error_text,
+    status_error,
+    transport_error,
+    trimmed,
 )
 from helix_agents.retry import retrying_stream
 
@@ -96,17 +108,27 @@ class _Turn:
         self.finish_reason: str | None = None
         self.model: str | None = None
         self.usage: TokenUsage | None = None
+        self.chunks = 0
+        self.choices = 0  # chunks that carried a choice
+        self.sample = ""  # the first chunk's text, trimmed: what a bad reply held
 
-    def feed(self, chunk: _Chunk) -> str:
-        """Fold one chunk in and return its new text ("" for none)."""
+    def feed(self, data: str | bytes) -> str:
+        """Decode one chunk (or a whole non-streamed reply), fold it in, return its new text."""
+        self.chunks += 1
+        try:
+            chunk = _chunk_decoder.decode(data)
+        except msgspec.DecodeError as exc:
+            raise LLMError(f"the reply is not a chat completion ({exc}): {trimmed(data)}") from exc
+        self.sample = self.sample or trimmed(data)
         if chunk.error is not None:
-            raise LLMError(_error_text(chunk.error) or "the server sent an error event")
+            raise LLMError(error_text(chunk.error) or "the server sent an error event")
         self.model = self.model or chunk.model
         if chunk.usage is not None:
             tokens = (chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
             self.usage = TokenUsage(input_tokens=tokens[0], output_tokens=tokens[1])
         if not chunk.choices:
             return ""
+        self.choices += 1
         choice = chunk.choices[0]
         self.finish_reason = choice.finish_reason or self.finish_reason
         delta = choice.delta or choice.message
@@ -129,7 +151,21 @@ class _Turn:
         return ""
 
     def response(self) -> LLMResponse:
-        """The whole turn, tool-call arguments decoded."""
+        """The whole turn, tool-call arguments decoded.
+
+        Raises:
+            LLMError: the reply held no choice, or a choice with neither text
+                nor a tool call: no model reply to give (never an empty turn).
+        """
+        if not self.choices:
+            raise LLMError(f"the reply has no choices: {self.sample or 'nothing'}")
+        if not self.calls and not any(self.text):
+            why = _EMPTY_BECAUSE.get(self.finish_reason or "", "")
+            raise LLMError(
+                f"the reply holds no text and no tool call (finish_reason "
+                f"{self.finish_reason!r}{why}): {self.sample}",
+                retryable=True,
+            )
         calls = [
             ToolCall(
                 id=call.id or f"call_{uuid.uuid4().hex}",
@@ -147,21 +183,30 @@ class _Turn:
         )
 
 
+_EMPTY_BECAUSE = {
+    "length": ": the token limit came first; raise max_tokens",
+    "content_filter": ": the server's content filter removed it",
+}
+
+
 class OpenAIChatLLM:
     """A model behind an OpenAI-compatible ``/chat/completions`` endpoint.
 
     Works with OpenAI, vLLM, Ollama (``http://localhost:11434/v1``) and
-    llama.cpp's server. Tool-call arguments are decoded from the JSON string
-    the model produced; when that string is not valid JSON, the raw string is
-    kept as ``ToolCall.arguments`` so the run loop can report the error to the
-    model instead of failing the run (an empty string decodes to ``{}``).
+    llama.cpp's server. A failure is an :class:`LLMError` naming the model,
+    the endpoint and, where there is one, the fix. Tool-call arguments are
+    decoded from the JSON string the model produced; when that string is not
+    valid JSON, the raw string is kept as ``ToolCall.arguments`` so the run
+    loop can report the error to the model instead of failing the run (an
+    empty string decodes to ``{}``).
 
     Use it as an async context manager, or call :meth:`aclose`, to close the
     HTTP client it created; a client passed in stays open (its owner closes it).
 
     Args:
         model: The model name sent when a request names none.
-        base_url: The API root; ``/chat/completions`` is appended.
+        base_url: The API root; ``/chat/completions`` is appended. Defaults to
+            the ``OPENAI_BASE_URL`` environment variable, else OpenAI's.
         api_key: Sent as ``Authorization: Bearer``; defaults to the
             ``OPENAI_API_KEY`` environment variable; no header when neither is set.
         headers: Extra headers sent with every request (they win over ours).
@@ -175,14 +220,15 @@ class OpenAIChatLLM:
         client: An ``httpx.AsyncClient`` to use instead of creating one.
 
     Raises:
-        UsageError: If ``base_url`` is not an http(s) URL or ``max_retries`` is negative.
+        UsageError: If ``base_url`` (or ``OPENAI_BASE_URL``) is not an http(s)
+            URL, or ``max_retries`` is negative.
     """
 
     def __init__(
         self,
         model: str,
         *,
-        base_url: str = "https://api.openai.com/v1",
+        base_url: str | None = None,
         api_key: str | None = None,
         headers: Mapping[str, str] | None = None,
         timeout: float = 60.0,
@@ -192,16 +238,23 @@ class OpenAIChatLLM:
         max_tokens: int | None = None,
         client: httpx.AsyncClient | None = None,
     ) -> None:
+        url_from: str | None = "base_url"
+        if base_url is None:
+            base_url = os.environ.get(BASE_URL_ENV) or None
+            url_from = BASE_URL_ENV if base_url is not None else None
+        base_url = base_url or OPENAI_URL
         try:
             self._url = httpx.URL(base_url.rstrip("/") + "/chat/completions")
         except httpx.InvalidURL as exc:
-            raise UsageError(f"invalid base_url {base_url!r}: {exc}") from exc
+            raise UsageError(f"invalid {url_from or 'base_url'} {base_url!r}: {exc}") from exc
         if self._url.scheme not in ("http", "https") or not self._url.host:
-            raise UsageError(f"base_url must be an http(s) URL, not {base_url!r}")
+            raise UsageError(f"{url_from} must be an http(s) URL, not {base_url!r}")
         if max_retries < 0:
             raise UsageError(f"max_retries must be >= 0, not {max_retries}")
         self.model = model
-        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
+        key_from = ("api_key" if api_key is not None else API_KEY_ENV) if key else None
+        self._origin = Origin(base_url=base_url, url_from=url_from, key_from=key_from)
         self._headers = {"Content-Type": "application/json"}
         if key:
             self._headers["Authorization"] = f"Bearer {key}"
@@ -240,7 +293,9 @@ class OpenAIChatLLM:
         Raises:
             LLMError: The server refused (``status`` set; ``retryable`` for 429
                 and 5xx once retries are spent), could not be reached, broke off
-                mid-stream (``retryable``), or sent something unreadable.
+                mid-stream (``retryable``), or sent something that is not a model
+                reply (not JSON, no ``choices``, a turn with neither text nor a
+                tool call). Its ``model``, ``endpoint`` and ``hint`` are set.
         """
         return retrying_stream(
             lambda: self._call(request),
@@ -253,21 +308,28 @@ class OpenAIChatLLM:
     async def _call(self, request: LLMRequest) -> AsyncGenerator[LLMStreamEvent, None]:
         """One try: the events of one response; an httpx failure is the ``LLMError``'s cause."""
         body = self._body(request)
+        model = request.model or self.model
         try:
-            async with self._client.stream(
-                "POST", self._url, content=body, headers=self._headers, timeout=self._timeout
-            ) as response:
-                try:
-                    response.raise_for_status()
-                except httpx.HTTPStatusError as exc:
-                    raise await _status_error(response) from exc
-                async with aclosing(_read(response)) as events:
-                    async for event in events:
-                        yield event
-        except httpx.TransportError as exc:
-            raise LLMError(f"POST {self._url}: {exc!r}", retryable=True) from exc
-        except httpx.HTTPError as exc:
-            raise LLMError(f"POST {self._url}: {exc!r}") from exc
+            try:
+                async with self._client.stream(
+                    "POST", self._url, content=body, headers=self._headers, timeout=self._timeout
+                ) as response:
+                    try:
+                        response.raise_for_status()
+                    except httpx.HTTPStatusError as exc:
+                        await response.aread()
+                        raise status_error(response, self._origin, model) from exc
+                    async with aclosing(_read(response, self._origin)) as events:
+                        async for event in events:
+                            yield event
+            except httpx.TransportError as exc:
+                raise transport_error(exc, self._origin, self._timeout) from exc
+            except httpx.HTTPError as exc:
+                raise LLMError(f"{type(exc).__name__}: {exc}") from exc
+        except LLMError as exc:
+            # Every failure names what was called, where (the server's own words stay the message).
+            exc.model, exc.endpoint = exc.model or model, exc.endpoint or str(self._url)
+            raise
 
     def _body(self, request: LLMRequest) -> bytes:
         messages: list[dict[str, Any]] = []
@@ -341,6 +403,7 @@ def _encode_arguments(arguments: Any) -> str:
 
 
 def _decode_arguments(raw: str) -> Any:
+    # Invalid JSON stays the raw string: the run loop tells the model what is wrong with it.
     if not raw.strip():
         return {}
     try:
@@ -349,54 +412,54 @@ def _decode_arguments(raw: str) -> Any:
         return raw
 
 
-async def _read(response: httpx.Response) -> AsyncGenerator[LLMStreamEvent, None]:
-    """Yield the events of a successful response, streamed (SSE) or not (JSON)."""
+async def _read(response: httpx.Response, origin: Origin) -> AsyncGenerator[LLMStreamEvent, None]:
+    """Yield the events of a successful response, streamed (SSE) or not (JSON).
+
+    A reply that holds no model reply is an :class:`LLMError`; one that holds no
+    chat completion at all (no choices, not JSON, no events) asks whether the
+    API root is right.
+    """
     turn = _Turn()
-    if response.headers.get("content-type", "").startswith("application/json"):
-        text = turn.feed(_decode(await response.aread()))
+    try:
+        async with aclosing(_fold(response, turn)) as events:
+            async for event in events:
+                yield event
+    except LLMError as exc:
+        if exc.status is None and not turn.choices:
+            exc.hint = exc.hint or origin.root_hint()
+        raise
+
+
+async def _fold(response: httpx.Response, turn: _Turn) -> AsyncGenerator[LLMStreamEvent, None]:
+    kind = response.headers.get("content-type", "")
+    if kind.startswith("application/json"):
+        text = turn.feed(await response.aread())
         if text:
             yield LLMTextDelta(text=text)
         yield turn.response()
         return
     done = False
+    other: list[str] = []  # lines that are not events: what a body that is no stream held
     async for line in response.aiter_lines():
         if not line.startswith("data:"):
+            if len(other) < 5 and line.strip() and not line.startswith(":"):
+                other.append(line)
             continue  # blank separators, ": comments", and fields we do not use
         data = line[5:].strip()
         if data == "[DONE]":
             done = True
             break
-        text = turn.feed(_decode(data))
+        text = turn.feed(data)
         if text:
             yield LLMTextDelta(text=text)
+    if not turn.chunks:
+        held = f"{kind or 'no content-type'}, {trimmed(' '.join(other))}" if other else "nothing"
+        where = "before [DONE]" if done else f"(it held {held})"
+        # Nothing at all looks like a connection dropped early: a new try may do better.
+        raise LLMError(f"the reply holds no chat completion chunk {where}", retryable=not other)
     if not done and turn.finish_reason is None:
         raise LLMError("the stream ended before the model finished its turn", retryable=True)
     yield turn.response()
-
-
-def _decode(data: str | bytes) -> _Chunk:
-    try:
-        return _chunk_decoder.decode(data)
-    except msgspec.DecodeError as exc:
-        raise LLMError(f"unreadable reply from the server: {exc}") from exc
-
-
-async def _status_error(response: httpx.Response) -> LLMError:
-    await response.aread()
-    try:
-        body = msgspec.json.decode(response.content)
-    except msgspec.DecodeError:
-        body = None
-    detail = _error_text(body.get("error")) if isinstance(body, dict) else None
-    detail = detail or response.text.strip()[:500] or response.reason_phrase
-    status = response.status_code
-    return LLMError(detail, retryable=status == 429 or status >= 500, status=status)
-
-
-def _error_text(error: Any) -> str | None:
-    """The message of OpenAI's ``{"message": ...}`` error object (or of a bare string)."""
-    message = error.get("message") if isinstance(error, dict) else error
-    return message if isinstance(message, str) and message else None
 
 
 def _worth_retrying(exc: Exception) -> bool:

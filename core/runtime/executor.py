@@ -27,11 +27,12 @@ from typing import Any, Protocol
 
 import anyio
 
+from helix_agents._aio import api_error
 from helix_agents.agents.config import AgentConfig, OutputT
 from helix_agents.agents.define import AgentRegistry
 from helix_agents.children.inprocess import InProcessTransport
-from helix_agents.errors import UsageError
-from helix_agents.events import PendingInput, RunStarted
+from helix_agents.errors import HelixError, UsageError
+from helix_agents.events import PendingInput
 from helix_agents.hitl.routing import remote_usage
 from helix_agents.ids import new_run_id
 from helix_agents.log.pricing import Prices
@@ -41,6 +42,7 @@ from helix_agents.log.store import EventStore
 from helix_agents.log.usage import UsageRollup, get_usage_rollup
 from helix_agents.messages import UserMessage
 from helix_agents.models.base import LLMAdapter
+from helix_agents.models.names import check_model
 from helix_agents.protocol import (
     RemoteMessageRequest,
     RemoteResumeRequest,
@@ -50,7 +52,7 @@ from helix_agents.protocol import (
     message_from_input,
 )
 from helix_agents.runtime.env import RunEnv
-from helix_agents.runtime.handle import AgentHandle
+from helix_agents.runtime.handle import AgentHandle, handle_of
 from helix_agents.runtime.recovery import ExpiryTimers, recover_sessions
 from helix_agents.runtime.runs import RunGuard, SessionRuns, TakeoverClaim
 from helix_agents.runtime.service import ExecutorService, RuntimeParts
@@ -289,6 +291,12 @@ class AgentExecutor:
         self._expiry.cancel()  # a waiting timer must not hold the executor open
         try:
             try:
+                if isinstance(exc, Exception):
+                    # The block failed: stop the runs, but keep its error out of the task
+                    # group, so it reaches the caller as raised (cause and frames), not wrapped.
+                    tg.cancel_scope.cancel()
+                    await tg.__aexit__(None, None, None)
+                    return None
                 return await tg.__aexit__(exc_type, exc, tb)
             finally:
                 with anyio.CancelScope(shield=True):
@@ -319,12 +327,17 @@ class AgentExecutor:
         The output is an instance of the agent's ``output_schema`` (else the
         final text). Arguments as for :meth:`execute`.
 
+        Errors are the library's own (a :class:`~helix_agents.errors.HelixError`),
+        their causes kept, their tracebacks cut to the caller's frames.
+
         Raises:
             AgentRunError: the run failed, was interrupted or aborted, or paused
                 waiting for a person (use :meth:`execute` and the handle to
                 answer); its ``session_id`` names the log, kept in the store.
             AgentServerError: the start was refused, as for :meth:`execute`.
+            UsageError: as for :meth:`execute`.
         """
+<<<<<<< HEAD
         handle = await self.execute(
             agent,
             message_or_input,
@@ -334,6 +347,16 @@ class AgentExecutor:
             strict=strict,
         )
         return (await handle.result()).unwrap()
+=======
+        try:
+            handle = await self.execute(
+                agent, message_or_input, session_id=session_id, state=state, metadata=metadata
+            )
+            return (await handle.result()).unwrap()
+        except HelixError as exc:
+            error = api_error(exc) or exc
+        raise error  # out of the handler: the caller's frames only, no context added
+>>>>>>> errs
 
     async def execute(
         self,
@@ -349,14 +372,18 @@ class AgentExecutor:
 
         Idempotent for a given ``session_id``; raises :class:`AgentServerError`
         (``ALREADY_COMPLETED``, ``ALREADY_RUNNING``) like ``service.start``,
-        and :class:`~helix_agents.errors.ToolsetError` when a toolset of the
-        agent (or of its sub-agents) will not open (nothing is started then).
+        :class:`~helix_agents.errors.ToolsetError` when a toolset of the
+        agent (or of its sub-agents) will not open, and :class:`UsageError`
+        when the agent's model by name lacks a variable (``OPENAI_API_KEY``):
+        nothing is started then.
         The handle's result carries the output as an ``output_schema`` instance.
         ``strict`` (default: the executor's): each run of the session, and of its
         children, fails at its first problem instead of showing it to the model.
         """
         self.registry.register(agent)
         self.require_models()
+        if self.env.llm_override is None:
+            check_model(agent.llm)  # a missing key now, in one line, before anything is written
         await self.toolsets.prepare(agent)
         message = (
             message_or_input
@@ -374,7 +401,7 @@ class AgentExecutor:
                 strict=self.strict if strict is None else strict,
             )
         )
-        return await self._handle(response)
+        return await handle_of(self.runs, self.service, response)
 
     async def resume(
         self, session_id: str, message: str | Sequence[UserMessage] | None = None
@@ -384,7 +411,7 @@ class AgentExecutor:
         response = await self.service.resume(
             RemoteResumeRequest(session_id=session_id, message=msg)
         )
-        return await self._handle(response)
+        return await handle_of(self.runs, self.service, response)
 
     async def send_message(
         self,
@@ -411,29 +438,15 @@ class AgentExecutor:
                 message_id=message_id,
             )
         )
-        return await self._handle(
+        return await handle_of(
+            self.runs,
+            self.service,
             RemoteStartResponse(
                 session_id=response.session_id,
                 stream_id=response.stream_id,
                 run_id=response.run_id,
-            )
+            ),
         )
-
-    async def _handle(self, response: RemoteStartResponse) -> AgentHandle:
-        session_id = response.session_id
-        active = self.runs.active(session_id)
-        if active is not None and active.run_id == response.run_id:
-            return AgentHandle(
-                self.runs, self.service, session_id, response.run_id, active.start_seq
-            )
-        # A run this executor did not launch (an idempotent start of a session
-        # begun elsewhere): find where it started in the log.
-        start_seq = 0
-        for event in reversed(await self.store.read(session_id)):
-            if isinstance(event, RunStarted) and event.run_id == response.run_id:
-                start_seq = event.seq
-                break
-        return AgentHandle(self.runs, self.service, session_id, response.run_id, start_seq)
 
     async def state(self, session_id: str) -> SessionState:
         """The session's state folded from its log; ``NOT_FOUND`` if it has none."""

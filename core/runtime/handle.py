@@ -10,15 +10,15 @@ import msgspec
 from helix_agents._aio import closing_iter
 from helix_agents.agents.config import OutputT
 from helix_agents.errors import AgentRunError, AgentServerError
-from helix_agents.events import PendingInput, Suspended
+from helix_agents.events import PendingInput, RunStarted, Suspended
 from helix_agents.log.projections import pending_inputs, stream_item
 from helix_agents.log.state import RunProblem, SessionStatus, StreamItem
 from helix_agents.log.streaming import RUN_ENDING_EVENTS
-from helix_agents.protocol import SubmitResponse
+from helix_agents.protocol import RemoteStartResponse, SubmitResponse
 from helix_agents.runtime.runs import SessionRuns
 from helix_agents.runtime.service import ExecutorService
 
-__all__ = ["AgentHandle", "AgentResult"]
+__all__ = ["AgentHandle", "AgentResult", "handle_of"]
 
 
 class AgentResult(msgspec.Struct, Generic[OutputT], frozen=True, kw_only=True):
@@ -153,3 +153,21 @@ class AgentHandle(Generic[OutputT]):
     async def abort(self, reason: str | None = None) -> None:
         """Ask the run to stop for good."""
         await self.service.abort(self.session_id, reason)
+
+
+async def handle_of(
+    runs: SessionRuns, service: ExecutorService, response: RemoteStartResponse
+) -> AgentHandle:
+    """The handle of the run a start (resume, follow-up message) response names."""
+    session_id = response.session_id
+    active = runs.active(session_id)
+    if active is not None and active.run_id == response.run_id:
+        return AgentHandle(runs, service, session_id, response.run_id, active.start_seq)
+    # A run this executor did not launch (an idempotent start of a session
+    # begun elsewhere): find where it started in the log.
+    start_seq = 0
+    for event in reversed(await runs.store.read(session_id)):
+        if isinstance(event, RunStarted) and event.run_id == response.run_id:
+            start_seq = event.seq
+            break
+    return AgentHandle(runs, service, session_id, response.run_id, start_seq)

@@ -6,6 +6,7 @@ from typing import Any
 
 import anyio
 
+from helix_agents._aio import api_error
 from helix_agents.agents.config import AgentConfig, OutputT
 from helix_agents.errors import UsageError
 from helix_agents.log.store import EventStore
@@ -31,7 +32,10 @@ def run_sync(
     ``findings = run_sync(researcher, "Why event logs?", store=MemoryEventStore())``.
     An executor is opened for the one run and closed after it; the store is
     not closed (it may be used again). The output is an instance of the
-    agent's ``output_schema`` (else the final text).
+    agent's ``output_schema`` (else the final text). Errors are the library's
+    own (a :class:`~helix_agents.errors.HelixError`, never an exception
+    group), their causes kept and their tracebacks cut to the caller's frames:
+    what went wrong reads in a line under the caller's own.
 
     Args:
         agent: the agent (its sub-agents are registered with it).
@@ -49,7 +53,8 @@ def run_sync(
         AgentRunError: the run failed, was interrupted, or paused waiting for a
             person (use ``AgentExecutor.execute`` to answer).
         UsageError: called from async code (``await executor.run(...)`` there),
-            or an agent that has no model.
+            an agent that has no model, or a model by name whose variable is
+            not set (``OPENAI_API_KEY``).
     """
     try:
         anyio.get_current_task()
@@ -72,4 +77,10 @@ def run_sync(
                 strict=strict,
             )
 
-    return anyio.run(run)
+    try:
+        return anyio.run(run)
+    except Exception as exc:
+        error = api_error(exc)
+        if error is None:
+            raise
+    raise error  # out of the handler: no event-loop frames, no context added

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.from_thread
@@ -29,14 +30,19 @@ from helix_agents.messages import ToolCall, ToolResultMessage
 from helix_agents.runtime.writer import SessionWriter
 
 __all__ = [
+    "InvalidArguments",
     "ToolOutcome",
+    "decode_arguments",
     "encode_result",
     "run_tool_call",
+    "validate_arguments",
     "validate_finish",
     "validation_message",
 ]
 
 log = logging.getLogger("helix_agents")
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 class ToolOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -77,14 +83,51 @@ def validation_message(exc: ValidationError) -> str:
     return "invalid arguments: " + "; ".join(parts)
 
 
+class InvalidArguments(Exception):
+    """A call's arguments do not fit; ``str()`` is the one line the model reads."""
+
+
+def decode_arguments(arguments: Any) -> Any:
+    """The model's arguments as data: a string (JSON an adapter could not decode) is decoded here.
+
+    Raises:
+        InvalidArguments: ``invalid arguments: not valid JSON (<what> at line L
+            column C): '<the text, trimmed>'``.
+    """
+    if not isinstance(arguments, str):
+        return arguments
+    if not arguments.strip():
+        return {}
+    try:
+        return json.loads(arguments)
+    except json.JSONDecodeError as exc:
+        where = f"{exc.msg.removesuffix(' at')} at line {exc.lineno} column {exc.colno}"
+        # The start says which call it was; the end is where truncated JSON broke off.
+        shown = arguments if len(arguments) <= 200 else f"{arguments[:140]}...{arguments[-57:]}"
+        raise InvalidArguments(f"invalid arguments: not valid JSON ({where}): {shown!r}") from None
+
+
+def validate_arguments(schema: type[ModelT], arguments: Any) -> ModelT:
+    """``arguments`` (decoded by :func:`decode_arguments`) validated into ``schema``.
+
+    Raises:
+        InvalidArguments: the JSON is malformed, or does not fit the schema
+            (:func:`validation_message`'s line).
+    """
+    try:
+        return schema.model_validate(decode_arguments(arguments))
+    except ValidationError as exc:
+        raise InvalidArguments(validation_message(exc)) from None
+
+
 def validate_finish(agent: AgentConfig, arguments: Any) -> ToolOutcome:
     """Check ``__finish__`` arguments against the agent's output schema."""
     if agent.output_schema is None:
         return ToolOutcome(result=arguments)
     try:
-        model = agent.output_schema.model_validate(arguments)
-    except ValidationError as exc:
-        return ToolOutcome(error=validation_message(exc))
+        model = validate_arguments(agent.output_schema, arguments)
+    except InvalidArguments as exc:
+        return ToolOutcome(error=str(exc))
     return ToolOutcome(result=model.model_dump(mode="json"))
 
 
@@ -256,16 +299,17 @@ async def run_tool_call(
 ) -> ToolOutcome:
     """Run a regular tool call and record it: ``tool_start``, the result, ``tool_end``.
 
-    Bad arguments, an exception and a timeout all become error results the LLM
-    reads; only cancellation (interrupt, abort) escapes.
+    Bad arguments (malformed JSON included), an exception and a timeout all
+    become error results the LLM reads; only cancellation (interrupt, abort)
+    escapes.
     """
     session_id = writer.session_id
     await writer.append(tool_start(agent, session_id, call))
     await fire("before_tool", call)
     try:
-        value = tool.input_schema.model_validate(call.arguments)
-    except ValidationError as exc:
-        outcome = ToolOutcome(error=validation_message(exc))
+        value = validate_arguments(tool.input_schema, call.arguments)
+    except InvalidArguments as exc:
+        outcome = ToolOutcome(error=str(exc))
     else:
         ctx = RunToolContext(agent, writer, call)
         try:

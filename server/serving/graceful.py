@@ -14,6 +14,11 @@ with a recoverable ``error`` frame, its reader free to reconnect elsewhere or
 after the restart; one whose run pauses during the grace ends when it does. A second
 signal starts that at once; a third stops waiting for connections (uvicorn's
 forced exit).
+
+A library error the app's lifespan raises at startup (a toolset that will not
+open, a store out of reach) is raised by :meth:`GracefulServer.serve` itself,
+for the CLI to print in one line, instead of uvicorn logging its traceback and
+exiting with status 3.
 """
 
 from __future__ import annotations
@@ -22,12 +27,15 @@ import contextlib
 import logging
 import signal
 import socket
+import sys
 from collections.abc import Callable, Iterator
 from types import FrameType
+from typing import Any
 
 import anyio
 import uvicorn
 
+from helix_agents._aio import api_error
 from helix_agents.errors import HelixError
 from helix_agents.protocol import RemoteResumeRequest
 from helix_agents.server.agent_server import AgentServer
@@ -72,6 +80,9 @@ class GracefulServer(uvicorn.Server):
         on_exit: Callable[[], object] | None = None,
         streams: OpenStreams | None = None,
     ) -> None:
+        self._startup = _StartupError(config.app)
+        if not isinstance(config.app, str):  # an import string is loaded by uvicorn itself
+            config.app = self._startup  # read by uvicorn when it loads the config, in serve()
         super().__init__(config)
         self.grace = grace
         self.agents = agents
@@ -113,8 +124,22 @@ class GracefulServer(uvicorn.Server):
                 self._captured_signals[:] = captured
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        """Start as uvicorn does, then resume the sessions the last shutdown interrupted."""
-        await super().startup(sockets)
+        """Start as uvicorn does, then resume the sessions the last shutdown interrupted.
+
+        Raises:
+            HelixError: what the app's lifespan raised at startup (uvicorn
+                would exit with status 3 after logging its traceback).
+        """
+        try:
+            await super().startup(sockets)
+        except SystemExit:
+            error = self._startup.error
+            if error is None:
+                raise
+        else:
+            error = None
+        if error is not None:
+            raise error  # out of the handler: the error alone, not "during SystemExit"
         if self.started and self.agents is not None and not self.should_exit:
             await resume_interrupted_by_shutdown(self.agents)
 
@@ -216,3 +241,35 @@ async def resume_interrupted_by_shutdown(agents: AgentServer) -> list[str]:
     if resumed:
         log.info("resumed %d session(s) the last shutdown interrupted: %s", len(resumed), resumed)
     return resumed
+
+
+class _StartupError:
+    """The app, with a library error its lifespan raises at startup kept, not logged as a traceback.
+
+    Starlette sends ``lifespan.startup.failed`` with the traceback as its
+    message from inside its ``except`` block, so the error is at hand there:
+    uvicorn then logs only that startup failed, and :class:`GracefulServer`
+    raises the error.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.error: HelixError | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.app, name)  # the app's own attributes (streams...) stay reachable
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+
+        async def quiet(message: Any) -> None:
+            failed = sys.exc_info()[1]
+            if message["type"] == "lifespan.startup.failed" and failed is not None:
+                self.error = api_error(failed)
+                if self.error is not None:
+                    message = {**message, "message": ""}
+            await send(message)
+
+        await self.app(scope, receive, quiet)

@@ -2,8 +2,9 @@
 
 The named model talks to a fake OpenAI-compatible server on uvicorn (loopback)
 through ``OPENAI_BASE_URL``; the key goes out as the bearer token. Without a
-key (or, for ``openai-compatible``, without a base URL) the definition fails
-with one ``UsageError`` line naming the variable.
+key (or, for ``openai-compatible``, without a base URL) the definition still
+works (a module naming a model imports without it), and running the agent is
+one ``UsageError`` line naming the variable.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from starlette.routing import Route
 from helix_agents import AgentExecutor, define_agent
 from helix_agents.errors import UsageError
 from helix_agents.models.names import NamedModel, model_from_name
+from helix_agents.protocol import RemoteStartRequest
 from helix_agents.stores import MemoryEventStore
 
 
@@ -74,13 +76,40 @@ async def test_a_named_model_calls_the_server_with_the_usual_variables(
     assert key is None or key not in repr(agent.llm)
 
 
-def test_openai_without_a_key_is_one_line_naming_the_variable(
+async def test_openai_without_a_key_defines_and_refuses_to_run_in_one_line(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """The name is checked at definition, the key when the agent runs: nothing is written."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    with pytest.raises(UsageError, match="set OPENAI_API_KEY") as caught:
-        define_agent("a", model="openai:gpt-4o-mini")
+    agent = define_agent("a", model="openai:gpt-4o-mini")  # a module defining it imports
+    store = MemoryEventStore()
+    async with AgentExecutor(store, [agent]) as executor:
+        with pytest.raises(UsageError, match="set OPENAI_API_KEY") as caught:
+            await executor.execute(agent, "hi", session_id="s")
+        with pytest.raises(UsageError, match="set OPENAI_API_KEY"):
+            await executor.run(agent, "hi")
     assert "\n" not in str(caught.value)
+    assert await store.list_sessions() == []
+
+
+async def test_a_run_started_without_the_key_fails_with_the_line_at_its_model_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As a server starts it (no check before): the run fails, its error names the variable."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    agent = define_agent("a", model="openai:gpt-4o-mini")
+    with anyio.fail_after(10):
+        async with AgentExecutor(MemoryEventStore(), [agent]) as executor:
+            await executor.service.start(
+                RemoteStartRequest(session_id="s", agent_type="a", message="hi")
+            )
+            await executor.wait_idle("s")
+            state = await executor.state("s")
+    assert state.status == "failed"
+    assert state.error is not None
+    assert "\n" not in state.error
+    assert state.error.startswith("LLM call failed: model 'openai:gpt-4o-mini' needs an OpenAI")
+    assert "set OPENAI_API_KEY" in state.error
 
 
 def test_openai_compatible_without_a_base_url_names_the_variable(
@@ -104,13 +133,15 @@ def test_a_bad_model_name_is_a_usage_error(name: str, needle: str) -> None:
         define_agent("a", model=name)
 
 
-def test_a_bad_base_url_and_llm_with_model_are_usage_errors(
+async def test_a_bad_base_url_and_llm_with_model_are_usage_errors(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     monkeypatch.setenv("OPENAI_BASE_URL", "localhost:11434")
-    with pytest.raises(UsageError, match="http"):
-        define_agent("a", model="openai:gpt-4o-mini")
+    agent = define_agent("a", model="openai:gpt-4o-mini")
+    async with AgentExecutor(MemoryEventStore(), [agent]) as executor:
+        with pytest.raises(UsageError, match="OPENAI_BASE_URL must be an http"):
+            await executor.execute(agent, "hi")
     monkeypatch.delenv("OPENAI_BASE_URL")
     with pytest.raises(UsageError, match="not both"):
         define_agent("a", model="openai:gpt-4o-mini", llm=model_from_name("openai:gpt-4o"))

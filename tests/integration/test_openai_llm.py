@@ -566,7 +566,10 @@ async def test_400_raises_the_server_message_without_retrying(fake: FakeOpenAI) 
     assert not caught.value.retryable
     assert caught.value.status == 400
     assert caught.value.message == message
-    assert str(caught.value) == f"LLM call failed (HTTP 400): {message}"
+    endpoint = f"{fake.base_url}/chat/completions"
+    assert str(caught.value) == (
+        f"LLM call failed (HTTP 400) for model 'gpt-fake' at {endpoint}: {message}"
+    )
     assert len(fake.requests) == 1
 
 
