@@ -123,6 +123,7 @@ class AgentExecutor:
             Unset: no tracing, and OpenTelemetry is never imported.
         runtime: which runtime runs the sessions (a :class:`Runtime`); unset, the
             built-in one, in this process.
+        strict: start sessions strict (a run fails at its first problem; specs/runtime.md).
 
     Raises:
         UsageError: a runtime already given to another executor, or an option
@@ -162,7 +163,6 @@ class AgentExecutor:
         self.runtime = runtime
         """The runtime the sessions run on (None: the built-in one)."""
         self.strict = strict
-        """Start sessions strict unless a call says otherwise (a run fails at its first problem)."""
         parts = (
             runtime.bind(self)
             if runtime is not None
@@ -337,26 +337,19 @@ class AgentExecutor:
             AgentServerError: the start was refused, as for :meth:`execute`.
             UsageError: as for :meth:`execute`.
         """
-<<<<<<< HEAD
-        handle = await self.execute(
-            agent,
-            message_or_input,
-            session_id=session_id,
-            state=state,
-            metadata=metadata,
-            strict=strict,
-        )
-        return (await handle.result()).unwrap()
-=======
         try:
             handle = await self.execute(
-                agent, message_or_input, session_id=session_id, state=state, metadata=metadata
+                agent,
+                message_or_input,
+                session_id=session_id,
+                state=state,
+                metadata=metadata,
+                strict=strict,
             )
             return (await handle.result()).unwrap()
         except HelixError as exc:
             error = api_error(exc) or exc
         raise error  # out of the handler: the caller's frames only, no context added
->>>>>>> errs
 
     async def execute(
         self,
@@ -463,14 +456,10 @@ class AgentExecutor:
     async def recover(self) -> list[str]:
         """Resume every session whose log says ``running`` but that no run here holds.
 
-        Call it when a process starts on a store another process left behind
-        (a crash): those sessions were running when it died. Reads every
-        session's log once. Returns the ids resumed.
-
-        A session whose log is damaged (it fails the store's integrity check,
-        or does not fold into a valid log) is quarantined, not fatal: it is
-        skipped, listed in :attr:`damaged_sessions`, and named once in the
-        log; every other session is recovered.
+        For a process starting on a store another left behind (a crash); reads
+        each log once; returns the ids resumed. A damaged log (failing the
+        integrity check or the fold) is skipped, listed in
+        :attr:`damaged_sessions` and logged once; the others are recovered.
         """
         recovered, damaged = await recover_sessions(self.runs, self.service, self._expiry)
         self.damaged_sessions = damaged
@@ -480,19 +469,17 @@ class AgentExecutor:
         """True while a run of the session is active in this executor.
 
         With the folded ``state``: only while its log still says running (a run
-        whose end is recorded is no longer executing, even if it is still
-        winding down).
+        whose end is recorded is no longer executing, even while winding down).
         """
         return self.runs.is_executing(session_id, state)
 
     async def submit_tool_result(
         self, session_id: str, tool_call_id: str, result: Any = None, error: str | None = None
     ) -> SubmitResponse:
-        """Answer client tool call ``tool_call_id`` at ``session_id`` (the root; see hitl.md).
+        """Answer client tool call ``tool_call_id`` at ``session_id``, the root (hitl.md).
 
-        Routed to the owning session, local or remote; the tree resumes once
-        the owner has every answer. Raises :class:`AgentServerError`:
-        ``NOT_FOUND``, ``INVALID_REQUEST``, ``ALREADY_ANSWERED``.
+        The tree resumes once the call's owner has every answer. Raises
+        :class:`AgentServerError` (``NOT_FOUND``, ``INVALID_REQUEST``, ``ALREADY_ANSWERED``).
         """
         return await self.service.submit_tool_result(session_id, tool_call_id, result, error)
 
@@ -520,7 +507,6 @@ class AgentExecutor:
         left out (logged). ``prices`` prices the tokens (``None``: the built-in
         defaults only; see ``helix_agents.log.pricing``).
         """
-
         return await get_usage_rollup(
             self.store,
             session_id,
