@@ -32,7 +32,7 @@ from pydantic import BaseModel
 from helix_agents import AgentExecutor, define_agent
 from helix_agents.events import ToolEnd
 from helix_agents.mcp import MCPOptions, MCPToolset, StdioServerParameters
-from helix_agents.models import ScriptedLLM
+from helix_agents.models import FINISH_TOOL_NAME, ScriptedLLM
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore
 
@@ -100,7 +100,7 @@ async def tools_in() -> tuple[Answer, list[str]]:
             await handle.approve(entry.tool_call_id)
         result = await handle.result()
         for event in await store.read("calc-1"):
-            if isinstance(event, ToolEnd):
+            if isinstance(event, ToolEnd) and event.tool_name != FINISH_TOOL_NAME:
                 lines.append(f"{event.tool_name} -> {event.result}")
     answer = result.unwrap()
     lines.append(f"answer: {answer.answer}")

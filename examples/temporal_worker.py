@@ -31,7 +31,7 @@ from pydantic import BaseModel
 
 from helix_agents import create_sub_agent_tool, define_agent, define_tool
 from helix_agents.events import SubAgentStart, TextDelta, ToolEnd, ToolStart
-from helix_agents.models import ScriptedLLM
+from helix_agents.models import FINISH_TOOL_NAME, ScriptedLLM
 from helix_agents.protocol import ChunkEvent, EndEvent, RemoteStartRequest
 from helix_agents.stores import open_store
 from helix_agents.temporal import DevServer, TemporalOptions, TemporalWorker, temporal_server
@@ -76,7 +76,10 @@ agents = {"lead": lead}
 
 
 def describe(chunk: Any) -> str | None:
-    """One line for the chunks worth showing."""
+    """One line for the chunks worth showing (not an agent's finishing call: its caller's
+    tool result shows the output)."""
+    if isinstance(chunk, ToolStart | ToolEnd) and chunk.tool_name == FINISH_TOOL_NAME:
+        return None
     if isinstance(chunk, ToolStart):
         return f"[{chunk.agent_type}] tool {chunk.tool_name} ..."
     if isinstance(chunk, ToolEnd):

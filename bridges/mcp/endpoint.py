@@ -57,6 +57,7 @@ from helix_agents.events import (
     ToolEnd,
     ToolStart,
 )
+from helix_agents.models.base import FINISH_TOOL_NAME
 from helix_agents.protocol import (
     ChunkEvent,
     EndEvent,
@@ -191,6 +192,11 @@ def _describe(chunk: Chunk) -> str:
     match chunk:
         case TextDelta():
             return f"{who}: {chunk.delta}"
+        case ToolStart() if chunk.tool_name == FINISH_TOOL_NAME:
+            return f"{who} gives its output"
+        case ToolEnd() if chunk.tool_name == FINISH_TOOL_NAME:
+            refused = f"refused: {chunk.error}" if chunk.error is not None else "accepted"
+            return f"{who}: output {refused}"
         case ToolStart():
             return f"{who} calls {chunk.tool_name}"
         case ToolEnd():

@@ -146,11 +146,25 @@ def add_log_level(parser: argparse.ArgumentParser) -> None:
 
 
 async def ask_terminal(prompt: str) -> str | None:
-    """Ask at the terminal (a worker thread reads standard input); None at its end."""
+    """Ask at the terminal (a worker thread reads standard input); None at its end.
+
+    The output is left at the start of a line. At a terminal the prompt comes
+    first and the person's Enter ends its line. From a pipe or a file, the
+    prompt is written with the line read after it (``you> hello``), as a
+    transcript, and nothing at the end of input: never a prompt left open for
+    the next output to run into.
+    """
 
     def read() -> str | None:
+        if not sys.stdin.isatty():
+            line = sys.stdin.readline()
+            if line:
+                print(prompt + line.rstrip("\r\n"), flush=True)
+            return line or None
         print(prompt, end="", flush=True)
         line = sys.stdin.readline()
-        return line if line else None
+        if not line:
+            print(flush=True)  # ^D after the prompt: end its line
+        return line or None
 
     return await anyio.to_thread.run_sync(read, abandon_on_cancel=True)

@@ -12,12 +12,21 @@ import os
 import sys
 import traceback
 from collections.abc import Iterable, Mapping
+from types import ModuleType
 from typing import Any
 
 from helix_agents import AgentConfig
+from helix_agents.agents import SubAgentTool
 from helix_agents.server.agent_server import AgentServer
 
-__all__ = ["TargetError", "agents_of", "chat_agents", "load_target", "server_agents"]
+__all__ = [
+    "TargetError",
+    "agents_of",
+    "chat_agents",
+    "holdings",
+    "load_target",
+    "server_agents",
+]
 
 
 class TargetError(Exception):
@@ -81,12 +90,55 @@ def load_target(spec: str) -> Any:
     except Exception as exc:  # the user's module may raise anything while importing
         raise _import_failure(module_name, exc) from exc
     target = module
-    for part in attr.split("."):
+    for depth, part in enumerate(attr.split(".")):
         try:
             target = getattr(target, part)
         except AttributeError:
-            raise TargetError(f"{module_name!r} has no attribute {attr!r}") from None
+            held = f"; {holdings(module)}" if depth == 0 else ""
+            raise TargetError(f"{module_name!r} has no attribute {attr!r}{held}") from None
     return target
+
+
+def _delegates(agent: AgentConfig) -> list[str]:
+    """The agents ``agent``'s local sub-agent tools run, by name."""
+    return [tool.agent.name for tool in agent.tools if isinstance(tool, SubAgentTool)]
+
+
+def _described(name: str, value: Any) -> str | None:
+    """Module attribute ``name`` as the list of what a module holds shows it; None: no agents."""
+    if isinstance(value, AgentServer):
+        return f"{name} (an AgentServer: {', '.join(value.agent_types)})"
+    if isinstance(value, AgentConfig):
+        notes = [] if value.name == name else [f"agent {value.name!r}"]
+        if children := _delegates(value):
+            notes.append(f"delegates to {', '.join(children)}")
+        return f"{name} ({'; '.join(notes)})" if notes else name
+    if isinstance(value, Mapping | list | tuple):
+        members = list(value.values()) if isinstance(value, Mapping) else list(value)
+        if members and all(isinstance(member, AgentConfig) for member in members):
+            kind = "dict" if isinstance(value, Mapping) else type(value).__name__
+            return f"{name} (a {kind}: {', '.join(member.name for member in members)})"
+    return None
+
+
+def holdings(module: ModuleType) -> str:
+    """What ``module`` offers a ``MODULE:ATTR``, for an error: ``it holds agents: ...; try M:A``.
+
+    Its public attributes that are an agent, a non-empty dict, list or tuple
+    of agents, or an AgentServer, by name. The suggestion is the collections
+    and AgentServers when there are any (they hold a whole program), else the
+    agents no other one of them delegates to (the roots of its trees).
+    """
+    values = {name: value for name, value in vars(module).items() if not name.startswith("_")}
+    found = {name: shown for name in sorted(values) if (shown := _described(name, values[name]))}
+    if not found:
+        return "it holds no agents (define one with define_agent at the module's top level)"
+    agents = {name: values[name] for name in found if isinstance(values[name], AgentConfig)}
+    called = {child for agent in agents.values() for child in _delegates(agent)}
+    groups = [name for name in found if name not in agents]
+    roots = [name for name, agent in agents.items() if agent.name not in called]
+    tries = " or ".join(f"{module.__name__}:{name}" for name in (groups or roots or list(found)))
+    return f"it holds agents: {', '.join(found.values())}; try {tries}"
 
 
 def agents_of(target: Any, spec: str) -> list[AgentConfig]:

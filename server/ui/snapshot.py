@@ -26,7 +26,7 @@ from helix_agents.log.pricing import Prices
 from helix_agents.log.projections import project_state, project_stream, status_of
 from helix_agents.log.state import StatusSnapshot, UsageTotals
 
-from .view import Decision, TreeView, fold_view
+from .view import Decision, TreeView, fold_view, user_turns
 
 __all__ = ["Snapshot", "decisions_of", "take_snapshot"]
 
@@ -89,7 +89,7 @@ async def take_snapshot(
     prefix = log[:cut]
     state = project_state(prefix)
     status = status_of(state)
-    view = fold_view(session_id, state.agent_type, project_stream(prefix))
+    view = fold_view(session_id, state.agent_type, project_stream(prefix), user_turns(prefix))
     view.at = cut
     view.agents[session_id].status = status.status  # the root's own, from its log
     usages: dict[str, UsageTotals | None] = {}

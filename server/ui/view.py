@@ -9,6 +9,7 @@ rules; a browser test checks that both folds render the same page.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable
 from typing import Any, assert_never
 
@@ -17,9 +18,13 @@ import msgspec
 from helix_agents.events import (
     CustomChunk,
     ErrorChunk,
+    Event,
     InputRequired,
+    MessageQueued,
     OutputChunk,
     PendingInput,
+    RunStarted,
+    SessionCreated,
     StepRestarted,
     SubAgentEnd,
     SubAgentStart,
@@ -41,8 +46,17 @@ __all__ = [
     "TextEntry",
     "ToolEntry",
     "TreeView",
+    "UserEntry",
     "fold_view",
+    "user_turns",
 ]
+
+
+class UserEntry(msgspec.Struct, kw_only=True, tag_field="kind", tag="user", rename="camel"):
+    """A message the user sent the root (its first input, a follow-up); ``seq``: its event's."""
+
+    text: str
+    seq: int
 
 
 class TextEntry(msgspec.Struct, kw_only=True, tag_field="kind", tag="text", rename="camel"):
@@ -87,7 +101,7 @@ class CustomEntry(msgspec.Struct, kw_only=True, tag_field="kind", tag="custom", 
     data: Any = None
 
 
-Entry = TextEntry | ToolEntry | AgentEntry | OutputEntry | ErrorEntry | CustomEntry
+Entry = UserEntry | TextEntry | ToolEntry | AgentEntry | OutputEntry | ErrorEntry | CustomEntry
 
 
 class AgentNode(msgspec.Struct, kw_only=True, rename="camel"):
@@ -199,6 +213,12 @@ class TreeView(msgspec.Struct, kw_only=True, rename="camel"):
             case _:
                 assert_never(chunk)
 
+    def said(self, seq: int, texts: Iterable[str]) -> None:
+        """Fold what the user sent the root at ``seq`` (a :func:`user_turns` entry)."""
+        self.at = max(self.at, seq)
+        root = self.agents[self.root_id]
+        root.entries.extend(UserEntry(text=text, seq=seq) for text in texts)
+
     def _answered(self, tool_call_id: str) -> None:
         self.pending = [entry for entry in self.pending if entry.tool_call_id != tool_call_id]
 
@@ -221,10 +241,39 @@ def _discard_text(node: AgentNode, chars: int) -> None:
         node.entries.pop()
 
 
-def fold_view(root_id: str, root_type: str, items: Iterable[StreamItem]) -> TreeView:
-    """The view of ``root_id``'s tree after ``items`` (its stream, in order)."""
+def user_turns(log: Iterable[Event]) -> list[tuple[int, list[str]]]:
+    """What the user sent a session, by the seq of the event that carries it, in order.
+
+    Its first input (``session_created``), and each follow-up: a new run's
+    (``run_started``), or one that came while a run went on
+    (``message_queued``, where it arrived). Messages the runtime adds itself
+    (``message_appended``: a reminder, a companion's notice) are not the user's.
+    """
+    turns: list[tuple[int, list[str]]] = []
+    for event in log:
+        if isinstance(event, SessionCreated | RunStarted | MessageQueued) and event.messages:
+            turns.append((event.seq, [message.content for message in event.messages]))
+    return turns
+
+
+def fold_view(
+    root_id: str,
+    root_type: str,
+    items: Iterable[StreamItem],
+    said: Iterable[tuple[int, list[str]]] = (),
+) -> TreeView:
+    """The view of ``root_id``'s tree after ``items`` (its stream, in order).
+
+    ``said``: the root's :func:`user_turns`, each folded where its seq falls
+    among the items' sequences.
+    """
     view = TreeView(root_id=root_id)
     view.node(root_id, root_type)
+    turns = deque(sorted(said, key=lambda turn: turn[0]))
     for item in items:
+        while turns and turns[0][0] < item.sequence:
+            view.said(*turns.popleft())
         view.apply(item)
+    for turn in turns:
+        view.said(*turn)
     return view

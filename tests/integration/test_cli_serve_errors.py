@@ -133,3 +133,66 @@ def test_an_agent_with_no_model_fails_before_serving(tmp_path: Path) -> None:
     error = one_error_line(result, 2)
     assert "agent 'mute' has no model" in error
     assert result.stdout == ""
+
+
+TREE_MODULE = """\
+from pydantic import BaseModel
+
+from helix_agents import create_sub_agent_tool, define_agent
+from helix_agents.models import ScriptedLLM
+
+
+class Task(BaseModel):
+    query: str
+
+
+class Note(BaseModel):
+    note: str
+
+
+checker = define_agent("checker", output_schema=Note, llm=ScriptedLLM(["ok"]))
+lead = define_agent(
+    "orchestrator", tools=[create_sub_agent_tool(checker, Task)], llm=ScriptedLLM(["hi"])
+)
+"""
+
+COMMANDS_TAKING_A_TARGET = {
+    # id: the command line after the command's name, MODULE:ATTR being tree:agents
+    "serve": ["serve", "tree:agents", "--store", "memory://"],
+    "chat": ["chat", "tree:agents", "--store", "memory://"],
+    "host": ["host", "tree:agents", "--nats", "nats://127.0.0.1:9"],
+    "worker": ["worker", "tree:agents", "--temporal", "127.0.0.1:9", "--store", "memory://"],
+    "replay-rerun": ["replay", "--store", "memory://", "s1", "--rerun", "tree:agents"],
+}
+
+
+@pytest.mark.parametrize("argv", COMMANDS_TAKING_A_TARGET.values(), ids=COMMANDS_TAKING_A_TARGET)
+def test_a_missing_attribute_lists_the_agents_the_module_holds(
+    tmp_path: Path, argv: list[str]
+) -> None:
+    """Every command taking MODULE:ATTR says what the module does hold, and what to try."""
+    (tmp_path / "tree.py").write_text(TREE_MODULE)
+    error = one_error_line(run(tmp_path, *argv), 2)
+    assert error == (
+        "helix-agents: error: 'tree' has no attribute 'agents'; it holds agents: "
+        "checker, lead (agent 'orchestrator'; delegates to checker); try tree:lead"
+    )
+
+
+def test_a_missing_attribute_suggests_the_collection_a_module_holds(tmp_path: Path) -> None:
+    (tmp_path / "tree.py").write_text(TREE_MODULE + "\nAGENTS = [lead, checker]\n")
+    error = one_error_line(run(tmp_path, "serve", "tree:agents"), 2)
+    assert error.endswith(
+        "it holds agents: AGENTS (a list: orchestrator, checker), checker, "
+        "lead (agent 'orchestrator'; delegates to checker); try tree:AGENTS"
+    )
+    assert not (tmp_path / "helix.db").exists()
+
+
+def test_a_missing_attribute_of_a_module_without_agents_says_so(tmp_path: Path) -> None:
+    (tmp_path / "empty.py").write_text("import os\n\nnames = ['a', 'b']\nnothing = []\n")
+    error = one_error_line(run(tmp_path, "serve", "empty:agents"), 2)
+    assert error == (
+        "helix-agents: error: 'empty' has no attribute 'agents'; it holds no agents "
+        "(define one with define_agent at the module's top level)"
+    )

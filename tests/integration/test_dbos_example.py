@@ -43,6 +43,8 @@ async def test_dbos_example_runs_a_session_with_a_child_workflow_and_an_approval
     assert "approving book (its paused workflow waits for it)" in lines
     assert "[lead] tool book -> visit to Lyon booked" in lines
     assert lines[-1] == "output: Lyon has 516092 people: big enough, and the visit is booked."
+    # The judge's finishing call shows as its caller's tool result, never by its tool name.
+    assert not [line for line in lines if "__finish__" in line]
     store = SqliteEventStore(db)
     try:
         [session] = [s for s in await store.list_sessions() if "-sub-" not in s]

@@ -48,7 +48,10 @@ def test_typing_y_approves_and_the_whole_tree_completes(tmp_path: Path) -> None:
     done = _demo(tmp_path, "y\n")
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    assert "waiting: approval for publish" in out
+    # The call's name and its arguments, a space between them.
+    assert 'waiting: approval for publish {"title":"Why a log",' in out
+    # Piped, the prompt is a line of its own with the answer read after it.
+    assert "\napprove? [y/N] y\napproved, submitted at the root" in out
     # The path from the root to the owner, as session ids, root first.
     assert re.search(r"in (hitl-[0-9a-f]{8}) > \1-sub-\S+ > \1-sub-\S+-sub-\S+\n", out)
     assert "approved, submitted at the root" in out
@@ -66,7 +69,8 @@ def test_typing_y_approves_and_the_whole_tree_completes(tmp_path: Path) -> None:
 def test_end_of_input_denies_and_the_llm_sees_the_reason(tmp_path: Path) -> None:
     done = _demo(tmp_path, "")
     assert done.returncode == 0, done.stderr
-    assert "denied (no answer (end of input))" in done.stdout
+    assert "\ndenied (no answer (end of input))" in done.stdout
+    assert "approve? [y/N]" not in done.stdout  # no prompt left open: nothing was read
     assert "denied by a person: no answer (end of input)" in done.stdout
     assert "the session ended completed" in done.stdout
 

@@ -120,6 +120,10 @@ async def test_a_call_runs_a_session_and_answers_with_its_typed_output(mode: str
     assert "researcher calls lookup" in messages
     assert "researcher: lookup done" in messages
     assert "researcher produced its output" in messages
+    # The finishing call reads as the output it is, its tool name never shown.
+    assert "researcher gives its output" in messages
+    assert "researcher: output accepted" in messages
+    assert not [message for message in messages if "__finish__" in message]
 
 
 async def test_an_untyped_agent_answers_with_text_and_a_failure_is_an_error_result() -> None:

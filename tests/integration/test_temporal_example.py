@@ -41,6 +41,8 @@ async def test_temporal_worker_example_runs_a_session_with_a_child_workflow(
     assert "[lead] sub-agent judge (a child workflow)" in lines
     assert "[lead] tool subagent__judge -> {'verdict': 'big enough'}" in lines
     assert lines[-1] == "output: Lyon has 516092 people: big enough."
+    # The judge's finishing call shows as its caller's tool result, never by its tool name.
+    assert not [line for line in lines if "__finish__" in line]
     store = SqliteEventStore(db)
     try:
         log = await store.read("temporal-demo")

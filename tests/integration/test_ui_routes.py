@@ -19,12 +19,13 @@ from pydantic import BaseModel
 from servers import serve
 
 from helix_agents import EventStore, define_agent
-from helix_agents.events import SubSessionStarted
+from helix_agents.events import MessageQueued, RunStarted, SessionCreated, SubSessionStarted
 from helix_agents.log.projections import project_stream
 from helix_agents.log.usage import get_usage_rollup
-from helix_agents.models import ScriptedLLM
+from helix_agents.messages import UserMessage
+from helix_agents.models import LLMRequest, ScriptedLLM, ScriptStep
 from helix_agents.server import AgentServer, NatsAgentHost, NatsRuntime, create_http_app
-from helix_agents.server.ui import fold_view
+from helix_agents.server.ui import fold_view, user_turns
 from helix_agents.stores import JetStreamEventStore, MemoryEventStore
 from helix_agents.transports import HttpRemoteAgentTransport
 from helix_agents.transports.nats import NatsRemoteAgentTransport
@@ -111,7 +112,8 @@ async def test_a_snapshot_is_the_fold_of_the_log_up_to_at(runtime: Runtime) -> N
                 body = cut.json()
                 assert body["at"] == at
                 assert body["latestSequence"] == latest
-                expected = fold_view("snap-1", "lead", project_stream(log[:at]))
+                cut_log = log[:at]
+                expected = fold_view("snap-1", "lead", project_stream(cut_log), user_turns(cut_log))
                 assert body["view"]["agents"].keys() == expected.agents.keys()
                 for agent_id, node in expected.agents.items():
                     shown = body["view"]["agents"][agent_id]
@@ -149,6 +151,104 @@ async def test_a_running_childs_usage_is_cut_where_the_root_stood() -> None:
             assert done["view"]["agents"][writer]["usage"]["llmCalls"] == 2
             if writer in held["view"]["agents"]:
                 assert held["view"]["agents"][writer]["usage"]["llmCalls"] <= 1
+
+
+def _echo(request: LLMRequest) -> ScriptStep:
+    said = [m.content for m in request.messages if isinstance(m, UserMessage)]
+    return ScriptStep(text=" | ".join(said))
+
+
+async def follow(client: httpx.AsyncClient, session_id: str) -> None:
+    """Read the session's stream until its current run ends."""
+    async with client.stream("GET", "/sse", params={"sessionId": session_id}) as stream:
+        async for text in stream.aiter_lines():
+            if text in ("event: end", "event: error"):
+                return
+    raise AssertionError("the stream closed early")
+
+
+def root_entries(snapshot: dict[str, Any]) -> list[tuple[str, Any]]:
+    view = snapshot["view"]
+    return [
+        (entry["kind"], entry.get("text", entry.get("output")))
+        for entry in view["agents"][view["rootId"]]["entries"]
+    ]
+
+
+async def test_a_snapshot_shows_what_the_user_sent_each_turn_where_it_was_sent() -> None:
+    """The first input, a follow-up (a new run) and one queued while a run went on."""
+    store = MemoryEventStore()
+    talker = define_agent("talker", llm=ScriptedLLM(_echo, chunk_words=1))
+    tree = build_tree()
+    with anyio.fail_after(TIMEOUT):
+        async with gateway([talker, tree.lead], store) as client:
+            await run(client, "talk-1", "talker")
+            sent = await client.post("/message", json={"sessionId": "talk-1", "message": "more?"})
+            assert sent.status_code == 200, sent.text
+            await follow(client, "talk-1")
+            snap = (await client.get("/snapshot", params={"sessionId": "talk-1"})).json()
+            assert root_entries(snap) == [
+                ("user", "go"),
+                ("text", "go"),
+                ("output", "go"),
+                ("user", "more?"),
+                ("text", "go | more?"),
+                ("output", "go | more?"),
+            ]
+            log = await store.read("talk-1")
+            turns = [
+                e.seq for e in log if isinstance(e, SessionCreated | RunStarted) and e.messages
+            ]
+            users = [e for e in snap["view"]["agents"]["talk-1"]["entries"] if e["kind"] == "user"]
+            assert [entry["seq"] for entry in users] == turns
+            # Before the follow-up was sent, the view shows only the first turn.
+            before = {"sessionId": "talk-1", "at": turns[1] - 1}
+            earlier = (await client.get("/snapshot", params=before)).json()
+            assert root_entries(earlier) == root_entries(snap)[:3]
+
+            # A message sent while the run goes on is shown where it arrived.
+            started = await client.post(
+                "/start", json={"sessionId": "q-1", "agentType": "lead", "message": "go"}
+            )
+            assert started.status_code == 200, started.text
+            await tree.held.wait()
+            queued = await client.post("/message", json={"sessionId": "q-1", "message": "hurry"})
+            assert queued.json()["queued"] is True
+            tree.release.set()
+            await follow(client, "q-1")
+            log = await store.read("q-1")
+            (arrived,) = [e.seq for e in log if isinstance(e, MessageQueued)]
+            snap = (await client.get("/snapshot", params={"sessionId": "q-1"})).json()
+            entries = snap["view"]["agents"]["q-1"]["entries"]
+            kinds = [(entry["kind"], entry.get("text")) for entry in entries]
+            assert kinds.count(("user", "go")) == kinds.count(("user", "hurry")) == 1
+            assert kinds[0] == ("user", "go")
+            # What came before it on the stream, and only that, is above it.
+            cut = fold_view("q-1", "lead", project_stream(log[: arrived - 1]))
+            position = kinds.index(("user", "hurry"))
+            assert position == 1 + len(cut.agents["q-1"].entries)
+            assert entries[position]["seq"] == arrived
+
+
+async def test_the_list_names_each_sub_agents_session_and_its_parent() -> None:
+    """Without ``topLevel``, the list the page's toggle reads holds the children too."""
+    store = MemoryEventStore()
+    tree = build_tree()
+    tree.release.set()
+    with anyio.fail_after(TIMEOUT):
+        async with gateway([tree.lead], store) as client:
+            await run(client, "kids-1", "lead")
+            every = (await client.get("/sessions")).json()["sessions"]
+            roots = (await client.get("/sessions", params={"topLevel": "true"})).json()
+    planner = "kids-1-sub-call_planner"
+    writer = f"{planner}-sub-call_writer"
+    assert {row["sessionId"]: row["parentSessionId"] for row in every} == {
+        "kids-1": None,
+        planner: "kids-1",
+        writer: planner,
+    }
+    assert {row["rootSessionId"] for row in every} == {"kids-1"}
+    assert [row["sessionId"] for row in roots["sessions"]] == ["kids-1"]
 
 
 @pytest.mark.parametrize(

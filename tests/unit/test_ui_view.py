@@ -140,3 +140,26 @@ def test_a_finish_call_is_not_shown_its_output_is() -> None:
     )
     assert entries(view, ROOT) == [{"kind": "output", "output": {"a": 2}}]
     assert view.at == 6
+
+
+def test_what_the_user_sent_is_folded_where_its_seq_falls_and_splits_the_text() -> None:
+    """The items are at seqs 2, 3 and 4; the user's turns at 1, 3 and 9 (unsorted)."""
+    view = fold_view(
+        ROOT,
+        "lead",
+        items(
+            TextDelta(**env(), delta="One."),
+            TextDelta(**env(), delta=" Two."),
+            TextDelta(**env(), delta=" Three."),
+        ),
+        said=[(9, ["last"]), (1, ["hi", "there"]), (3, ["wait"])],
+    )
+    assert entries(view, ROOT) == [
+        {"kind": "user", "text": "hi", "seq": 1},
+        {"kind": "user", "text": "there", "seq": 1},
+        {"kind": "text", "text": "One. Two."},
+        {"kind": "user", "text": "wait", "seq": 3},
+        {"kind": "text", "text": " Three."},
+        {"kind": "user", "text": "last", "seq": 9},
+    ]
+    assert view.at == 9

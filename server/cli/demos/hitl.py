@@ -124,7 +124,7 @@ def build_hitl_agents(pace: float = 0.01) -> AgentConfig:
 
 def _describe(entry: PendingInput) -> str:
     where = " > ".join(entry.path) if entry.path else entry.owner_session_id
-    return f"{entry.kind} for {entry.tool_name}{json_text(entry.arguments)} in {where}"
+    return f"{entry.kind} for {entry.tool_name} {json_text(entry.arguments)} in {where}"
 
 
 async def run_hitl_demo(

@@ -1,10 +1,11 @@
 // The helix-agents inspector (specs/ui.md). No build step: a plain ES module.
 //
 // /ui                 the session list (GET sessions?topLevel=true, and q= from
-//                     the search box)
+//                     the search box; ?children=true: sub-agents' sessions too)
 // /ui?session=ID      one session tree: GET snapshot, then GET sse from the
 //                     snapshot's sequence, folding each chunk with the same
-//                     rules as the server's fold (server/ui/view.py).
+//                     rules as the server's fold (server/ui/view.py). What the
+//                     user sent is not on the stream: snapshots bring it.
 // A bearer token given as /ui#token=T is kept for the tab and sent on every
 // data request.
 
@@ -112,7 +113,7 @@ async function loadList() {
       status: $("status-filter").value,
       agent: $("agent-filter").value.trim(),
       q: $("search-filter").value.trim(),
-      topLevel: "true",
+      topLevel: $("children-filter").checked ? null : "true", // absent: every session
       limit: PAGE,
       cursor,
     });
@@ -131,10 +132,17 @@ function renderList(page) {
     const link = el("a", { href: `ui?session=${encodeURIComponent(row.sessionId)}` + location.hash });
     link.textContent = row.sessionId;
     const end = row.status === "running" || row.status === "paused" ? now : row.updatedTs;
+    const cell = el("td", {}, link);
+    if (row.parentSessionId) {
+      // A sub-agent's session (listed with "sub-agents too"): which one it serves.
+      const parent = el("a", { href: `ui?session=${encodeURIComponent(row.parentSessionId)}` + location.hash });
+      parent.textContent = row.parentSessionId;
+      cell.append(el("div", { class: "parent", "data-parent-id": row.parentSessionId }, "sub-agent of ", parent));
+    }
     return el(
       "tr",
       { "data-session-id": row.sessionId },
-      el("td", {}, link),
+      cell,
       el("td", { text: row.agentType }),
       el("td", {}, badge(row.status)),
       el("td", { text: new Date(row.createdTs * 1000).toLocaleString() }),
@@ -155,6 +163,7 @@ function showList() {
   $("status-filter").value = query.get("status") || "";
   $("agent-filter").value = query.get("agentType") || "";
   $("search-filter").value = query.get("q") || "";
+  $("children-filter").checked = query.get("children") === "true";
   $("list-filter").addEventListener("submit", (event) => {
     event.preventDefault();
     list.cursors = [null];
@@ -162,6 +171,7 @@ function showList() {
     loadList();
   });
   $("status-filter").addEventListener("change", () => $("list-filter").requestSubmit());
+  $("children-filter").addEventListener("change", () => $("list-filter").requestSubmit());
   $("older").addEventListener("click", () => {
     list.index += 1;
     loadList();
@@ -457,7 +467,10 @@ function renderAgent(view, agentId, drawn) {
   }
   const body = el("div", { class: "agent-body" });
   for (const entry of node.entries) {
-    if (entry.kind === "text") body.append(el("div", { class: "text", text: entry.text }));
+    if (entry.kind === "user") {
+      body.append(el("div", { class: "user-message", "data-seq": String(entry.seq) },
+        el("span", { class: "said-by", text: "user" }), el("div", { class: "said", text: entry.text })));
+    } else if (entry.kind === "text") body.append(el("div", { class: "text", text: entry.text }));
     else if (entry.kind === "tool") body.append(renderTool(entry));
     else if (entry.kind === "agent" && view.agents[entry.agentId] && !drawn.has(entry.agentId)) {
       body.append(renderAgent(view, entry.agentId, drawn));
@@ -557,6 +570,7 @@ function pendingForm(entry, live) {
 const session = {
   rootId: null,
   live: null, // the fold of everything read so far
+  tail: [], // [sequence, chunk] read since the last snapshot taken: a newer one is rebased on them
   shown: null, // a snapshot the slider asked for, or null when showing live
   lastSeq: 0,
   latest: 0,
@@ -618,6 +632,8 @@ function refreshSoon() {
   session.refresh = setTimeout(async () => {
     try {
       const fresh = await snapshot(null);
+      if (said(fresh.view) > said(session.live)) rebase(fresh);
+      session.tail = session.tail.filter(([sequence]) => sequence > fresh.at);
       for (const [agentId, node] of Object.entries(fresh.view.agents)) {
         if (session.live.agents[agentId]) {
           session.live.agents[agentId].usage = node.usage;
@@ -638,12 +654,28 @@ function refreshSoon() {
   }, 500);
 }
 
+function said(view) {
+  // How many messages of the user the view holds (they are the root's).
+  return view.agents[view.rootId].entries.filter((entry) => entry.kind === "user").length;
+}
+
+function rebase(fresh) {
+  // A snapshot holds a message of the user this page's fold has not seen (they are not
+  // on the stream): it becomes the fold, with the chunks read after it folded on top.
+  const view = fresh.view;
+  view.agents[session.rootId].status = session.live.agents[session.rootId].status;
+  for (const [sequence, chunk] of session.tail) if (sequence > view.at) apply(view, sequence, chunk);
+  session.live = view;
+}
+
 function onFrame(frame) {
   if (frame.event === "chunk") {
     const sequence = Number(frame.id);
     if (!(sequence > session.lastSeq)) return; // seen already
     const { chunk } = JSON.parse(frame.data);
-    apply(session.live, sequence, chunk);
+    // A snapshot newer than the stream may have folded it already (rebase).
+    if (sequence > session.live.at) apply(session.live, sequence, chunk);
+    session.tail.push([sequence, chunk]);
     session.lastSeq = sequence;
     refreshSoon();
   } else if (frame.event === "end") {
