@@ -9,6 +9,7 @@ import msgspec
 __all__ = [
     "AssistantMessage",
     "Message",
+    "ReasoningPart",
     "SystemMessage",
     "ToolCall",
     "ToolResultMessage",
@@ -43,11 +44,29 @@ class UserMessage(_MessageBase, tag="user", frozen=True):
     content: str
 
 
+class ReasoningPart(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A model's reasoning (thinking) kept with its turn, for the provider that needs it back.
+
+    ``text`` is what the model showed of its reasoning (may be a summary or
+    empty); ``provider`` names the API that produced it (``anthropic``,
+    ``google``, ``openai-responses``), and ``data`` is that API's opaque part
+    to send back as it came (Anthropic's ``signature`` or redacted block,
+    Gemini's thought signature, OpenAI's reasoning item with its encrypted
+    content). Another provider ignores parts that are not its own.
+    """
+
+    text: str = ""
+    provider: str | None = None
+    data: dict[str, Any] = {}
+
+
 class AssistantMessage(_MessageBase, tag="assistant", frozen=True):
-    """The LLM's reply: text, and the tool calls it asked for."""
+    """The LLM's reply: text, and the tool calls it asked for (and its kept reasoning)."""
 
     content: str = ""
     tool_calls: list[ToolCall] = []
+    reasoning: list[ReasoningPart] | msgspec.UnsetType = msgspec.UNSET
+    """The turn's kept reasoning; unset (and absent on the wire) when there is none."""
 
 
 class ToolResultMessage(_MessageBase, tag="tool", frozen=True):

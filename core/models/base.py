@@ -1,8 +1,12 @@
 """The ``LLMAdapter`` seam: how the run loop talks to a language model.
 
 An adapter turns an :class:`LLMRequest` (system prompt, conversation, tool
-specs) into a stream of :class:`LLMTextDelta` pieces ended by exactly one
-:class:`LLMResponse` (the whole assistant turn: text, tool calls, usage).
+specs) into a stream of pieces (:class:`LLMTextDelta` for the answer's text,
+:class:`LLMReasoningDelta` for reasoning shown as it is thought,
+:class:`LLMToolCallDelta` for a tool call's arguments as they are written)
+ended by exactly one :class:`LLMResponse` (the whole assistant turn: text,
+tool calls, kept reasoning, usage). Pieces are optional: an adapter that
+streams none still ends with the whole response.
 Structured output is a tool call to ``__finish__`` whose parameters are the
 agent's output schema, so adapters need no special case for it.
 """
@@ -10,21 +14,29 @@ agent's output schema, so adapters need no special case for it.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import msgspec
 
 from helix_agents.errors import HelixError
-from helix_agents.messages import FINISH_TOOL_NAME as FINISH_TOOL_NAME, Message, ToolCall
+from helix_agents.messages import (
+    FINISH_TOOL_NAME as FINISH_TOOL_NAME,
+    Message,
+    ReasoningPart,
+    ToolCall,
+)
 
 __all__ = [
     "FINISH_TOOL_NAME",
     "LLMAdapter",
     "LLMError",
+    "LLMErrorKind",
+    "LLMReasoningDelta",
     "LLMRequest",
     "LLMResponse",
     "LLMStreamEvent",
     "LLMTextDelta",
+    "LLMToolCallDelta",
     "TokenUsage",
     "ToolSpec",
 ]
@@ -52,16 +64,45 @@ class LLMRequest(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class TokenUsage(msgspec.Struct, frozen=True, kw_only=True):
-    """Tokens one model call used."""
+    """Tokens one model call used.
+
+    ``input_tokens`` counts every input token, the cached ones included;
+    ``cached_input_tokens`` is how many of them were read from the provider's
+    prompt cache (priced lower). ``output_tokens`` counts every output token,
+    the reasoning ones included; ``reasoning_tokens`` is how many of them
+    were reasoning (thinking).
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
 
 
 class LLMTextDelta(msgspec.Struct, frozen=True, kw_only=True):
     """A piece of streamed assistant text."""
 
     text: str
+
+
+class LLMReasoningDelta(msgspec.Struct, frozen=True, kw_only=True):
+    """A piece of the model's reasoning (thinking) as it streams: never part of the answer."""
+
+    text: str
+
+
+class LLMToolCallDelta(msgspec.Struct, frozen=True, kw_only=True):
+    """A piece of a tool call's JSON arguments as the model writes them.
+
+    ``index`` is the call's position in the turn; ``id`` and ``name`` are set
+    once known (the first piece of a call usually carries them). The
+    concatenated ``arguments`` pieces of a call are its arguments' JSON text.
+    """
+
+    index: int
+    arguments: str = ""
+    id: str | None = None
+    name: str | None = None
 
 
 class LLMResponse(msgspec.Struct, frozen=True, kw_only=True):
@@ -72,10 +113,29 @@ class LLMResponse(msgspec.Struct, frozen=True, kw_only=True):
     usage: TokenUsage | None = None
     finish_reason: str | None = None
     model: str | None = None
+    reasoning: list[ReasoningPart] = []
+    """The turn's reasoning to keep in the conversation (the provider needs it back)."""
 
 
-LLMStreamEvent = LLMTextDelta | LLMResponse
-"""What an adapter's stream yields: text deltas, then one response."""
+LLMStreamEvent = LLMTextDelta | LLMReasoningDelta | LLMToolCallDelta | LLMResponse
+"""What an adapter's stream yields: pieces (text, reasoning, tool-call arguments), then one
+response."""
+
+LLMErrorKind = Literal[
+    "auth",
+    "rate_limit",
+    "overloaded",
+    "server",
+    "connection",
+    "timeout",
+    "context_length",
+    "refused",
+    "bad_request",
+    "not_found",
+    "bad_reply",
+]
+"""What kind of failure an :class:`LLMError` is (specs/llm.md "Errors"): ``rate_limit``,
+``overloaded``, ``server``, ``connection`` and ``timeout`` may pass with a retry."""
 
 
 class LLMError(HelixError):
@@ -96,6 +156,8 @@ class LLMError(HelixError):
         model: str | None = None,
         endpoint: str | None = None,
         hint: str | None = None,
+        kind: LLMErrorKind | None = None,
+        retry_after: float | None = None,
     ):
         self.message = message
         self.retryable = retryable
@@ -103,6 +165,10 @@ class LLMError(HelixError):
         self.model = model
         self.endpoint = endpoint
         self.hint = hint
+        self.kind = kind
+        """What kind of failure it is, when the adapter knows (``rate_limit``...)."""
+        self.retry_after = retry_after
+        """Seconds the provider asked to wait before trying again (``Retry-After``)."""
         super().__init__(message)
 
     def __str__(self) -> str:
@@ -117,7 +183,7 @@ class LLMAdapter(Protocol):
     """A language model the run loop can call."""
 
     def stream(self, request: LLMRequest) -> AsyncIterator[LLMStreamEvent]:
-        """Yield text deltas as they arrive, then exactly one :class:`LLMResponse`.
+        """Yield the pieces as they arrive, then exactly one :class:`LLMResponse`.
 
         Raises :class:`LLMError` when the call fails for good (after any
         retries the adapter does itself). Cancellation must close the

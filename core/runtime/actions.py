@@ -127,7 +127,13 @@ class RunActions:
         usage = response.usage
         final = final_answer(agent, self.writer.state, calls, response.content)
         turn: list[Event] = [
-            MessageAppended(message=AssistantMessage(content=response.content, tool_calls=calls)),
+            MessageAppended(
+                message=AssistantMessage(
+                    content=response.content,
+                    tool_calls=calls,
+                    reasoning=response.reasoning or msgspec.UNSET,
+                )
+            ),
             UsageRecorded(
                 kind="tokens",
                 name=response.model,
