@@ -9,15 +9,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-import anyio
 import pytest
 from pydantic import Field
 
-from helix_agents import AgentExecutor, ToolContext, define_agent, tool
+from helix_agents import ToolContext, define_agent, tool
 from helix_agents.errors import UsageError
-from helix_agents.events import ToolEnd
 from helix_agents.models import ScriptedLLM, ScriptStep
-from helix_agents.stores import MemoryEventStore
+from helix_agents.testing import run_agent
 
 calls: list[tuple[str, Any]] = []
 
@@ -97,14 +95,9 @@ async def test_a_run_calls_the_functions_with_the_arguments_and_the_context() ->
         return {"found": n}
 
     agent = define_agent("weather", llm=llm, tools=[get_weather, look_up])
-    with anyio.fail_after(10):
-        async with AgentExecutor(MemoryEventStore(), [agent]) as executor:
-            handle = await executor.execute(agent, "weather?")
-            result = await handle.result()
-            events = await executor.store.read(handle.session_id)
-    assert result.status == "completed", result.error
+    report = await run_agent(agent, "weather?", time_limit=10)  # strict: no tool may fail
     assert sorted(calls) == [("get_weather", ("Oslo", "F", 0)), ("lookup", ("{}", 3))]
-    ends = {event.tool_call_id: event for event in events if isinstance(event, ToolEnd)}
+    ends = {call.call_id: call for call in report.trajectory.calls}
     assert ends["w1"].result == "Oslo: 21F in 0 days"
     assert ends["l1"].result == {"found": 3}
     assert look_up.spec().parameters["required"] == ["json", "n"]
@@ -121,13 +114,9 @@ async def test_a_sync_tool_gets_the_context_by_its_annotation() -> None:
 
     llm = ScriptedLLM([ScriptedLLM.call("stamp", {"label": "x"}, id="s1"), "ok"])
     agent = define_agent("stamper", llm=llm, tools=[stamp])
-    with anyio.fail_after(10):
-        async with AgentExecutor(MemoryEventStore(), [agent]) as executor:
-            handle = await executor.execute(agent, "go", session_id="stamp-1")
-            assert (await handle.result()).status == "completed"
-            events = await executor.store.read("stamp-1")
+    report = await run_agent(agent, "go", session_id="stamp-1", time_limit=10)
     assert calls == [("stamp", ("x", "stamp-1", "s1"))]
-    assert [e.result for e in events if isinstance(e, ToolEnd)] == ["x@stamper"]
+    assert [call.result for call in report.trajectory.calls] == ["x@stamper"]
 
 
 def test_a_client_tool_is_described_by_the_function_and_never_runs() -> None:
