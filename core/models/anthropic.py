@@ -102,13 +102,12 @@ class AnthropicLLM:
         max_tokens: The output limit when a request names none (Anthropic requires one).
         thinking_budget: Turn extended thinking on with this many tokens for it
             (at least 1024, below the output limit); ``None`` leaves it off.
-        cache: Mark the system prompt and the tools as a prompt-cache prefix
-            (``cache_control``): an agent sends them unchanged every step, so
-            from the second step they are read from the cache (billed at a
-            tenth of the input price; the first write costs a quarter more).
-            Prefixes under the model's minimum (1024 tokens for most) are not
-            cached, at no cost.
-        temperature: Default sampling temperature; a request's own wins.
+        cache: Mark cache breakpoints (``cache_control``) on the tools, the
+            system prompt and the conversation's last block: an agent resends
+            them every step, so each step reads what the steps before wrote
+            (a cache read is billed at a tenth of the input price, a write at
+            1.25 times it). A prefix under the model's minimum is not cached,
+            at no cost.
         timeout: Seconds for the whole call (the SDK's default when ``None``).
         headers: Extra headers sent with every request.
         client: An ``AsyncAnthropic`` to use instead of creating one (its own
@@ -128,7 +127,6 @@ class AnthropicLLM:
         max_tokens: int = DEFAULT_MAX_TOKENS,
         thinking_budget: int | None = None,
         cache: bool = True,
-        temperature: float | None = None,
         timeout: float | None = None,
         headers: Mapping[str, str] | None = None,
         client: anthropic.AsyncAnthropic | None = None,
@@ -162,7 +160,6 @@ class AnthropicLLM:
         self._max_tokens = max_tokens
         self._thinking_budget = thinking_budget
         self._cache = cache
-        self._temperature = temperature
         self._owns_client = client is None
         if client is None:
             options: dict[str, Any] = {"base_url": root, "max_retries": 0}
@@ -246,9 +243,11 @@ class AnthropicLLM:
             params["tools"] = tools
         if self._thinking_budget is not None:
             params["thinking"] = {"type": "enabled", "budget_tokens": self._thinking_budget}
-        temperature = request.temperature if request.temperature is not None else self._temperature
-        if temperature is not None:
-            params["temperature"] = temperature
+        if self._cache and messages:
+            last = messages[-1]["content"][-1]
+            if last["type"] in ("text", "tool_result", "tool_use"):  # never a thinking block
+                last["cache_control"] = _EPHEMERAL
+        # No temperature: API version 2026-10-21 (the SDK's 2.x) refuses sampling parameters.
         return params
 
 

@@ -434,7 +434,7 @@ class _Turn:
         if self.finish == "MALFORMED_FUNCTION_CALL":
             detail = f": {self.finish_message}" if self.finish_message else ""
             raise LLMError(
-                f"the model wrote a malformed function call{detail}",
+                f"the model wrote a malformed function call (finish_reason {self.finish}){detail}",
                 kind="bad_reply",
                 retryable=True,
             )

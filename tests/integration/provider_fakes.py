@@ -85,6 +85,7 @@ class _Fake:
 
     replies: list[Reply] = field(default_factory=list)
     requests: list[Recorded] = field(default_factory=list)
+    url: str = ""  # where it is served, once the test has served it
 
     async def _answer(self, request: Request) -> Response:
         body = await request.json()
