@@ -1,15 +1,12 @@
 """An ``LLMAdapter`` on Anthropic's Messages API, on Anthropic's SDK (the ``anthropic`` extra).
 
-:class:`AnthropicLLM` calls ``POST /v1/messages`` with ``stream: true`` through
-Anthropic's official SDK (``AsyncAnthropic``, its own retries off: the shared
-retry layer retries by an :class:`~helix_agents.models.base.LLMError`'s
-``kind`` and ``retry_after``). It maps the stream onto our pieces: text deltas,
-thinking as reasoning deltas (kept, with its signature, and sent back on the
-next turn as Anthropic requires for tool use with thinking), tool calls with
-their arguments as they are written; and the usage, prompt-cache reads
-included. Every failure is one ``LLMError`` line naming the model, the
-endpoint and the fix (``native_errors.py`` words them). specs/llm.md has the
-mapping tables.
+:class:`AnthropicLLM` streams ``POST /v1/messages`` through ``AsyncAnthropic``
+(its own retries off: the shared retry layer retries by an ``LLMError``'s
+``kind`` and ``retry_after``): text deltas, thinking as reasoning deltas (kept
+with its signature and sent back, as Anthropic requires for tool use with
+thinking), tool calls with their arguments as they are written, and the usage
+with the prompt-cache reads. Failures are one ``LLMError`` line each
+(``native_errors.py``). specs/llm.md has the mapping tables.
 """
 
 from __future__ import annotations
@@ -24,7 +21,6 @@ from anthropic.types import (
     InputJSONDelta,
     RawContentBlockDeltaEvent,
     RawContentBlockStartEvent,
-    RawContentBlockStopEvent,
     RawMessageDeltaEvent,
     RawMessageStartEvent,
     RawMessageStopEvent,
@@ -76,10 +72,8 @@ MIN_THINKING_BUDGET = 1024
 """Anthropic's smallest thinking budget."""
 
 _EPHEMERAL = {"type": "ephemeral"}
-_FINISH = {
-    "end_turn": "stop",
-    "stop_sequence": "stop",
-    "pause_turn": "stop",
+_USAGE = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+_FINISH = dict.fromkeys(("end_turn", "stop_sequence", "pause_turn"), "stop") | {
     "tool_use": "tool_calls",
     "max_tokens": "length",
     "model_context_window_exceeded": "length",
@@ -90,8 +84,8 @@ _FINISH = {
 class AnthropicLLM:
     """A Claude model on Anthropic's Messages API, streamed through the official SDK.
 
-    Use it as an async context manager, or call :meth:`aclose`, to close the
-    SDK client it created; a ``client`` passed in stays open (its owner closes it).
+    One SDK client (one connection pool) per adapter, reused by every call;
+    use the adapter as an async context manager, or call :meth:`aclose`, to close it.
 
     Args:
         model: The model sent when a request names none (``"claude-sonnet-4-5"``).
@@ -110,8 +104,6 @@ class AnthropicLLM:
             at no cost.
         timeout: Seconds for the whole call (the SDK's default when ``None``).
         headers: Extra headers sent with every request.
-        client: An ``AsyncAnthropic`` to use instead of creating one (its own
-            retries are then the caller's business).
 
     Raises:
         UsageError: a ``base_url`` that is not an http(s) URL, a ``max_tokens``
@@ -129,7 +121,6 @@ class AnthropicLLM:
         cache: bool = True,
         timeout: float | None = None,
         headers: Mapping[str, str] | None = None,
-        client: anthropic.AsyncAnthropic | None = None,
     ) -> None:
         if max_tokens < 1:
             raise UsageError(f"max_tokens must be >= 1, not {max_tokens}")
@@ -160,26 +151,22 @@ class AnthropicLLM:
         self._max_tokens = max_tokens
         self._thinking_budget = thinking_budget
         self._cache = cache
-        self._owns_client = client is None
-        if client is None:
-            options: dict[str, Any] = {"base_url": root, "max_retries": 0}
-            if key is not None:
-                options["api_key"] = key
-            if timeout is not None:
-                options["timeout"] = timeout
-            if headers:
-                options["default_headers"] = dict(headers)
-            client = anthropic.AsyncAnthropic(**options)
-        self._client = client
+        options: dict[str, Any] = {"base_url": root, "max_retries": 0}  # the shared layer retries
+        if key is not None:
+            options["api_key"] = key
+        if timeout is not None:
+            options["timeout"] = timeout
+        if headers:
+            options["default_headers"] = dict(headers)
+        self._client = anthropic.AsyncAnthropic(**options)
 
     def __repr__(self) -> str:
         # never the key
         return f"<AnthropicLLM model={self.model!r} endpoint={self._where.endpoint!r}>"
 
     async def aclose(self) -> None:
-        """Close the SDK client if this adapter created it; idempotent."""
-        if self._owns_client:
-            await self._client.close()
+        """Close the SDK client (its connections); idempotent."""
+        await self._client.close()
 
     async def __aenter__(self) -> Self:
         return self
@@ -343,7 +330,6 @@ class _Block:
         self.data = ""  # a redacted_thinking block's encrypted data
         self.id = ""
         self.name = ""
-        self.start_input: Any = None
 
 
 class _Turn:
@@ -374,32 +360,32 @@ class _Turn:
             self._count(event.usage)
         elif isinstance(event, RawMessageStopEvent):
             self.stopped = True
-        elif isinstance(event, RawContentBlockStopEvent):
-            pass
         self.started = self.started or bool(pieces)
         return pieces
 
     def _count(self, usage: Any) -> None:
-        for name in (
-            "input_tokens",
-            "output_tokens",
-            "cache_read_input_tokens",
-            "cache_creation_input_tokens",
-        ):
+        for name in _USAGE:
             value = getattr(usage, name, None)
             if isinstance(value, int):
                 self.usage[name] = value  # message_delta's counts are cumulative
-        details = getattr(usage, "output_tokens_details", None)
-        if details is not None and isinstance(details.thinking_tokens, int):
-            self.thinking_tokens = details.thinking_tokens
+        thinking = getattr(getattr(usage, "output_tokens_details", None), "thinking_tokens", None)
+        self.thinking_tokens = thinking if isinstance(thinking, int) else self.thinking_tokens
 
     def _start(self, event: RawContentBlockStartEvent) -> list[LLMStreamEvent]:
         start = event.content_block
         if isinstance(start, ToolUseBlock):
             block = self.blocks[event.index] = _Block("tool_use", call=self.calls)
             self.calls += 1
-            block.id, block.name, block.start_input = start.id, start.name, start.input
-            return [LLMToolCallDelta(index=block.call or 0, id=start.id, name=start.name)]
+            block.id, block.name = start.id, start.name
+            # Streamed input starts as {} and comes in input_json_delta pieces; a whole one is
+            # its own first piece.
+            whole = msgspec.json.encode(start.input).decode() if start.input else ""
+            block.text.append(whole)
+            return [
+                LLMToolCallDelta(
+                    index=self.calls - 1, id=start.id, name=start.name, arguments=whole
+                )
+            ]
         if isinstance(start, TextBlock):
             block = self.blocks[event.index] = _Block("text")
             block.text.append(start.text)
@@ -511,7 +497,7 @@ def _arguments(block: _Block) -> Any:
     """A tool_use block's input: its streamed JSON decoded; invalid JSON stays the raw string."""
     raw = "".join(block.text)
     if not raw.strip():
-        return block.start_input if isinstance(block.start_input, dict) else {}
+        return {}
     try:
         return msgspec.json.decode(raw)
     except msgspec.DecodeError:
