@@ -158,16 +158,14 @@ class NamedModel:
         return self._stream(request)
 
     async def _stream(self, request: LLMRequest) -> AsyncIterator[LLMStreamEvent]:
+        llm: AnthropicLLM | GeminiLLM | OpenAIChatLLM
         try:
             self.check()
+            # Base URL and key come from the same variables check() just read.
+            native = self.provider in _NATIVE
+            llm = native_adapter(self.provider, self.model) if native else OpenAIChatLLM(self.model)
         except UsageError as exc:
             raise LLMError(str(exc)) from exc
-        # Base URL and key come from the same variables check() just read.
-        llm: AnthropicLLM | GeminiLLM | OpenAIChatLLM = (
-            native_adapter(self.provider, self.model)
-            if self.provider in _NATIVE
-            else OpenAIChatLLM(self.model)
-        )
         async with llm, aclosing(llm.stream(request)) as events:
             async for event in events:
                 yield event
