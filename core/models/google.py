@@ -18,7 +18,8 @@ import binascii
 import hashlib
 import os
 from collections.abc import AsyncGenerator, Mapping
-from typing import Self, assert_never
+from contextlib import aclosing
+from typing import Self, assert_never, cast
 
 import httpx
 import msgspec
@@ -189,9 +190,11 @@ class GeminiLLM:
             chunks = await self._client.aio.models.generate_content_stream(
                 model=model, contents=_contents(request.messages), config=self.config(request)
             )
-            async for chunk in chunks:
-                for piece in turn.feed(chunk):
-                    yield piece
+            # An async generator: closed at once when we are (its response with it), not by GC.
+            async with aclosing(cast(AsyncGenerator[types.GenerateContentResponse], chunks)):
+                async for chunk in chunks:
+                    for piece in turn.feed(chunk):
+                        yield piece
             yield turn.response()
         except LLMError as exc:
             exc.model, exc.endpoint = exc.model or model, exc.endpoint or self._where.endpoint

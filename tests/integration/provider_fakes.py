@@ -35,6 +35,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import anyio.lowlevel
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -45,19 +46,30 @@ from starlette.types import Receive, Scope, Send
 __all__ = [
     "FakeAnthropic",
     "FakeGemini",
+    "MESSAGE_STOP",
     "Recorded",
     "Reply",
+    "SSE",
+    "anthropic_bytes",
     "anthropic_error",
+    "anthropic_error_event",
+    "anthropic_event",
     "anthropic_stream",
     "anthropic_text_turn",
     "anthropic_tool_turn",
     "cut_stream",
+    "endless_stream",
+    "gemini_bytes",
     "gemini_chunk",
     "gemini_error",
+    "gemini_event",
     "gemini_stream",
+    "gemini_usage",
     "message_delta",
     "message_start",
     "redacted_thinking_block",
+    "retry_info",
+    "signature",
     "text_block",
     "thinking_block",
     "tool_use_block",
@@ -149,6 +161,39 @@ class _Cut(Response):
 def cut_stream(reply_parts: list[bytes], media_type: str = SSE) -> Reply:
     """A 200 stream that breaks off after ``reply_parts``: the connection drops mid-body."""
     return lambda: _Cut(reply_parts, media_type)
+
+
+class _Endless(Response):
+    """Sends ``head``, then ``tick`` every few milliseconds until the client leaves."""
+
+    def __init__(self, head: list[bytes], tick: bytes, disconnected: anyio.Event) -> None:
+        super().__init__(media_type=SSE)
+        self.head, self.tick, self.disconnected = head, tick, disconnected
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def drip() -> None:
+            headers = [(b"content-type", SSE.encode())]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            for part in self.head:
+                await send({"type": "http.response.body", "body": part, "more_body": True})
+            while True:
+                await send({"type": "http.response.body", "body": self.tick, "more_body": True})
+                await anyio.sleep(0.01)  # pacing, not synchronisation: "slowly, forever"
+
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(drip)
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                tg.cancel_scope.cancel()
+        finally:
+            self.disconnected.set()
+
+
+def endless_stream(head: list[bytes], tick: bytes, disconnected: anyio.Event) -> Reply:
+    """A stream that never ends: ``head``, then ``tick`` forever; ``disconnected`` set when the
+    client closes the connection."""
+    return lambda: _Endless(head, tick, disconnected)
 
 
 # --- Anthropic ------------------------------------------------------------------

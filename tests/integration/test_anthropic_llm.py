@@ -23,6 +23,7 @@ from provider_fakes import (
     anthropic_stream,
     anthropic_text_turn,
     cut_stream,
+    endless_stream,
     message_delta,
     message_start,
     redacted_thinking_block,
@@ -540,6 +541,23 @@ async def test_no_server_is_a_connection_error_naming_the_address() -> None:
         error = await failure(llm)
     assert (error.kind, error.retryable) == ("connection", True)
     assert error.hint == f"is a server running at {url}? (from base_url)"
+
+
+async def test_cancelling_mid_stream_closes_the_connection(fake: FakeAnthropic) -> None:
+    disconnected = anyio.Event()
+    head = anthropic_bytes(message_start(), *text_block(0)[:1])
+    tick = anthropic_bytes(*text_block(0, "tick")[1:2])[0]
+    fake.replies = [endless_stream(head, tick, disconnected)]
+    received: list[LLMStreamEvent] = []
+    async with claude(fake) as llm:
+        with anyio.fail_after(10):
+            with anyio.CancelScope() as scope:
+                async for event in llm.stream(HELLO):
+                    received.append(event)
+                    scope.cancel()
+            assert scope.cancelled_caught
+            await disconnected.wait()
+    assert received == [LLMTextDelta(text="tick")]
 
 
 @pytest.mark.parametrize(

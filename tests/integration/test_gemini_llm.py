@@ -17,6 +17,7 @@ import pytest
 from provider_fakes import (
     FakeGemini,
     cut_stream,
+    endless_stream,
     gemini_bytes,
     gemini_chunk,
     gemini_error,
@@ -532,6 +533,22 @@ async def test_no_server_is_a_connection_error_naming_the_address() -> None:
         error = await failure(llm)
     assert (error.kind, error.retryable) == ("connection", True)
     assert error.hint == f"is a server running at {url}? (from base_url)"
+
+
+async def test_cancelling_mid_stream_closes_the_connection(fake: FakeGemini) -> None:
+    disconnected = anyio.Event()
+    [tick] = gemini_bytes(gemini_chunk({"text": "tick"}))
+    fake.replies = [endless_stream([], tick, disconnected)]
+    received: list[LLMStreamEvent] = []
+    async with gemini(fake) as llm:
+        with anyio.fail_after(10):
+            with anyio.CancelScope() as scope:
+                async for event in llm.stream(HELLO):
+                    received.append(event)
+                    scope.cancel()
+            assert scope.cancelled_caught
+            await disconnected.wait()
+    assert received == [LLMTextDelta(text="tick")]
 
 
 def test_no_key_and_a_bad_base_url_are_usage_errors(monkeypatch: pytest.MonkeyPatch) -> None:
