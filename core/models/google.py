@@ -457,7 +457,7 @@ class _Turn:
             usage=self._usage(),
             finish_reason=finish,
             model=self.model,
-            reasoning=self.reasoning,
+            reasoning=[part for part in self.reasoning if part.text or part.data],
         )
 
     def _usage(self) -> TokenUsage | None:
