@@ -2,10 +2,12 @@
 
 ``base`` (the seam and its request/response types), ``openai`` (OpenAI-compatible
 chat completions over httpx; ``openai_errors`` words its failures: the model,
-the endpoint, the fix), ``scripted`` (a deterministic model for tests and
-demos), ``replay`` (answers from recorded logs), ``names`` (``"openai:gpt-4o-mini"``
-to an adapter that reads the environment when it runs). May import the log and
-the agents' tool types; never the runtime.
+the endpoint, the fix), ``anthropic`` and ``google`` (Anthropic's Messages API
+and the Gemini API on their official SDKs, the ``anthropic`` and ``google``
+extras; ``native_errors`` words their failures), ``scripted`` (a deterministic
+model for tests and demos), ``replay`` (answers from recorded logs), ``names``
+(``"openai:gpt-4o-mini"`` to an adapter that reads the environment when it
+runs). May import the log and the agents' tool types; never the runtime.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from typing import TYPE_CHECKING
 from helix_agents._exports import lazy_exports
 
 if TYPE_CHECKING:
+    from helix_agents.models.anthropic import (
+        AnthropicLLM as AnthropicLLM,
+    )
     from helix_agents.models.base import (
         FINISH_TOOL_NAME as FINISH_TOOL_NAME,
         LLMAdapter as LLMAdapter,
@@ -28,6 +33,9 @@ if TYPE_CHECKING:
         LLMToolCallDelta as LLMToolCallDelta,
         TokenUsage as TokenUsage,
         ToolSpec as ToolSpec,
+    )
+    from helix_agents.models.google import (
+        GeminiLLM as GeminiLLM,
     )
     from helix_agents.models.names import (
         NamedModel as NamedModel,
@@ -61,6 +69,8 @@ _HOMES = {
     "NamedModel": "helix_agents.models.names",
     "model_from_name": "helix_agents.models.names",
     "OpenAIChatLLM": "helix_agents.models.openai",
+    "AnthropicLLM": "helix_agents.models.anthropic",
+    "GeminiLLM": "helix_agents.models.google",
     "Divergence": "helix_agents.models.replay",
     "ReplayLLM": "helix_agents.models.replay",
     "ScriptStep": "helix_agents.models.scripted",
@@ -82,6 +92,8 @@ __all__ = [
     "NamedModel",
     "model_from_name",
     "OpenAIChatLLM",
+    "AnthropicLLM",
+    "GeminiLLM",
     "Divergence",
     "ReplayLLM",
     "ScriptStep",

@@ -125,7 +125,7 @@ def test_openai_compatible_without_a_base_url_names_the_variable(
     [
         ("gpt-4o-mini", "expected PROVIDER:MODEL"),
         ("openai:", "expected PROVIDER:MODEL"),
-        ("anthropic:claude", "unknown provider 'anthropic'"),
+        ("mistral:large", "unknown provider 'mistral'"),
     ],
 )
 def test_a_bad_model_name_is_a_usage_error(name: str, needle: str) -> None:
