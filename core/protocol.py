@@ -67,9 +67,14 @@ class RemoteStartRequest(_Wire, frozen=True):
     trace_context: dict[str, str] | None = None
     """The caller's W3C trace context (``traceparent``, ``tracestate``): the session's
     runs are traced as its children (specs/otel.md)."""
-    strict: bool = False
+    strict: bool | msgspec.UnsetType = msgspec.UNSET
     """Fail each run at its first problem (a tool error, an unknown tool, a failed child,
-    a rejected output) instead of showing it to the model; children inherit it."""
+    a rejected output) instead of showing it to the model; children inherit it. False is kept
+    unset (absent on the wire), so a request to a server that does not know it is unchanged."""
+
+    def __post_init__(self) -> None:
+        if self.strict is False:
+            msgspec.structs.force_setattr(self, "strict", msgspec.UNSET)
 
 
 class RemoteResumeRequest(_Wire, frozen=True):

@@ -249,12 +249,13 @@ def strict_error(problem: RunProblem) -> str:
 
 
 def failure_text(state: SessionState, error: str) -> str:
-    """The error a run fails with, led by what went wrong in the round just before it.
+    """The error a run fails with, led by a rejected output of the round just before it.
 
-    A model that fails after its output was rejected (or a tool failed) fails
-    for that reason first: ``output rejected: answer: Field required; then
-    LLM call failed: ...``. The step limit keeps the seeds' text, and a strict
-    failure already names its problem.
+    A model that fails right after its output was rejected fails for that
+    reason first: ``output rejected: answer: Field required; then LLM call
+    failed: ...`` (the cause is one step earlier than the failure). Other
+    problems stay in ``problems`` only (a tool error is no cause of a model
+    call's failure); the step limit keeps the seeds' text.
     """
     if not state.problems or error == MAX_STEPS_EXCEEDED or error.startswith("strict: "):
         return error
@@ -264,7 +265,7 @@ def failure_text(state: SessionState, error: str) -> str:
             last_turn = {call.id for call in message.tool_calls}
             break
     problem = state.problems[-1]
-    if problem.tool_call_id not in last_turn:
+    if problem.kind != "output_rejected" or problem.tool_call_id not in last_turn:
         return error
     return f"{problem.describe()}; then {error}"
 

@@ -134,7 +134,7 @@ class SessionStarts:
                     ancestors=_ancestors(request),
                     workspace_session_id=request.workspace_session_id,
                     trace_context=traced,
-                    strict=request.strict,
+                    strict=request.strict is True,
                 )
             ],
             now,
