@@ -26,7 +26,7 @@ from helix_agents.events import (
     SessionCreated,
     StateUpdated,
 )
-from helix_agents.log.projections import project_state, stream_item
+from helix_agents.log.projections import SessionProjector, project_state, stream_item
 from helix_agents.log.state import SessionState
 from helix_agents.log.store import EventStore
 from helix_agents.protocol import ChunkEvent, EndEvent, ErrorEvent, TransportEvent
@@ -36,6 +36,7 @@ __all__ = [
     "RUN_ENDING_EVENTS",
     "EndedStream",
     "final_event",
+    "fold_session",
     "open_session_stream",
     "read_page",
     "run_from_sequence",
@@ -95,6 +96,23 @@ async def read_page(
         page: tuple[list[Event], bool] = await paged(session_id, from_seq, max_bytes)
         return page
     return await store.read(session_id, from_seq), False
+
+
+async def fold_session(store: EventStore, session_id: str) -> SessionState | None:
+    """The session's state, its log folded a page at a time (never held whole); None if empty.
+
+    What a server reads of every session when it starts (recovery) needs the
+    state only: a long log read whole would set the process's peak memory.
+    """
+    projector = SessionProjector()
+    seq, more = 0, True
+    while more:
+        page, more = await read_page(store, session_id, seq)
+        if not page:
+            break
+        projector.apply_all(page)
+        seq = page[-1].seq
+    return projector.state if seq else None
 
 
 class _EndFold:
