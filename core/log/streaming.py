@@ -83,17 +83,19 @@ def _ending(event: Event, state: SessionState | None) -> TransportEvent:
 
 
 async def read_page(
-    store: EventStore, session_id: str, from_seq: int, max_bytes: int = PAGE_BYTES
+    store: EventStore, session_id: str, from_seq: int, max_bytes: int | None = None
 ) -> tuple[list[Event], bool]:
     """The events after ``from_seq``, about ``max_bytes`` of them, and whether more may follow.
 
     A store with ``read_page`` (:class:`~helix_agents.log.store.ReadsPages`:
     every store of this package) reads only that page; any other is read to
-    the end at once (one page: the whole rest of the log).
+    the end at once (one page: the whole rest of the log). ``max_bytes``
+    defaults to :data:`PAGE_BYTES`.
     """
     paged = getattr(store, "read_page", None)
     if paged is not None:
-        page: tuple[list[Event], bool] = await paged(session_id, from_seq, max_bytes)
+        size = PAGE_BYTES if max_bytes is None else max_bytes
+        page: tuple[list[Event], bool] = await paged(session_id, from_seq, size)
         return page
     return await store.read(session_id, from_seq), False
 
