@@ -69,11 +69,13 @@ class SqliteEventStore:
             the tails of sessions that changed; appends in this process wake
             them at once. ``None`` disables it.
         busy_timeout: seconds to wait for another process's write lock.
-        read_only: open the file read-only (``mode=ro``): nothing is created
-            or written (no schema, no journal mode, no high-water mark), and
-            ``append``/``delete`` raise :class:`UsageError`. A file in a place
-            this process cannot write to (where SQLite cannot make its ``-shm``
-            file either) is opened as immutable: its readers see it as it is.
+        read_only: open the file read-only: nothing is created or written
+            (no schema, no journal mode, no high-water mark, no ``-wal`` or
+            ``-shm``, as root too), and ``append``/``delete`` raise
+            :class:`UsageError`. A file closed cleanly (no ``-wal``) is opened
+            immutable, as it stands; one with a ``-wal`` ``mode=ro``, through
+            it (immutable where its ``-shm`` cannot be made). For a one-shot
+            inspection: an immutable reader does not see later appends.
 
     Attributes:
         lost_commits: found when the store was opened: how many commits the
