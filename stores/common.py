@@ -12,11 +12,36 @@ from helix_agents.events import Event
 from helix_agents.ids import validate_session_id
 from helix_agents.log.codec import decode_event, decode_events, encode_event
 
-__all__ = ["AppendNotifier", "Probe", "Subscription", "check_batch", "tail_events"]
+__all__ = [
+    "AppendNotifier",
+    "Probe",
+    "Subscription",
+    "TAIL_PAGE_BYTES",
+    "check_batch",
+    "page_of",
+    "tail_events",
+]
 
 log = logging.getLogger("helix_agents.stores")
 
 _MAX_BUFFERED = 1024  # past this a slow tail drops its buffer and re-reads the store
+TAIL_PAGE_BYTES = 16 * 1024
+"""Stored bytes of events a tail's catch-up reads at a time (at least one event)."""
+
+
+def page_of(log: Sequence[Event], start: int, max_bytes: int) -> tuple[list[Event], bool]:
+    """``log[start:]`` up to the event whose encoding brings it to ``max_bytes``; more follow?"""
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+        raise UsageError(f"max_bytes must be an int >= 1, not {max_bytes!r}")
+    page: list[Event] = []
+    size = 0
+    for index in range(start, len(log)):
+        event = log[index]
+        page.append(event)
+        size += len(encode_event(event))
+        if size >= max_bytes:
+            return page, index + 1 < len(log)
+    return page, False
 
 
 def check_batch(
@@ -296,7 +321,7 @@ class AppendNotifier:
 
 
 async def tail_events(
-    read: Callable[[str, int], Awaitable[list[Event]]],
+    read: Callable[[str, int, int], Awaitable[tuple[list[Event], bool]]],
     notifier: AppendNotifier,
     session_id: str,
     from_seq: int,
@@ -307,6 +332,11 @@ async def tail_events(
     kinds: tuple[type[Event], ...] | None = None,
 ) -> AsyncGenerator[Event, None]:
     """Yield a session's events after ``from_seq``, then each new one, exactly once, in order.
+
+    ``read(session, seq, max_bytes)`` reads a page of the log (a store's
+    ``read_page``): a catch-up (the first, or one after a gap) reads page
+    after page, each once the one before has been taken, until the log's
+    end; a tail whose reader stops holds a page, never the rest of the log.
 
     Appends through the same store arrive from memory; the store's poller
     (see :class:`AppendNotifier`) rings the tail when it finds appends made
@@ -327,8 +357,8 @@ async def tail_events(
             if is_closed():
                 raise closed_error()
             if need_read:
-                need_read = False
-                batch = await read(session_id, cursor)
+                batch, more = await read(session_id, cursor, TAIL_PAGE_BYTES)
+                need_read = more and bool(batch)  # read on until the log's end
                 end = batch[-1].seq if batch else cursor
             else:
                 await notifier.wait(subscription)

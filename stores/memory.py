@@ -9,7 +9,7 @@ from helix_agents.events import Event
 from helix_agents.ids import validate_session_id
 from helix_agents.log.search import IndexedSession, MemorySessionIndex, SessionQuery
 
-from .common import AppendNotifier, check_batch, tail_events
+from .common import AppendNotifier, check_batch, page_of, tail_events
 
 __all__ = ["MemoryEventStore"]
 
@@ -64,6 +64,14 @@ class MemoryEventStore:
         # seq n sits at index n - 1, so the events after from_seq start at index from_seq.
         return log[max(from_seq, 0) :]
 
+    async def read_page(
+        self, session_id: str, from_seq: int, max_bytes: int
+    ) -> tuple[list[Event], bool]:
+        """The events after ``from_seq``, about ``max_bytes`` of them, and whether more follow."""
+        self._ensure_open()
+        validate_session_id(session_id)
+        return page_of(self._logs.get(session_id) or [], max(from_seq, 0), max_bytes)
+
     def tail(
         self,
         session_id: str,
@@ -73,7 +81,7 @@ class MemoryEventStore:
     ) -> AsyncIterator[Event]:
         """Yield the events after ``from_seq`` (of ``kinds``, if given), then new ones."""
         return tail_events(
-            self.read,
+            self.read_page,
             self._notifier,
             session_id,
             from_seq,

@@ -143,6 +143,36 @@ async def test_read_returns_the_events_after_from_seq_in_order(store: EventStore
         assert_gap_free(events, SID, first_seq=from_seq + 1)
 
 
+async def test_read_page_reads_the_log_in_pages_that_add_up_to_it(store: EventStore) -> None:
+    log: list[Event] = []
+    for size in (1, 3, 2, 4, 30):
+        batch = make_events(SID, len(log) + 1, size, label="x" * 40)
+        await store.append(SID, batch, len(log))
+        log.extend(batch)
+    read_page = store.read_page  # type: ignore[attr-defined]  # ReadsPages
+    assert await read_page("nobody-here", 0, 100) == ([], False)
+    for max_bytes in (1, 300, 10**9):
+        for from_seq in (0, 7, len(log) - 1, len(log), len(log) + 2):
+            pages: list[list[Event]] = []
+            seq, more = from_seq, True
+            while more:
+                page, more = await read_page(SID, seq, max_bytes)
+                assert page or not more, "an empty page is the log's end"
+                if not page:
+                    break
+                pages.append(page)
+                seq = page[-1].seq
+            assert [event for page in pages for event in page] == log[from_seq:], (
+                max_bytes,
+                from_seq,
+            )
+            if max_bytes == 10**9 and from_seq < len(log):
+                assert len(pages) == 1  # the whole rest in one page, and it says so
+    for bad in (0, -1, True, "64", 1.5):
+        with pytest.raises(UsageError):
+            await read_page(SID, 0, bad)
+
+
 async def test_events_round_trip_with_every_field(store: EventStore) -> None:
     events: list[Event] = [
         SessionCreated(

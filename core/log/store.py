@@ -11,7 +11,7 @@ from typing import Protocol, runtime_checkable
 
 from helix_agents.events import Event
 
-__all__ = ["EventStore", "WaitsOutOutages"]
+__all__ = ["EventStore", "ReadsPages", "WaitsOutOutages"]
 
 
 class EventStore(Protocol):
@@ -74,6 +74,30 @@ class EventStore(Protocol):
 
     async def close(self) -> None:
         """Release the store's resources; waits for appends already under way."""
+        ...
+
+
+@runtime_checkable
+class ReadsPages(Protocol):
+    """A store that reads a log a page at a time (every store of ``helix_agents.stores``).
+
+    A stream reads the log this way, each page once its reader has taken the
+    one before (:func:`~helix_agents.log.streaming.read_page`): a reader that
+    stops reading holds a page, not the log. A store without it is read whole.
+    """
+
+    async def read_page(
+        self, session_id: str, from_seq: int, max_bytes: int
+    ) -> tuple[list[Event], bool]:
+        """The events with seq > ``from_seq``, in order, about ``max_bytes`` of them; more?
+
+        At least one event when any follows, however large; the page ends
+        with the event (SQLite, memory) or the batch (JetStream) that brings
+        the bytes stored to ``max_bytes``. The flag is False when the page
+        reaches the log's end as the read found it, True when more may
+        follow (read on from the page's last seq). A ``max_bytes`` that is not
+        an int >= 1 is a ``UsageError``.
+        """
         ...
 
 

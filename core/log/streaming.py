@@ -4,6 +4,10 @@ Served by tailing the log, so a late or reconnecting reader misses nothing and
 sees nothing twice. The stream ends when the session's current run ends
 (completed, failed, aborted or interrupted) with no newer run after it; a
 paused session's stream stays open, since its run goes on in the same log.
+
+The log is read in pages of about :data:`PAGE_BYTES` (:func:`read_page`), each
+when the reader has taken the one before: a reader that stops reading holds one
+page, never the whole log, however long the session (``specs/http.md``).
 """
 
 from __future__ import annotations
@@ -12,20 +16,35 @@ from collections.abc import AsyncIterator, Sequence
 
 from helix_agents._aio import closing_iter
 from helix_agents.errors import AgentServerError
-from helix_agents.events import Aborted, Completed, Event, Failed, Interrupted, RunStarted
+from helix_agents.events import (
+    Aborted,
+    Completed,
+    Event,
+    Failed,
+    Interrupted,
+    RunStarted,
+    SessionCreated,
+    StateUpdated,
+)
 from helix_agents.log.projections import SessionProjector, project_state, stream_item
 from helix_agents.log.state import SessionState
 from helix_agents.log.store import EventStore
 from helix_agents.protocol import ChunkEvent, EndEvent, ErrorEvent, TransportEvent
 
 __all__ = [
+    "PAGE_BYTES",
     "RUN_ENDING_EVENTS",
     "EndedStream",
     "final_event",
+    "fold_session",
     "open_session_stream",
+    "read_page",
     "run_from_sequence",
     "stream_session",
 ]
+
+PAGE_BYTES = 16 * 1024
+"""Stored bytes of events a stream reads from the log at a time (at least one event)."""
 
 RUN_ENDING_EVENTS = (Completed, Failed, Aborted, Interrupted)
 """Events after which a run is over and its stream ends (unless a new run starts)."""
@@ -63,21 +82,99 @@ def _ending(event: Event, state: SessionState | None) -> TransportEvent:
     return ErrorEvent(error=state.error or "failed", recoverable=state.recoverable)
 
 
+async def read_page(
+    store: EventStore, session_id: str, from_seq: int, max_bytes: int | None = None
+) -> tuple[list[Event], bool]:
+    """The events after ``from_seq``, about ``max_bytes`` of them, and whether more may follow.
+
+    A store with ``read_page`` (:class:`~helix_agents.log.store.ReadsPages`:
+    every store of this package) reads only that page; any other is read to
+    the end at once (one page: the whole rest of the log). ``max_bytes``
+    defaults to :data:`PAGE_BYTES`.
+    """
+    paged = getattr(store, "read_page", None)
+    if paged is not None:
+        size = PAGE_BYTES if max_bytes is None else max_bytes
+        page: tuple[list[Event], bool] = await paged(session_id, from_seq, size)
+        return page
+    return await store.read(session_id, from_seq), False
+
+
+async def fold_session(store: EventStore, session_id: str) -> SessionState | None:
+    """The session's state, its log folded a page at a time (never held whole); None if empty.
+
+    What a server reads of every session when it starts (recovery) needs the
+    state only: a long log read whole would set the process's peak memory.
+    """
+    projector = SessionProjector()
+    seq, more = 0, True
+    while more:
+        page, more = await read_page(store, session_id, seq)
+        if not page:
+            break
+        projector.apply_all(page)
+        seq = page[-1].seq
+    return projector.state if seq else None
+
+
+class _EndFold:
+    """What a run's ``end``/``error`` item needs, folded event by event from the log.
+
+    The session's custom state (its ``session_created`` initial state, then
+    each ``state_updated``) and the last run boundary (a run's start or
+    end), as :class:`~helix_agents.log.projections.SessionProjector` folds
+    them, without the rest of the state (the messages): a stream holds a few
+    references, not the session.
+    """
+
+    __slots__ = ("boundary", "custom_state")
+
+    def __init__(self) -> None:
+        self.custom_state: dict[str, object] = {}
+        self.boundary: Event | None = None
+
+    def apply(self, event: Event) -> None:
+        """Fold one more event."""
+        if isinstance(event, StateUpdated):
+            self.custom_state = event.state
+        elif isinstance(event, _RUN_BOUNDARIES):
+            self.boundary = event
+        elif isinstance(event, SessionCreated):
+            self.custom_state = event.initial_state
+
+    @property
+    def ended(self) -> bool:
+        """Whether the last run boundary folded is a run's end."""
+        return isinstance(self.boundary, RUN_ENDING_EVENTS)
+
+    def ending(self, event: Event) -> TransportEvent:
+        """The item ending the stream at ``event`` (a run's end), as :func:`final_event` says."""
+        if isinstance(event, Interrupted):
+            return _ending(event, None)
+        if isinstance(event, Completed):
+            return EndEvent(output=event.output, state=dict(self.custom_state))
+        if isinstance(event, Failed):
+            return ErrorEvent(error=event.error or "failed", recoverable=event.recoverable)
+        assert isinstance(event, Aborted)
+        reason = f"aborted: {event.reason}" if event.reason else "aborted"
+        return ErrorEvent(error=reason, recoverable=False)
+
+
 async def stream_session(
     store: EventStore, session_id: str, from_sequence: int = 0, *, must_exist: bool = False
 ) -> AsyncIterator[TransportEvent]:
     """Yield the session's chunks with sequence > ``from_sequence``, then ``end`` or ``error``.
 
-    One read of the log serves the items already there (and, for a run that has
-    ended, its final event, with no tail at all); the tail then goes on from
-    the end of that read. A session that does not exist yet yields nothing
-    until it is created, or raises ``NOT_FOUND`` with ``must_exist``. Leaving
-    the loop stops the tail.
+    The log is read in pages, each when the one before has been taken (and,
+    for a run that has ended, its final event follows the last page, with
+    no tail at all); the tail then goes on from the end of the last page. A
+    session that does not exist yet yields nothing until it is created, or
+    raises ``NOT_FOUND`` with ``must_exist``. Leaving the loop stops the tail.
     """
-    known = await store.read(session_id)
-    if not known and must_exist:
+    first = await read_page(store, session_id, 0)
+    if not first[0] and must_exist:
         raise _not_found(session_id)
-    async with closing_iter(_stream_from(store, session_id, from_sequence, known)) as events:
+    async with closing_iter(_stream_from(store, session_id, from_sequence, first)) as events:
         async for event in events:
             yield event
 
@@ -86,7 +183,8 @@ class EndedStream:
     """A stream whose run had ended when it was opened: every item is at hand, no tail.
 
     An async iterator like any stream; an edge may also take :attr:`items`
-    at once (``/sse`` writes them as one body).
+    at once (``/sse`` writes them in pages). Only a log that fits in one
+    page (:data:`PAGE_BYTES`) comes as one: a longer one is read page by page.
     """
 
     __slots__ = ("_next", "items")
@@ -112,20 +210,21 @@ class EndedStream:
 async def open_session_stream(
     store: EventStore, session_id: str, from_sequence: int = 0
 ) -> AsyncIterator[TransportEvent]:
-    """The session's stream (as :func:`stream_session`), opened: its one read of the log is done.
+    """The session's stream (as :func:`stream_session`), opened: its first page is read.
 
     Raises ``NOT_FOUND`` now, before any event, for a session that does not
-    exist: an edge can refuse the request before it answers (``/sse``'s 404)
-    without reading the log a second time. A session whose run has ended
-    comes back as an :class:`EndedStream`.
+    exist: an edge can refuse the request before it answers (``/sse``'s 404).
+    A session whose run has ended and whose log fits in one page comes back
+    as an :class:`EndedStream`; any other is read page by page as it is taken.
     """
-    known = await store.read(session_id)
-    if not known:
+    first, more = await read_page(store, session_id, 0)
+    if not first:
         raise _not_found(session_id)
-    final = final_event(known)
-    if final is not None:
-        return EndedStream(_ended_items(known, from_sequence, final))
-    return _stream_from(store, session_id, from_sequence, known)
+    if not more:
+        final = final_event(first)
+        if final is not None:
+            return EndedStream(_ended_items(first, from_sequence, final))
+    return _stream_from(store, session_id, from_sequence, (first, more))
 
 
 def _ended_items(
@@ -150,46 +249,71 @@ def _not_found(session_id: str) -> AgentServerError:
 
 
 async def _stream_from(
-    store: EventStore, session_id: str, from_sequence: int, known: list[Event]
+    store: EventStore, session_id: str, from_sequence: int, first: tuple[list[Event], bool]
 ) -> AsyncIterator[TransportEvent]:
-    """The stream, given the log as one read found it (``known``)."""
-    final = final_event(known)
-    if final is not None:
-        for ended in _ended_items(known, from_sequence, final):
-            yield ended
+    """The stream, from the log's ``first`` page on (read from seq 0, and whether more follow).
+
+    The log is read on in pages to its end, each page's chunks yielded
+    before the next is read. A chunk after a run's end is
+    held until a new run starts (a log ending there does not stream it, as
+    :func:`final_event` says). The log's end: the stream ends if its last
+    run has; else the tail goes on from there, folding what it delivers, so
+    that the run's end needs no second read of the log (only a look at what
+    follows the end).
+    """
+    fold = _EndFold()
+    held: list[TransportEvent] = []  # chunks after a run's end, until a run starts
+    cursor = 0
+    page, more = first
+    del first
+    while page:
+        cursor = page[-1].seq
+        for event in page:
+            fold.apply(event)
+            item = stream_item(event)
+            if item is None:
+                if held and isinstance(event, RunStarted):
+                    for chunk in held:
+                        yield chunk
+                    held.clear()
+                continue
+            if event.seq <= from_sequence:
+                continue
+            chunk = ChunkEvent(chunk=item.chunk, sequence=item.sequence)
+            if fold.ended:
+                held.append(chunk)
+            else:
+                yield chunk
+        page = []
+        if more:
+            page, more = await read_page(store, session_id, cursor)
+    if fold.boundary is not None and fold.ended:
+        yield fold.ending(fold.boundary)
         return
-    for event in known:
-        if event.seq <= from_sequence:
-            continue
-        item = stream_item(event)
-        if item is not None:
-            yield ChunkEvent(chunk=item.chunk, sequence=item.sequence)
-    cursor = max(from_sequence, known[-1].seq if known else 0)
-    # Fold the log as the tail delivers it, so that the run's end needs no
-    # second read of the whole log (only a look at what follows the end).
-    # Without the start of the log (a session created after the stream
-    # opened) or with a cursor past its end, the end re-reads the log.
-    projector: SessionProjector | None = None
-    if known and cursor == known[-1].seq:
-        projector = SessionProjector()
-        projector.apply_all(known)
-    known = []  # not kept while the stream is open
     async with closing_iter(store.tail(session_id, cursor)) as events:
         async for event in events:
-            if projector is not None:
-                projector.apply(event)
+            fold.apply(event)
+            if event.seq <= from_sequence:
+                continue  # folded, but not the reader's: it has read past them
             item = stream_item(event)
             if item is not None:
                 yield ChunkEvent(chunk=item.chunk, sequence=item.sequence)
-            elif isinstance(event, RUN_ENDING_EVENTS):
-                if projector is not None:
-                    later = await store.read(session_id, event.seq)
-                    if not any(isinstance(e, _RUN_BOUNDARIES) for e in later):
-                        yield _ending(event, projector.state)
-                        return
-                    continue
-                final = final_event(await store.read(session_id))
-                if final is not None and final[0] == event.seq:
-                    yield final[1]
-                    return
-                # A newer run, or a later end, follows: the tail delivers it.
+            elif isinstance(event, RUN_ENDING_EVENTS) and not await _run_follows(
+                store, session_id, event.seq
+            ):
+                yield fold.ending(event)
+                return
+            # Else a newer run, or a later end, follows: the tail delivers it.
+
+
+async def _run_follows(store: EventStore, session_id: str, seq: int) -> bool:
+    """Whether a run's start or end follows ``seq`` in the log (read a page at a time)."""
+    more = True
+    while more:
+        page, more = await read_page(store, session_id, seq)
+        if any(isinstance(event, _RUN_BOUNDARIES) for event in page):
+            return True
+        if not page:
+            return False
+        seq = page[-1].seq
+    return False

@@ -14,8 +14,8 @@ from helix_agents.errors import AgentServerError, DamagedLogError, LogError
 from helix_agents.events import PendingInput
 from helix_agents.hitl.routing import Resume, expiring, watch_expiry
 from helix_agents.ids import SessionId
-from helix_agents.log.projections import project_state
 from helix_agents.log.state import SessionState
+from helix_agents.log.streaming import fold_session
 from helix_agents.protocol import RemoteResumeRequest
 from helix_agents.runtime.runs import SessionRuns
 from helix_agents.runtime.service import ExecutorService
@@ -37,10 +37,12 @@ async def recover_sessions(
     damaged: dict[str, str] = {}
     for session_id in await runs.store.list_sessions():
         try:
-            log_ = await runs.store.read(session_id)
-            if not log_ or runs.active(session_id) is not None:
+            if runs.active(session_id) is not None:
                 continue
-            state = project_state(log_)
+            folded = await fold_session(runs.store, session_id)
+            if folded is None or runs.active(session_id) is not None:
+                continue
+            state = folded
         except (DamagedLogError, LogError) as exc:
             damaged[session_id] = str(exc)
             continue

@@ -18,9 +18,10 @@ from helix_agents.agents.define import AgentRegistry
 from helix_agents.errors import AgentServerError, OwnershipLost, UsageError
 from helix_agents.events import Event, RunStarted, SessionCreated
 from helix_agents.ids import SessionId, validate_session_id
-from helix_agents.log.projections import interrupted_step, project_state
+from helix_agents.log.projections import interrupted_step
 from helix_agents.log.state import SessionState
 from helix_agents.log.store import EventStore
+from helix_agents.log.streaming import fold_session
 from helix_agents.runtime.env import RunEnv
 from helix_agents.runtime.run_loop import SessionRun
 from helix_agents.runtime.writer import SessionWriter, StartCommit, stamp
@@ -180,10 +181,10 @@ class SessionRuns:
 
     async def state(self, session_id: str) -> SessionState:
         """The session's state folded from its log; ``NOT_FOUND`` if it has none."""
-        log_ = await self.store.read(validate_session_id(session_id))
-        if not log_:
+        state = await fold_session(self.store, validate_session_id(session_id))
+        if state is None:
             raise AgentServerError("NOT_FOUND", f"session {session_id!r} not found")
-        return project_state(log_)
+        return state
 
     async def wait_idle(self, session_id: str) -> None:
         """Wait until no run of ``session_id`` is active here."""

@@ -18,6 +18,7 @@ from typing import Any, ClassVar, cast
 
 import msgspec
 
+from helix_agents.server.serving.allocator import Reclaimer
 from helix_agents.server.serving.limits import (
     DEFAULT_MAX_HEADER_BYTES,
     DEFAULT_WRITE_TIMEOUT,
@@ -26,11 +27,14 @@ from helix_agents.server.serving.limits import (
 )
 from helix_agents.server.serving.writes import CoalescedWrites
 
-__all__ = ["Bounds", "BoundedProtocol"]
+__all__ = ["SEND_BUFFER", "Bounds", "BoundedProtocol"]
 
 log = logging.getLogger("helix_agents.server")
 
 _encode = msgspec.json.Encoder().encode
+
+SEND_BUFFER = 128 * 1024
+"""``SO_SNDBUF`` of each connection (the kernel doubles it for its bookkeeping; no autotuning)."""
 
 
 @dataclass
@@ -47,10 +51,19 @@ class Bounds:
     """Seconds the connection's writes may stay paused (its client taking nothing)."""
     waiting: dict[Any, None] = field(default_factory=dict)
     """Connections still waiting for a request's headers, oldest first."""
+    reclaimer: Reclaimer = field(default_factory=Reclaimer)
+    """What gives back the memory of connections that held a window, once they close."""
 
 
 class BoundedProtocol:
-    """The mixin of both bounded protocols: the cap, the header timer, coalesced writes."""
+    """The mixin of both bounded protocols: the cap, the header timer, coalesced writes.
+
+    A connection's kernel send buffer is :data:`SEND_BUFFER` and its
+    transport pauses past ``writes.WRITE_HIGH_WATER``: a client that stops
+    reading holds that much, whatever its response's size, and a connection
+    that held it (its writes were paused) has its memory reclaimed once it
+    closes (:class:`~helix_agents.server.serving.allocator.Reclaimer`).
+    """
 
     bounds: ClassVar[Bounds]
     _header_timer: asyncio.TimerHandle | None = None
@@ -59,11 +72,16 @@ class BoundedProtocol:
     _head_bytes = 0  # of the request head coming in, so far
     _head_line = 0  # bytes of its line not yet ended
     _head_tail = b""  # its last 3 bytes: an end of head split between two reads
+    _held_window = False  # its writes were paused once: its client stopped reading
     connections: set[Any]
     loop: asyncio.AbstractEventLoop
     transport: asyncio.Transport
 
     def _bounded_connection_made(self, transport: asyncio.BaseTransport) -> asyncio.Transport:
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
         return cast(
             asyncio.Transport, CoalescedWrites(cast(asyncio.Transport, transport), self.loop)
         )
@@ -142,6 +160,7 @@ class BoundedProtocol:
 
     def _writes_paused(self) -> None:
         """The transport's buffer went over its high-water mark: time how long it stays so."""
+        self._held_window = True
         if self._write_timer is None:
             self._write_timer = self.loop.call_later(
                 self.bounds.write_timeout, self._client_takes_nothing
@@ -168,6 +187,17 @@ class BoundedProtocol:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         self.transport.abort()
+
+    def _bounded_connection_lost(self) -> None:
+        """The connection closed: stop its timers (before uvicorn's own ``connection_lost``)."""
+        self._headers_received()
+        self._watch_body(False)
+        self._writes_resumed()
+
+    def _reclaim_if_held(self) -> None:
+        """After uvicorn's ``connection_lost``: a connection that held a window is reclaimed."""
+        if self._held_window:
+            self.bounds.reclaimer.soon(self.loop)
 
     def _give_up(self) -> None:
         """No request came in time (or room was needed): close without answering."""

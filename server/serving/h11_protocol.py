@@ -42,7 +42,6 @@ class BoundedH11Protocol(BoundedProtocol, H11Protocol):
         self._writes_resumed()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._headers_received()
-        self._watch_body(False)
-        self._writes_resumed()
+        self._bounded_connection_lost()
         super().connection_lost(exc)
+        self._reclaim_if_held()

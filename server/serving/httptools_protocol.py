@@ -45,7 +45,6 @@ class BoundedHttpToolsProtocol(BoundedProtocol, HttpToolsProtocol):
         self._writes_resumed()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._headers_received()
-        self._watch_body(False)
-        self._writes_resumed()
+        self._bounded_connection_lost()
         super().connection_lost(exc)
+        self._reclaim_if_held()

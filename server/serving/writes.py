@@ -5,7 +5,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-__all__ = ["CoalescedWrites"]
+__all__ = ["CoalescedWrites", "WRITE_HIGH_WATER", "WRITE_LOW_WATER"]
+
+WRITE_HIGH_WATER = 64 * 1024
+"""Bytes buffered for a client past which the server stops writing it (the transport pauses)."""
+WRITE_LOW_WATER = 16 * 1024
+"""Bytes buffered below which writing resumes."""
 
 
 class CoalescedWrites:
@@ -17,23 +22,35 @@ class CoalescedWrites:
     response's head and body, a stream's last frames and its end) and hands
     them to the socket together, at the end of that turn. Everything else is
     the transport's own; ``close`` and ``abort`` settle the writes first.
+
+    Flow control holds: once :data:`WRITE_HIGH_WATER` bytes are queued in one
+    turn they go to the transport at once, so that it pauses the protocol
+    (and the next ``send`` waits for the client) in that turn; a response
+    sent in a loop that never yields (each ``send`` returns at once while
+    the transport is not paused) is never queued here whole.
     """
 
-    __slots__ = ("_loop", "_pending", "_transport")
+    __slots__ = ("_loop", "_pending", "_queued", "_transport")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self._transport = transport
         self._loop = loop
         self._pending: list[bytes] | None = None
+        self._queued = 0
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        """Queue ``data`` for the end of this turn of the loop."""
+        """Queue ``data`` for the end of this turn of the loop (past the high-water mark: now)."""
         if not data:
             return
         if self._pending is None:
             self._pending = []
+            self._queued = 0
             self._loop.call_soon(self.flush)
         self._pending.append(bytes(data))
+        self._queued += len(data)
+        if self._queued >= WRITE_HIGH_WATER:
+            self.flush()
 
     def writelines(self, chunks: Any) -> None:
         """Queue each of ``chunks``."""
@@ -43,6 +60,7 @@ class CoalescedWrites:
     def flush(self) -> None:
         """Hand what is queued to the socket now."""
         pending, self._pending = self._pending, None
+        self._queued = 0
         if pending and not self._transport.is_closing():
             self._transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
 
@@ -54,12 +72,12 @@ class CoalescedWrites:
     def abort(self) -> None:
         """Drop what is queued and close at once."""
         self._pending = None
+        self._queued = 0
         self._transport.abort()
 
     def get_write_buffer_size(self) -> int:
         """Bytes not yet sent, queued here or in the transport."""
-        queued = sum(len(chunk) for chunk in self._pending or ())
-        return queued + self._transport.get_write_buffer_size()
+        return self._queued + self._transport.get_write_buffer_size()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transport, name)

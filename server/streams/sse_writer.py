@@ -81,7 +81,7 @@ class _Outbox:
         return body
 
 
-_OUTBOX_LIMIT = 256 * 1024  # bytes queued before the producer waits for the socket
+_OUTBOX_LIMIT = 16 * 1024  # bytes queued before the producer waits for the socket
 
 
 async def write_sse(

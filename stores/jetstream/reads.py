@@ -102,8 +102,14 @@ class LogReader:
         # the leader then says where the log ends.
         self.replicated = False
 
-    async def read(self, session_id: str, from_seq: int) -> list[Event] | Suspect:
-        """One attempt: the events, or where and how the log looked damaged.
+    async def read(
+        self, session_id: str, from_seq: int, max_bytes: int | None = None
+    ) -> tuple[list[Event], bool] | Suspect:
+        """One attempt: the events and whether more may follow, or where the log looked damaged.
+
+        With ``max_bytes``, a page: the read stops after the batch whose
+        payloads bring it to ``max_bytes`` (the rest of the log is not
+        fetched, and more may follow); else it reads to the log's end.
 
         Where the read starts: the subject's first message (``from_seq`` 0),
         right after a batch this store saw end at ``from_seq`` (its marks), or
@@ -125,10 +131,10 @@ class LogReader:
         else:
             last = await self._access.last_msg(subject)
             if last is None or last.seq is None:
-                return []
+                return [], False
             first_seq, last_seq = helix_seqs(session_id, last, from_seq + 1)
             if last_seq <= from_seq:
-                return []
+                return [], False
             found = last
             if first_seq > from_seq + 1:
                 found = await self._find(session_id, subject, from_seq, last)
@@ -139,6 +145,7 @@ class LogReader:
         end = 0
         marks: list[Mark] = []
         from_leader = not self.direct
+        size = 0
         while True:
             batch, more = await self._fetch(subject, start, from_leader)
             for msg in batch:
@@ -151,6 +158,7 @@ class LogReader:
                     return expected, "gap: the event is missing", end
                 chain = chain_header(session_id, msg, first)
                 payload = msg.data or b""
+                size += len(payload)
                 if (
                     chain is not None
                     and (chained or first == 1)
@@ -162,6 +170,9 @@ class LogReader:
                 events.extend(event for event in decoded if event.seq > from_seq)
                 expected = last_in + 1
                 marks.append((last_in, msg.seq, chain))
+            if max_bytes is not None and size >= max_bytes and batch:
+                self._marks.mark(session_id, marks)
+                return events, True  # a page: more may follow
             if more and batch:
                 start = end + 1
             elif self.replicated and not from_leader:
@@ -175,7 +186,7 @@ class LogReader:
             known = self._positions.get(session_id)
             if known is None or known[0] < end:
                 self._positions[session_id] = (end, marks[-1][0], marks[-1][2])
-        return events
+        return events, False
 
     async def _fetch(
         self, subject: str, start: int, from_leader: bool

@@ -333,13 +333,27 @@ class JetStreamEventStore:
         row over an unchanged log is damage (:class:`DamagedLogError`); once,
         it may be a delete and rebuild under the read, which is read again.
         """
+        events, _ = await self._read(session_id, from_seq, None)
+        return events
+
+    async def read_page(
+        self, session_id: str, from_seq: int, max_bytes: int
+    ) -> tuple[list[Event], bool]:
+        """The events after ``from_seq``, to the batch reaching ``max_bytes``; more may follow?"""
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+            raise UsageError(f"max_bytes must be an int >= 1, not {max_bytes!r}")
+        return await self._read(session_id, from_seq, max_bytes)
+
+    async def _read(
+        self, session_id: str, from_seq: int, max_bytes: int | None
+    ) -> tuple[list[Event], bool]:
         self._ensure_open()
         validate_session_id(session_id)
         suspect: Suspect | None = None
         with self._translate():
             for _ in range(_READ_ROUNDS):
-                result = await self._reader.read(session_id, from_seq)
-                if isinstance(result, list):
+                result = await self._reader.read(session_id, from_seq, max_bytes)
+                if isinstance(result[0], list):
                     return result
                 if result == suspect:
                     raise DamagedLogError(session_id, result[0], result[1])
@@ -368,7 +382,7 @@ class JetStreamEventStore:
             await self._watch.acquire()
             watching = True
             events = tail_events(
-                self.read,
+                self.read_page,
                 self._notifier,
                 session_id,
                 from_seq,

@@ -18,27 +18,36 @@ _PROBE_CHUNK = 500  # session ids per poller query (SQLite's bound on parameters
 
 
 def read_events(
-    connection: Callable[[], sqlite3.Connection], path: str, session_id: str, from_seq: int
-) -> list[Event]:
+    connection: Callable[[], sqlite3.Connection],
+    path: str,
+    session_id: str,
+    from_seq: int,
+    max_bytes: int | None = None,
+) -> tuple[list[Event], bool]:
     """The events of ``session_id`` after ``from_seq``, checked (see ``_chain.verified_events``).
 
-    ``connection`` is called only when the file must be read.
+    And whether more follow them. ``connection`` is called only when the
+    file must be read. With ``max_bytes``, a page: the rows are fetched one
+    by one and the read stops after the event whose stored bytes bring the
+    page to ``max_bytes`` (at least one event, however large; of the rest of
+    the log, one more row is looked at, to say whether it follows).
     """
     if from_seq >= _SQLITE_MAX_INT:
-        return []  # nothing can come after the largest seq SQLite holds
+        return [], False  # nothing can come after the largest seq SQLite holds
     from_seq = max(from_seq, 0)
     try:
         # From from_seq itself, so the first event's chain can be checked
         # against its predecessor's.
-        records: list[tuple[int, bytes, int | None]] = (
-            connection()
-            .execute(
-                "SELECT seq, data, chain FROM helix_events WHERE session_id = ? AND seq >= ? "
-                "ORDER BY seq",
-                (session_id, from_seq),
-            )
-            .fetchall()
+        cursor = connection().execute(
+            "SELECT seq, data, chain FROM helix_events WHERE session_id = ? AND seq >= ? "
+            "ORDER BY seq",
+            (session_id, from_seq),
         )
+        more = False
+        if max_bytes is None:
+            records: list[tuple[int, bytes, int | None]] = cursor.fetchall()
+        else:
+            records, more = _page(cursor, from_seq, max_bytes)
     except sqlite3.DatabaseError as exc:
         if is_corruption(exc):
             raise DamagedLogError(
@@ -54,7 +63,29 @@ def read_events(
             raise DamagedLogError(session_id, from_seq, "gap: the event is missing")
         previous = records[0][2]
         records = records[1:]
-    return verified_events(session_id, from_seq + 1, previous, records)
+    return verified_events(session_id, from_seq + 1, previous, records), more
+
+
+def _page(
+    cursor: sqlite3.Cursor, from_seq: int, max_bytes: int
+) -> tuple[list[tuple[int, bytes, int | None]], bool]:
+    """Rows of ``cursor`` until their data reach ``max_bytes``, and whether another follows.
+
+    ``from_seq``'s own row (read for its chain) is not counted.
+    """
+    records: list[tuple[int, bytes, int | None]] = []
+    size = 0
+    try:
+        while size < max_bytes:
+            row = cursor.fetchone()
+            if row is None:
+                return records, False
+            records.append(row)
+            if row[0] != from_seq:
+                size += len(row[1])
+        return records, cursor.fetchone() is not None
+    finally:
+        cursor.close()
 
 
 class ChangeProbe:

@@ -46,23 +46,30 @@ def connect(path: str, *, busy_ms: int, synchronous: str) -> sqlite3.Connection:
 
 
 def connect_read_only(path: str, *, busy_ms: int) -> sqlite3.Connection:
-    """A ``mode=ro`` connection; ``immutable`` where SQLite cannot share the WAL index.
+    """A ``mode=ro`` connection, or ``immutable``: nothing is written, nothing created beside it.
 
-    Nothing is set that writes (no journal mode). A WAL file whose ``-shm``
-    cannot be made beside it (a folder this process may not write) is read as
-    it stands (``immutable=1``).
+    Nothing is set that writes (no journal mode). A file with no ``-wal``
+    beside it (closed cleanly: no writer has it open, nothing waits in a WAL)
+    is read as it stands (``immutable=1``): a ``mode=ro`` connection to a
+    WAL database would create the ``-wal`` and ``-shm`` files wherever it
+    may, and root may anywhere, whatever the permissions say. A file with
+    a ``-wal`` (a writer has it, or crashed) is read through it
+    (``mode=ro``, sharing its ``-shm``); if that cannot be (a folder this
+    process may not write, where the ``-shm`` is missing), as it stands.
     """
     if not os.path.exists(path):
         raise sqlite3.OperationalError(f"no such file: {path}")
     base = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro"
-    for uri in (base, f"{base}&immutable=1"):
+    immutable = f"{base}&immutable=1"
+    uris = (base, immutable) if os.path.exists(f"{path}-wal") else (immutable,)
+    for uri in uris:
         conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
         try:
             conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         except sqlite3.OperationalError:
             conn.close()
-            if uri != base:
+            if uri == immutable:
                 raise
             continue
         return conn

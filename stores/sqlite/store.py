@@ -69,11 +69,13 @@ class SqliteEventStore:
             the tails of sessions that changed; appends in this process wake
             them at once. ``None`` disables it.
         busy_timeout: seconds to wait for another process's write lock.
-        read_only: open the file read-only (``mode=ro``): nothing is created
-            or written (no schema, no journal mode, no high-water mark), and
-            ``append``/``delete`` raise :class:`UsageError`. A file in a place
-            this process cannot write to (where SQLite cannot make its ``-shm``
-            file either) is opened as immutable: its readers see it as it is.
+        read_only: open the file read-only: nothing is created or written
+            (no schema, no journal mode, no high-water mark, no ``-wal`` or
+            ``-shm``, as root too), and ``append``/``delete`` raise
+            :class:`UsageError`. A file closed cleanly (no ``-wal``) is opened
+            immutable, as it stands; one with a ``-wal`` ``mode=ro``, through
+            it (immutable where its ``-shm`` cannot be made). For a one-shot
+            inspection: an immutable reader does not see later appends.
 
     Attributes:
         lost_commits: found when the store was opened: how many commits the
@@ -220,12 +222,20 @@ class SqliteEventStore:
         return conn
 
     def _read_sync(
-        self, session_id: str, from_seq: int, conn: sqlite3.Connection | None = None
-    ) -> list[Event]:
+        self,
+        session_id: str,
+        from_seq: int,
+        max_bytes: int | None = None,
+        conn: sqlite3.Connection | None = None,
+    ) -> tuple[list[Event], bool]:
         if self._closed:
             raise StoreClosedError()
         return read_events(
-            self._reader if conn is None else lambda: conn, self.path, session_id, from_seq
+            self._reader if conn is None else lambda: conn,
+            self.path,
+            session_id,
+            from_seq,
+            max_bytes,
         )
 
     def _scalar_sync(self, sql: str, params: tuple[object, ...]) -> list[tuple[object, ...]]:
@@ -242,11 +252,26 @@ class SqliteEventStore:
         validate_session_id(session_id)
         await anyio.lowlevel.checkpoint()  # a read is a checkpoint, however it is served
         self._ensure_open()
-        events = self._read_here(session_id, from_seq)
-        if events is not None:
-            return events
-        read: list[Event] = await self._reads.call(session_id, from_seq)
-        return read
+        found = self._read_here(session_id, from_seq)
+        if found is None:
+            found = await self._reads.call(session_id, from_seq)
+        events: list[Event] = found[0]
+        return events
+
+    async def read_page(
+        self, session_id: str, from_seq: int, max_bytes: int
+    ) -> tuple[list[Event], bool]:
+        """The events after ``from_seq``, about ``max_bytes`` of them, and whether more follow."""
+        self._ensure_open()
+        validate_session_id(session_id)
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+            raise UsageError(f"max_bytes must be an int >= 1, not {max_bytes!r}")
+        await anyio.lowlevel.checkpoint()
+        self._ensure_open()
+        page = self._read_here(session_id, from_seq, max_bytes)
+        if page is None:
+            page = await self._reads.call(session_id, from_seq, max_bytes)
+        return page
 
     async def _run_reads(self, reads: list[BatchedCall]) -> None:
         await self._in_thread(self._read_batch_sync, reads)
@@ -259,13 +284,16 @@ class SqliteEventStore:
             except Exception as exc:
                 read.error = exc
 
-    def _read_here(self, session_id: str, from_seq: int) -> list[Event] | None:
+    def _read_here(
+        self, session_id: str, from_seq: int, max_bytes: int | None = None
+    ) -> tuple[list[Event], bool] | None:
         """A small read, done on the event loop's own thread; None: leave it to a worker.
 
         One look at the primary key says how many events follow ``from_seq``:
         none, or at most ``_INLINE_READ``, are read here at once (a worker
-        thread's round trip costs more than such a read). Its connection
-        never waits for a lock: a busy file goes to a worker too.
+        thread's round trip costs more than such a read), and so is a page
+        (``max_bytes``), however long the log. Its connection never waits
+        for a lock: a busy file goes to a worker too.
         """
         if self._loop_conn is None:
             try:
@@ -280,12 +308,12 @@ class SqliteEventStore:
             ).fetchone()
         except sqlite3.Error:
             return None  # busy, or damaged: a worker's read says which
-        if found is None:
-            return []
-        if found[0] - from_seq > _INLINE_READ:
+        if found is None or found[0] <= from_seq:
+            return [], False
+        if max_bytes is None and found[0] - from_seq > _INLINE_READ:
             return None
         try:
-            return self._read_sync(session_id, from_seq, conn)
+            return self._read_sync(session_id, from_seq, max_bytes, conn)
         except StoreError as exc:
             if isinstance(exc.__cause__, sqlite3.OperationalError) and not isinstance(
                 exc, DamagedLogError
@@ -314,7 +342,7 @@ class SqliteEventStore:
     ) -> AsyncIterator[Event]:
         """Yield the events after ``from_seq`` (of ``kinds``, if given), then new ones."""
         return tail_events(
-            self.read,
+            self.read_page,
             self._notifier,
             session_id,
             from_seq,

@@ -264,6 +264,11 @@ async def test_a_500_never_echoes_exception_text_or_paths(tmp_path: Path) -> Non
         async def read(self, session_id: str, from_seq: int = 0) -> list[Event]:
             raise StoreError(f"database {tmp_path}/events.db is locked")
 
+        async def read_page(
+            self, session_id: str, from_seq: int, max_bytes: int
+        ) -> tuple[list[Event], bool]:
+            raise StoreError(f"database {tmp_path}/events.db is locked")  # a stream's reads
+
     target: RemoteAgentTransport = _Leaky("http://127.0.0.1:9", max_retries=0)
     with anyio.fail_after(TIMEOUT):
         async with (

@@ -1,12 +1,16 @@
-"""Readers of a finished session's stream that never read: cut after ``--write-timeout``.
+"""Readers of a finished session's stream that never read: a window each, cut after a timeout.
 
-The real ``serve`` on loopback (both event loops) with a completed session
+The real ``serve`` on loopback (both event loops). First a completed session
 whose stream is about 1.8 MB (a 900 KB message repeated in the answer and the
-output). Twenty raw sockets with small receive buffers ask for it and never
-read. Before the write timeout each held its whole stream, encoded as one
-body, for as long as it stayed (RSS 70 -> 973 MB with 300 of them); now the
-stream goes out in pages under flow control, each connection is cut once its
-client has taken nothing for the timeout, and the memory comes back.
+output): twenty raw sockets with small receive buffers ask for it and never
+read; each connection is cut once its client has taken nothing for
+``--write-timeout``, and the memory comes back. Then 200 raw sockets ask for
+a finished session of 10 MB, and of 50 MB, and never read: each holds a
+window (the log is read in pages as the socket drains), so the server's RSS
+grows by the same few tens of MB whatever the session's size, ``/health``
+answers quickly meanwhile, and the memory returns once they close. Before,
+each held its decoded log (RSS 72 -> 956 MB for the 10 MB session, 662 MB
+10 s after they closed, ``/health`` up to 1.3 s).
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ import anyio
 import httpx
 import pytest
 from _serve_process import ServeProcess
+
+from helix_agents.events import Completed, Event, RunStarted, SessionCreated, TextDelta
+from helix_agents.stores import SqliteEventStore
 
 pytestmark = pytest.mark.slow
 
@@ -124,3 +131,109 @@ async def test_non_reading_readers_of_a_finished_stream_are_cut_and_their_memory
         f"\nRSS {before >> 20} MB -> peak {peak >> 20} MB with {READERS} non-readers of a "
         f"{length >> 10} KiB stream -> {after >> 20} MB after the cut ({cut_after:.1f}s)"
     )
+
+
+# --- a window per reader -------------------------------------------------------------------
+
+WINDOW_READERS = 200
+GROWTH_LIMIT = 60 * 1024 * 1024  # for all of them: a window each (~160 KiB measured), not the log
+RETURN_LIMIT = 50 * 1024 * 1024  # RSS within this of the start, 10 s after they close
+HEALTH_P99 = 0.2  # seconds
+DELTA = 2400  # characters in each chunk of the big log
+
+
+async def _fill(db: Path, session_id: str, chunks: int) -> None:
+    """A finished session of ``chunks`` chunks of :data:`DELTA` characters, written directly."""
+    store = SqliteEventStore(db)
+    try:
+        events: list[Event] = [
+            SessionCreated(session_id=session_id, seq=1, ts=0.0, agent_type="sleeper", run_id="r"),
+            RunStarted(session_id=session_id, seq=2, ts=0.0, run_id="r"),
+        ]
+        for seq in range(3, chunks + 3):
+            text = (f"{seq:08d} " * (DELTA // 9 + 1))[:DELTA]
+            events.append(
+                TextDelta(
+                    session_id=session_id,
+                    seq=seq,
+                    ts=0.0,
+                    agent_id=session_id,
+                    agent_type="sleeper",
+                    delta=text,
+                )
+            )
+        events.append(Completed(session_id=session_id, seq=chunks + 3, ts=0.0, output="done"))
+        for start in range(0, len(events), 500):
+            await store.append(session_id, events[start : start + 500], start)
+    finally:
+        await store.close()
+
+
+def _still(port: int, session_id: str) -> socket.socket:
+    """A raw reader that asks for the stream and never reads (the kernel's default buffers)."""
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.sendall(f"GET /sse?sessionId={session_id} HTTP/1.1\r\nhost: x\r\n\r\n".encode())
+    return sock
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc (Linux)")
+@pytest.mark.parametrize("chunks", [4_000, 20_000], ids=["10MB", "50MB"])
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+async def test_readers_that_never_read_hold_a_window_each_whatever_the_session_size(
+    tmp_path: Path, loop: str, chunks: int
+) -> None:
+    session_id = "long-day"
+    await _fill(tmp_path / "serve.db", session_id, chunks)
+    server = ServeProcess(tmp_path, SLOW, "--loop", loop)
+    await server.start()
+    readers: list[socket.socket] = []
+    try:
+        async with httpx.AsyncClient(timeout=10) as client:
+            with anyio.fail_after(LIMIT):
+                await client.get(f"{server.url}/health")
+                before = _rss(server)
+                readers = [_still(server.port, session_id) for _ in range(WINDOW_READERS)]
+                peak, waits = before, []
+                held = time.monotonic()
+                while time.monotonic() - held < 6:  # the readers stay, reading nothing
+                    asked = time.perf_counter()
+                    health = await client.get(f"{server.url}/health")
+                    waits.append(time.perf_counter() - asked)
+                    assert health.status_code == 200
+                    peak = max(peak, _rss(server))
+                    await anyio.sleep(0.05)  # sampling RSS: /proc has no event
+                for sock in readers:
+                    sock.close()
+                readers = []
+                closed = time.monotonic()
+                after = _rss(server)
+                # Given back, not merely bounded: at least half of what they took.
+                returned = (peak + before) // 2
+                while after > returned and time.monotonic() - closed < 10:
+                    await anyio.sleep(0.5)  # polling RSS: /proc has no event
+                    after = _rss(server)
+                waits.sort()
+                p99 = waits[max(int(len(waits) * 0.99) - 1, 0)]
+                print(
+                    f"\n{loop}, {chunks * DELTA >> 20} MiB of chunks: RSS {before >> 20} -> "
+                    f"peak {peak >> 20} MB with {WINDOW_READERS} non-readers "
+                    f"({(peak - before) // WINDOW_READERS >> 10} KiB each); /health p99 "
+                    f"{p99 * 1000:.0f} ms of {len(waits)}; {after >> 20} MB "
+                    f"{time.monotonic() - closed:.1f}s after they closed"
+                )
+                assert peak - before <= GROWTH_LIMIT, (before, peak)
+                assert p99 < HEALTH_P99, waits[-5:]
+                assert after - before <= RETURN_LIMIT, (before, peak, after)
+                assert after <= returned, (before, peak, after)
+                # The session is still served whole to a reader that reads.
+                async with client.stream(
+                    "GET", f"{server.url}/sse", params={"sessionId": session_id}
+                ) as sse:
+                    chunks_read = 0
+                    async for line in sse.aiter_lines():
+                        chunks_read += line == "event: chunk"
+                assert chunks_read == chunks
+    finally:
+        for sock in readers:
+            sock.close()
+        await server.stop()

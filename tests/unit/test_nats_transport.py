@@ -20,6 +20,11 @@ class _FailingStore(MemoryEventStore):
     async def read(self, session_id: str, from_seq: int = 0) -> list[Event]:
         raise self.error
 
+    async def read_page(
+        self, session_id: str, from_seq: int, max_bytes: int
+    ) -> tuple[list[Event], bool]:
+        raise self.error  # a stream reads the log a page at a time
+
 
 def _transport(store: MemoryEventStore) -> NatsRemoteAgentTransport:
     nc: Any = None  # control calls are not made here

@@ -28,6 +28,7 @@ from store_conformance import (
     tailing,
 )
 
+from helix_agents import EventStore
 from helix_agents.errors import ConcurrencyConflict, UsageError
 from helix_agents.events import Event, StepStarted
 from helix_agents.stores import MemoryEventStore, SqliteEventStore, open_store
@@ -266,3 +267,15 @@ def test_sqlite_close_while_reads_run_raises_only_store_closed(tmp_path: Path) -
         check=False,
     )
     assert result.returncode == 0, f"rc={result.returncode}\n{result.stderr[-2000:]}"
+
+
+async def test_a_page_ends_with_the_event_that_reaches_its_bound(store: EventStore) -> None:
+    """SQLite and memory page by event (JetStream by the batch a direct get returns)."""
+    await store.append(SID, make_events(SID, 1, 20, label="y" * 100), 0)
+    read_page = store.read_page  # type: ignore[attr-defined]
+    page, more = await read_page(SID, 0, 1)
+    assert ([event.seq for event in page], more) == ([1], True)
+    page, more = await read_page(SID, 3, 250)  # each event is over 100 bytes stored
+    assert ([event.seq for event in page], more) == ([4, 5], True)
+    page, more = await read_page(SID, 19, 1)
+    assert ([event.seq for event in page], more) == ([20], False)

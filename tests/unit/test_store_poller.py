@@ -36,24 +36,30 @@ def delta(session_id: str, seq: int) -> TextDelta:
 
 
 class CountingReads:
-    """Wraps a store's ``read`` (before its tails are made) and counts calls per session."""
+    """Wraps a store's ``read_page`` (before its tails are made) and counts calls per session.
+
+    A tail's catch-up reads the log a page at a time (``read_page``); a log
+    that fits in one page is one call, as a whole read was.
+    """
 
     def __init__(self, store: Any) -> None:
         self.calls: dict[str, int] = {}
-        self._read = store.read
+        self._read = store.read_page
         self._waiters: list[tuple[int, anyio.Event]] = []
-        store.read = self
+        store.read_page = self
 
     @property
     def total(self) -> int:
         return sum(self.calls.values())
 
-    async def __call__(self, session_id: str, from_seq: int = 0) -> list[Event]:
+    async def __call__(
+        self, session_id: str, from_seq: int, max_bytes: int
+    ) -> tuple[list[Event], bool]:
         self.calls[session_id] = self.calls.get(session_id, 0) + 1
         for count, reached in self._waiters:
             if self.total >= count:
                 reached.set()
-        result: list[Event] = await self._read(session_id, from_seq)
+        result: tuple[list[Event], bool] = await self._read(session_id, from_seq, max_bytes)
         return result
 
     async def wait_for(self, count: int) -> None:
