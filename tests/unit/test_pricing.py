@@ -14,7 +14,7 @@ from helix_agents.log import Cost, ModelPrice, ModelTokens, Prices, UsageTotals,
 from helix_agents.log.pricing import DEFAULT_PRICES, PRICES_AS_OF
 from helix_agents.stores import MemoryEventStore
 
-MINI = ModelPrice(input_per_million=0.15, output_per_million=0.60)
+MINI = ModelPrice(input_per_million=0.15, output_per_million=0.60, cached_input_per_million=0.075)
 
 
 def _usage(**models: tuple[int, int]) -> UsageTotals:
