@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,7 +120,7 @@ class StepChunks:
         self._parsed_at = 0
         self._shown: Any = None
 
-    def take(self, batch: list[LLMStreamEvent]) -> list[Event]:
+    def take(self, batch: Sequence[LLMStreamEvent]) -> list[Event]:
         """The chunks of one batch of pieces (the response, if it came, kept in ``response``)."""
         chunks: list[Event] = []
         agent_id, agent_type = self.agent_id, self.agent_type
