@@ -115,6 +115,7 @@ class AgUiProjector:
         A tree paused at the resume point gets nothing: its next chunk opens
         the next run.
         """
+        self._held_output = UNSENT  # a fresh reader's state has no output yet
         if not self._run_open:
             return []
         out: list[dict[str, Any]] = [self._run_started(), *self._subagents.values()]
@@ -124,7 +125,6 @@ class AgUiProjector:
             self._messages[agent_id] = f"{message_id}+"
             self._unopened.add(agent_id)
         self._thoughts.reopen()
-        self._held_output = UNSENT  # a fresh reader's state has no output yet
         return [Frame(event) for event in out]
 
     def begin(self) -> list[Frame]:
