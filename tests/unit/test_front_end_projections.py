@@ -257,3 +257,23 @@ async def test_ag_ui_reasoning_messages_and_the_output_as_state_deltas() -> None
             state = _apply(state, frame["delta"])
     assert state == {"output": {"a": "xyz", "b": [1, 2]}}  # the validated output last
     assert kinds.count("STATE_DELTA") == 3
+
+
+async def test_ag_ui_a_reader_resumed_after_partial_outputs_gets_the_output_added_whole() -> None:
+    approval = PendingInput(
+        kind="approval", tool_call_id="c9", tool_name="pay", owner_session_id=ROOT, path=[ROOT]
+    )
+    chunks: list[Chunk] = [
+        PartialOutput(agent_id=ROOT, agent_type="boss", output={"a": "x"}),
+        InputRequired(agent_id=ROOT, agent_type="boss", pending=[approval]),
+        PartialOutput(agent_id=ROOT, agent_type="boss", output={"a": "xy"}),
+        OutputChunk(agent_id=ROOT, agent_type="boss", output={"a": "xyz"}),
+    ]
+    for cut in (1, 2):  # resumed inside the run, and at its pause
+        frames = await _frames(AgUiProjector(ROOT), _events_of(chunks, EndEvent()), cut)
+        deltas = [f["delta"] for f in frames if f["type"] == "STATE_DELTA"]
+        assert deltas[0] == [{"op": "add", "path": "/output", "value": {"a": "xy"}}], cut
+        state: dict[str, Any] = {}
+        for delta in deltas:
+            state = _apply(state, delta)
+        assert state == {"output": {"a": "xyz"}}
