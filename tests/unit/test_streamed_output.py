@@ -33,6 +33,7 @@ from helix_agents.models import (
     LLMResponse,
     LLMTextDelta,
     LLMToolCallDelta,
+    ReplayLLM,
     ScriptedLLM,
     ScriptStep,
     TokenUsage,
@@ -322,3 +323,31 @@ async def test_a_refused_finish_streams_its_partials_then_the_next_try_validates
     assert any(grows_into(value, wrong) and value.get("title") for value in partials)
     assert grows_into(partials[-1], TRIP)
     assert [e.output for e in log if isinstance(e, OutputChunk)] == [TRIP]
+
+
+async def test_a_replayed_run_keeps_the_reasoning_and_its_tokens_without_a_divergence() -> None:
+    usage = TokenUsage(
+        input_tokens=50, output_tokens=30, cached_input_tokens=20, reasoning_tokens=9
+    )
+    agent = define_agent(
+        "thinker",
+        llm=ScriptedLLM([ScriptStep(text="Lyon it is.", reasoning=THOUGHT, usage=usage)]),
+    )
+    store = MemoryEventStore()
+    async with AgentExecutor(store, [agent]) as executor:
+        await (await executor.execute(agent, "plan", session_id="rec-1")).result()
+    replay = await ReplayLLM.from_store(store, "rec-1")
+    again = MemoryEventStore()
+    async with AgentExecutor(again, [agent], llm_override=replay) as executor:
+        await (await executor.execute(agent, "plan", session_id="rec-1")).result()
+    assert replay.divergences == []
+    log = await again.read("rec-1")
+    assert "".join(e.delta for e in log if isinstance(e, ReasoningDelta)) == THOUGHT
+    state = project_state(log)
+    assert (state.usage.cached_input_tokens, state.usage.reasoning_tokens) == (20, 9)
+    (turn,) = [
+        e.message
+        for e in log
+        if isinstance(e, MessageAppended) and isinstance(e.message, AssistantMessage)
+    ]
+    assert turn.reasoning == [ReasoningPart(text=THOUGHT, provider="scripted")]
