@@ -95,6 +95,11 @@ async def test_reasoning_is_shown_apart_and_the_output_replaces_its_partial_form
             classes = await box.evaluate("(body) => [...body.children].map((c) => c.className)")
             assert classes.index("reasoning") < classes.index("text") < classes.index("output")
 
+            # Its usage says how many of its output tokens were reasoning.
+            thought = len(THOUGHT.split(" "))
+            own = page.locator('[data-agent-id="think-1"] > .agent-head > .usage')
+            await expect(own).to_contain_text(f" out ({thought} reasoning) tokens", timeout=WAIT_MS)
+
             live = await state(page)
             await page.reload()
             await expect(page.locator("body")).to_have_attribute(

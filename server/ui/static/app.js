@@ -292,7 +292,9 @@ function apply(view, sequence, chunk) {
 
 // --- rendering ---------------------------------------------------------------
 
-const USAGE_KEYS = ["inputTokens", "outputTokens", "llmCalls", "toolCalls", "subAgentCalls"];
+const USAGE_KEYS = [
+  "inputTokens", "outputTokens", "cachedInputTokens", "reasoningTokens", "llmCalls", "toolCalls", "subAgentCalls",
+];
 
 function rollup(view, agentId, seen = new Set()) {
   const total = Object.fromEntries(USAGE_KEYS.map((key) => [key, 0]));
@@ -362,7 +364,10 @@ function renderTotal(view) {
 }
 
 function usageText(usage) {
-  return `${usage.inputTokens} in / ${usage.outputTokens} out tokens, ` +
+  // Cached input is part of the input, reasoning part of the output: said when there is any.
+  const cached = usage.cachedInputTokens ? ` (${usage.cachedInputTokens} cached)` : "";
+  const thought = usage.reasoningTokens ? ` (${usage.reasoningTokens} reasoning)` : "";
+  return `${usage.inputTokens} in${cached} / ${usage.outputTokens} out${thought} tokens, ` +
     `${usage.llmCalls} LLM, ${usage.toolCalls} tool, ${usage.subAgentCalls} sub-agent calls`;
 }
 
