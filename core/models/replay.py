@@ -27,10 +27,10 @@ from helix_agents.log.store import EventStore
 from helix_agents.messages import AssistantMessage, Message
 from helix_agents.models.base import (
     LLMError,
+    LLMReasoningDelta,
     LLMRequest,
     LLMResponse,
     LLMStreamEvent,
-    LLMReasoningDelta,
     LLMTextDelta,
     TokenUsage,
 )
