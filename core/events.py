@@ -45,8 +45,10 @@ __all__ = [
     "MessageAppended",
     "MessageQueued",
     "OutputChunk",
+    "PartialOutput",
     "PendingInput",
     "PendingInputKind",
+    "ReasoningDelta",
     "RemoteRef",
     "RunMode",
     "RunStarted",
@@ -145,6 +147,16 @@ class TextDelta(ChunkBase, tag="text_delta", frozen=True):
     delta: str
 
 
+class ReasoningDelta(ChunkBase, tag="reasoning_delta", frozen=True):
+    """A piece of the model's streamed reasoning (thinking); never part of the answer.
+
+    Emitted by the run loop while the LLM streams, as ``text_delta`` is; the
+    reasoning a provider needs back is kept on the assistant message instead.
+    """
+
+    delta: str
+
+
 class ToolStart(ChunkBase, tag="tool_start", frozen=True):
     """A tool call began (including ``subagent__*`` calls). Emitted before the tool runs."""
 
@@ -186,6 +198,18 @@ class SubAgentEnd(ChunkBase, tag="subagent_end", frozen=True):
 
 class OutputChunk(ChunkBase, tag="output", frozen=True):
     """The session's validated structured output. Emitted when it completes."""
+
+    output: Any = None
+
+
+class PartialOutput(ChunkBase, tag="partial_output", frozen=True):
+    """The structured output as the model writes it: the fields of ``__finish__`` so far.
+
+    Emitted by the run loop while the LLM streams the ``__finish__`` call's
+    arguments, only when they parse to a new JSON object (and at a bounded
+    rate, specs/llm.md); not validated. The validated output is the ``output``
+    chunk that follows a run's accepted finish.
+    """
 
     output: Any = None
 
@@ -234,6 +258,8 @@ class CustomChunk(ChunkBase, tag="custom", frozen=True):
 
 Chunk = (
     TextDelta
+    | ReasoningDelta
+    | PartialOutput
     | ToolStart
     | ToolEnd
     | SubAgentStart
@@ -379,7 +405,13 @@ class StateUpdated(EventBase, tag="state_updated", frozen=True):
 
 
 class UsageRecorded(EventBase, tag="usage_recorded", frozen=True):
-    """Resources used: LLM tokens, a tool call, a sub-agent call, or a custom metric."""
+    """Resources used: LLM tokens, a tool call, a sub-agent call, or a custom metric.
+
+    For ``tokens``: ``input_tokens`` counts every input token, of which
+    ``cached_input_tokens`` were read from the provider's prompt cache;
+    ``output_tokens`` counts every output token, of which ``reasoning_tokens``
+    were reasoning (thinking).
+    """
 
     kind: UsageKind
     name: str | None = None
@@ -388,6 +420,8 @@ class UsageRecorded(EventBase, tag="usage_recorded", frozen=True):
     value: float = 0.0
     sub_session_id: str | None = None
     data: dict[str, Any] = {}
+    cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
 
 
 # --- children ----------------------------------------------------------------
@@ -582,6 +616,8 @@ Event = (
     | StateUpdated
     | UsageRecorded
     | TextDelta
+    | ReasoningDelta
+    | PartialOutput
     | ToolStart
     | ToolEnd
     | SubAgentStart

@@ -46,6 +46,8 @@ from helix_agents.events import (
     MessageAppended,
     MessageQueued,
     OutputChunk,
+    PartialOutput,
+    ReasoningDelta,
     RemoteRef,
     RunStarted,
     SessionCreated,
@@ -266,8 +268,10 @@ class _Builder:
         draw = self.draw
         call_id = f"{agent_id}:{draw(st.integers(min_value=1, max_value=9))}"
         sub_id = f"{agent_id}-sub-{call_id}"
-        if cls is TextDelta:
+        if cls is TextDelta or cls is ReasoningDelta:
             return {"delta": self.pick(_WORDS)}
+        if cls is PartialOutput:
+            return {"output": {self.pick(_WORDS): draw(_JSON2)}}
         if cls is ToolStart:
             return {
                 "tool_call_id": call_id,

@@ -50,6 +50,8 @@ from helix_agents.events import (
     ErrorChunk,
     InputRequired,
     OutputChunk,
+    PartialOutput,
+    ReasoningDelta,
     StepRestarted,
     SubAgentEnd,
     SubAgentStart,
@@ -192,6 +194,10 @@ def _describe(chunk: Chunk) -> str:
     match chunk:
         case TextDelta():
             return f"{who}: {chunk.delta}"
+        case ReasoningDelta():
+            return f"{who} thinks: {chunk.delta}"
+        case PartialOutput():
+            return f"{who} writes its output"
         case ToolStart() if chunk.tool_name == FINISH_TOOL_NAME:
             return f"{who} gives its output"
         case ToolEnd() if chunk.tool_name == FINISH_TOOL_NAME:

@@ -201,12 +201,16 @@ def _usage(state: SessionState, event: UsageRecorded) -> None:
     if kind == "tokens":
         usage.input_tokens += event.input_tokens
         usage.output_tokens += event.output_tokens
+        usage.cached_input_tokens += event.cached_input_tokens
+        usage.reasoning_tokens += event.reasoning_tokens
         usage.llm_calls += 1
         model = usage.models.get(event.name or "")
         if model is None:
             model = usage.models[event.name or ""] = ModelTokens()
         model.input_tokens += event.input_tokens
         model.output_tokens += event.output_tokens
+        model.cached_input_tokens += event.cached_input_tokens
+        model.reasoning_tokens += event.reasoning_tokens
         model.llm_calls += 1
     elif kind == "tool":
         usage.tool_calls += 1

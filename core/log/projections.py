@@ -20,8 +20,10 @@ from helix_agents.events import (
     InputRequired,
     MessageAppended,
     OutputChunk,
+    PartialOutput,
     PendingInput,
     PendingInputKind,
+    ReasoningDelta,
     SessionCreated,
     StepRestarted,
     StepStarted,
@@ -247,6 +249,8 @@ def project_status(events: Iterable[Event]) -> StatusSnapshot:
 
 _CHUNKS = (
     TextDelta,
+    ReasoningDelta,
+    PartialOutput,
     ToolStart,
     ToolEnd,
     SubAgentStart,

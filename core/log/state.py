@@ -160,11 +160,14 @@ class WorkspaceFile(msgspec.Struct, kw_only=True, rename="camel"):
 
 
 class ModelTokens(msgspec.Struct, kw_only=True, rename="camel"):
-    """The tokens of the LLM calls to one model."""
+    """The tokens of the LLM calls to one model (cached input and reasoning are parts of
+    input and output, priced apart: ``helix_agents.log.pricing``)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     llm_calls: int = 0
+    cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
 
 
 class UsageTotals(msgspec.Struct, kw_only=True, rename="camel"):
@@ -179,6 +182,10 @@ class UsageTotals(msgspec.Struct, kw_only=True, rename="camel"):
     models: dict[str, ModelTokens] = {}
     """The LLM calls' tokens by the model name the provider reported (``""``: none
     reported): what prices them (``helix_agents.log.pricing``)."""
+    cached_input_tokens: int = 0
+    """Of ``input_tokens``, those read from the provider's prompt cache."""
+    reasoning_tokens: int = 0
+    """Of ``output_tokens``, those spent on reasoning (thinking)."""
 
 
 class MessageReceipt(msgspec.Struct, kw_only=True, rename="camel"):

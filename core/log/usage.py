@@ -31,6 +31,10 @@ class UsageRollup(msgspec.Struct, kw_only=True, rename="camel"):
     session_id: str
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_input_tokens: int = 0
+    """Of ``input_tokens``, those read from the providers' prompt caches."""
+    reasoning_tokens: int = 0
+    """Of ``output_tokens``, those spent on reasoning (thinking)."""
     llm_calls: int = 0
     tool_calls: int = 0
     sub_agent_calls: int = 0
@@ -108,6 +112,8 @@ async def get_usage_rollup(
 def _add(rollup: UsageRollup, session_id: str, usage: UsageTotals) -> None:
     rollup.input_tokens += usage.input_tokens
     rollup.output_tokens += usage.output_tokens
+    rollup.cached_input_tokens += usage.cached_input_tokens
+    rollup.reasoning_tokens += usage.reasoning_tokens
     rollup.llm_calls += usage.llm_calls
     rollup.tool_calls += usage.tool_calls
     rollup.sub_agent_calls += usage.sub_agent_calls
@@ -117,5 +123,7 @@ def _add(rollup: UsageRollup, session_id: str, usage: UsageTotals) -> None:
         total = rollup.models.setdefault(model, ModelTokens())
         total.input_tokens += tokens.input_tokens
         total.output_tokens += tokens.output_tokens
+        total.cached_input_tokens += tokens.cached_input_tokens
+        total.reasoning_tokens += tokens.reasoning_tokens
         total.llm_calls += tokens.llm_calls
     rollup.sessions.append(session_id)

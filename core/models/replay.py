@@ -27,6 +27,7 @@ from helix_agents.log.store import EventStore
 from helix_agents.messages import AssistantMessage, Message
 from helix_agents.models.base import (
     LLMError,
+    LLMReasoningDelta,
     LLMRequest,
     LLMResponse,
     LLMStreamEvent,
@@ -74,13 +75,17 @@ def _record(events: Sequence[Event]) -> _Recording:
                         content=event.message.content,
                         tool_calls=list(event.message.tool_calls),
                         model="replay",
+                        reasoning=list(event.message.reasoning or []),
                     )
                 )
         elif isinstance(event, UsageRecorded) and event.kind == "tokens" and turns:
             turns[-1] = msgspec.structs.replace(
                 turns[-1],
                 usage=TokenUsage(
-                    input_tokens=event.input_tokens, output_tokens=event.output_tokens
+                    input_tokens=event.input_tokens,
+                    output_tokens=event.output_tokens,
+                    cached_input_tokens=event.cached_input_tokens,
+                    reasoning_tokens=event.reasoning_tokens,
                 ),
             )
     return _Recording(turns=turns, conversation=conversation)
@@ -137,6 +142,9 @@ class ReplayLLM:
             )
         self._compare(session_id, turn, recording, request.messages)
         response = recording.turns[turn]
+        thought = "".join(part.text for part in response.reasoning)
+        if thought:
+            yield LLMReasoningDelta(text=thought)
         if response.content:
             yield LLMTextDelta(text=response.content)
         yield response

@@ -15,14 +15,16 @@ from typing import Any
 import anyio
 import msgspec
 
-from helix_agents.messages import AssistantMessage, ToolCall
+from helix_agents.messages import AssistantMessage, ReasoningPart, ToolCall
 from helix_agents.models.base import (
     FINISH_TOOL_NAME,
     LLMError,
+    LLMReasoningDelta,
     LLMRequest,
     LLMResponse,
     LLMStreamEvent,
     LLMTextDelta,
+    LLMToolCallDelta,
     TokenUsage,
 )
 
@@ -30,7 +32,12 @@ __all__ = ["ScriptStep", "ScriptedLLM"]
 
 
 class ScriptStep(msgspec.Struct, frozen=True, kw_only=True):
-    """One scripted model turn: text, tool calls, or an error; optionally slow."""
+    """One scripted model turn: text, tool calls, or an error; optionally slow.
+
+    ``reasoning``: what the model thinks first, streamed as reasoning pieces
+    and kept with the turn. ``stream_arguments``: stream each tool call's
+    arguments JSON in that many pieces (0: none, the calls come whole).
+    """
 
     text: str = ""
     tool_calls: list[ToolCall] = []
@@ -38,6 +45,8 @@ class ScriptStep(msgspec.Struct, frozen=True, kw_only=True):
     retryable: bool = False
     delay: float = 0.0
     usage: TokenUsage | None = None
+    reasoning: str = ""
+    stream_arguments: int = 0
 
 
 ScriptItem = ScriptStep | str | ToolCall | list[ToolCall]
@@ -82,9 +91,9 @@ class ScriptedLLM:
         return f"<ScriptedLLM {what}, {self.calls} calls answered>"
 
     @staticmethod
-    def reply(text: str, *, delay: float = 0.0) -> ScriptStep:
-        """A turn that answers with ``text`` and calls no tool."""
-        return ScriptStep(text=text, delay=delay)
+    def reply(text: str, *, delay: float = 0.0, reasoning: str = "") -> ScriptStep:
+        """A turn that answers with ``text`` (after thinking ``reasoning``) and calls no tool."""
+        return ScriptStep(text=text, delay=delay, reasoning=reasoning)
 
     @staticmethod
     def call(name: str, arguments: Any = None, *, id: str | None = None) -> ToolCall:
@@ -92,9 +101,25 @@ class ScriptedLLM:
         return ToolCall(id=id or "", name=name, arguments={} if arguments is None else arguments)
 
     @staticmethod
-    def finish(output: Any, *, text: str = "", id: str | None = None) -> ScriptStep:
-        """A turn that finishes with structured ``output`` (a ``__finish__`` call)."""
-        return ScriptStep(text=text, tool_calls=[ScriptedLLM.call(FINISH_TOOL_NAME, output, id=id)])
+    def finish(
+        output: Any,
+        *,
+        text: str = "",
+        id: str | None = None,
+        reasoning: str = "",
+        stream_arguments: int = 0,
+    ) -> ScriptStep:
+        """A turn that finishes with structured ``output`` (a ``__finish__`` call).
+
+        ``stream_arguments``: write the output's JSON in that many pieces, as a
+        model streams a call's arguments (each piece a partial output on the stream).
+        """
+        return ScriptStep(
+            text=text,
+            tool_calls=[ScriptedLLM.call(FINISH_TOOL_NAME, output, id=id)],
+            reasoning=reasoning,
+            stream_arguments=stream_arguments,
+        )
 
     @staticmethod
     def fail(message: str, *, retryable: bool = False) -> ScriptStep:
@@ -121,11 +146,11 @@ class ScriptedLLM:
             await anyio.sleep(step.delay)
         if step.error is not None:
             raise LLMError(step.error, retryable=step.retryable)
-        words = step.text.split(" ")
-        for start in range(0, len(words) if step.text else 0, self._chunk_words):
-            piece = " ".join(words[start : start + self._chunk_words])
-            if start + self._chunk_words < len(words):
-                piece += " "
+        for piece in self._pieces(step.reasoning):
+            if self._delta_delay:
+                await anyio.sleep(self._delta_delay)
+            yield LLMReasoningDelta(text=piece)
+        for piece in self._pieces(step.text):
             if self._delta_delay:
                 await anyio.sleep(self._delta_delay)
             yield LLMTextDelta(text=piece)
@@ -133,11 +158,45 @@ class ScriptedLLM:
             tool_call if tool_call.id else msgspec.structs.replace(tool_call, id=f"call_{turn}_{i}")
             for i, tool_call in enumerate(step.tool_calls)
         ]
+        for index, tool_call in enumerate(calls if step.stream_arguments > 0 else []):
+            text = msgspec.json.encode(tool_call.arguments).decode()
+            size = -(-len(text) // step.stream_arguments)  # ceiling: at most that many pieces
+            for start in range(0, len(text), max(size, 1)):
+                if self._delta_delay:
+                    await anyio.sleep(self._delta_delay)
+                first = start == 0
+                yield LLMToolCallDelta(
+                    index=index,
+                    arguments=text[start : start + size],
+                    id=tool_call.id if first else None,
+                    name=tool_call.name if first else None,
+                )
         prompt = sum(len(_text_of(message)) for message in request.messages) // 4 + 1
-        usage = step.usage or TokenUsage(input_tokens=prompt, output_tokens=len(words))
-        yield LLMResponse(
-            content=step.text, tool_calls=calls, usage=usage, finish_reason="stop", model="scripted"
+        words = len(step.text.split(" ")) if step.text else 0
+        thought = len(step.reasoning.split(" ")) if step.reasoning else 0
+        usage = step.usage or TokenUsage(
+            input_tokens=prompt, output_tokens=max(words, 1) + thought, reasoning_tokens=thought
         )
+        kept = [ReasoningPart(text=step.reasoning, provider="scripted")] if step.reasoning else []
+        yield LLMResponse(
+            content=step.text,
+            tool_calls=calls,
+            usage=usage,
+            finish_reason="stop",
+            model="scripted",
+            reasoning=kept,
+        )
+
+    def _pieces(self, text: str) -> list[str]:
+        """``text`` in pieces of ``chunk_words`` words (each but the last ends with a space)."""
+        words = text.split(" ")
+        pieces = []
+        for start in range(0, len(words) if text else 0, self._chunk_words):
+            piece = " ".join(words[start : start + self._chunk_words])
+            if start + self._chunk_words < len(words):
+                piece += " "
+            pieces.append(piece)
+        return pieces
 
 
 def _text_of(message: Any) -> str:

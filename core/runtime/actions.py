@@ -13,18 +13,38 @@ from __future__ import annotations
 
 import inspect
 import logging
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+import pydantic_core
 
 from helix_agents._aio import prefetch
 from helix_agents.agents.config import AgentConfig, HookContext
 from helix_agents.agents.tools import Tool
-from helix_agents.events import Event, MessageAppended, StepStarted, TextDelta, UsageRecorded
+from helix_agents.events import (
+    Event,
+    MessageAppended,
+    PartialOutput,
+    ReasoningDelta,
+    StepStarted,
+    TextDelta,
+    UsageRecorded,
+)
 from helix_agents.hitl.gates import Waiting, approval_gate, client_call
 from helix_agents.messages import AssistantMessage, ToolCall
-from helix_agents.models.base import LLMError, LLMRequest, LLMResponse, LLMTextDelta
+from helix_agents.models.base import (
+    FINISH_TOOL_NAME,
+    LLMError,
+    LLMReasoningDelta,
+    LLMRequest,
+    LLMResponse,
+    LLMStreamEvent,
+    LLMTextDelta,
+    LLMToolCallDelta,
+)
 from helix_agents.runtime.decide import (
     JOB_KINDS,
     JobKind,
@@ -47,9 +67,107 @@ from helix_agents.runtime.tool_runner import (
 from helix_agents.runtime.writer import SessionWriter
 from helix_agents.tracing import end_tool_span, stream_is_plain, tool_span, traced_stream
 
-__all__ = ["RunActions", "Routed"]
+__all__ = ["PARTIAL_OUTPUT_MIN_CHARS", "RunActions", "Routed", "StepChunks", "partial_json"]
 
 log = logging.getLogger("helix_agents")
+
+
+PARTIAL_OUTPUT_MIN_CHARS = 32
+"""How much ``__finish__`` argument text must arrive before the output so far is parsed
+again: this many characters, or a quarter of what was parsed before if more (specs/llm.md)."""
+
+# A number or a literal at the very end of unfinished JSON may still grow ("12" of
+# "125", "tru" of "true"): cut it, so each partial value is one the whole text keeps
+# (inside a string it only holds back those few characters).
+_MAY_GROW = re.compile(r"([:,\[]\s*)[-+.0-9eEtrufalsn]+$")
+
+
+def partial_json(text: str) -> Any:
+    """The JSON value an unfinished JSON text holds so far (``None``: none yet, or not JSON).
+
+    Open strings, arrays and objects are closed where the text stops; a key
+    without its value, and a number or literal that may still grow, are left
+    out (pydantic-core's partial parser, ``trailing-strings`` mode).
+    """
+    cut = _MAY_GROW.sub(r"\1", text)
+    if not cut.strip():
+        return None
+    try:
+        return pydantic_core.from_json(cut, allow_partial="trailing-strings")
+    except ValueError:
+        return None
+
+
+class StepChunks:
+    """Turns a model step's stream pieces into the chunks the step emits.
+
+    Text and reasoning pieces become ``text_delta`` / ``reasoning_delta``
+    chunks, in the order they came; the pieces of the ``__finish__`` call's
+    arguments (``outputs``: the agent has an output schema) become at most one
+    ``partial_output`` per batch of pieces, when the text has grown by
+    :data:`PARTIAL_OUTPUT_MIN_CHARS` (or a quarter) since it was last parsed
+    and parses to a new JSON object.
+    """
+
+    def __init__(self, agent_id: str, agent_type: str, *, outputs: bool) -> None:
+        self.agent_id = agent_id
+        self.agent_type = agent_type
+        self.outputs = outputs
+        self.response: LLMResponse | None = None
+        self._names: dict[int, str] = {}
+        self._args: dict[int, list[str]] = {}
+        self._length = 0
+        self._parsed_at = 0
+        self._shown: Any = None
+
+    def take(self, batch: Sequence[LLMStreamEvent]) -> list[Event]:
+        """The chunks of one batch of pieces (the response, if it came, kept in ``response``)."""
+        chunks: list[Event] = []
+        agent_id, agent_type = self.agent_id, self.agent_type
+        for part in batch:
+            if isinstance(part, LLMTextDelta):
+                if part.text:
+                    chunks.append(
+                        TextDelta(agent_id=agent_id, agent_type=agent_type, delta=part.text)
+                    )
+            elif isinstance(part, LLMReasoningDelta):
+                if part.text:
+                    chunks.append(
+                        ReasoningDelta(agent_id=agent_id, agent_type=agent_type, delta=part.text)
+                    )
+            elif isinstance(part, LLMToolCallDelta):
+                if self.outputs:
+                    self._piece(part)
+            else:
+                self.response = part
+        if self.outputs and self.response is None:
+            chunks.extend(self._partial())
+        return chunks
+
+    def _piece(self, part: LLMToolCallDelta) -> None:
+        if part.name:
+            self._names.setdefault(part.index, part.name)
+        name = self._names.get(part.index)
+        if name is not None and name != FINISH_TOOL_NAME:
+            self._args.pop(part.index, None)  # another tool's arguments: not the output
+            return
+        if part.arguments:
+            self._args.setdefault(part.index, []).append(part.arguments)
+            if name == FINISH_TOOL_NAME:
+                self._length = max(self._length, sum(map(len, self._args[part.index])))
+
+    def _partial(self) -> list[Event]:
+        finish = next((i for i, n in self._names.items() if n == FINISH_TOOL_NAME), None)
+        grown = self._length - self._parsed_at
+        if finish is None or grown < max(PARTIAL_OUTPUT_MIN_CHARS, self._parsed_at // 4):
+            return []
+        text = "".join(self._args.get(finish, []))
+        self._parsed_at = len(text)
+        value = partial_json(text)
+        if not isinstance(value, dict) or value == self._shown:
+            return []
+        self._shown = value
+        return [PartialOutput(agent_id=self.agent_id, agent_type=self.agent_type, output=value)]
 
 
 @dataclass
@@ -101,7 +219,7 @@ class RunActions:
             agent_type=agent.name,
             session_id=state.session_id,
         )
-        response: LLMResponse | None = None
+        pieces = StepChunks(state.session_id, agent.name, outputs=agent.output_schema is not None)
         # A traced stream is read in a task of its own (its span stays current
         # there); the model's own stream right here, with no task hop per delta
         # (the deltas it hands over at once still share one commit: the run
@@ -111,16 +229,10 @@ class RunActions:
         async with prefetch(stream, in_task=not plain) as parts:
             async for batch in parts.batches():
                 # Deltas that arrived together share one append.
-                deltas = [
-                    TextDelta(agent_id=state.session_id, agent_type=agent.name, delta=part.text)
-                    for part in batch
-                    if isinstance(part, LLMTextDelta) and part.text
-                ]
-                if deltas:
-                    self.writer.emit(*deltas)
-                for part in batch:
-                    if isinstance(part, LLMResponse):
-                        response = part
+                chunks = pieces.take(batch)
+                if chunks:
+                    self.writer.emit(*chunks)
+        response = pieces.response
         if response is None:
             raise LLMError("the model's stream ended without a response")
         calls = unique_calls(agent, self.writer.state, response.tool_calls)
@@ -139,6 +251,8 @@ class RunActions:
                 name=response.model,
                 input_tokens=usage.input_tokens if usage else 0,
                 output_tokens=usage.output_tokens if usage else 0,
+                cached_input_tokens=usage.cached_input_tokens if usage else 0,
+                reasoning_tokens=usage.reasoning_tokens if usage else 0,
             ),
             *reminder(agent, calls),
         ]

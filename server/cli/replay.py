@@ -87,8 +87,10 @@ def format_state(state: SessionState, *, total_seq: int | None = None) -> list[s
     usage = state.usage
     row(
         "usage (own)",
-        f"tokens in {usage.input_tokens} / out {usage.output_tokens}, "
-        f"llm calls {usage.llm_calls}, tool calls {usage.tool_calls}, "
+        f"tokens in {usage.input_tokens} / out {usage.output_tokens}"
+        + (f" (cached in {usage.cached_input_tokens})" if usage.cached_input_tokens else "")
+        + (f" (reasoning {usage.reasoning_tokens})" if usage.reasoning_tokens else "")
+        + f", llm calls {usage.llm_calls}, tool calls {usage.tool_calls}, "
         f"sub-agent calls {usage.sub_agent_calls}"
         + "".join(f", {name} {value:g}" for name, value in sorted(usage.custom.items()))
         + " (this session's; its sub-agents' are in their own logs)",

@@ -35,6 +35,8 @@ from helix_agents.events import (
     MessageAppended,
     MessageQueued,
     OutputChunk,
+    PartialOutput,
+    ReasoningDelta,
     RunStarted,
     SessionCreated,
     StateUpdated,
@@ -127,6 +129,10 @@ def summarize_chunk(chunk: Chunk) -> str:
     match chunk:
         case TextDelta():
             return quoted(chunk.delta)
+        case ReasoningDelta():
+            return f"thinks {quoted(chunk.delta)}"
+        case PartialOutput():
+            return f"so far {json_text(chunk.output)}"
         case ToolStart() if is_finish_call(chunk):
             return f"output ({chunk.tool_call_id}) {json_text(chunk.arguments)}"
         case ToolEnd() if is_finish_call(chunk):
@@ -229,6 +235,8 @@ def summarize_event(event: Event) -> str:
             return _usage(event)
         case (
             TextDelta()
+            | ReasoningDelta()
+            | PartialOutput()
             | ToolStart()
             | ToolEnd()
             | SubAgentStart()
@@ -291,7 +299,9 @@ def summarize_event(event: Event) -> str:
 
 def _usage(event: UsageRecorded) -> str:
     if event.kind == "tokens":
-        return f"tokens in={event.input_tokens} out={event.output_tokens}"
+        cached = f" cached={event.cached_input_tokens}" if event.cached_input_tokens else ""
+        reasoning = f" reasoning={event.reasoning_tokens}" if event.reasoning_tokens else ""
+        return f"tokens in={event.input_tokens} out={event.output_tokens}{cached}{reasoning}"
     if event.kind == "subagent":
         return f"subagent {event.sub_session_id or event.name or ''}".rstrip()
     if event.kind == "tool":

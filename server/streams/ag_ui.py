@@ -21,7 +21,9 @@ from helix_agents.events import (
     ErrorChunk,
     InputRequired,
     OutputChunk,
+    PartialOutput,
     PendingInput,
+    ReasoningDelta,
     StepRestarted,
     SubAgentEnd,
     SubAgentStart,
@@ -30,7 +32,16 @@ from helix_agents.events import (
     ToolStart,
 )
 from helix_agents.protocol import EndEvent, ErrorEvent
-from helix_agents.server.streams.tree import AgentNode, AgentTree, Frame, builtins, is_finish_call
+from helix_agents.server.streams.tree import (
+    UNSENT,
+    AgentNode,
+    AgentTree,
+    Frame,
+    OpenParts,
+    builtins,
+    is_finish_call,
+    json_patch,
+)
 
 __all__ = ["AG_UI_HEADERS", "AgUiProjector"]
 
@@ -71,6 +82,12 @@ class AgUiProjector:
         """open subagents, in start order -> their SUBAGENT_STARTED event."""
         self._suspended: list[dict[str, Any]] = []
         self._tools: set[str] = set()
+        self._thoughts = OpenParts("reasoning")
+        """agent id -> its open reasoning span and message (one id for both)."""
+        self._output_streamed = False
+        """The root streamed its output (``partial_output``) in this run: state ``output``."""
+        self._held_output: Any = UNSENT
+        """The state ``output`` this reader holds, as the state deltas built it."""
 
     @property
     def _run_id(self) -> str:
@@ -98,6 +115,7 @@ class AgUiProjector:
         A tree paused at the resume point gets nothing: its next chunk opens
         the next run.
         """
+        self._held_output = UNSENT  # a fresh reader's state has no output yet
         if not self._run_open:
             return []
         out: list[dict[str, Any]] = [self._run_started(), *self._subagents.values()]
@@ -106,6 +124,7 @@ class AgUiProjector:
         for agent_id, message_id in self._messages.items():
             self._messages[agent_id] = f"{message_id}+"
             self._unopened.add(agent_id)
+        self._thoughts.reopen()
         return [Frame(event) for event in out]
 
     def begin(self) -> list[Frame]:
@@ -113,6 +132,8 @@ class AgUiProjector:
         ``SUBAGENT_STARTED`` again for the subagents a pause left waiting."""
         self._messages.clear()
         self._unopened.clear()
+        self._thoughts.clear()
+        self._output_streamed, self._held_output = False, UNSENT
         self._steps.clear()
         self._used_tools.clear()
         if self._run_open:  # the run before has ended (its end is not on the stream)
@@ -133,6 +154,7 @@ class AgUiProjector:
             self._next_run(out)
         if isinstance(chunk, TextDelta):
             self._step(out, agent, new_turn=True)
+            self._end_reasoning(out, agent)
             message_id = self._messages.get(agent)
             if message_id is None or agent in self._unopened:
                 if message_id is None:
@@ -146,6 +168,23 @@ class AgUiProjector:
                     {"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": chunk.delta},
                 )
             )
+        elif isinstance(chunk, ReasoningDelta):
+            self._step(out, agent, new_turn=True)
+            self._end_text(out, agent)
+            reasoning_id, opens = self._thoughts.open(agent, sequence)
+            if opens:
+                out.append(self._tag(agent, {"type": "REASONING_START", "messageId": reasoning_id}))
+                start = {"type": "REASONING_MESSAGE_START", "messageId": reasoning_id}
+                out.append(self._tag(agent, {**start, "role": "reasoning"}))
+            content = {"messageId": reasoning_id, "delta": chunk.delta}
+            out.append(self._tag(agent, {"type": "REASONING_MESSAGE_CONTENT", **content}))
+        elif isinstance(chunk, PartialOutput):
+            if self.tree.is_root(agent):
+                self._output_streamed = True
+                self._state_output(out, chunk.output)
+            else:
+                value = {**node.describe(), "output": builtins(chunk.output)}
+                out.append(self._custom(agent, "helix.partial_output", value))
         elif isinstance(chunk, ToolStart):
             self._step(out, agent, new_turn=False)
             self._used_tools.add(agent)
@@ -192,6 +231,9 @@ class AgUiProjector:
                     }
                 )
         elif isinstance(chunk, OutputChunk):
+            if self.tree.is_root(agent) and self._output_streamed:
+                self._state_output(out, chunk.output)  # the state ends with the output, validated
+                self._output_streamed = False
             value = {**node.describe(), "output": builtins(chunk.output)}
             out.append(self._custom(agent, "helix.output", value))
         elif isinstance(chunk, ErrorChunk):
@@ -228,7 +270,7 @@ class AgUiProjector:
         """The events that end the stream."""
         out: list[dict[str, Any]] = []
         if isinstance(event, ErrorEvent):
-            for agent_id in list(self._messages):
+            for agent_id in [*self._thoughts.ids, *self._messages]:
                 self._end_message(out, agent_id)
             code = "INTERRUPTED" if event.recoverable else "FAILED"
             out.append({"type": "RUN_ERROR", "message": event.error, "code": code})
@@ -245,7 +287,7 @@ class AgUiProjector:
                 }
             )
         self._subagents.clear()
-        for agent_id in [*self._messages, *self._steps]:
+        for agent_id in [*self._thoughts.ids, *self._messages, *self._steps]:
             self._close_agent(out, agent_id)
         finished: dict[str, Any] = {
             "type": "RUN_FINISHED",
@@ -278,7 +320,27 @@ class AgUiProjector:
         }
         return self._tag(agent_id, event)
 
+    def _state_output(self, out: list[dict[str, Any]], output: Any) -> None:
+        """``STATE_DELTA``: the state's ``output`` becomes ``output`` (a patch of what it held)."""
+        value = builtins(output)
+        delta = json_patch("/output", self._held_output, value)
+        self._held_output = value
+        if delta:
+            out.append({"type": "STATE_DELTA", "delta": delta})
+
+    def _end_reasoning(self, out: list[dict[str, Any]], agent_id: str) -> None:
+        reasoning_id = self._thoughts.close(agent_id)
+        if reasoning_id is not None:
+            end = {"messageId": reasoning_id}
+            out.append(self._tag(agent_id, {"type": "REASONING_MESSAGE_END", **end}))
+            out.append(self._tag(agent_id, {"type": "REASONING_END", **end}))
+
     def _end_message(self, out: list[dict[str, Any]], agent_id: str) -> None:
+        """End the agent's open reasoning and text message."""
+        self._end_reasoning(out, agent_id)
+        self._end_text(out, agent_id)
+
+    def _end_text(self, out: list[dict[str, Any]], agent_id: str) -> None:
         message_id = self._messages.pop(agent_id, None)
         if agent_id in self._unopened:
             self._unopened.discard(agent_id)  # never shown to this reader: nothing to end
@@ -345,7 +407,7 @@ class AgUiProjector:
 
     def _interrupt(self, out: list[dict[str, Any]], pending: list[PendingInput]) -> None:
         """The tree waits for people: close what is open and end the run with its interrupts."""
-        for agent_id in list(self._messages):
+        for agent_id in [*self._thoughts.ids, *self._messages]:
             self._end_message(out, agent_id)
         self._suspended = list(self._subagents.values())
         for agent_id in reversed(list(self._subagents)):

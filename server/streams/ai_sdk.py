@@ -1,10 +1,12 @@
 """A session's stream as an AI SDK UI message stream (the ``ai`` npm package, v5 protocol).
 
 One assistant UI message (``messageId`` = the session id) holds the whole
-tree: every agent's text is its own text part and every tool call a
-``tool-<name>`` part, each tagged with ``providerMetadata.helix`` (the agent,
-its parent, its depth); each child is a ``data-agent`` part updated in place
-as it starts and ends. The mapping, chunk by chunk, is in ``specs/streams.md``.
+tree: every agent's text is its own text part, its reasoning a reasoning
+part, and every tool call a ``tool-<name>`` part, each tagged with
+``providerMetadata.helix`` (the agent, its parent, its depth); each child is a
+``data-agent`` part updated in place as it starts and ends, and an agent's
+output a ``data-output`` part, updated in place as it streams. The mapping,
+chunk by chunk, is in ``specs/streams.md``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from helix_agents.events import (
     ErrorChunk,
     InputRequired,
     OutputChunk,
+    PartialOutput,
+    ReasoningDelta,
     StepRestarted,
     SubAgentEnd,
     SubAgentStart,
@@ -25,7 +29,14 @@ from helix_agents.events import (
     ToolStart,
 )
 from helix_agents.protocol import EndEvent, ErrorEvent
-from helix_agents.server.streams.tree import AgentNode, AgentTree, Frame, builtins, is_finish_call
+from helix_agents.server.streams.tree import (
+    AgentNode,
+    AgentTree,
+    Frame,
+    OpenParts,
+    builtins,
+    is_finish_call,
+)
 
 __all__ = ["AI_SDK_HEADERS", "AiSdkProjector"]
 
@@ -54,6 +65,8 @@ class AiSdkProjector:
         """agent id -> the id of its open text part."""
         self._unopened: set[str] = set()
         """agents whose open text part a resumed reader has not been shown yet."""
+        self._thoughts = OpenParts("reasoning")
+        """agent id -> the id of its open reasoning part."""
         self._tools: set[str] = set()
         self._step_open = False
         self._root_used_tools = False
@@ -75,12 +88,14 @@ class AiSdkProjector:
         for agent_id, part_id in self._texts.items():
             self._texts[agent_id] = f"{part_id}+"
             self._unopened.add(agent_id)
+        self._thoughts.reopen()
         return self.opening()
 
     def begin(self) -> list[Frame]:
         """A new message at the resume point, the earlier parts unseen: ``start``."""
         self._texts.clear()
         self._unopened.clear()
+        self._thoughts.clear()
         self._step_open = False
         self._root_used_tools = False
         return self.opening()
@@ -101,6 +116,7 @@ class AiSdkProjector:
         if isinstance(chunk, TextDelta):
             if root:
                 self._root_step(out, new_turn=True)
+            self._end_reasoning(out, chunk.agent_id)
             part_id = self._texts.get(chunk.agent_id)
             if part_id is None or chunk.agent_id in self._unopened:
                 if part_id is None:
@@ -109,11 +125,24 @@ class AiSdkProjector:
                 self._unopened.discard(chunk.agent_id)
                 out.append({"type": "text-start", "id": part_id, "providerMetadata": _meta(node)})
             out.append({"type": "text-delta", "id": part_id, "delta": chunk.delta})
+        elif isinstance(chunk, ReasoningDelta):
+            if root:
+                self._root_step(out, new_turn=True)
+            self._end_text(out, chunk.agent_id)
+            part_id, opens = self._thoughts.open(chunk.agent_id, sequence)
+            if opens:
+                out.append(
+                    {"type": "reasoning-start", "id": part_id, "providerMetadata": _meta(node)}
+                )
+            out.append({"type": "reasoning-delta", "id": part_id, "delta": chunk.delta})
+        elif isinstance(chunk, PartialOutput):
+            data = {**node.describe(), "output": builtins(chunk.output), "partial": True}
+            out.append({"type": "data-output", "id": chunk.agent_id, "data": data})
         elif isinstance(chunk, ToolStart):
             if root:
                 self._root_step(out, new_turn=False)
                 self._root_used_tools = True
-            self._end_text(out, chunk.agent_id)
+            self._end_parts(out, chunk.agent_id)
             self._tool_input(out, node, chunk.tool_call_id, chunk.tool_name, chunk.arguments)
         elif isinstance(chunk, ToolEnd):
             call_id = self.tree.call_id(chunk.agent_id, chunk.tool_call_id)
@@ -128,12 +157,12 @@ class AiSdkProjector:
                     {"type": "tool-output-available", "toolCallId": call_id, "output": chunk.result}
                 )
         elif isinstance(chunk, SubAgentStart):
-            self._end_text(out, chunk.agent_id)
+            self._end_parts(out, chunk.agent_id)
             child = self.tree.started(chunk)
             data = {**child.describe(), "status": "running", "input": builtins(chunk.input)}
             out.append({"type": "data-agent", "id": child.agent_id, "data": data})
         elif isinstance(chunk, SubAgentEnd):
-            self._end_text(out, chunk.sub_agent_id)
+            self._end_parts(out, chunk.sub_agent_id)
             child = self.tree.ended(chunk)
             data = {
                 **child.describe(),
@@ -146,7 +175,7 @@ class AiSdkProjector:
             data = {**node.describe(), "output": builtins(chunk.output)}
             out.append({"type": "data-output", "id": chunk.agent_id, "data": data})
         elif isinstance(chunk, ErrorChunk):
-            self._end_text(out, chunk.agent_id)
+            self._end_parts(out, chunk.agent_id)
             data = {**node.describe(), "error": chunk.error, "recoverable": chunk.recoverable}
             out.append({"type": "data-error", "id": chunk.agent_id, "data": data})
         elif isinstance(chunk, CustomChunk):
@@ -233,7 +262,19 @@ class AiSdkProjector:
             out.append(part)
         return part_id
 
+    def _end_reasoning(self, out: list[dict[str, Any]], agent_id: str) -> None:
+        part_id = self._thoughts.close(agent_id)
+        if part_id is not None:
+            out.append({"type": "reasoning-end", "id": part_id})
+
+    def _end_parts(self, out: list[dict[str, Any]], agent_id: str) -> None:
+        """End the agent's open reasoning and text parts."""
+        self._end_reasoning(out, agent_id)
+        self._end_text(out, agent_id)
+
     def _end_all_texts(self, out: list[dict[str, Any]]) -> None:
+        for agent_id in list(self._thoughts.ids):
+            self._end_reasoning(out, agent_id)
         for agent_id in list(self._texts):
             self._end_text(out, agent_id)
 
@@ -241,6 +282,7 @@ class AiSdkProjector:
         self, out: list[dict[str, Any]], node: AgentNode, chunk: StepRestarted, sequence: int
     ) -> None:
         """The cut step's text is void: its part ends marked ``discarded``; a new part follows."""
+        self._end_reasoning(out, chunk.agent_id)
         voided = self._end_text(
             out,
             chunk.agent_id,

@@ -17,7 +17,16 @@ import msgspec
 from helix_agents.events import Chunk, SubAgentEnd, SubAgentStart, ToolEnd, ToolStart
 from helix_agents.models.base import FINISH_TOOL_NAME
 
-__all__ = ["AgentNode", "AgentTree", "Frame", "builtins", "is_finish_call"]
+__all__ = [
+    "UNSENT",
+    "AgentNode",
+    "AgentTree",
+    "Frame",
+    "OpenParts",
+    "builtins",
+    "is_finish_call",
+    "json_patch",
+]
 
 
 def is_finish_call(chunk: Chunk) -> bool:
@@ -126,3 +135,85 @@ class AgentTree:
 def builtins(value: Any) -> Any:
     """A msgspec struct (or anything) as plain JSON-ready values."""
     return msgspec.to_builtins(value)
+
+
+class OpenParts:
+    """The parts of one kind (reasoning) open per agent, and those a resumed reader has not seen.
+
+    A part open at a resume point goes on in a new part (its id suffixed
+    ``+``), opened at the agent's next piece: a fresh reader never saw it open.
+    """
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.ids: dict[str, str] = {}
+        self._unopened: set[str] = set()
+
+    def open(self, agent_id: str, sequence: int) -> tuple[str, bool]:
+        """The agent's open part id (a new one if none), and whether the reader must be told."""
+        part = self.ids.get(agent_id)
+        if part is None:
+            part = self.ids[agent_id] = f"{self.prefix}:{agent_id}:{sequence}"
+            return part, True
+        if agent_id in self._unopened:
+            self._unopened.discard(agent_id)
+            return part, True
+        return part, False
+
+    def close(self, agent_id: str) -> str | None:
+        """Forget the agent's open part: its id if the reader saw it open (an end is due)."""
+        part = self.ids.pop(agent_id, None)
+        if agent_id in self._unopened:
+            self._unopened.discard(agent_id)  # never shown to this reader: nothing to end
+            return None
+        return part
+
+    def reopen(self) -> None:
+        """A resumed reader: every open part goes on in a new one at its agent's next piece."""
+        for agent_id, part in self.ids.items():
+            self.ids[agent_id] = f"{part}+"
+            self._unopened.add(agent_id)
+
+    def clear(self) -> None:
+        """Forget every part (a new message or run, the earlier ones unseen)."""
+        self.ids.clear()
+        self._unopened.clear()
+
+
+UNSENT: Any = object()
+"""What a reader holds of a value it has not been sent (:func:`json_patch` adds it whole)."""
+
+
+def json_patch(path: str, old: Any, new: Any) -> list[dict[str, Any]]:
+    """The JSON Patch (RFC 6902) turning ``old`` at ``path`` into ``new`` (both JSON values).
+
+    Objects are compared key by key and arrays item by item (a longer array
+    gains items, a shorter one is replaced); any other change replaces the
+    value. ``old`` :data:`UNSENT`: one ``add`` of the whole value.
+    """
+    if old is UNSENT:
+        return [{"op": "add", "path": path, "value": new}]
+    if type(old) is type(new) and old == new:
+        return []
+    if isinstance(old, dict) and isinstance(new, dict):
+        ops: list[dict[str, Any]] = []
+        for key in old:
+            if key not in new:
+                ops.append({"op": "remove", "path": f"{path}/{_token(key)}"})
+        for key, value in new.items():
+            inner = f"{path}/{_token(key)}"
+            ops.extend(json_patch(inner, old.get(key, UNSENT), value))
+        return ops
+    if isinstance(old, list) and isinstance(new, list) and len(new) >= len(old):
+        ops = []
+        for index, value in enumerate(new):
+            ops.extend(
+                json_patch(f"{path}/{index}", old[index] if index < len(old) else UNSENT, value)
+            )
+        return ops
+    return [{"op": "replace", "path": path, "value": new}]
+
+
+def _token(key: str) -> str:
+    """A JSON Pointer reference token (RFC 6901): ``~`` and ``/`` escaped."""
+    return key.replace("~", "~0").replace("/", "~1")

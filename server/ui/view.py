@@ -22,7 +22,9 @@ from helix_agents.events import (
     InputRequired,
     MessageQueued,
     OutputChunk,
+    PartialOutput,
     PendingInput,
+    ReasoningDelta,
     RunStarted,
     SessionCreated,
     StepRestarted,
@@ -43,6 +45,7 @@ __all__ = [
     "Decision",
     "ErrorEntry",
     "OutputEntry",
+    "ReasoningEntry",
     "TextEntry",
     "ToolEntry",
     "TreeView",
@@ -65,6 +68,14 @@ class TextEntry(msgspec.Struct, kw_only=True, tag_field="kind", tag="text", rena
     text: str
 
 
+class ReasoningEntry(
+    msgspec.Struct, kw_only=True, tag_field="kind", tag="reasoning", rename="camel"
+):
+    """Reasoning (thinking) the agent streamed, its consecutive deltas joined: not its answer."""
+
+    text: str
+
+
 class ToolEntry(msgspec.Struct, kw_only=True, tag_field="kind", tag="tool", rename="camel"):
     """A tool call: its arguments, then (``done``) its result or error."""
 
@@ -83,9 +94,10 @@ class AgentEntry(msgspec.Struct, kw_only=True, tag_field="kind", tag="agent", re
 
 
 class OutputEntry(msgspec.Struct, kw_only=True, tag_field="kind", tag="output", rename="camel"):
-    """The agent's final output."""
+    """The agent's final output; ``partial`` while it is the output so far (not validated)."""
 
     output: Any = None
+    partial: bool = False
 
 
 class ErrorEntry(msgspec.Struct, kw_only=True, tag_field="kind", tag="error", rename="camel"):
@@ -101,7 +113,16 @@ class CustomEntry(msgspec.Struct, kw_only=True, tag_field="kind", tag="custom", 
     data: Any = None
 
 
-Entry = UserEntry | TextEntry | ToolEntry | AgentEntry | OutputEntry | ErrorEntry | CustomEntry
+Entry = (
+    UserEntry
+    | TextEntry
+    | ReasoningEntry
+    | ToolEntry
+    | AgentEntry
+    | OutputEntry
+    | ErrorEntry
+    | CustomEntry
+)
 
 
 class AgentNode(msgspec.Struct, kw_only=True, rename="camel"):
@@ -172,6 +193,18 @@ class TreeView(msgspec.Struct, kw_only=True, rename="camel"):
                     last.text += chunk.delta
                 else:
                     node.entries.append(TextEntry(text=chunk.delta))
+            case ReasoningDelta():
+                last = node.entries[-1] if node.entries else None
+                if isinstance(last, ReasoningEntry):
+                    last.text += chunk.delta
+                else:
+                    node.entries.append(ReasoningEntry(text=chunk.delta))
+            case PartialOutput():
+                last = node.entries[-1] if node.entries else None
+                if isinstance(last, OutputEntry) and last.partial:
+                    last.output = chunk.output  # the output so far, replaced as it grows
+                else:
+                    node.entries.append(OutputEntry(output=chunk.output, partial=True))
             case StepRestarted():
                 _discard_text(node, chunk.discard_chars)
             case ToolStart() | ToolEnd() if is_finish_call(chunk):
@@ -201,7 +234,11 @@ class TreeView(msgspec.Struct, kw_only=True, rename="camel"):
                 child = self.node(chunk.sub_agent_id, chunk.sub_agent_type)
                 child.status = "completed" if chunk.success else "failed"
             case OutputChunk():
-                node.entries.append(OutputEntry(output=chunk.output))
+                last = node.entries[-1] if node.entries else None
+                if isinstance(last, OutputEntry) and last.partial:
+                    last.output, last.partial = chunk.output, False  # the output, validated
+                else:
+                    node.entries.append(OutputEntry(output=chunk.output))
             case ErrorChunk():
                 node.entries.append(ErrorEntry(error=chunk.error))
             case CustomChunk():

@@ -50,12 +50,16 @@ function cuttingFetch(cut, seen) {
 
 const events = [];
 const runs = [];
+const states = []; // the agent's state after each change the reducer applied
 const url = `${base}/sse?sessionId=${encodeURIComponent(sessionId)}&format=ag-ui`;
 
 function subscriber(agent) {
   return {
     onEvent({ event }) {
       events.push(event);
+    },
+    onStateChanged({ state }) {
+      states.push(structuredClone(state));
     },
     onRunFinishedEvent(params) {
       runs.push({ outcome: params.outcome, interrupts: params.interrupts, result: params.result });
@@ -91,6 +95,8 @@ if (cutArg !== undefined) {
 process.stdout.write(
   JSON.stringify({
     messages: agent.messages,
+    state: agent.state,
+    states,
     events,
     runs,
     failures,

@@ -27,6 +27,16 @@ function transport(lastEventId) {
   });
 }
 
+// Each different set of data-output parts the library held as the message grew (an
+// output streamed as it is written shows as its successive values).
+const outputsSeen = [];
+
+function noteOutputs(snapshot) {
+  const outputs = snapshot.parts.filter((part) => part.type === "data-output").map((part) => part.data);
+  const text = JSON.stringify(outputs);
+  if (outputs.length && JSON.stringify(outputsSeen.at(-1)) !== text) outputsSeen.push(JSON.parse(text));
+}
+
 async function read(stream, message) {
   const errors = [];
   let last = message;
@@ -35,6 +45,7 @@ async function read(stream, message) {
     message,
     onError: (error) => errors.push(String(error?.message ?? error)),
   })) {
+    noteOutputs(snapshot);
     last = snapshot;
   }
   return { message: last, errors };
@@ -80,7 +91,7 @@ if (cutArg === undefined) {
   const stream = await transport(undefined).reconnectToStream({ chatId: sessionId });
   const response = await fetch(streamUrl, { method: "HEAD" });
   const { message, errors } = await read(stream, undefined);
-  output = { message, errors, headers: Object.fromEntries(response.headers.entries()) };
+  output = { message, errors, outputsSeen, headers: Object.fromEntries(response.headers.entries()) };
 } else {
   const { parsed, lastId, headers } = await cutStream(Number(cutArg));
   const first = await read(parsed, undefined);
@@ -92,6 +103,7 @@ if (cutArg === undefined) {
     firstMessage,
     errors: [...first.errors, ...second.errors],
     lastEventId: lastId,
+    outputsSeen,
     headers,
   };
 }

@@ -35,6 +35,8 @@ from helix_agents.events import (
     MessageAppended,
     MessageQueued,
     OutputChunk,
+    PartialOutput,
+    ReasoningDelta,
     RemoteRef,
     RunStarted,
     SessionCreated,
@@ -143,8 +145,12 @@ SAMPLES: dict[type[EventBase], Event] = {
         value=0.25,
         sub_session_id=CHILD,
         data={"cached": True},
+        cached_input_tokens=100,
+        reasoning_tokens=12,
     ),
     TextDelta: TextDelta(**env(), **agent(), delta="Hel"),
+    ReasoningDelta: ReasoningDelta(**env(), **agent(), delta="Lyon first, then"),
+    PartialOutput: PartialOutput(**env(), **agent(), output={"title": "Lyon in thr"}),
     ToolStart: ToolStart(
         **env(), **agent(), tool_call_id="call_1", tool_name="search", arguments={"q": "x"}
     ),
@@ -297,6 +303,8 @@ DOCUMENTED_TAGS: dict[type[EventBase], str] = {
     StateUpdated: "state_updated",
     UsageRecorded: "usage_recorded",
     TextDelta: "text_delta",
+    ReasoningDelta: "reasoning_delta",
+    PartialOutput: "partial_output",
     ToolStart: "tool_start",
     ToolEnd: "tool_end",
     SubAgentStart: "subagent_start",
@@ -344,9 +352,11 @@ def test_samples_and_documented_tags_cover_every_event_type() -> None:
     assert all(type(sample) is cls for cls, sample in SAMPLES.items())
 
 
-def test_chunk_types_are_the_ten_stream_chunks() -> None:
+def test_chunk_types_are_the_twelve_stream_chunks() -> None:
     expected = (
         TextDelta,
+        ReasoningDelta,
+        PartialOutput,
         ToolStart,
         ToolEnd,
         SubAgentStart,

@@ -14,7 +14,7 @@ from helix_agents.log import Cost, ModelPrice, ModelTokens, Prices, UsageTotals,
 from helix_agents.log.pricing import DEFAULT_PRICES, PRICES_AS_OF
 from helix_agents.stores import MemoryEventStore
 
-MINI = ModelPrice(input_per_million=0.15, output_per_million=0.60)
+MINI = ModelPrice(input_per_million=0.15, output_per_million=0.60, cached_input_per_million=0.075)
 
 
 def _usage(**models: tuple[int, int]) -> UsageTotals:
@@ -215,3 +215,115 @@ def test_create_http_app_takes_prices_or_a_mapping_of_model_prices() -> None:
     assert _prices(None).price("gpt-4o-mini") == MINI  # the defaults
     with pytest.raises(UsageError, match="prices must be Prices or a mapping"):
         create_http_app(AgentServer([], MemoryEventStore()), prices=42)  # type: ignore[arg-type]
+
+
+# --- cached input and reasoning (issue 33) ------------------------------------------
+
+
+def test_cached_input_and_reasoning_are_priced_apart() -> None:
+    price = ModelPrice(
+        input_per_million=3.0,
+        output_per_million=15.0,
+        cached_input_per_million=0.3,
+        reasoning_per_million=20.0,
+    )
+    # 1M in, of which 800k cached; 100k out, of which 40k reasoning.
+    usd = price.cost(1_000_000, 100_000, cached_input_tokens=800_000, reasoning_tokens=40_000)
+    assert usd == pytest.approx(
+        200_000 * 3.0 / 1e6 + 800_000 * 0.3 / 1e6 + 60_000 * 15.0 / 1e6 + 40_000 * 20.0 / 1e6
+    )
+    # Not given: cached input at the input price, reasoning at the output price.
+    plain = ModelPrice(input_per_million=3.0, output_per_million=15.0)
+    assert plain.cost(1_000, 500, cached_input_tokens=900, reasoning_tokens=400) == pytest.approx(
+        plain.cost(1_000, 500)
+    )
+    # A count above its whole (a provider's slip) counts as the whole, never a negative.
+    assert price.cost(100, 10, cached_input_tokens=500, reasoning_tokens=50) == pytest.approx(
+        (100 * 0.3 + 10 * 20.0) / 1e6
+    )
+
+
+@pytest.mark.parametrize("field", ["cached_input_per_million", "reasoning_per_million"])
+@pytest.mark.parametrize("bad", [-1.0, math.inf, "0.1", True])
+def test_a_bad_cached_or_reasoning_price_is_refused(field: str, bad: Any) -> None:
+    with pytest.raises(UsageError, match=field):
+        ModelPrice(input_per_million=1.0, output_per_million=1.0, **{field: bad})
+
+
+def test_the_defaults_price_cached_input_at_the_providers_discount() -> None:
+    prices = Prices()
+    mini = prices.price("gpt-4o-mini-2024-07-18")
+    assert mini is not None
+    assert mini.cached_input_per_million == pytest.approx(mini.input_per_million / 2)
+    assert mini.reasoning_per_million is None  # reasoning is output, at the output price
+    sonnet = prices.price("anthropic:claude-sonnet-4-20250514")
+    assert sonnet is not None
+    assert sonnet.cached_input_per_million == pytest.approx(sonnet.input_per_million / 10)
+    flash = prices.price("google:gemini-2.5-flash")
+    assert flash is not None
+    assert flash.cached_input_per_million == pytest.approx(flash.input_per_million / 4)
+    assert prices.price("claude-3-5-haiku-latest") is DEFAULT_PRICES["claude-3-5-haiku"]
+    assert all(
+        price.cached_input_per_million is not None
+        and price.cached_input_per_million < price.input_per_million
+        for price in DEFAULT_PRICES.values()
+    )
+
+
+def test_a_prices_file_takes_cached_and_reasoning_prices(tmp_path: Path) -> None:
+    path = tmp_path / "prices.json"
+    path.write_text(
+        '{"models": {"m": {"inputPerMillion": 2, "outputPerMillion": 8,'
+        ' "cachedInputPerMillion": 0.5, "reasoningPerMillion": 8}}}'
+    )
+    assert Prices.from_file(path).price("m") == ModelPrice(
+        input_per_million=2.0,
+        output_per_million=8.0,
+        cached_input_per_million=0.5,
+        reasoning_per_million=8.0,
+    )
+
+
+async def test_the_rollup_counts_and_prices_cached_and_reasoning_tokens() -> None:
+    store = MemoryEventStore()
+    await store.append(
+        "root",
+        [
+            SessionCreated(session_id="root", seq=1, ts=1.0, agent_type="lead", run_id="r"),
+            UsageRecorded(
+                session_id="root",
+                seq=2,
+                ts=2.0,
+                kind="tokens",
+                name="gpt-5-mini",
+                input_tokens=100_000,
+                output_tokens=20_000,
+                cached_input_tokens=80_000,
+                reasoning_tokens=12_000,
+            ),
+            UsageRecorded(
+                session_id="root",
+                seq=3,
+                ts=3.0,
+                kind="tokens",
+                name="gpt-5-mini",
+                input_tokens=50_000,
+                output_tokens=1_000,
+            ),
+        ],
+        0,
+    )
+    rollup = await get_usage_rollup(store, "root")
+    assert (rollup.input_tokens, rollup.cached_input_tokens) == (150_000, 80_000)
+    assert (rollup.output_tokens, rollup.reasoning_tokens) == (21_000, 12_000)
+    tokens = rollup.models["gpt-5-mini"]
+    assert (tokens.cached_input_tokens, tokens.reasoning_tokens, tokens.llm_calls) == (
+        80_000,
+        12_000,
+        2,
+    )
+    # gpt-5-mini: $0.25 in, $0.025 cached in, $2.00 out (reasoning is output).
+    expected = (70_000 * 0.25 + 80_000 * 0.025 + 21_000 * 2.00) / 1e6
+    assert rollup.cost_usd == pytest.approx(expected)
+    # Priced as if nothing were cached, it would cost more: the discount is applied.
+    assert expected < (150_000 * 0.25 + 21_000 * 2.00) / 1e6

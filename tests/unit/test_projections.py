@@ -33,6 +33,8 @@ from helix_agents.events import (
     MessageAppended,
     MessageQueued,
     OutputChunk,
+    PartialOutput,
+    ReasoningDelta,
     RemoteRef,
     RunStarted,
     SessionCreated,
@@ -123,6 +125,8 @@ def test_stream_chunk_classes_are_the_catalog_chunks() -> None:
 
 CHUNK_FIELDS: dict[type[Any], dict[str, Any]] = {
     TextDelta: {"delta": "x"},
+    ReasoningDelta: {"delta": "hmm"},
+    PartialOutput: {"output": {"a": "x"}},
     ToolStart: {"tool_call_id": "c", "tool_name": "t"},
     ToolEnd: {"tool_call_id": "c", "tool_name": "t", "result": 1},
     SubAgentStart: {

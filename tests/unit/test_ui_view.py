@@ -138,7 +138,7 @@ def test_a_finish_call_is_not_shown_its_output_is() -> None:
             OutputChunk(**env(), output={"a": 2}),
         ),
     )
-    assert entries(view, ROOT) == [{"kind": "output", "output": {"a": 2}}]
+    assert entries(view, ROOT) == [{"kind": "output", "output": {"a": 2}, "partial": False}]
     assert view.at == 6
 
 

@@ -226,6 +226,20 @@ function apply(view, sequence, chunk) {
       else node.entries.push({ kind: "text", text: chunk.delta });
       break;
     }
+    case "reasoning_delta": {
+      // What the model thought: shown apart from its answer.
+      const last = node.entries.at(-1);
+      if (last && last.kind === "reasoning") last.text += chunk.delta;
+      else node.entries.push({ kind: "reasoning", text: chunk.delta });
+      break;
+    }
+    case "partial_output": {
+      // The output so far, replaced in place as it grows; the output chunk validates it.
+      const last = node.entries.at(-1);
+      if (last && last.kind === "output" && last.partial) last.output = chunk.output ?? null;
+      else node.entries.push({ kind: "output", output: chunk.output ?? null, partial: true });
+      break;
+    }
     case "step_restarted":
       discardText(node, chunk.discardChars || 0);
       break;
@@ -255,9 +269,12 @@ function apply(view, sequence, chunk) {
     case "subagent_end":
       agentNode(view, chunk.subAgentId, chunk.subAgentType).status = chunk.success ? "completed" : "failed";
       break;
-    case "output":
-      node.entries.push({ kind: "output", output: chunk.output ?? null });
+    case "output": {
+      const last = node.entries.at(-1);
+      if (last && last.kind === "output" && last.partial) Object.assign(last, { output: chunk.output ?? null, partial: false });
+      else node.entries.push({ kind: "output", output: chunk.output ?? null, partial: false });
       break;
+    }
     case "error":
       node.entries.push({ kind: "error", error: chunk.error });
       break;
@@ -275,7 +292,9 @@ function apply(view, sequence, chunk) {
 
 // --- rendering ---------------------------------------------------------------
 
-const USAGE_KEYS = ["inputTokens", "outputTokens", "llmCalls", "toolCalls", "subAgentCalls"];
+const USAGE_KEYS = [
+  "inputTokens", "outputTokens", "cachedInputTokens", "reasoningTokens", "llmCalls", "toolCalls", "subAgentCalls",
+];
 
 function rollup(view, agentId, seen = new Set()) {
   const total = Object.fromEntries(USAGE_KEYS.map((key) => [key, 0]));
@@ -345,7 +364,10 @@ function renderTotal(view) {
 }
 
 function usageText(usage) {
-  return `${usage.inputTokens} in / ${usage.outputTokens} out tokens, ` +
+  // Cached input is part of the input, reasoning part of the output: said when there is any.
+  const cached = usage.cachedInputTokens ? ` (${usage.cachedInputTokens} cached)` : "";
+  const thought = usage.reasoningTokens ? ` (${usage.reasoningTokens} reasoning)` : "";
+  return `${usage.inputTokens} in${cached} / ${usage.outputTokens} out${thought} tokens, ` +
     `${usage.llmCalls} LLM, ${usage.toolCalls} tool, ${usage.subAgentCalls} sub-agent calls`;
 }
 
@@ -471,9 +493,15 @@ function renderAgent(view, agentId, drawn) {
       body.append(el("div", { class: "user-message", "data-seq": String(entry.seq) },
         el("span", { class: "said-by", text: "user" }), el("div", { class: "said", text: entry.text })));
     } else if (entry.kind === "text") body.append(el("div", { class: "text", text: entry.text }));
+    else if (entry.kind === "reasoning") {
+      body.append(el("div", { class: "reasoning", title: "the model's reasoning (not its answer)" },
+        el("span", { class: "thought-by", text: "reasoning" }), el("div", { class: "thought", text: entry.text })));
+    }
     else if (entry.kind === "tool") body.append(renderTool(entry));
     else if (entry.kind === "agent" && view.agents[entry.agentId] && !drawn.has(entry.agentId)) {
       body.append(renderAgent(view, entry.agentId, drawn));
+    } else if (entry.kind === "output" && entry.partial) {
+      body.append(el("pre", { class: "output partial", title: "the output so far (not validated yet)", text: json(entry.output) }));
     } else if (entry.kind === "output") body.append(el("pre", { class: "output", text: json(entry.output) }));
     else if (entry.kind === "error") body.append(el("div", { class: "error", text: entry.error }));
     else if (entry.kind === "custom") body.append(el("pre", { class: "custom", text: `${entry.name}: ${json(entry.data)}` }));
