@@ -256,6 +256,8 @@ class FakeResponses:
     """A scripted ``POST /v1/responses``: ``replies`` in order, the last one repeating."""
 
     replies: list[Reply] = field(default_factory=list)
+    answer: Callable[[dict[str, Any]], Response] | None = None
+    """Instead of ``replies``: the reply to a request's JSON body."""
     requests: list[Recorded] = field(default_factory=list)
     delay: float = 0.0
     """Seconds each reply waits before it starts (a slow model)."""
@@ -268,14 +270,16 @@ class FakeResponses:
 
     async def _respond(self, request: Request) -> Response:
         client = (request.client.host, request.client.port) if request.client else None
-        self.requests.append(Recorded(await request.json(), dict(request.headers), client))
-        reply = self.replies[min(len(self.requests), len(self.replies)) - 1]
+        body = await request.json()
+        self.requests.append(Recorded(body, dict(request.headers), client))
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
             if self.delay:
                 await anyio.sleep(self.delay)  # a model thinking: the calls overlap here
-            return reply()
+            if self.answer is not None:
+                return self.answer(body)
+            return self.replies[min(len(self.requests), len(self.replies)) - 1]()
         finally:
             self.in_flight -= 1
 

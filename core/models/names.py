@@ -26,6 +26,7 @@ and closed with the executor (``connections.py``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
@@ -179,12 +180,14 @@ class NamedModel:
         return self._made[1]
 
     def client_pools(self) -> Iterable[ClientPool[Any]]:
-        """The pools of the adapters made so far."""
+        """The pools of its adapters (the current one made now, if its variables are set)."""
+        with contextlib.suppress(UsageError):
+            self.adapter()  # an executor holds the pool before the step's first call
         return [pool for made in self._all for pool in pools_of(made)]
 
     async def aclose(self) -> None:
         """Close this event loop's clients of the adapters made so far."""
-        for pool in self.client_pools():
+        for pool in [pool for made in self._all for pool in pools_of(made)]:
             await pool.aclose()
 
     def stream(self, request: LLMRequest) -> AsyncIterator[LLMStreamEvent]:

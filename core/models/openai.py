@@ -451,6 +451,8 @@ async def _fold(response: httpx.Response, turn: _Turn) -> AsyncGenerator[LLMStre
     done = False
     other: list[str] = []  # lines that are not events: what a body that is no stream held
     async for line in response.aiter_lines():
+        if done:
+            continue  # read to the end: a connection read to its end goes back to the pool
         if not line.startswith("data:"):
             if len(other) < 5 and line.strip() and not line.startswith(":"):
                 other.append(line)
@@ -458,7 +460,7 @@ async def _fold(response: httpx.Response, turn: _Turn) -> AsyncGenerator[LLMStre
         data = line[5:].strip()
         if data == "[DONE]":
             done = True
-            break
+            continue
         turn.feed(data, pieces)
         for piece in pieces:
             yield piece
