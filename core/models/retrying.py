@@ -140,7 +140,7 @@ class RetryingLLM:
                     mark_spent(error)
                     raise
                 delay = policy.delay(retry, error)
-                log.warning(
+                log.info(  # INFO: a retry that passes is no news; the one that fails is
                     "model call failed (%s), retry %d of %d in %.2f s: %s",
                     error.kind,
                     retry + 1,

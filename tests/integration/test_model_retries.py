@@ -55,7 +55,7 @@ async def test_a_429_with_retry_after_is_retried_until_the_call_passes(
     server = FakeResponses(replies=[limited, limited, ANSWER.reply()])
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     agent = define_agent("a", model="openai:gpt-4o-mini")
-    with caplog.at_level(logging.WARNING, logger="helix_agents"):
+    with caplog.at_level(logging.INFO, logger="helix_agents"):
         async with serve(server.app()) as url:
             monkeypatch.setenv("OPENAI_BASE_URL", f"{url}/v1")
             state = await run(agent)
