@@ -87,11 +87,10 @@ class FallbackModel:
         """
         first: UsageError | None = None
         for model in self.models:
-            check = getattr(model, "check", None)
-            if not callable(check):
-                return
+            if not isinstance(model, NamedModel | FallbackModel):
+                return  # an adapter given as it is: nothing to check
             try:
-                check()
+                model.check()
             except UsageError as error:
                 first = first or error
             else:

@@ -238,6 +238,7 @@ def check_model(llm: LLMAdapter | None) -> None:
     Raises:
         UsageError: as :meth:`NamedModel.check`.
     """
-    check = getattr(llm, "check", None)
-    if callable(check):
-        check()
+    from helix_agents.models.fallback import FallbackModel  # it imports this module
+
+    if isinstance(llm, NamedModel | FallbackModel):
+        llm.check()

@@ -10,9 +10,10 @@ anything is made again after a backoff: the provider's ``Retry-After`` when
 it gave one, else exponential with jitter, capped at ``max_delay``; at most
 ``attempts`` calls in all. Once a piece of output has been yielded, a failure
 ends the call as it is: a new call would repeat what the run already
-streamed (the run fails, recoverably; the run that resumes it declares the
-cut step's text void with ``step_restarted``). An error some retry loop
-already gave up on (an adapter's own ``max_retries``) is not retried again.
+streamed (the run fails; doing the step again would need a ``step_restarted``,
+as after a crash, which is not wired for a model's failure). An error some
+retry loop already gave up on (an adapter's own ``max_retries``) is not
+retried again.
 """
 
 from __future__ import annotations
