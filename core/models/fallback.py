@@ -31,7 +31,7 @@ from helix_agents.models.base import (
     LLMStreamEvent,
 )
 from helix_agents.models.connections import ClientPool, pools_of
-from helix_agents.models.names import NamedModel
+from helix_agents.models.names import ChecksVariables, NamedModel
 from helix_agents.models.retrying import RETRY_KINDS
 
 __all__ = ["FALLBACK_KINDS", "FallbackModel"]
@@ -55,7 +55,7 @@ def _name(model: LLMAdapter) -> str:
     return name if isinstance(name, str) else type(model).__name__
 
 
-class FallbackModel:
+class FallbackModel(ChecksVariables):
     """Models tried in order: the next when a call fails with a kind in ``fall_on``.
 
     Args:
@@ -87,7 +87,7 @@ class FallbackModel:
         """
         first: UsageError | None = None
         for model in self.models:
-            if not isinstance(model, NamedModel | FallbackModel):
+            if not isinstance(model, ChecksVariables):
                 return  # an adapter given as it is: nothing to check
             try:
                 model.check()

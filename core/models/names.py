@@ -45,6 +45,7 @@ __all__ = [
     "API_KEY_ENV",
     "BASE_URL_ENV",
     "PROVIDERS",
+    "ChecksVariables",
     "NamedModel",
     "Provider",
     "check_model",
@@ -116,7 +117,15 @@ PROVIDERS: dict[str, Provider] = {
 """The providers a model name may start with, by prefix."""
 
 
-class NamedModel:
+class ChecksVariables:
+    """A model that can say now whether the variables it needs are set (:func:`check_model`)."""
+
+    def check(self) -> None:
+        """Raise a one-line ``UsageError`` naming what to set, if something is missing."""
+        raise NotImplementedError
+
+
+class NamedModel(ChecksVariables):
     """The adapter a model name stands for, made when it is first called.
 
     Building one checks the name only; the environment is read at each call
@@ -232,13 +241,11 @@ def model_from_name(name: str, *, max_concurrency: int | None = None) -> NamedMo
     return model
 
 
-def check_model(llm: LLMAdapter | None) -> None:
+def check_model(llm: object) -> None:
     """Check ``llm``'s variables now if it can say (a named model, a fallback list).
 
     Raises:
         UsageError: as :meth:`NamedModel.check`.
     """
-    from helix_agents.models.fallback import FallbackModel  # it imports this module
-
-    if isinstance(llm, NamedModel | FallbackModel):
+    if isinstance(llm, ChecksVariables):
         llm.check()
