@@ -1,6 +1,6 @@
 """What the durable-engine benchmarks share: the agents, the session timer, the report.
 
-``bench_temporal.py`` and ``bench_dbos.py`` run the same two agents on the
+``bench_durable.py`` runs the same two agents (for ``temporal`` and ``dbos``) on the
 built-in runtime and on their engine, on the same SQLite store, side by side.
 """
 

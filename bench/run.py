@@ -1,4 +1,4 @@
-"""Benchmarks: ``python bench/run.py store|runtime|http|nats|idle|peer|load|interop|temporal|dbos``.
+"""Benchmarks: ``python bench/run.py NAME``, NAME one of ``BENCHMARKS`` (``store``... ``models``).
 
 Each benchmark measures our code and a raw baseline in the same run and prints
 ratios; its last line is one JSON object. Benchmarks never assert on time and
@@ -25,6 +25,7 @@ BENCHMARKS = (
     "interop",
     "temporal",
     "dbos",
+    "models",
 )
 
 
@@ -72,13 +73,17 @@ def main(argv: list[str] | None = None) -> int:
 
         summary = run_load(quick=args.quick, big=args.big)
     elif args.name == "temporal":
-        from bench_temporal import run_temporal
+        from bench_durable import run_temporal
 
         summary = run_temporal(quick=args.quick)
     elif args.name == "dbos":
-        from bench_dbos import run_dbos
+        from bench_durable import run_dbos
 
         summary = run_dbos(quick=args.quick)
+    elif args.name == "models":
+        from bench_models import run_models
+
+        summary = run_models(quick=args.quick)
     else:
         from bench_idle import run_idle
 

@@ -15,7 +15,14 @@ import anyio
 
 from helix_agents.errors import AgentServerError, StreamDropError, TransportError
 
-__all__ = ["retries_spent", "retrying", "retrying_stream", "transient", "transient_unspent"]
+__all__ = [
+    "mark_spent",
+    "retries_spent",
+    "retrying",
+    "retrying_stream",
+    "transient",
+    "transient_unspent",
+]
 
 T = TypeVar("T")
 
@@ -32,6 +39,11 @@ _SPENT = "_helix_retries_spent"
 def _spend(exc: Exception) -> None:
     """Mark ``exc`` as the failure a retry loop gave up on: no outer loop retries it again."""
     setattr(exc, _SPENT, True)
+
+
+def mark_spent(exc: Exception) -> None:
+    """Mark ``exc`` as the failure a retry loop (of another module) gave up on."""
+    _spend(exc)
 
 
 def retries_spent(exc: BaseException) -> bool:

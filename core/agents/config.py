@@ -16,6 +16,7 @@ from helix_agents.agents.tools import SUBAGENT_TOOL_PREFIX, ApprovalRule, Tool, 
 from helix_agents.agents.toolsets import Toolset
 from helix_agents.errors import UsageError
 from helix_agents.models.base import LLMAdapter, ToolSpec
+from helix_agents.models.retrying import RetryPolicy
 from helix_agents.transport import RemoteAgentTransport
 from helix_agents.workspaces.base import Workspace
 
@@ -79,11 +80,14 @@ class AgentHooks:
 
 @dataclass(frozen=True, kw_only=True)
 class LLMConfig:
-    """Model settings passed with every LLM call of an agent."""
+    """Model settings passed with every LLM call of an agent, and how a failed call is retried."""
 
     model: str | None = None
     temperature: float | None = None
     max_tokens: int | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    """Retries of a call that failed for a passing reason before any output (``RetryPolicy(
+    attempts=1)``: none); specs/llm.md "Retries"."""
 
 
 WorkspaceLifetime = Literal["per-invocation", "persistent"]

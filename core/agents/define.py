@@ -26,6 +26,7 @@ from helix_agents.agents.tools import SUBAGENT_TOOL_PREFIX, Tool, validate_tool_
 from helix_agents.agents.toolsets import Toolset, check_toolsets
 from helix_agents.errors import UsageError, WorkspaceInheritanceError
 from helix_agents.models.base import LLMAdapter
+from helix_agents.models.fallback import FallbackModel
 from helix_agents.models.names import NamedModel
 from helix_agents.workspaces.base import Workspace
 
@@ -33,6 +34,16 @@ __all__ = [
     "AgentRegistry",
     "define_agent",
 ]
+
+
+def _named(agent: str, model: str | Sequence[str]) -> LLMAdapter:
+    """The model ``model=`` names: one name, or a list of them tried in turn."""
+    if isinstance(model, str):
+        return NamedModel(model)
+    names = list(model) if isinstance(model, Sequence) else None
+    if not names or not all(isinstance(one, str) for one in names):
+        raise UsageError(f"agent {agent!r}: model= takes a name or a list of names, not {model!r}")
+    return NamedModel(names[0]) if len(names) == 1 else FallbackModel(*names)
 
 
 def define_agent(
@@ -46,7 +57,7 @@ def define_agent(
     llm: LLMAdapter | None = None,
     llm_config: LLMConfig | None = None,
     max_steps: int = 10,
-    model: str | None = None,
+    model: str | Sequence[str] | None = None,
     hooks: AgentHooks | None = None,
     workspaces: Iterable[Workspace] = (),
     persistent_agents: Iterable[PersistentAgent] = (),
@@ -70,7 +81,9 @@ def define_agent(
             server at ``OPENAI_BASE_URL`` (Ollama, vLLM); see
             ``helix_agents.models.names``. The name is checked now, the
             variables when the agent runs (``executor.execute`` and
-            ``run_sync`` refuse at once without them).
+            ``run_sync`` refuse at once without them). A list of names is a
+            :class:`~helix_agents.models.FallbackModel`: the next is tried
+            when a call fails before any output (rate limit, outage, key...).
         max_steps: LLM calls per run before the run fails.
         workspaces: the agent's :class:`~helix_agents.Workspace` declarations;
             each run opens them and the agent gets the ``workspace_*`` tools
@@ -100,7 +113,7 @@ def define_agent(
     if model is not None:
         if llm is not None:
             raise UsageError(f"agent {name!r}: give llm= or model=, not both")
-        llm = NamedModel(model)
+        llm = _named(name, model)
     if isinstance(tools, str | bytes | Tool | SubAgentTool | RemoteSubAgentTool) or not isinstance(
         tools, Iterable
     ):

@@ -1,10 +1,13 @@
 """Models: the ``LLMAdapter`` seam and its adapters.
 
 ``base`` (the seam and its request/response types), ``openai`` (OpenAI-compatible
-chat completions over httpx; ``openai_errors`` words its failures: the model,
+chat completions over httpx), ``openai_responses`` (OpenAI's Responses API over
+httpx; ``openai_errors`` posts their calls and words their failures: the model,
 the endpoint, the fix), ``anthropic`` and ``google`` (Anthropic's Messages API
 and the Gemini API on their official SDKs, the ``anthropic`` and ``google``
-extras; ``native_errors`` words their failures), ``scripted`` (a deterministic
+extras; ``native_errors`` words their failures), ``connections`` (an adapter's
+HTTP client per event loop, its call limit), ``retrying`` (retries of a failed
+call, for every adapter), ``fallback`` (models tried in turn), ``scripted`` (a deterministic
 model for tests and demos), ``replay`` (answers from recorded logs), ``names``
 (``"openai:gpt-4o-mini"`` to an adapter that reads the environment when it
 runs). May import the log and the agents' tool types; never the runtime.
@@ -34,6 +37,10 @@ if TYPE_CHECKING:
         TokenUsage as TokenUsage,
         ToolSpec as ToolSpec,
     )
+    from helix_agents.models.fallback import (
+        FALLBACK_KINDS as FALLBACK_KINDS,
+        FallbackModel as FallbackModel,
+    )
     from helix_agents.models.google import (
         GeminiLLM as GeminiLLM,
     )
@@ -44,9 +51,17 @@ if TYPE_CHECKING:
     from helix_agents.models.openai import (
         OpenAIChatLLM as OpenAIChatLLM,
     )
+    from helix_agents.models.openai_responses import (
+        OpenAIResponsesLLM as OpenAIResponsesLLM,
+    )
     from helix_agents.models.replay import (
         Divergence as Divergence,
         ReplayLLM as ReplayLLM,
+    )
+    from helix_agents.models.retrying import (
+        RETRY_KINDS as RETRY_KINDS,
+        RetryingLLM as RetryingLLM,
+        RetryPolicy as RetryPolicy,
     )
     from helix_agents.models.scripted import (
         ScriptedLLM as ScriptedLLM,
@@ -66,11 +81,17 @@ _HOMES = {
     "LLMToolCallDelta": "helix_agents.models.base",
     "TokenUsage": "helix_agents.models.base",
     "ToolSpec": "helix_agents.models.base",
+    "FALLBACK_KINDS": "helix_agents.models.fallback",
+    "FallbackModel": "helix_agents.models.fallback",
     "NamedModel": "helix_agents.models.names",
     "model_from_name": "helix_agents.models.names",
     "OpenAIChatLLM": "helix_agents.models.openai",
     "AnthropicLLM": "helix_agents.models.anthropic",
     "GeminiLLM": "helix_agents.models.google",
+    "OpenAIResponsesLLM": "helix_agents.models.openai_responses",
+    "RETRY_KINDS": "helix_agents.models.retrying",
+    "RetryPolicy": "helix_agents.models.retrying",
+    "RetryingLLM": "helix_agents.models.retrying",
     "Divergence": "helix_agents.models.replay",
     "ReplayLLM": "helix_agents.models.replay",
     "ScriptStep": "helix_agents.models.scripted",
@@ -89,11 +110,17 @@ __all__ = [
     "LLMToolCallDelta",
     "TokenUsage",
     "ToolSpec",
+    "FALLBACK_KINDS",
+    "FallbackModel",
     "NamedModel",
     "model_from_name",
     "OpenAIChatLLM",
     "AnthropicLLM",
     "GeminiLLM",
+    "OpenAIResponsesLLM",
+    "RETRY_KINDS",
+    "RetryPolicy",
+    "RetryingLLM",
     "Divergence",
     "ReplayLLM",
     "ScriptStep",

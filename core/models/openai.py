@@ -7,12 +7,13 @@ events, yields the text as it arrives, and folds the chunks into one
 every failure is an :class:`~helix_agents.models.base.LLMError` naming the model
 and the endpoint (``openai_errors.py`` words them), and so is a ``200`` that
 holds no model reply (no ``choices``, an empty turn, a body that is not JSON).
+Tool-call arguments stream as :class:`~helix_agents.models.base.LLMToolCallDelta`
+pieces; the HTTP client is one per event loop, reused across calls
+(``connections.py``).
 """
 
 from __future__ import annotations
 
-import math
-import os
 import uuid
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
@@ -36,21 +37,25 @@ from helix_agents.models.base import (
     LLMResponse,
     LLMStreamEvent,
     LLMTextDelta,
+    LLMToolCallDelta,
     TokenUsage,
 )
+from helix_agents.models.connections import CallLimit, ClientPool, http_pool, limited
 from helix_agents.models.openai_errors import (
-    API_KEY_ENV,
-    BASE_URL_ENV,
-    OPENAI_URL,
     Origin,
+    Sent,
+    code_kind,
+    endpoint,
     error_text,
-    status_error,
-    transport_error,
+    posted,
     trimmed,
 )
 from helix_agents.retry import retrying_stream
 
-__all__ = ["OpenAIChatLLM"]
+__all__ = ["OpenAIChatLLM", "decode_arguments", "encode_arguments"]
+
+_MOST_RETRY_AFTER = 30.0
+"""The longest ``Retry-After`` the adapter's own retries wait (seconds)."""
 
 
 # What servers send. Unknown fields (logprobs, reasoning_content, ...) are
@@ -112,28 +117,36 @@ class _Turn:
         self.choices = 0  # chunks that carried a choice
         self.sample = ""  # the first chunk's text, trimmed: what a bad reply held
 
-    def feed(self, data: str | bytes) -> str:
-        """Decode one chunk (or a whole non-streamed reply), fold it in, return its new text."""
+    def feed(self, data: str | bytes, out: list[LLMStreamEvent]) -> None:
+        """Decode one chunk (or a whole non-streamed reply), fold it in, its pieces into ``out``."""
         self.chunks += 1
         try:
             chunk = _chunk_decoder.decode(data)
         except msgspec.DecodeError as exc:
-            raise LLMError(f"the reply is not a chat completion ({exc}): {trimmed(data)}") from exc
+            raise LLMError(
+                f"the reply is not a chat completion ({exc}): {trimmed(data)}", kind="bad_reply"
+            ) from exc
         self.sample = self.sample or trimmed(data)
         if chunk.error is not None:
-            raise LLMError(error_text(chunk.error) or "the server sent an error event")
+            message = error_text(chunk.error) or "the server sent an error event"
+            code = chunk.error.get("code") if isinstance(chunk.error, dict) else None
+            kind = code_kind(code, message) or "server"
+            raise LLMError(message, kind=kind, retryable=kind == "server")
         self.model = self.model or chunk.model
         if chunk.usage is not None:
             tokens = (chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
             self.usage = TokenUsage(input_tokens=tokens[0], output_tokens=tokens[1])
         if not chunk.choices:
-            return ""
+            return
         self.choices += 1
         choice = chunk.choices[0]
         self.finish_reason = choice.finish_reason or self.finish_reason
         delta = choice.delta or choice.message
         if delta is None:
-            return ""
+            return
+        if delta.content:
+            self.text.append(delta.content)
+            out.append(LLMTextDelta(text=delta.content))
         for position, fragment in enumerate(delta.tool_calls or []):
             # Non-streamed replies carry no index: their list position is it.
             index = fragment.index if fragment.index is not None else position
@@ -141,14 +154,17 @@ class _Turn:
             call.id = call.id or fragment.id
             function = fragment.function or _Function()
             call.name = call.name or function.name or ""
-            if isinstance(function.arguments, str):
-                call.arguments.append(function.arguments)
-            elif function.arguments is not None:
-                call.arguments.append(_encoder.encode(function.arguments).decode())
-        if delta.content:
-            self.text.append(delta.content)
-            return delta.content
-        return ""
+            piece = function.arguments
+            if piece is not None and not isinstance(piece, str):
+                piece = _encoder.encode(piece).decode()
+            if piece:
+                call.arguments.append(piece)
+            if piece or fragment.id or function.name:
+                out.append(
+                    LLMToolCallDelta(
+                        index=index, arguments=piece or "", id=fragment.id, name=function.name
+                    )
+                )
 
     def response(self) -> LLMResponse:
         """The whole turn, tool-call arguments decoded.
@@ -158,19 +174,21 @@ class _Turn:
                 nor a tool call: no model reply to give (never an empty turn).
         """
         if not self.choices:
-            raise LLMError(f"the reply has no choices: {self.sample or 'nothing'}")
+            sample = self.sample or "nothing"
+            raise LLMError(f"the reply has no choices: {sample}", kind="bad_reply")
         if not self.calls and not any(self.text):
             why = _EMPTY_BECAUSE.get(self.finish_reason or "", "")
             raise LLMError(
                 f"the reply holds no text and no tool call (finish_reason "
                 f"{self.finish_reason!r}{why}): {self.sample}",
                 retryable=True,
+                kind="bad_reply",
             )
         calls = [
             ToolCall(
                 id=call.id or f"call_{uuid.uuid4().hex}",
                 name=call.name,
-                arguments=_decode_arguments("".join(call.arguments)),
+                arguments=decode_arguments("".join(call.arguments)),
             )
             for _, call in sorted(self.calls.items())
         ]
@@ -194,14 +212,17 @@ class OpenAIChatLLM:
 
     Works with OpenAI, vLLM, Ollama (``http://localhost:11434/v1``) and
     llama.cpp's server. A failure is an :class:`LLMError` naming the model,
-    the endpoint and, where there is one, the fix. Tool-call arguments are
-    decoded from the JSON string the model produced; when that string is not
-    valid JSON, the raw string is kept as ``ToolCall.arguments`` so the run
-    loop can report the error to the model instead of failing the run (an
-    empty string decodes to ``{}``).
+    the endpoint and, where there is one, the fix, with its ``kind``. Tool-call
+    arguments are decoded from the JSON string the model produced; when that
+    string is not valid JSON, the raw string is kept as ``ToolCall.arguments``
+    so the run loop can report the error to the model instead of failing the
+    run (an empty string decodes to ``{}``).
 
-    Use it as an async context manager, or call :meth:`aclose`, to close the
-    HTTP client it created; a client passed in stays open (its owner closes it).
+    The HTTP client is one per event loop, made at the first call there and
+    reused by every call after it; an executor whose runs used the adapter
+    closes it when it closes. Outside an executor, use the adapter as an
+    async context manager, or call :meth:`aclose`. A client passed in is used
+    on every loop and stays open (its owner closes it).
 
     Args:
         model: The model name sent when a request names none.
@@ -212,16 +233,21 @@ class OpenAIChatLLM:
         headers: Extra headers sent with every request (they win over ours).
         timeout: Seconds for connecting and for each read, not for the whole call.
         max_retries: Retries after the first attempt, for HTTP 429, 5xx and
-            network errors, only while nothing has been yielded.
+            network errors, only while nothing has been yielded. The error it
+            gives up on is not retried again by the run's retry policy
+            (``LLMConfig.retry``); ``0`` leaves retries to that policy alone.
         retry_base_delay: Retry ``n`` (from 0) waits ``retry_base_delay * 2**n``
-            seconds, or the server's numeric ``Retry-After`` (capped at 30 s).
+            seconds, or the server's ``Retry-After`` (capped at 30 s).
         temperature: Default sampling temperature; a request's own wins.
         max_tokens: Default completion limit; a request's own wins.
-        client: An ``httpx.AsyncClient`` to use instead of creating one.
+        max_concurrency: At most this many calls in flight at once (per event
+            loop); the others wait for a slot. None: no limit.
+        client: An ``httpx.AsyncClient`` to use instead of the adapter's own.
 
     Raises:
         UsageError: If ``base_url`` (or ``OPENAI_BASE_URL``) is not an http(s)
-            URL, or ``max_retries`` is negative.
+            URL, ``max_retries`` is negative, or ``max_concurrency`` is not a
+            positive integer.
     """
 
     def __init__(
@@ -236,46 +262,36 @@ class OpenAIChatLLM:
         retry_base_delay: float = 0.5,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        max_concurrency: int | None = None,
         client: httpx.AsyncClient | None = None,
     ) -> None:
-        url_from: str | None = "base_url"
-        if base_url is None:
-            base_url = os.environ.get(BASE_URL_ENV) or None
-            url_from = BASE_URL_ENV if base_url is not None else None
-        base_url = base_url or OPENAI_URL
-        try:
-            self._url = httpx.URL(base_url.rstrip("/") + "/chat/completions")
-        except httpx.InvalidURL as exc:
-            raise UsageError(f"invalid {url_from or 'base_url'} {base_url!r}: {exc}") from exc
-        if self._url.scheme not in ("http", "https") or not self._url.host:
-            raise UsageError(f"{url_from} must be an http(s) URL, not {base_url!r}")
         if max_retries < 0:
             raise UsageError(f"max_retries must be >= 0, not {max_retries}")
+        url, origin, sent = endpoint(base_url, api_key, headers, "/chat/completions")
+        self._url, self._origin, self._headers = url, origin, sent
         self.model = model
-        key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
-        key_from = ("api_key" if api_key is not None else API_KEY_ENV) if key else None
-        self._origin = Origin(base_url=base_url, url_from=url_from, key_from=key_from)
-        self._headers = {"Content-Type": "application/json"}
-        if key:
-            self._headers["Authorization"] = f"Bearer {key}"
-        self._headers.update(headers or {})
         self._timeout = httpx.Timeout(timeout)
         self._max_retries = max_retries
         self._retry_base_delay = retry_base_delay
         self._temperature = temperature
         self._max_tokens = max_tokens
-        self._owns_client = client is None
-        self._client = client if client is not None else httpx.AsyncClient(timeout=self._timeout)
+        self._limit = CallLimit(max_concurrency) if max_concurrency is not None else None
+        self._client = client
+        self._pool = http_pool(self._timeout) if client is None else None
 
     def __repr__(self) -> str:
         # never the API key: the headers are left out on purpose
         url = str(self._url).removesuffix("/chat/completions")
         return f"<OpenAIChatLLM model={self.model!r} base_url={url!r}>"
 
+    def client_pools(self) -> list[ClientPool[httpx.AsyncClient]]:
+        """The pool of the adapter's own clients (none when a client was passed in)."""
+        return [self._pool] if self._pool is not None else []
+
     async def aclose(self) -> None:
-        """Close the HTTP client if this adapter created it; idempotent."""
-        if self._owns_client:
-            await self._client.aclose()
+        """Close this event loop's client if the adapter made it; idempotent."""
+        if self._pool is not None:
+            await self._pool.aclose()
 
     async def __aenter__(self) -> Self:
         return self
@@ -284,7 +300,8 @@ class OpenAIChatLLM:
         await self.aclose()
 
     def stream(self, request: LLMRequest) -> AsyncGenerator[LLMStreamEvent, None]:
-        """Call the model: yield text deltas as they arrive, then one :class:`LLMResponse`.
+        """Call the model: yield text and tool-call deltas as they arrive, then one
+        :class:`LLMResponse`.
 
         To leave the loop early, cancel, or iterate under ``contextlib.aclosing``
         (hence the ``AsyncGenerator`` type): either closes the HTTP response at
@@ -295,41 +312,31 @@ class OpenAIChatLLM:
                 and 5xx once retries are spent), could not be reached, broke off
                 mid-stream (``retryable``), or sent something that is not a model
                 reply (not JSON, no ``choices``, a turn with neither text nor a
-                tool call). Its ``model``, ``endpoint`` and ``hint`` are set.
+                tool call). Its ``model``, ``endpoint``, ``hint`` and ``kind`` are set.
         """
+        limit = self._limit
+
+        def attempt() -> AsyncGenerator[LLMStreamEvent, None]:
+            if limit is None:
+                return self._call(request)
+            return limited(limit, lambda: self._call(request))
+
+        if not self._max_retries:
+            return attempt()
         return retrying_stream(
-            lambda: self._call(request),
+            attempt,
             retries=self._max_retries,
             base_delay=self._retry_base_delay,
             retry_if=_worth_retrying,
             wait=_server_wait,
         )
 
-    async def _call(self, request: LLMRequest) -> AsyncGenerator[LLMStreamEvent, None]:
+    def _call(self, request: LLMRequest) -> AsyncGenerator[LLMStreamEvent, None]:
         """One try: the events of one response; an httpx failure is the ``LLMError``'s cause."""
-        body = self._body(request)
-        model = request.model or self.model
-        try:
-            try:
-                async with self._client.stream(
-                    "POST", self._url, content=body, headers=self._headers, timeout=self._timeout
-                ) as response:
-                    try:
-                        response.raise_for_status()
-                    except httpx.HTTPStatusError as exc:
-                        await response.aread()
-                        raise status_error(response, self._origin, model) from exc
-                    async with aclosing(_read(response, self._origin)) as events:
-                        async for event in events:
-                            yield event
-            except httpx.TransportError as exc:
-                raise transport_error(exc, self._origin, self._timeout) from exc
-            except httpx.HTTPError as exc:
-                raise LLMError(f"{type(exc).__name__}: {exc}") from exc
-        except LLMError as exc:
-            # Every failure names what was called, where (the server's own words stay the message).
-            exc.model, exc.endpoint = exc.model or model, exc.endpoint or str(self._url)
-            raise
+        client = self._client if self._pool is None else self._pool.client()
+        assert client is not None
+        sent = Sent(self._url, self._headers, self._timeout, self._origin)
+        return posted(client, sent, self._body(request), request.model or self.model, _read)
 
     def _body(self, request: LLMRequest) -> bytes:
         messages: list[dict[str, Any]] = []
@@ -382,7 +389,7 @@ def _message(message: Message) -> dict[str, Any]:
                         "type": "function",
                         "function": {
                             "name": call.name,
-                            "arguments": _encode_arguments(call.arguments),
+                            "arguments": encode_arguments(call.arguments),
                         },
                     }
                     for call in message.tool_calls
@@ -395,15 +402,17 @@ def _message(message: Message) -> dict[str, Any]:
             assert_never(message)
 
 
-def _encode_arguments(arguments: Any) -> str:
-    # A string is the model's own invalid JSON (see _decode_arguments): send it back verbatim.
+def encode_arguments(arguments: Any) -> str:
+    """A call's arguments as the JSON text sent back; a ``str`` (the model's own invalid JSON,
+    see :func:`decode_arguments`) verbatim."""
     if isinstance(arguments, str):
         return arguments
     return _encoder.encode(arguments if arguments is not None else {}).decode()
 
 
-def _decode_arguments(raw: str) -> Any:
-    # Invalid JSON stays the raw string: the run loop tells the model what is wrong with it.
+def decode_arguments(raw: str) -> Any:
+    """A call's JSON arguments decoded; ``{}`` when empty; invalid JSON stays the raw string
+    (the run loop tells the model what is wrong with it)."""
     if not raw.strip():
         return {}
     try:
@@ -432,15 +441,18 @@ async def _read(response: httpx.Response, origin: Origin) -> AsyncGenerator[LLMS
 
 async def _fold(response: httpx.Response, turn: _Turn) -> AsyncGenerator[LLMStreamEvent, None]:
     kind = response.headers.get("content-type", "")
+    pieces: list[LLMStreamEvent] = []
     if kind.startswith("application/json"):
-        text = turn.feed(await response.aread())
-        if text:
-            yield LLMTextDelta(text=text)
+        turn.feed(await response.aread(), pieces)
+        for piece in pieces:
+            yield piece
         yield turn.response()
         return
     done = False
     other: list[str] = []  # lines that are not events: what a body that is no stream held
     async for line in response.aiter_lines():
+        if done:
+            continue  # read to the end: a connection read to its end goes back to the pool
         if not line.startswith("data:"):
             if len(other) < 5 and line.strip() and not line.startswith(":"):
                 other.append(line)
@@ -448,17 +460,25 @@ async def _fold(response: httpx.Response, turn: _Turn) -> AsyncGenerator[LLMStre
         data = line[5:].strip()
         if data == "[DONE]":
             done = True
-            break
-        text = turn.feed(data)
-        if text:
-            yield LLMTextDelta(text=text)
+            continue
+        turn.feed(data, pieces)
+        for piece in pieces:
+            yield piece
+        pieces.clear()
     if not turn.chunks:
         held = f"{kind or 'no content-type'}, {trimmed(' '.join(other))}" if other else "nothing"
         where = "before [DONE]" if done else f"(it held {held})"
         # Nothing at all looks like a connection dropped early: a new try may do better.
-        raise LLMError(f"the reply holds no chat completion chunk {where}", retryable=not other)
+        nothing = not other and not done
+        raise LLMError(
+            f"the reply holds no chat completion chunk {where}",
+            retryable=not other,
+            kind="connection" if nothing else "bad_reply",
+        )
     if not done and turn.finish_reason is None:
-        raise LLMError("the stream ended before the model finished its turn", retryable=True)
+        raise LLMError(
+            "the stream ended before the model finished its turn", retryable=True, kind="connection"
+        )
     yield turn.response()
 
 
@@ -471,16 +491,6 @@ def _worth_retrying(exc: Exception) -> bool:
 
 
 def _server_wait(exc: Exception) -> float | None:
-    """The seconds a refusal's ``Retry-After`` asks for; ``None`` for our own backoff."""
-    cause = exc.__cause__
-    if isinstance(cause, httpx.HTTPStatusError):
-        return _retry_after(cause.response.headers.get("retry-after"))
-    return None
-
-
-def _retry_after(value: str | None) -> float | None:
-    try:
-        seconds = float(value) if value is not None else math.nan
-    except ValueError:
-        return None  # an HTTP date: fall back to our own backoff
-    return None if math.isnan(seconds) else min(max(seconds, 0.0), 30.0)
+    """The seconds a refusal's ``Retry-After`` asks for (capped); ``None`` for our own backoff."""
+    wait = exc.retry_after if isinstance(exc, LLMError) else None
+    return min(wait, _MOST_RETRY_AFTER) if wait is not None else None

@@ -45,6 +45,7 @@ from helix_agents.models.base import (
     LLMTextDelta,
     LLMToolCallDelta,
 )
+from helix_agents.models.retrying import with_retries
 from helix_agents.runtime.decide import (
     JOB_KINDS,
     JobKind,
@@ -200,6 +201,8 @@ class RunActions:
         llm = self.env.llm_override or agent.llm or self.env.llm
         if llm is None:
             raise LLMError(f"agent {agent.name!r} has no LLM and the executor has no default")
+        self.env.models.use(llm)  # its HTTP client stays open until the executor closes
+        llm = with_retries(llm, agent.llm_config.retry)
         state = self.writer.state
         step = StepStarted(step=state.run_step_count + 1, taken=len(state.queued_messages))
         if step.taken:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from helix_agents.log.store import EventStore
 from helix_agents.models.base import LLMAdapter
+from helix_agents.models.connections import ModelHub
 from helix_agents.runtime.toolsets import ToolsetHub
 from helix_agents.tracing import NO_TRACER, Tracer
 from helix_agents.transport import RemoteAgentTransport
@@ -40,3 +41,5 @@ class RunEnv:
     """``(session id)``: let go of what ``keep_workspaces`` held (a terminated companion)."""
     toolsets: ToolsetHub | None = None
     """The executor's open toolsets; a run adds their tools to its agent's."""
+    models: ModelHub = field(default_factory=ModelHub)
+    """The models the runs called: their HTTP clients are closed with the executor."""

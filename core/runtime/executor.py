@@ -169,11 +169,8 @@ class AgentExecutor:
             else RuntimeParts(service=ExecutorService(self.runs))
         )
         runs = self.runs
-        runs.launcher, runs.run_guard, runs.takeover_claim = (
-            parts.launcher,
-            parts.run_guard,
-            parts.takeover_claim,
-        )
+        runs.launcher, runs.run_guard = parts.launcher, parts.run_guard
+        runs.takeover_claim = parts.takeover_claim
         self.service = parts.service
         """The protocol, implemented once over this executor (a ``RemoteAgentTransport``)."""
         self._lifespan: AbstractAsyncContextManager[object] | None = None
@@ -309,6 +306,7 @@ class AgentExecutor:
             raise
         finally:
             await self.toolsets.aclose()
+            await self.env.models.aclose()  # the HTTP clients of the models its runs called
 
     # --- the Python API -----------------------------------------------------------
 

@@ -15,10 +15,11 @@ from typing import Any
 
 import anyio
 import pytest
+from responses_fake import Turn
 from servers import serve
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import StreamingResponse
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from helix_agents import AgentExecutor, define_agent
@@ -29,11 +30,14 @@ from helix_agents.stores import MemoryEventStore
 
 
 def fake_openai(seen: list[dict[str, Any]]) -> Starlette:
-    """Answers "hello from MODEL"; records each request's model and authorization."""
+    """Answers "hello from MODEL" on chat completions and on the Responses API; records each
+    request's model, authorization and API."""
 
     async def completions(request: Request) -> StreamingResponse:
         body = await request.json()
-        seen.append({"model": body["model"], "auth": request.headers.get("authorization")})
+        seen.append(
+            {"model": body["model"], "auth": request.headers.get("authorization"), "api": "chat"}
+        )
 
         async def events() -> AsyncIterator[bytes]:
             delta = {"choices": [{"index": 0, "delta": {"content": f"hello from {body['model']}"}}]}
@@ -43,20 +47,41 @@ def fake_openai(seen: list[dict[str, Any]]) -> Starlette:
 
         return StreamingResponse(events(), media_type="text/event-stream")
 
-    return Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
+    async def responses(request: Request) -> Response:
+        body = await request.json()
+        seen.append(
+            {
+                "model": body["model"],
+                "auth": request.headers.get("authorization"),
+                "api": "responses",
+            }
+        )
+        return (
+            Turn(model=body["model"]).message([f"hello from {body['model']}"]).completed().reply()()
+        )
+
+    return Starlette(
+        routes=[
+            Route("/v1/chat/completions", completions, methods=["POST"]),
+            Route("/v1/responses", responses, methods=["POST"]),
+        ]
+    )
 
 
 @pytest.mark.parametrize(
-    ("name", "key", "auth"),
+    ("name", "key", "auth", "api"),
     [
-        ("openai:gpt-4o-mini", "sk-test", "Bearer sk-test"),
-        ("openai-compatible:llama3.2", None, None),
-        ("openai-compatible:llama3.2", "local-key", "Bearer local-key"),
+        ("openai:gpt-4o-mini", "sk-test", "Bearer sk-test", "responses"),
+        ("openai-chat:gpt-4o-mini", "sk-test", "Bearer sk-test", "chat"),
+        ("openai-compatible:llama3.2", None, None, "chat"),
+        ("openai-compatible:llama3.2", "local-key", "Bearer local-key", "chat"),
     ],
 )
 async def test_a_named_model_calls_the_server_with_the_usual_variables(
-    monkeypatch: pytest.MonkeyPatch, name: str, key: str | None, auth: str | None
+    monkeypatch: pytest.MonkeyPatch, name: str, key: str | None, auth: str | None, api: str
 ) -> None:
+    """``openai:`` speaks the Responses API, ``openai-chat:`` and ``openai-compatible:`` chat
+    completions."""
     seen: list[dict[str, Any]] = []
     with anyio.fail_after(20):
         async with serve(fake_openai(seen)) as url:
@@ -68,10 +93,10 @@ async def test_a_named_model_calls_the_server_with_the_usual_variables(
             agent = define_agent("greeter", model=name)
             async with AgentExecutor(MemoryEventStore(), [agent]) as executor:
                 first = await executor.run(agent, "hi")
-                second = await executor.run(agent, "again")  # a client per call: no leftovers
+                second = await executor.run(agent, "again")
     model = name.partition(":")[2]
     assert first == second == f"hello from {model}"
-    assert seen == [{"model": model, "auth": auth}] * 2
+    assert seen == [{"model": model, "auth": auth, "api": api}] * 2
     assert isinstance(agent.llm, NamedModel)
     assert key is None or key not in repr(agent.llm)
 

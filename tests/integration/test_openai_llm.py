@@ -42,6 +42,7 @@ from helix_agents.models.base import (
     LLMResponse,
     LLMStreamEvent,
     LLMTextDelta,
+    LLMToolCallDelta,
     TokenUsage,
     ToolSpec,
 )
@@ -419,8 +420,16 @@ async def test_parallel_tool_calls_reassemble_from_fragments(fake: FakeOpenAI) -
     async with OpenAIChatLLM("gpt-fake", base_url=fake.base_url) as llm:
         events = await collect(llm)
 
+    # Each fragment of a call's arguments streams as it comes, its id and name with the first.
     assert events == [
         LLMTextDelta(text="Checking."),
+        LLMToolCallDelta(index=0, arguments="", id="call_a", name="weather"),
+        LLMToolCallDelta(index=1, arguments="", id="call_b", name="time"),
+        LLMToolCallDelta(index=0, arguments='{"ci'),
+        LLMToolCallDelta(index=1, arguments='{"tz": "Eur'),
+        LLMToolCallDelta(index=0, arguments='ty": "Zü'),
+        LLMToolCallDelta(index=1, arguments='ope/Paris"}'),
+        LLMToolCallDelta(index=0, arguments='rich", "u": ["C"]}'),
         LLMResponse(
             content="Checking.",
             tool_calls=[
@@ -485,6 +494,7 @@ async def test_non_streamed_json_reply(fake: FakeOpenAI) -> None:
 
     assert events == [
         LLMTextDelta(text="Let me check."),
+        LLMToolCallDelta(index=0, arguments='{"city":"Oslo"}', id="call_x", name="weather"),
         LLMResponse(
             content="Let me check.",
             tool_calls=[ToolCall(id="call_x", name="weather", arguments={"city": "Oslo"})],

@@ -1,7 +1,8 @@
 """The README's front page: its snippets run as written, its lists are whole.
 
-The real-model snippet runs against a fake OpenAI-compatible
-server on uvicorn (loopback), reached through ``OPENAI_BASE_URL``; so does
+The real-model snippet (``openai:``, OpenAI's Responses API) runs against a
+fake OpenAI server on uvicorn (loopback), reached
+through ``OPENAI_BASE_URL``; so does
 the served counter of "Serving an agent...", a real ``helix-agents serve``
 subprocess that the README's own ``curl`` lines are sent to (with httpx).
 """
@@ -14,7 +15,6 @@ import re
 import shlex
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -23,10 +23,11 @@ import anyio
 import httpx
 import pytest
 from anyio.abc import Process
+from responses_fake import Turn
 from servers import closed_port, serve
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
 pytestmark = pytest.mark.slow
@@ -52,29 +53,25 @@ def block(heading: str) -> str:
 
 
 def fake_openai(requests: list[dict[str, Any]]) -> Starlette:
-    """First a word_count call, then a text answer quoting the tool's result."""
+    """First a word_count call, then a text answer quoting the tool's result (the Responses
+    API, which ``openai:`` speaks)."""
 
-    async def completions(request: Request) -> StreamingResponse:
+    async def responses(request: Request) -> Response:
         body = await request.json()
         requests.append(body)
-        results = [m["content"] for m in body["messages"] if m["role"] == "tool"]
+        results = [i["output"] for i in body["input"] if i.get("type") == "function_call_output"]
         if results:
-            delta: dict[str, Any] = {"content": f"It has {results[0]} words."}
+            turn = Turn().message([f"It has {results[0]} words."])
         else:
-            call = {"index": 0, "id": "c1", "type": "function"}
-            call["function"] = {
-                "name": "word_count",
-                "arguments": json.dumps({"text": "logs make recovery a replay"}),
-            }
-            delta = {"tool_calls": [call]}
+            arguments = json.dumps({"text": "logs make recovery a replay"})
+            turn = Turn().call("c1", "word_count", [arguments])
+        return turn.completed().reply()()
 
-        async def events() -> AsyncIterator[bytes]:
-            yield b"data: " + json.dumps({"choices": [{"index": 0, "delta": delta}]}).encode()
-            yield b"\n\ndata: [DONE]\n\n"
-
-        return StreamingResponse(events(), media_type="text/event-stream")
-
-    return Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
+    return Starlette(
+        routes=[
+            Route("/v1/responses", responses, methods=["POST"]),
+        ]
+    )
 
 
 def test_the_quickstart_commands_are_kept_exactly() -> None:
@@ -96,10 +93,10 @@ async def test_the_real_model_snippet_runs_as_written(tmp_path: Path) -> None:
     assert done.stdout.decode() == "It has 5 words.\n"
     first = requests[0]
     assert first["model"] == "gpt-4o-mini"
-    [spec] = first["tools"]
-    assert spec["function"]["name"] == "word_count"
-    assert spec["function"]["description"] == "Count the words of a text."
-    assert spec["function"]["parameters"]["required"] == ["text"]
+    [spec] = first["tools"]  # the Responses API's function tool: openai: speaks it
+    assert spec["name"] == "word_count"
+    assert spec["description"] == "Count the words of a text."
+    assert spec["parameters"]["required"] == ["text"]
 
 
 async def test_the_real_model_snippet_without_a_key_names_the_variable(tmp_path: Path) -> None:
