@@ -30,7 +30,15 @@ from provider_fakes import anthropic_turn, chat_turn, gemini_turn
 from responses_fake import Turn, usage
 from starlette.responses import Response
 
-__all__ = ["WIRES", "Call", "Conversation", "Said", "Script", "Wire", "answering"]
+__all__ = ["WIRES", "Call", "Conversation", "Offered", "Said", "Script", "Wire", "answering"]
+
+
+@dataclass(frozen=True)
+class Offered:
+    """A tool as a request offers it to the model."""
+
+    description: str
+    parameters: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -43,8 +51,8 @@ class Conversation:
     """The first user message's text."""
     results: list[str]
     """The tool results so far, in order, as the model reads them."""
-    tools: list[str]
-    """The names of the tools offered."""
+    tools: dict[str, Offered]
+    """The tools offered, by name."""
     kept: list[str] = field(default_factory=list)
     """The opaque reasoning sent back (Anthropic's thinking signatures, the Responses API's
     encrypted content, Gemini's thought signatures decoded)."""
@@ -121,7 +129,10 @@ def _read_anthropic(body: dict[str, Any]) -> Conversation:
             for block in _anthropic_blocks(body, "user")
             if block.get("type") == "tool_result"
         ],
-        tools=[tool["name"] for tool in body.get("tools", [])],
+        tools={
+            tool["name"]: Offered(tool.get("description", ""), tool["input_schema"])
+            for tool in body.get("tools", [])
+        },
         kept=[
             block["signature"]
             for block in _anthropic_blocks(body, "assistant")
@@ -157,13 +168,22 @@ def _read_gemini(body: dict[str, Any]) -> Conversation:
             for part in _gemini_parts(body, "user")
             if "functionResponse" in part
         ],
-        tools=[declaration["name"] for declaration in declared],
+        tools={d["name"]: Offered(d.get("description", ""), _schema(d)) for d in declared},
         kept=[
             base64.b64decode(part["thoughtSignature"]).decode()
             for part in _gemini_parts(body, "model")
             if "thoughtSignature" in part
         ],
     )
+
+
+def _schema(declaration: dict[str, Any]) -> dict[str, Any]:
+    """A function declaration's parameters, under any of the names the SDK may send."""
+    for key in ("parametersJsonSchema", "parameters_json_schema", "parameters"):
+        if key in declaration:
+            schema: dict[str, Any] = declaration[key]
+            return schema
+    return {}
 
 
 def _write_gemini(said: Said) -> Response:
@@ -185,7 +205,11 @@ def _read_responses(body: dict[str, Any]) -> Conversation:
         system="\n\n".join([body["instructions"], *system] if body.get("instructions") else system),
         user=users[0] if users else "",
         results=[i["output"] for i in items if i.get("type") == "function_call_output"],
-        tools=[tool["name"] for tool in body.get("tools", []) if tool.get("type") == "function"],
+        tools={
+            tool["name"]: Offered(tool.get("description", ""), tool.get("parameters", {}))
+            for tool in body.get("tools", [])
+            if tool.get("type") == "function"
+        },
         kept=[i["encrypted_content"] for i in items if i.get("type") == "reasoning"],
     )
 
@@ -211,7 +235,10 @@ def _read_chat(body: dict[str, Any]) -> Conversation:
         system="\n\n".join(_text(m["content"]) for m in messages if m["role"] == "system"),
         user=users[0] if users else "",
         results=[_text(m["content"]) for m in messages if m["role"] == "tool"],
-        tools=[tool["function"]["name"] for tool in body.get("tools", [])],
+        tools={
+            f["name"]: Offered(f.get("description", ""), f.get("parameters", {}))
+            for f in (tool["function"] for tool in body.get("tools", []))
+        },
     )
 
 
