@@ -21,8 +21,10 @@ lead's and the helper's ``/sse`` frames and ``/status``.
   and times aside, as in ``test_runtimes_agree.py``).
 - For each runtime, the four adapters' logs agree once what is the model's own
   is taken out: model names, token counts, reasoning (its chunks and the
-  provider data kept on the message), call ids (Gemini sends none: the adapter
-  makes them up), and each tree's own names (its session and agent types).
+  provider data kept on the message), partial outputs (how many, and how far
+  each got, follows how the provider splits a call's arguments: Gemini sends
+  them whole), call ids (Gemini sends none: the adapter makes them up), and
+  each tree's own names (its session and agent types).
 """
 
 from __future__ import annotations
@@ -59,7 +61,9 @@ LIMIT = 60.0
 
 RUNTIMES = ("builtin", "temporal", "dbos")
 PAIRS = [("builtin", "temporal"), ("builtin", "dbos"), ("temporal", "dbos")]
-ANSWER = 'I saw notes on tea; {"note":"notes on leaf"}'
+NOTE = "notes on leaf, and all they say"
+"""The helper's output: what its lookup found, and more (its arguments make a partial output)."""
+ANSWER = f'I saw notes on tea; {{"note":"{NOTE}"}}'
 """The lead's answer: the two tool results it read (its lookup's, its helper's output)."""
 SIGNATURE = "sig-lead"
 """The opaque reasoning of the lead's first turn, which its next requests must send back."""
@@ -136,13 +140,14 @@ def model(c: Conversation) -> Said:
     (how many tool results it has read).
 
     The lead reasons, looks tea up, asks its helper, then says what it read; the helper
-    looks the leaf up and finishes with what it read (arguments under the 32 characters
-    that make a ``partial_output``, whose count depends on how the stream's pieces batch).
+    looks the leaf up and finishes with what it read, and more: its ``__finish__``
+    arguments stream in three pieces (Gemini's whole), a ``partial_output`` on the way.
     """
     if c.system == "You are the helper.":
         if not c.results:
             return Said(calls=(Call("h1", "lookup", {"topic": "leaf"}),))
-        return Said(text=("Done.",), calls=(Call("h2", "__finish__", {"note": c.results[0]}),))
+        finish = Call("h2", "__finish__", {"note": f"{c.results[0]}, and all they say"}, 3)
+        return Said(text=("Done.",), calls=(finish,))
     assert c.system == "You are the lead.", c.system
     if not c.results:
         return Said(
@@ -321,8 +326,8 @@ def _call_ids(value: Any) -> Iterator[str]:
 def without_the_model(logs: list[list[Any]], adapter: Adapter) -> list[list[Any]]:
     """The tree's logs without what is the model's own (see the module's docstring).
 
-    Reasoning chunks are dropped, and with them every sequence number (the
-    order of the events stays); the tree's names become ``tree``, ``lead`` and
+    Reasoning and partial output chunks are dropped, and with them every
+    sequence number (the order of the events stays); the tree's names become ``tree``, ``lead`` and
     ``helper``; call ids ``call-1``, ``call-2``... by first appearance.
     """
     ranks: dict[str, str] = {}
@@ -351,18 +356,18 @@ def without_the_model(logs: list[list[Any]], adapter: Adapter) -> list[list[Any]
                 if key not in ("seq", "childSeq", "ts", "runId", "reasoning")
             }
         if isinstance(value, list):
-            return [walk(inner) for inner in value if not _reasoning(inner)]
+            return [walk(inner) for inner in value if not _streamed_by_the_model(inner)]
         return text(value) if isinstance(value, str) else value
 
     return [walk(log) for log in logs]
 
 
-def _reasoning(event: Any) -> bool:
-    """A reasoning chunk (or a child's, forwarded)."""
+def _streamed_by_the_model(event: Any) -> bool:
+    """A reasoning or partial output chunk (or a child's, forwarded)."""
     if not isinstance(event, dict):
         return False
     chunk = event.get("chunk") if event.get("type") == "child_chunk_forwarded" else event
-    return isinstance(chunk, dict) and chunk.get("type") == "reasoning_delta"
+    return isinstance(chunk, dict) and chunk.get("type") in ("reasoning_delta", "partial_output")
 
 
 def _difference(ours: list[Any], theirs: list[Any]) -> str:
@@ -387,7 +392,14 @@ async def test_the_tree_answers_from_both_tool_results(
     statuses = [item[2] for item in play.seen if item[0] == "GET /status"]
     assert [status["status"] for status in statuses] == ["completed", "completed"]
     assert statuses[0]["output"] == ANSWER
-    assert statuses[1]["output"] == {"note": "notes on leaf"}
+    assert statuses[1]["output"] == {"note": NOTE}
+    partials = [
+        frame["chunk"]["output"]["note"]
+        for _, event, _, frame in (item for item in play.seen if item[0] == "sse")
+        if event == "chunk" and frame["chunk"]["type"] == "partial_output"
+    ]
+    assert partials, "the helper's output streamed as it was written"
+    assert all(NOTE.startswith(note) for note in partials), partials
     assert len(play.logs) == 2  # the lead's and the helper's
     tokens = [
         event
