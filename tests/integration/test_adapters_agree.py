@@ -47,12 +47,12 @@ from responses_fake import FakeResponses
 from servers import serve
 from starlette.applications import Starlette
 from temporal_server import TemporalDev
+from test_runtimes_agree import Client, normalized
 
 from helix_agents import AgentConfig, create_sub_agent_tool, define_agent, tool
 from helix_agents.server import create_http_app
 from helix_agents.stores import SqliteEventStore
 from tests.integration._durable_kit import Runtime
-from tests.integration.test_runtimes_agree import Client, normalized
 
 pytestmark = [pytest.mark.slow]
 
