@@ -1,7 +1,9 @@
-"""Fake Anthropic and Gemini servers that speak each API's own wire format, for real uvicorn.
+"""Fake Anthropic, Gemini and OpenAI chat-completions servers in each API's own wire format.
 
 Each fake records every request (path, query, JSON body, lower-cased headers)
-and plays its ``replies`` in order, the last one repeating. The builders below
+and plays its ``replies`` in order, the last one repeating, or, given an
+``answer``, replies with what that makes of the request's body (a fake that
+answers by conversation: ``conversation_fakes.py``). The builders below
 write the bodies as the providers' API references document them:
 
 - Anthropic's Messages API, ``POST /v1/messages`` with ``stream: true``:
@@ -16,6 +18,11 @@ write the bodies as the providers' API references document them:
   with ``content.parts``, ``finishReason`` on the last, ``usageMetadata``,
   ``modelVersion``, ``responseId``); an error reply is Google's
   ``{"error": {"code", "message", "status", "details"}}``.
+- OpenAI's ``POST /v1/chat/completions`` with ``stream: true`` (what
+  ``openai-chat:`` and ``openai-compatible:`` speak): ``data: JSON`` events,
+  each a ``chat.completion.chunk`` (``choices[0].delta`` with ``content`` or
+  ``tool_calls`` fragments, ``finish_reason`` on the last), then the usage
+  chunk ``stream_options.include_usage`` asks for, then ``data: [DONE]``.
 
 Use them with ``servers.serve``::
 
@@ -31,7 +38,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +52,7 @@ from starlette.types import Receive, Scope, Send
 
 __all__ = [
     "FakeAnthropic",
+    "FakeChat",
     "FakeGemini",
     "MESSAGE_STOP",
     "Recorded",
@@ -57,6 +65,10 @@ __all__ = [
     "anthropic_stream",
     "anthropic_text_turn",
     "anthropic_tool_turn",
+    "anthropic_turn",
+    "chat_chunk",
+    "chat_stream",
+    "chat_turn",
     "cut_stream",
     "endless_stream",
     "gemini_bytes",
@@ -64,6 +76,7 @@ __all__ = [
     "gemini_error",
     "gemini_event",
     "gemini_stream",
+    "gemini_turn",
     "gemini_usage",
     "message_delta",
     "message_start",
@@ -98,12 +111,16 @@ class _Fake:
     replies: list[Reply] = field(default_factory=list)
     requests: list[Recorded] = field(default_factory=list)
     url: str = ""  # where it is served, once the test has served it
+    answer: Callable[[dict[str, Any]], Response] | None = None
+    """Instead of ``replies``: the reply to a request's JSON body."""
 
     async def _answer(self, request: Request) -> Response:
         body = await request.json()
         self.requests.append(
             Recorded(request.url.path, dict(request.query_params), body, dict(request.headers))
         )
+        if self.answer is not None:
+            return self.answer(body)
         if not self.replies:
             return JSONResponse({"error": "the test gave the fake no reply"}, status_code=500)
         return self.replies[min(len(self.requests), len(self.replies)) - 1]()
@@ -125,6 +142,14 @@ class FakeGemini(_Fake):
         self.app = Starlette(
             routes=[Route("/{version}/models/{action}", self._answer, methods=["POST"])]
         )
+
+
+class FakeChat(_Fake):
+    """``POST /v1/chat/completions`` as OpenAI (and servers compatible with it) answer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.app = Starlette(routes=[Route("/v1/chat/completions", self._answer, methods=["POST"])])
 
 
 # --- the wire: server-sent events ---------------------------------------------
@@ -309,6 +334,28 @@ def anthropic_tool_turn(call_id: str, name: str, arguments: dict[str, Any]) -> l
     ]
 
 
+def anthropic_turn(
+    text: Sequence[str] = (),
+    calls: Sequence[tuple[str, str, Sequence[str]]] = (),
+    *,
+    thinking: Sequence[str] = (),
+    signature: str = "sig-fake",
+    model: str = "claude-fake-1",
+) -> Reply:
+    """A whole streamed turn: thinking (if any, then its ``signature``), text (if any), then
+    each call ``(id, name, argument pieces)`` as a ``tool_use`` block."""
+    made: list[list[dict[str, Any]]] = []  # each block's events, its index its place here
+    if thinking:
+        made.append(thinking_block(len(made), *thinking, signature=signature))
+    if text:
+        made.append(text_block(len(made), *text))
+    for call_id, name, pieces in calls:
+        made.append(tool_use_block(len(made), call_id, name, *pieces))
+    blocks = [event for block in made for event in block]
+    stop = "tool_use" if calls else "end_turn"
+    return anthropic_stream(message_start(model), *blocks, message_delta(stop), MESSAGE_STOP)
+
+
 def anthropic_error(
     status: int, error_type: str, message: str, headers: dict[str, str] | None = None
 ) -> Reply:
@@ -382,6 +429,39 @@ def gemini_bytes(*chunks: dict[str, Any]) -> list[bytes]:
     return [gemini_event(chunk) for chunk in chunks]
 
 
+def gemini_turn(
+    text: Sequence[str] = (),
+    calls: Sequence[tuple[str | None, str, dict[str, Any]]] = (),
+    *,
+    thinking: Sequence[str] = (),
+    thought_signature: str | None = None,
+    model_version: str = "gemini-fake-1",
+) -> Reply:
+    """A whole streamed turn: a chunk per thought piece and per text piece, then the calls
+    ``(id or None, name, args)`` whole in one chunk (as Gemini sends them), which ends the
+    turn with ``STOP`` and the usage; ``thought_signature`` (plain text, sent base64) goes on
+    the first call, else on the last text piece."""
+    chunks: list[list[dict[str, Any]]] = [[{"text": p, "thought": True}] for p in thinking]
+    chunks += [[{"text": piece}] for piece in text]
+    if calls:
+        chunks.append([])
+        for call_id, name, args in calls:
+            call: dict[str, Any] = {"name": name, "args": args}
+            if call_id is not None:
+                call["id"] = call_id
+            chunks[-1].append({"functionCall": call})
+    if not chunks:
+        chunks.append([{"text": ""}])
+    if thought_signature is not None:
+        chunks[-1][0]["thoughtSignature"] = signature(thought_signature)
+    *head, last = chunks
+    used = gemini_usage(10, 5, thoughts=3 if thinking else None)
+    return gemini_stream(
+        *(gemini_chunk(*parts, model_version=model_version) for parts in head),
+        gemini_chunk(*last, finish_reason="STOP", usage=used, model_version=model_version),
+    )
+
+
 def signature(text: str) -> str:
     """A thought signature as the wire carries it: base64 of opaque bytes."""
     return base64.b64encode(text.encode()).decode()
@@ -405,3 +485,59 @@ def gemini_error(
 def retry_info(delay: str) -> dict[str, Any]:
     """The ``google.rpc.RetryInfo`` detail a 429 carries (``"retryDelay": "7s"``)."""
     return {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": delay}
+
+
+# --- OpenAI chat completions -----------------------------------------------------
+
+
+def chat_chunk(
+    delta: dict[str, Any], finish_reason: str | None = None, *, model: str = "gpt-fake-chat"
+) -> dict[str, Any]:
+    """One ``chat.completion.chunk`` as OpenAI streams it (``usage`` null until the last)."""
+    choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion.chunk",
+        "created": 1_760_000_000,
+        "model": model,
+        "system_fingerprint": "fp_fake",
+        "choices": [choice],
+        "usage": None,
+    }
+
+
+def chat_stream(*chunks: dict[str, Any]) -> Reply:
+    """A streamed chat completion: ``data: JSON`` per chunk, one write each, then ``[DONE]``."""
+    body = [f"data: {_json(chunk)}\n\n".encode() for chunk in chunks]
+    body.append(b"data: [DONE]\n\n")
+    return lambda: StreamingResponse(_parts(body), media_type=SSE)
+
+
+def chat_turn(
+    text: Sequence[str] = (),
+    calls: Sequence[tuple[str, str, Sequence[str]]] = (),
+    *,
+    model: str = "gpt-fake-chat",
+    prompt_tokens: int = 10,
+    completion_tokens: int = 5,
+) -> Reply:
+    """A whole streamed turn: the role, a ``content`` delta per text piece, each call
+    ``(id, name, argument pieces)`` as ``tool_calls`` fragments (id and name first), the
+    ``finish_reason``, then the usage chunk."""
+    chunks = [chat_chunk({"role": "assistant", "content": ""}, model=model)]
+    chunks += [chat_chunk({"content": piece}, model=model) for piece in text]
+    for index, (call_id, name, pieces) in enumerate(calls):
+        function = {"name": name, "arguments": ""}
+        start = {"index": index, "id": call_id, "type": "function", "function": function}
+        chunks.append(chat_chunk({"tool_calls": [start]}, model=model))
+        for piece in pieces:
+            more = {"index": index, "function": {"arguments": piece}}
+            chunks.append(chat_chunk({"tool_calls": [more]}, model=model))
+    chunks.append(chat_chunk({}, "tool_calls" if calls else "stop", model=model))
+    usage = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+    chunks.append({**chat_chunk({}, model=model), "choices": [], "usage": usage})
+    return chat_stream(*chunks)

@@ -5,6 +5,9 @@ fake OpenAI server on uvicorn (loopback), reached
 through ``OPENAI_BASE_URL``; so does
 the served counter of "Serving an agent...", a real ``helix-agents serve``
 subprocess that the README's own ``curl`` lines are sent to (with httpx).
+The same snippet runs on ``anthropic:`` and ``google:`` with only its model
+string and the key changed, each on its provider's fake (reached through
+``ANTHROPIC_BASE_URL``, ``GOOGLE_GEMINI_BASE_URL``).
 """
 
 from __future__ import annotations
@@ -16,14 +19,16 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 import anyio
 import httpx
 import pytest
 from anyio.abc import Process
-from responses_fake import Turn
+from conversation_fakes import WIRES, Call, Conversation, Offered, Said, answering
+from provider_fakes import FakeAnthropic, FakeGemini
+from responses_fake import FakeResponses, Turn
 from servers import closed_port, serve
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -74,6 +79,49 @@ def fake_openai(requests: list[dict[str, Any]]) -> Starlette:
     )
 
 
+SNIPPET_MODEL = "openai:gpt-4o-mini"
+"""The model string of "A real model in ten lines"."""
+
+
+class Provider(NamedTuple):
+    """A provider the real-model snippet runs on: its model string, its key's variable, its
+    API root's variable (pointed at its fake), its fake's wire."""
+
+    model: str
+    key: str
+    base_url: str
+    wire: str
+
+
+PROVIDERS = {
+    "openai": Provider(SNIPPET_MODEL, "OPENAI_API_KEY", "OPENAI_BASE_URL", "responses"),
+    "anthropic": Provider(
+        "anthropic:claude-haiku-4-5", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "anthropic"
+    ),
+    "google": Provider(
+        "google:gemini-2.5-flash", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL", "gemini"
+    ),
+}
+MODEL_VARIABLES = ("OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE_")
+"""The prefixes of every provider's variables: none reaches the snippet but what a test sets."""
+
+
+def counting(c: Conversation) -> Said:
+    """The model the snippet meets: it calls word_count, then answers with its result."""
+    if c.results:
+        return Said(text=(f"It has {c.results[0]} words.",))
+    return Said(calls=(Call("w1", "word_count", {"text": "logs make recovery a replay"}),))
+
+
+def on_provider(provider: str, tmp_path: Path) -> Path:
+    """The snippet with its model string swapped for ``provider``'s (and nothing else)."""
+    snippet = block("A real model in ten lines")
+    assert snippet.count(SNIPPET_MODEL) == 1, "the snippet names its model once"
+    path = tmp_path / "real.py"
+    path.write_text(snippet.replace(SNIPPET_MODEL, PROVIDERS[provider].model))
+    return path
+
+
 def test_the_quickstart_commands_are_kept_exactly() -> None:
     assert block("Quickstart") == QUICKSTART
 
@@ -97,6 +145,75 @@ async def test_the_real_model_snippet_runs_as_written(tmp_path: Path) -> None:
     assert spec["name"] == "word_count"
     assert spec["description"] == "Count the words of a text."
     assert spec["parameters"]["required"] == ["text"]
+
+
+@pytest.mark.parametrize("provider", list(PROVIDERS))
+async def test_the_real_model_snippet_runs_on_each_provider_by_its_string_and_key(
+    tmp_path: Path, provider: str
+) -> None:
+    """Only the model string and the key change (and the API root, to reach the fake)."""
+    spec = PROVIDERS[provider]
+    script = on_provider(provider, tmp_path)
+    fake: FakeAnthropic | FakeGemini | FakeResponses
+    if spec.wire == "anthropic":
+        fake = FakeAnthropic()
+    elif spec.wire == "gemini":
+        fake = FakeGemini()
+    else:
+        fake = FakeResponses()
+    fake.answer = answering(spec.wire, counting)
+    app = fake.app() if isinstance(fake, FakeResponses) else fake.app
+    env = {k: v for k, v in os.environ.items() if not k.startswith(MODEL_VARIABLES)}
+    with anyio.fail_after(60):
+        async with serve(app) as url:
+            root = f"{url}/v1" if provider == "openai" else url
+            env |= {spec.key: "key-of-the-test", spec.base_url: root}
+            done = await anyio.run_process(
+                [sys.executable, script.name], cwd=tmp_path, env=env, check=False
+            )
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode() == "It has 5 words.\n"
+    assert done.stderr == b""  # no SDK's warning either
+    first, second = (WIRES[spec.wire].read(request.body) for request in fake.requests)
+    assert first.tools == {  # the tool's spec, as the provider's API takes it
+        "word_count": Offered(
+            "Count the words of a text.",
+            {
+                "additionalProperties": False,
+                "properties": {"text": {"title": "Text", "type": "string"}},
+                "required": ["text"],
+                "title": "WordCountInput",
+                "type": "object",
+            },
+        )
+    }
+    assert second.results == ["5"]
+    assert all("key-of-the-test" in str(request.headers) for request in fake.requests)
+    model = spec.model.partition(":")[2]
+    for request in fake.requests:  # Gemini names the model in the path, the others in the body
+        assert request.body.get("model") == model or f"/models/{model}:" in str(request)
+
+
+@pytest.mark.parametrize(
+    ("provider", "line"),
+    [
+        ("anthropic", "needs an Anthropic API key: set ANTHROPIC_API_KEY"),
+        ("google", "needs a Gemini API key: set GEMINI_API_KEY or GOOGLE_API_KEY"),
+    ],
+)
+async def test_the_snippet_on_another_provider_without_its_key_names_it(
+    tmp_path: Path, provider: str, line: str
+) -> None:
+    script = on_provider(provider, tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(MODEL_VARIABLES)}
+    env["OPENAI_API_KEY"] = "sk-another-providers-key"  # not the one it needs
+    with anyio.fail_after(60):
+        done = await anyio.run_process(
+            [sys.executable, script.name], cwd=tmp_path, env=env, check=False
+        )
+    assert done.returncode == 1
+    last = done.stderr.decode().splitlines()[-1]
+    assert f"model '{PROVIDERS[provider].model}' {line}" in last, last
 
 
 async def test_the_real_model_snippet_without_a_key_names_the_variable(tmp_path: Path) -> None:
