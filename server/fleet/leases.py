@@ -111,24 +111,36 @@ class LeaseKeeper:
         async with self._locks.hold(session_id):
             yield
 
-    async def take(self, session_id: str) -> Lease:
-        """Create the session's lease for this host unless a host holds it; say who does."""
+    async def take(self, session_id: str, patience: float = 0.0) -> Lease:
+        """Create the session's lease for this host unless a host holds it; say who does.
+
+        ``patience``: seconds to keep trying while JetStream does not answer (a
+        node died and its streams are moving: about a second), so a run does
+        not begin unleased for a blip; past it, the run may begin unleased and
+        the next renewal puts the lease.
+        """
         await self._opened.wait()  # a request that came in while the host was opening it
         if self.kv is None:
             return Lease(holder=None)
-        try:
-            for _ in range(3):  # a lease that expires between the two steps: try again
-                try:
-                    revision = await self._create(session_id)
-                    self.held[session_id] = revision
-                    return Lease(holder=self.host_id, created=revision)
-                except (KeyWrongLastSequenceError, KeyNotFoundError):
-                    holder = await self.holder(session_id)
-                    if holder is not None:
-                        return Lease(holder=holder)
-        except Exception as exc:  # best effort: the next renewal puts it
-            log.warning("could not take the lease of %s: %s", session_id, exc)
-        return Lease(holder=None)
+        deadline, pause = anyio.current_time() + patience, 0.05
+        while True:
+            try:
+                for _ in range(3):  # a lease that expires between the two steps: try again
+                    try:
+                        revision = await self._create(session_id)
+                        self.held[session_id] = revision
+                        return Lease(holder=self.host_id, created=revision)
+                    except (KeyWrongLastSequenceError, KeyNotFoundError):
+                        holder = await self.holder(session_id)
+                        if holder is not None:
+                            return Lease(holder=holder)
+                return Lease(holder=None)
+            except Exception as exc:  # best effort: the next renewal puts it
+                if anyio.current_time() + pause > deadline:
+                    log.warning("could not take the lease of %s: %s", session_id, exc)
+                    return Lease(holder=None)
+                await anyio.sleep(pause)
+                pause = min(pause * 2, 1.0)
 
     async def _create(self, session_id: str) -> int:
         """Write this host's lease only if the key has no live value; its revision.

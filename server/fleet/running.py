@@ -20,9 +20,10 @@ wrong entry costs a read and nothing more:
   read under the lease) when the log says the session is not running. A
   takeover is decided by the log alone, so a stale entry never causes one.
 - **A missing entry** can only come from a put that failed (JetStream
-  unavailable) while the append that began the run succeeded. The host puts
-  it again every scan round while the run is active here; and a full sweep of
-  every session's log (rare, ``sweep_every``) writes any that is missing.
+  unavailable for longer than the run's guard waits for it, ``BEGIN_PATIENCE``)
+  while the append that began the run succeeded. The host puts it again every
+  scan round while the run is active here; and a full sweep of every
+  session's log (rare, ``sweep_every``) writes any that is missing.
 - **A new bucket** (sessions that ran before it existed) is filled by one
   full sweep, after which the key :data:`REBUILT_KEY` says it is complete.
 
@@ -39,6 +40,7 @@ import logging
 import re
 from collections.abc import Callable
 
+import anyio
 import nats.errors
 from nats.aio.client import Client as NatsClient
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError
@@ -144,19 +146,32 @@ class RunningIndex:
         """Close the index's inbox (the connection may outlive it)."""
         await self._inbox.close()
 
-    async def mark(self, session_id: str) -> bool:
-        """Put the session's entry; on a failure, log it, remember it, and say False."""
-        try:
-            if self.kv is None:
-                raise nats.errors.Error("the bucket is not open")
-            subject = f"$KV.{self.bucket}.{lease_key(session_id)}"
-            ack = await self._inbox.publish(subject, self._value)
-            if ack.error is not None:
-                raise nats.errors.Error(ack.error.description)
-        except Exception as exc:  # never the end of a run: put again at the next round
-            log.warning("could not index the run of %s: %s", session_id, exc)
-            self.unmarked.add(session_id)
-            return False
+    async def mark(self, session_id: str, patience: float = 0.0) -> bool:
+        """Put the session's entry; on a failure, log it, remember it, and say False.
+
+        ``patience``: seconds to keep trying while JetStream does not answer (a
+        node's streams moving), so a run about to begin is indexed before it
+        does: a host that dies right after would otherwise leave a running
+        session only a full sweep finds.
+        """
+        deadline, pause = anyio.current_time() + patience, 0.05
+        while True:
+            try:
+                if self.kv is None:
+                    raise nats.errors.Error("the bucket is not open")
+                subject = f"$KV.{self.bucket}.{lease_key(session_id)}"
+                ack = await self._inbox.publish(subject, self._value)
+                if ack.error is not None:
+                    raise nats.errors.Error(ack.error.description)
+                break
+            except Exception as exc:  # never the end of a run: put again at the next round
+                if self.kv is not None and anyio.current_time() + pause <= deadline:
+                    await anyio.sleep(pause)
+                    pause = min(pause * 2, 1.0)
+                    continue
+                log.warning("could not index the run of %s: %s", session_id, exc)
+                self.unmarked.add(session_id)
+                return False
         self.mine[session_id] = ack.seq
         self.unmarked.discard(session_id)
         return True

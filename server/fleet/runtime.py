@@ -42,6 +42,10 @@ __all__ = ["HeldElsewhere", "NatsRuntime"]
 
 _log = logging.getLogger("helix_agents.server")
 
+BEGIN_PATIENCE = 5.0
+"""Seconds a run about to begin waits for its lease and index entry while JetStream does not
+answer (a killed node's streams find a new leader in about a second)."""
+
 _HOST_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
@@ -166,17 +170,19 @@ class NatsRuntime:
         it is forwarded to that host), so at most one host can begin runs of a
         session. If no run of it began here, a lease this host holds for it is
         given back, and the index entry put here is removed if the log says
-        the session is not running. A lease that cannot be taken (JetStream
-        unavailable) does not stop the run: the next renewal puts it (and the
-        next scan round its index entry).
+        the session is not running. While JetStream does not answer (a node's
+        streams moving), both are tried again for up to ``BEGIN_PATIENCE``
+        seconds before the run begins; a lease that still cannot be taken
+        (JetStream unavailable) does not stop the run: the next renewal puts it
+        (and the next scan round its index entry).
         """
         async with self.leases.hold(session_id):
-            lease = await self.leases.take(session_id)
+            lease = await self.leases.take(session_id, patience=BEGIN_PATIENCE)
             if lease.holder is not None and lease.holder != self.host_id:
                 raise HeldElsewhere(session_id, lease.holder)
             marked = False
             if not self.executor.is_executing(session_id):
-                marked = await self.running.mark(session_id)
+                marked = await self.running.mark(session_id, patience=BEGIN_PATIENCE)
             try:
                 yield lease
             finally:

@@ -47,6 +47,7 @@ from helix_agents.events import (
 from helix_agents.messages import UserMessage
 from helix_agents.protocol import RemoteStartRequest
 from helix_agents.server import AgentServer, NatsAgentHost, NatsRuntime
+from helix_agents.server.fleet import runtime as fleet_runtime
 from helix_agents.server.fleet.leases import lease_key
 from helix_agents.server.fleet.running import RunningIndex, running_bucket, session_of_key
 from helix_agents.stores import JetStreamEventStore
@@ -298,8 +299,10 @@ class FailingPuts:
 async def test_an_entry_whose_put_failed_is_put_again_while_the_run_goes_on(
     nats_server: NatsServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The put before the run fails; the run begins all the same; the next round puts it."""
+    """The put before the run fails past the guard's patience; the run begins all the same;
+    the next round puts it."""
     monkeypatch.setenv("SLOW_APP_QUICK", "0")  # the run waits in its tool
+    monkeypatch.setattr(fleet_runtime, "BEGIN_PATIENCE", 0.0)  # JetStream gone for longer
     session_id = f"unlucky-{uuid.uuid4().hex[:8]}"
     store = await JetStreamEventStore.connect(nats_server.url, stream=fresh_stream_name())
     try:
@@ -327,6 +330,33 @@ async def test_an_entry_whose_put_failed_is_put_again_while_the_run_goes_on(
                 ).sessions()
                 == []
             )
+    finally:
+        await store.close()
+
+
+async def test_a_put_that_fails_for_a_moment_is_tried_again_before_the_run_begins(
+    nats_server: NatsServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node's streams moving (a put fails twice): the entry is there before the run begins,
+    so a host that dies right after its start leaves nothing only a full sweep can find."""
+    monkeypatch.setenv("SLOW_APP_QUICK", "0")  # the run waits in its tool
+    session_id = f"patient-{uuid.uuid4().hex[:8]}"
+    store = await JetStreamEventStore.connect(nats_server.url, stream=fresh_stream_name())
+    try:
+        with anyio.fail_after(LIMIT):
+            fleet = NatsRuntime(store.connection, lease_ttl=0.6)
+            server = AgentServer(agents, store, recover=False, runtime=fleet)
+            async with NatsAgentHost(server) as host:
+                failing = FailingPuts(host.running._inbox, failures=2)
+                host.running._inbox = failing  # type: ignore[assignment]
+                await server.start(
+                    RemoteStartRequest(session_id=session_id, agent_type="sleeper", message="hi")
+                )
+                assert server.executor.is_executing(session_id)
+                assert host.running.unmarked == set()
+                assert await host.running.sessions() == [session_id]
+                await server.abort(session_id)
+                await server.executor.wait_idle(session_id)
     finally:
         await store.close()
 
