@@ -59,7 +59,7 @@ from helix_agents.log.session_list import SessionCatalog
 from .streams import Opened, snapshot_of, task_events, wait_for_end
 from .tasks import SessionTasks, TaskRecord, split_task_id
 from .turns import reachable, send
-from .wire import FROM_SEQUENCE_HEADER, TERMINAL_STATES, a2a_error
+from .wire import FROM_SEQUENCE_HEADER, TERMINAL_STATES, a2a_error, metadata_of
 
 __all__ = ["OUTPUT_MODES", "SessionRequestHandler"]
 
@@ -263,14 +263,22 @@ class SessionRequestHandler(RequestHandler):
     async def on_cancel_task(
         self, params: CancelTaskRequest, context: ServerCallContext
     ) -> Task | None:
-        """``CancelTask``: interrupt the session (it stays resumable by a new message)."""
+        """``CancelTask``: interrupt the session (it stays resumable by a new message).
+
+        Our extension's ``metadata.helix``: ``op: "abort"`` aborts it instead (it
+        fails for good), and ``reason`` is the stop's reason.
+        """
         validate_proto_required_fields(params)
         try:
             tasks, task, _ = await self._found(params.id, context)
             if task.state in TERMINAL_STATES or task is not tasks.current:
                 raise TaskNotCancelableError(f"task {params.id!r} has already ended")
+            op, reason = _stop_of(params)
             try:
-                await self._target.interrupt(tasks.session_id, "canceled over A2A")
+                if op == "abort":
+                    await self._target.abort(tasks.session_id, reason)
+                else:
+                    await self._target.interrupt(tasks.session_id, reason)
             except AgentServerError as exc:
                 if exc.code != "ALREADY_COMPLETED":
                     raise
@@ -338,6 +346,21 @@ class SessionRequestHandler(RequestHandler):
     ) -> AgentCard:
         """There is no extended card: the public card is the whole card."""
         raise ExtendedAgentCardNotConfiguredError()
+
+
+def _stop_of(params: CancelTaskRequest) -> tuple[str, str | None]:
+    """The stop a ``CancelTask`` asks: (``interrupt`` or ``abort``, the reason)."""
+    found = metadata_of(params.metadata).get("helix") if params.HasField("metadata") else None
+    helix: dict[str, Any] = found if isinstance(found, dict) else {}
+    op = helix.get("op", "interrupt")
+    if op not in ("interrupt", "abort"):
+        raise InvalidParamsError('metadata.helix.op of a CancelTask is "interrupt" or "abort"')
+    if "reason" not in helix:
+        return op, "canceled over A2A"
+    reason = helix["reason"]
+    if not isinstance(reason, str):
+        raise InvalidParamsError("metadata.helix.reason must be a string")
+    return op, reason
 
 
 def _offset(token: str) -> int:

@@ -57,10 +57,12 @@ from helix_agents.events import (
     RunStarted,
     SessionCreated,
     StepRestarted,
+    StepStarted,
     TextDelta,
 )
 from helix_agents.ids import validate_session_id
 from helix_agents.log import stream_item
+from helix_agents.log.streaming import RUN_ENDING_EVENTS, EndFold
 from helix_agents.messages import AssistantMessage, UserMessage
 
 from .wire import INTERRUPTED_STATES, TERMINAL_STATES, data_part, struct_of, text_part
@@ -82,6 +84,7 @@ MESSAGE_ID_KEY = "a2a.messageId"
 
 _SEPARATOR = "~"  # never in a session id nor in a run id
 _chunk_encoder = msgspec.json.Encoder()
+_end_encoder = msgspec.json.Encoder()
 
 
 def task_id_of(session_id: str, run_id: str) -> str:
@@ -107,10 +110,12 @@ def _timestamp(ts: float) -> Timestamp:
     return stamp
 
 
-def _metadata(sequence: int, chunk: Chunk | None = None) -> dict[str, Any]:
+def _metadata(sequence: int, chunk: Chunk | None = None, end: str | None = None) -> dict[str, Any]:
     helix: dict[str, Any] = {"sequence": sequence}
     if chunk is not None:
         helix["chunk"] = _chunk_encoder.encode(chunk).decode()
+    if end is not None:
+        helix["end"] = end
     return {"helix": helix}
 
 
@@ -143,6 +148,8 @@ class TaskRecord:
     history: list[Message] = field(default_factory=list)
     pending: list[PendingInput] = field(default_factory=list)
     recoverable: bool = False
+    end: str | None = None
+    """The run's ``end``/``error`` item as our protocol's stream ends it (JSON), once ended."""
 
     @property
     def ends(self) -> bool:
@@ -212,7 +219,9 @@ class SessionTasks:
         self.tasks: dict[str, TaskRecord] = {}
         self.current: TaskRecord | None = None
         self.last_seq = 0
+        self.step_count = 0
         self._runs: dict[str, TaskRecord] = {}
+        self._ends = EndFold()
 
     def task(self, task_id: str) -> TaskRecord | None:
         """The task ``task_id`` of this session, if the log has it."""
@@ -226,8 +235,11 @@ class SessionTasks:
             "sequence": self.last_seq,
             "runId": task.run_id,
             "currentTaskId": current,
+            "stepCount": self.step_count,
             **(extra or {}),
         }
+        if task.end is not None and task.state in TERMINAL_STATES:
+            helix["end"] = task.end
         return task.snapshot({"helix": helix})
 
     def task_of_run(self, run_id: str) -> TaskRecord | None:
@@ -243,6 +255,8 @@ class SessionTasks:
     def apply(self, event: Event) -> list[tuple[TaskRecord, StreamEvent]]:
         """Fold ``event`` in; the stream events it contributes, each with its task."""
         self.last_seq = event.seq
+        self._ends.apply(event)
+        self.step_count += isinstance(event, StepStarted)
         if isinstance(event, SessionCreated):
             self.agent_type = event.agent_type
             self.metadata = dict(event.metadata)
@@ -311,7 +325,7 @@ class SessionTasks:
             task = self._open(event.run_id, event)
             self._users(task, event.messages, event.seq, event.message_id)
             return []
-        task.run_id = event.run_id
+        task.run_id, task.end = event.run_id, None
         self._runs[event.run_id] = task
         self._users(task, event.messages, event.seq, event.message_id)
         if task.state == TaskState.TASK_STATE_WORKING:
@@ -328,11 +342,13 @@ class SessionTasks:
             event.ts,
             event.seq,
         )
+        if isinstance(event, RUN_ENDING_EVENTS):  # the end exactly as our stream says it
+            task.end = _end_encoder.encode(self._ends.ending(event)).decode()
         update = TaskStatusUpdateEvent(
             task_id=task.id,
             context_id=task.context_id,
             status=task.status(),
-            metadata=struct_of(_metadata(event.seq)),
+            metadata=struct_of(_metadata(event.seq, end=task.end)),
         )
         return task, update
 

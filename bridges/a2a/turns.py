@@ -266,8 +266,8 @@ async def _follow_up(
 async def _answer(
     sender: _Sender, session_id: str, state: SessionState, answers: list[Answer]
 ) -> Opened:
-    if state.is_terminal:
-        raise UnsupportedOperationError(f"context {session_id!r} has ended ({state.status})")
+    # An answer to a session that has ended is the service's to judge, as over our
+    # HTTP: the same answer again is taken (nothing resumes), another is refused.
     resumed = False
     for answer in answers:
         if answer.kind == "approval":

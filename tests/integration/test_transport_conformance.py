@@ -45,6 +45,7 @@ from helix_agents import (
     define_agent,
     define_tool,
 )
+from helix_agents.a2a import A2ARemoteAgentTransport
 from helix_agents.errors import AgentServerError
 from helix_agents.events import (
     ApprovalGiven,
@@ -266,10 +267,21 @@ async def connect_nats(host: Host) -> AsyncIterator[RemoteAgentTransport]:
         await client_nc.close()
 
 
+@asynccontextmanager
+async def connect_a2a(host: Host) -> AsyncIterator[RemoteAgentTransport]:
+    """Our own A2A endpoint: the gateway's root (``/a2a``, every agent a skill)."""
+    async with (
+        serve(create_http_app(host.server)) as url,
+        A2ARemoteAgentTransport(url, timeout=5) as remote,
+    ):
+        yield remote
+
+
 CONNECTORS: dict[str, Connector] = {
     "inprocess": connect_inprocess,
     "http": connect_http,
     "nats": connect_nats,
+    "a2a": connect_a2a,
 }
 """How each transport kind reaches a running ``AgentServer``."""
 
@@ -277,6 +289,7 @@ TRANSPORT_KINDS = [
     pytest.param("inprocess", id="inprocess"),
     pytest.param("http", id="http", marks=pytest.mark.slow),
     pytest.param("nats", id="nats", marks=pytest.mark.nats),
+    pytest.param("a2a", id="a2a", marks=pytest.mark.slow),
 ]
 """The transports every conformance test runs against."""
 
