@@ -18,6 +18,12 @@ message listing the pending inputs; ``completed``, ``failed`` and
 ``interrupted``/``aborted`` are the ``completed``, ``failed`` and ``canceled``
 statuses. Every event carries ``metadata.helix.sequence`` (the log position)
 and, for a chunk, ``metadata.helix.chunk`` (the chunk's JSON).
+
+A *light* fold (``SessionTasks(..., light=True)``, for a replay our
+extension asks) keeps no text: no ``response`` artifact and no history in its
+snapshots, each text delta's update carrying just that delta (a
+``step_restarted``'s none: its chunk says what to discard). It holds a few
+fields per task, whatever the session's size.
 """
 
 from __future__ import annotations
@@ -143,6 +149,8 @@ class TaskRecord:
     status_ts: float = 0.0
     status_seq: int = 0
     response: list[str] = field(default_factory=list)
+    deltas: int = 0
+    """How many of the session's own text deltas the response holds (also in a light fold)."""
     output: Any = None
     has_output: bool = False
     history: list[Message] = field(default_factory=list)
@@ -211,8 +219,10 @@ class TaskRecord:
 class SessionTasks:
     """Folds one session's log, event by event, into its A2A tasks (see the module)."""
 
-    def __init__(self, session_id: str) -> None:
+    def __init__(self, session_id: str, *, light: bool = False) -> None:
         self.session_id = session_id
+        self.light = light
+        """Keep no text (see the module): for a stream that replays, not for snapshots."""
         self.agent_type = ""
         self.metadata: dict[str, str] = {}
         self.parent_session_id: str | None = None
@@ -275,7 +285,7 @@ class SessionTasks:
             return []
         if isinstance(event, MessageAppended):
             message = event.message
-            if isinstance(message, AssistantMessage) and message.content:
+            if isinstance(message, AssistantMessage) and message.content and not self.light:
                 task.history.append(
                     self._message(task, Role.ROLE_AGENT, event.seq, message.content)
                 )
@@ -357,11 +367,13 @@ class SessionTasks:
     def _chunk_event(self, task: TaskRecord, sequence: int, chunk: Chunk, ts: float) -> StreamEvent:
         own = chunk.agent_id == self.session_id
         if own and isinstance(chunk, TextDelta):
-            task.response.append(chunk.delta)
-            return self._response_event(task, sequence, chunk, append=len(task.response) > 1)
+            task.deltas += 1
+            if not self.light:
+                task.response.append(chunk.delta)
+            return self._response_event(task, sequence, chunk, append=task.deltas > 1)
         if own and isinstance(chunk, StepRestarted):
-            kept = max(0, len(task.response) - chunk.discard_deltas)
-            del task.response[kept:]
+            task.deltas = max(0, task.deltas - chunk.discard_deltas)
+            del task.response[task.deltas :]
             return self._response_event(task, sequence, chunk, append=False)
         if own and isinstance(chunk, OutputChunk):
             task.output, task.has_output = chunk.output, True
@@ -384,7 +396,10 @@ class SessionTasks:
     def _response_event(
         self, task: TaskRecord, sequence: int, chunk: Chunk, *, append: bool
     ) -> StreamEvent:
-        text = chunk.delta if isinstance(chunk, TextDelta) and append else "".join(task.response)
+        if isinstance(chunk, TextDelta) and (append or self.light):
+            text = chunk.delta
+        else:
+            text = "".join(task.response)  # the whole response (none in a light fold)
         return TaskArtifactUpdateEvent(
             task_id=task.id,
             context_id=task.context_id,
@@ -423,6 +438,8 @@ class SessionTasks:
         message_id: str | None,
         data: Any = None,
     ) -> None:
+        if self.light:
+            return
         for index, user in enumerate(messages):
             message = self._message(task, Role.ROLE_USER, seq, user.content, index)
             if index == 0 and message_id is not None:
