@@ -243,6 +243,7 @@ async def test_readers_that_never_read_hold_a_window_each_whatever_the_session_s
 # --- the same for A2A resubscribers (issue 34) ----------------------------------------------
 
 A2A_READERS = 50
+WINDOW_PER_READER = 256 * 1024
 
 
 def _a2a_still(port: int, task_id: str) -> socket.socket:
@@ -278,7 +279,9 @@ async def test_a2a_resubscribers_that_never_read_hold_a_window_each(
     try:
         async with httpx.AsyncClient(timeout=10) as client:
             with anyio.fail_after(LIMIT):
-                await client.get(f"{server.url}/health")
+                # The A2A routes load a2a-sdk on their first use: load it before measuring.
+                card = await client.get(f"{server.url}/.well-known/agent-card.json")
+                assert card.status_code == 200
                 before = _rss(server)
                 readers = [_a2a_still(server.port, task_id) for _ in range(A2A_READERS)]
                 peak, waits = before, []
@@ -307,7 +310,9 @@ async def test_a2a_resubscribers_that_never_read_hold_a_window_each(
                     f"{p99 * 1000:.0f} ms of {len(waits)}; {after >> 20} MB "
                     f"{time.monotonic() - closed:.1f}s after they closed"
                 )
-                assert peak - before <= GROWTH_LIMIT, (before, peak)
+                # The issue's target: at most 256 KiB per reader (measured: 33-35 KiB; before,
+                # about 39 MiB each, the decoded log and the whole text).
+                assert (peak - before) / A2A_READERS <= WINDOW_PER_READER, (before, peak)
                 assert p99 < HEALTH_P99, waits[-5:]
                 assert after - before <= RETURN_LIMIT, (before, peak, after)
                 # A client that reads gets the whole replay: every delta, then the end.
