@@ -9,19 +9,52 @@ this process, the gateway's service in front), or DBOS (embedded: a SQLite
 system database, the workflows run in this process, the gateway's service in
 front). Per-step and per-call overheads are the differences of the mean
 session times divided by N (or M).
+
+Time to recovery (``_durable.py``'s recovery half): six sessions run; on
+Temporal a second worker starts and the first is SIGKILLed, at the default
+heartbeat timeout (``TemporalOptions.heartbeat_timeout``), and what the
+heartbeats cost is measured beside the old 10 s timeout; on DBOS/Postgres (a
+private cluster, ``tests/postgres_cluster.py``; skipped without its
+binaries) a ``worker --dbos`` starts and the gateway is SIGKILLed (the worker
+takes its workflows over after ``DbosOptions.takeover_after``); on SQLite the
+gateway is SIGKILLed and started again. The seconds to each session's first
+new chunk are printed.
 """
 
 from __future__ import annotations
 
+import shutil
+import socket
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import anyio
-from _durable import build, report, sessions
+from _durable import (
+    TARGET,
+    Recovery,
+    WorkerProc,
+    build,
+    measure_recovery,
+    report,
+    sessions,
+    until_logged,
+)
+from _proc import cpu_seconds
 
 from helix_agents import AgentExecutor
+from helix_agents.events import Event, ToolStart
+from helix_agents.protocol import RemoteStartRequest
 from helix_agents.stores import SqliteEventStore
+from helix_agents.transports import HttpRemoteAgentTransport
+
+# tests/ is no package: put its folder on the path, after ours, to import the launcher.
+sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))
+from postgres_cluster import PostgresCluster, postgres_bin
+
+OLD_HEARTBEAT_TIMEOUT = 10.0
+"""The Temporal default before issue 34: what its heartbeats cost, side by side."""
 
 
 async def _measure_temporal(quick: bool) -> dict[str, Any]:
@@ -62,9 +95,134 @@ async def _measure_temporal(quick: bool) -> dict[str, Any]:
     return results
 
 
+def _worker_args(address: str, queue: str, db: Path, heartbeat_timeout: float) -> list[str]:
+    args = ["worker", TARGET, "--temporal", address, "--task-queue", queue]
+    return [*args, "--store", f"sqlite:///{db}", "--heartbeat-timeout", str(heartbeat_timeout)]
+
+
+def _in_tool(event: Event) -> bool:
+    return isinstance(event, ToolStart)
+
+
+async def _start(server: Any, agent_type: str, session_id: str) -> None:
+    request = RemoteStartRequest(session_id=session_id, agent_type=agent_type, message="go")
+    await server.start(request)
+
+
+async def _temporal_recovery(directory: Path, heartbeat_timeout: float, name: str) -> Recovery:
+    """Six sessions on worker A; worker B starts; A is SIGKILLed: the recovery measured."""
+    from durable_agents import agents
+
+    from helix_agents.temporal import DevServer, TemporalOptions, temporal_server
+
+    db = directory / f"{name}.db"
+    async with DevServer() as dev:
+        args = _worker_args(dev.address, name, db, heartbeat_timeout)
+        first = WorkerProc(directory / f"{name}-a.log", args)
+        second = WorkerProc(directory / f"{name}-b.log", args)
+        store = SqliteEventStore(db, poll_interval=0.05)
+        try:
+            await anyio.to_thread.run_sync(first.start)
+            options = TemporalOptions(
+                address=dev.address, task_queue=name, heartbeat_timeout=heartbeat_timeout
+            )
+            async with temporal_server(agents, store, options) as server:
+
+                def kill() -> None:
+                    second.start()
+                    first.kill()
+
+                return await measure_recovery(
+                    store, lambda kind, sid: _start(server, kind, sid), kill, prefix=name
+                )
+        finally:
+            first.stop()
+            second.stop()
+            await store.close()
+
+
+async def heartbeat_cost(
+    directory: Path, heartbeat_timeout: float, count: int, seconds: float
+) -> dict[str, float]:
+    """CPU (ms per second) of a worker and the dev server with ``count`` sessions in a silent
+    30 s tool, over the same processes idle just before; and per napping step."""
+    from durable_agents import agents
+
+    from helix_agents.temporal import DevServer, TemporalOptions, temporal_server
+
+    name = f"beat{heartbeat_timeout:g}".replace(".", "_")
+    db = directory / f"{name}.db"
+    async with DevServer() as dev:
+        worker = WorkerProc(
+            directory / f"{name}.log", _worker_args(dev.address, name, db, heartbeat_timeout)
+        )
+        store = SqliteEventStore(db, poll_interval=0.05)
+        try:
+            await anyio.to_thread.run_sync(worker.start)
+            assert worker.process is not None
+            assert dev.pid is not None
+            pids = {"worker": worker.process.pid, "server": dev.pid}
+            options = TemporalOptions(
+                address=dev.address, task_queue=name, heartbeat_timeout=heartbeat_timeout
+            )
+            async with temporal_server(agents, store, options) as server:
+                await anyio.sleep(1.0)
+                idle = {key: cpu_seconds(pid) for key, pid in pids.items()}
+                await anyio.sleep(seconds)
+                idle = {key: cpu_seconds(pid) - idle[key] for key, pid in pids.items()}
+                ids = [f"{name}-napper-{n}" for n in range(count)]
+                for session_id in ids:
+                    await _start(server, "napper", session_id)
+                with anyio.fail_after(60):
+                    for session_id in ids:
+                        await until_logged(store, session_id, lambda log_: any(map(_in_tool, log_)))
+                await anyio.sleep(1.0)
+                busy = {key: cpu_seconds(pid) for key, pid in pids.items()}
+                await anyio.sleep(seconds)
+                busy = {key: cpu_seconds(pid) - busy[key] for key, pid in pids.items()}
+        finally:
+            worker.stop()
+            await store.close()
+    cost = {key: (busy[key] - idle[key]) / seconds * 1000 for key in pids}
+    return {
+        "worker_ms_per_s": round(cost["worker"], 2),
+        "server_ms_per_s": round(cost["server"], 2),
+        "per_step_ms_per_s": round((cost["worker"] + cost["server"]) / count, 3),
+    }
+
+
+async def _temporal_recoveries(quick: bool) -> dict[str, Any]:
+    from helix_agents.temporal import TemporalOptions
+
+    timeout = TemporalOptions().heartbeat_timeout
+    rounds = 1 if quick else 3
+    count, seconds = (20, 5.0) if quick else (100, 10.0)
+    lines: list[str] = []
+    summary: dict[str, Any] = {"heartbeat_timeout_s": timeout, "rounds": []}
+    with tempfile.TemporaryDirectory() as directory:
+        for n in range(rounds):
+            recovery = await _temporal_recovery(Path(directory), timeout, f"r{n}")
+            lines += recovery.lines(f"a worker's SIGKILL (heartbeat timeout {timeout:g} s)")
+            summary["rounds"].append(recovery.summary())
+        costs = {}
+        for beat in (timeout, OLD_HEARTBEAT_TIMEOUT):
+            costs[f"{beat:g}"] = cost = await heartbeat_cost(Path(directory), beat, count, seconds)
+            lines.append(
+                f"heartbeats, {count} steps silent in a tool (heartbeat timeout {beat:g} s): "
+                f"worker {cost['worker_ms_per_s']:.1f} ms/s, dev server "
+                f"{cost['server_ms_per_s']:.1f} ms/s of CPU over idle; "
+                f"{cost['per_step_ms_per_s']:.3f} ms/s per step"
+            )
+        summary["heartbeat_cost"] = costs
+    for line in lines:
+        print(line)
+    return summary
+
+
 def run_temporal(quick: bool) -> dict[str, Any]:
-    """Run the benchmark; print per-step and per-sub-agent-call lines; the JSON summary."""
+    """Run the benchmark; print per-step, per-call and recovery lines; the JSON summary."""
     summary: dict[str, Any] = anyio.run(_measure_temporal, quick)
+    summary["time_to_recovery"] = anyio.run(_temporal_recoveries, quick)
     return summary
 
 
@@ -98,7 +256,87 @@ async def _measure_dbos(quick: bool) -> dict[str, Any]:
     return results
 
 
+def _port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def _dbos_recovery(directory: Path, system_database: str, name: str) -> Recovery:
+    """Six sessions on ``serve --dbos``; Postgres: a worker starts and the gateway is
+    SIGKILLed; SQLite: the gateway is SIGKILLed and started again."""
+    db = directory / f"{name}.db"
+    port = _port()
+    engine = ["--dbos", system_database, "--store", f"sqlite:///{db}"]
+    serve = ["serve", TARGET, *engine, "--host", "127.0.0.1", "--port", str(port)]
+    gateway = WorkerProc(directory / f"{name}-serve.log", serve, b"helix-agents: serving", port)
+    worker = WorkerProc(directory / f"{name}-worker.log", ["worker", TARGET, *engine])
+    postgres = system_database.startswith("postgresql")
+    store = SqliteEventStore(db, poll_interval=0.05)
+    try:
+        await anyio.to_thread.run_sync(gateway.start)
+        async with HttpRemoteAgentTransport(f"http://127.0.0.1:{port}") as client:
+
+            async def start(agent_type: str, session_id: str) -> None:
+                request = RemoteStartRequest(
+                    session_id=session_id, agent_type=agent_type, message="go"
+                )
+                await client.start(request)
+
+            def kill() -> None:
+                if postgres:
+                    worker.start()
+                gateway.kill()
+
+            return await measure_recovery(
+                store, start, kill, prefix=name, then=None if postgres else gateway.start
+            )
+    finally:
+        gateway.stop()
+        worker.stop()
+        await store.close()
+
+
+async def _dbos_recoveries(quick: bool) -> dict[str, Any]:
+    from helix_agents.dbos import DbosOptions
+
+    rounds = 1 if quick else 3
+    lines: list[str] = []
+    summary: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as directory:
+        root = Path(directory)
+        binaries = postgres_bin()
+        if binaries is None:
+            lines.append("time to recovery on Postgres: skipped (no PostgreSQL binaries)")
+        else:
+            # Not under a 0700 temporary folder: as root, the server runs as postgres.
+            place = Path(tempfile.mkdtemp(prefix="helix-bench-pg-"))
+            cluster = PostgresCluster(place, binaries)
+            await anyio.to_thread.run_sync(cluster.start)
+            try:
+                after = DbosOptions().takeover_after
+                summary["postgres"] = {"takeover_after_s": after, "rounds": []}
+                for n in range(rounds):
+                    url = cluster.url.rsplit("/", 1)[0] + f"/bench_dbos_{n}"
+                    recovery = await _dbos_recovery(root, url, f"p{n}")
+                    lines += recovery.lines(
+                        f"the gateway's SIGKILL, a worker taking over (Postgres, "
+                        f"takeover after {after:g} s)"
+                    )
+                    summary["postgres"]["rounds"].append(recovery.summary())
+            finally:
+                await anyio.to_thread.run_sync(cluster.stop)
+                shutil.rmtree(place, ignore_errors=True)
+        recovery = await _dbos_recovery(root, f"sqlite:///{root / 'dbos-r.sqlite'}", "s")
+        lines += recovery.lines("the gateway's SIGKILL and restart (SQLite)")
+        summary["sqlite_restart"] = recovery.summary()
+    for line in lines:
+        print(line)
+    return summary
+
+
 def run_dbos(quick: bool) -> dict[str, Any]:
-    """Run the benchmark; print per-step and per-sub-agent-call lines; the JSON summary."""
+    """Run the benchmark; print per-step, per-call and recovery lines; the JSON summary."""
     summary: dict[str, Any] = anyio.run(_measure_dbos, quick)
+    summary["time_to_recovery"] = anyio.run(_dbos_recoveries, quick)
     return summary

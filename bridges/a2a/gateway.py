@@ -75,9 +75,11 @@ class _Agents:
         if wanted is None and len(names) == 1:
             return names[0]
         if not isinstance(wanted, str) or wanted not in names:
+            # An agent named but not served is our NOT_FOUND (a helix client reads it).
             raise InvalidParamsError(
                 "name the agent of a new context in the message's metadata.skillId "
-                f"(one of: {', '.join(names) or 'none'}), or use /a2a/<agent type>"
+                f"(one of: {', '.join(names) or 'none'}), or use /a2a/<agent type>",
+                data={"helixCode": "NOT_FOUND"} if isinstance(wanted, str) else None,
             )
         return wanted
 

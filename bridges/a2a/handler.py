@@ -56,10 +56,10 @@ from helix_agents._aio import closing_iter
 from helix_agents.errors import AgentServerError, UsageError
 from helix_agents.log.session_list import SessionCatalog
 
-from .streams import Opened, snapshot_of, task_events, wait_for_end
+from .streams import Opened, current_snapshot, fold, task_events, wait_for_end
 from .tasks import SessionTasks, TaskRecord, split_task_id
 from .turns import reachable, send
-from .wire import FROM_SEQUENCE_HEADER, TERMINAL_STATES, a2a_error
+from .wire import FROM_SEQUENCE_HEADER, TERMINAL_STATES, a2a_error, metadata_of
 
 __all__ = ["OUTPUT_MODES", "SessionRequestHandler"]
 
@@ -143,16 +143,16 @@ class SessionRequestHandler(RequestHandler):
         )
 
     async def _found(
-        self, task_id: str, context: ServerCallContext
-    ) -> tuple[SessionTasks, TaskRecord, list[Any]]:
-        """The session fold and the task ``task_id``; ``TaskNotFoundError`` if not ours."""
+        self, task_id: str, context: ServerCallContext, *, light: bool = False
+    ) -> tuple[SessionTasks, TaskRecord]:
+        """The session fold (``light``: without text) and the task ``task_id``;
+        ``TaskNotFoundError`` if not ours. The log is folded a page at a time."""
         ids = split_task_id(task_id)
-        log_ = await self._read(ids[0]) if ids is not None else []
-        tasks = SessionTasks(ids[0] if ids else "").apply_all(log_)
+        tasks = await fold(self._store, ids[0], light=light) if ids else SessionTasks("")
         task = tasks.task(task_id)
         if task is None or not reachable(tasks, _agent_type(context)):
             raise TaskNotFoundError(f"task {task_id!r} not found")
-        return tasks, task, log_
+        return tasks, task
 
     # --- messages -----------------------------------------------------------------
 
@@ -163,10 +163,8 @@ class SessionRequestHandler(RequestHandler):
         try:
             opened = await self._opened(params, context)
             if params.configuration.return_immediately:
-                log_ = await self._read(opened.session_id)
-                at = log_[-1].seq if log_ else 0
-                task = snapshot_of(
-                    Opened(opened.session_id, opened.task_id, log_, at, at, opened.extra)
+                task = await current_snapshot(
+                    self._store, opened.session_id, opened.task_id, opened.extra
                 )
             else:
                 task = await self._until_end(opened)
@@ -178,9 +176,7 @@ class SessionRequestHandler(RequestHandler):
         async with closing_iter(task_events(self._store, opened)) as events:
             async for _ in events:
                 pass
-        log_ = await self._read(opened.session_id)
-        at = log_[-1].seq if log_ else 0
-        return snapshot_of(Opened(opened.session_id, opened.task_id, log_, at, at, opened.extra))
+        return await current_snapshot(self._store, opened.session_id, opened.task_id, opened.extra)
 
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
@@ -210,7 +206,7 @@ class SessionRequestHandler(RequestHandler):
         validate_proto_required_fields(params)
         validate_history_length(params)
         try:
-            tasks, task, _ = await self._found(params.id, context)
+            tasks, task = await self._found(params.id, context)
         except Exception as exc:
             raise _translated(exc, task=True) from exc
         return apply_history_length(tasks.snapshot(task), params)
@@ -263,20 +259,28 @@ class SessionRequestHandler(RequestHandler):
     async def on_cancel_task(
         self, params: CancelTaskRequest, context: ServerCallContext
     ) -> Task | None:
-        """``CancelTask``: interrupt the session (it stays resumable by a new message)."""
+        """``CancelTask``: interrupt the session (it stays resumable by a new message).
+
+        Our extension's ``metadata.helix``: ``op: "abort"`` aborts it instead (it
+        fails for good), and ``reason`` is the stop's reason.
+        """
         validate_proto_required_fields(params)
         try:
-            tasks, task, _ = await self._found(params.id, context)
+            tasks, task = await self._found(params.id, context, light=True)
             if task.state in TERMINAL_STATES or task is not tasks.current:
                 raise TaskNotCancelableError(f"task {params.id!r} has already ended")
+            op, reason = _stop_of(params)
             try:
-                await self._target.interrupt(tasks.session_id, "canceled over A2A")
+                if op == "abort":
+                    await self._target.abort(tasks.session_id, reason)
+                else:
+                    await self._target.interrupt(tasks.session_id, reason)
             except AgentServerError as exc:
                 if exc.code != "ALREADY_COMPLETED":
                     raise
                 raise TaskNotCancelableError(f"task {params.id!r} has already ended") from exc
             await wait_for_end(self._store, tasks.session_id, task.id, self._cancel_wait)
-            tasks, task, _ = await self._found(params.id, context)
+            tasks, task = await self._found(params.id, context)
         except Exception as exc:
             raise _translated(exc, task=True) from exc
         return tasks.snapshot(task)
@@ -292,16 +296,16 @@ class SessionRequestHandler(RequestHandler):
         """
         validate_proto_required_fields(params)
         try:
-            tasks, task, log_ = await self._found(params.id, context)
+            tasks, task = await self._found(params.id, context, light=True)
             replay_from = _from_sequence(_headers(context))
             if task.state in TERMINAL_STATES and replay_from is None:
                 raise UnsupportedOperationError(
                     f"task {params.id!r} is in final state {TaskState.Name(task.state)}"
                 )
             at = tasks.last_seq
-            opened = Opened(
-                tasks.session_id, task.id, log_, at, at if replay_from is None else replay_from
-            )
+            # A replay from at or past the snapshot is a plain subscription (nothing to replay).
+            after = at if replay_from is None else min(replay_from, at)
+            opened = Opened(tasks.session_id, task.id, at, after)
         except Exception as exc:
             raise _translated(exc, task=True) from exc
         async for event in self._stream(opened):
@@ -338,6 +342,21 @@ class SessionRequestHandler(RequestHandler):
     ) -> AgentCard:
         """There is no extended card: the public card is the whole card."""
         raise ExtendedAgentCardNotConfiguredError()
+
+
+def _stop_of(params: CancelTaskRequest) -> tuple[str, str | None]:
+    """The stop a ``CancelTask`` asks: (``interrupt`` or ``abort``, the reason)."""
+    found = metadata_of(params.metadata).get("helix") if params.HasField("metadata") else None
+    helix: dict[str, Any] = found if isinstance(found, dict) else {}
+    op = helix.get("op", "interrupt")
+    if op not in ("interrupt", "abort"):
+        raise InvalidParamsError('metadata.helix.op of a CancelTask is "interrupt" or "abort"')
+    if "reason" not in helix:
+        return op, "canceled over A2A"
+    reason = helix["reason"]
+    if not isinstance(reason, str):
+        raise InvalidParamsError("metadata.helix.reason must be a string")
+    return op, reason
 
 
 def _offset(token: str) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 import anyio
 import httpx
@@ -43,7 +44,7 @@ from helix_agents._aio import closing_iter
 from helix_agents.errors import AgentServerError, TransportError, TransportTimeoutError
 from helix_agents.transports import HeadersSource
 
-from .wire import EXTENSION_URI, server_error
+from .wire import EXTENSION_URI, server_error, struct_of
 
 __all__ = ["Peer"]
 
@@ -178,12 +179,15 @@ class Peer:
             return None
         return list(found.tasks)
 
-    async def cancel(self, task_id: str) -> None:
-        """``CancelTask``."""
+    async def cancel(self, task_id: str, metadata: dict[str, Any] | None = None) -> None:
+        """``CancelTask`` (``metadata``: the request's, our extension's stop and its reason)."""
         _, sending, _ = await self.resolved()
         context = await self._context()
+        request = CancelTaskRequest(id=task_id)
+        if metadata:
+            request.metadata.CopyFrom(struct_of(metadata))
         with self.edge(f"CancelTask {task_id}"):
-            await sending.cancel_task(CancelTaskRequest(id=task_id), context=context)
+            await sending.cancel_task(request, context=context)
 
     async def subscribe(
         self, task_id: str, extra: Mapping[str, str] | None = None

@@ -48,7 +48,7 @@ from .wire import (
     text_of,
 )
 
-__all__ = ["INPUT_TOOL", "Link", "RemoteView", "output_of", "status_of_task"]
+__all__ = ["INPUT_TOOL", "Link", "RemoteView", "output_of", "run_id_of", "status_of_task"]
 
 INPUT_TOOL = "a2a_input"
 """The tool name of the pending input that stands for a generic peer's ``input-required``."""
@@ -56,6 +56,7 @@ INPUT_TOOL = "a2a_input"
 _UNITS = 1 << 32
 _ANNOUNCE = 1 << 40
 _chunk_decoder = msgspec.json.Decoder(Chunk)
+_end_decoder = msgspec.json.Decoder(EndEvent | ErrorEvent)
 _pending_type = list[PendingInput]
 
 
@@ -70,6 +71,10 @@ class Link:
     ancestors: list[str] = field(default_factory=list)
     reply: Message | None = None
     """The message a peer answered with instead of a task (the child then has ended)."""
+    run_id: str = ""
+    """The run the last start, resume or turn answered (a helix peer's own run id)."""
+    request_key: str = ""
+    """What the start that made this link asked (a repeat must ask the same)."""
 
 
 def _pack(episode: int, announcement: int, units: int) -> int:
@@ -137,6 +142,8 @@ class RemoteView:
         self._episode = _unpack(held)[0]
         self._announced = _unpack(held)[1]
         self._opened = False
+        self._end: TransportEvent | None = None
+        """A helix peer's end of the run, exactly as its own stream ends it."""
 
     # --- feeding ----------------------------------------------------------------------
 
@@ -211,10 +218,18 @@ class RemoteView:
             if artifact.artifact_id == "output":
                 values = [part_value(p) if _is(p, "data") else p.text for p in artifact.parts]
                 self.output = values[0] if values else None
+        self._ending(helix_metadata(task.metadata))
         return []
+
+    def _ending(self, helix: dict[str, Any]) -> None:
+        """Keep the run's end a helix peer sent (``helix.end``: its stream's own item)."""
+        raw = helix.get("end")
+        if isinstance(raw, str):
+            self._end = _end_decoder.decode(raw)
 
     def _helix(self, metadata: Any, status: Any) -> list[TransportEvent]:
         helix = helix_metadata(metadata)
+        self._ending(helix)
         events: list[TransportEvent] = []
         raw, sequence = helix.get("chunk"), helix.get("sequence")
         if isinstance(raw, str) and isinstance(sequence, int) and sequence > self.held:
@@ -325,6 +340,12 @@ class RemoteView:
         ]
 
     @property
+    def end(self) -> TransportEvent | None:
+        """A helix peer's end of the run as its own stream ends it (None: not ended, or
+        another peer)."""
+        return self._end
+
+    @property
     def episode(self) -> int:
         """How many times the task has asked for input."""
         return self._episode
@@ -333,6 +354,8 @@ class RemoteView:
         if self.ended:
             return []
         self.ended = True
+        if self._end is not None:
+            return [self._end]
         text = text_of(self.status) if self.status is not None else ""
         if self.state == TaskState.TASK_STATE_COMPLETED:
             return [EndEvent(output=self.output)]
@@ -367,15 +390,31 @@ _STATUS: dict[int, SessionStatus] = {
 }
 
 
+def run_id_of(link: Link, task: Task) -> str:
+    """The run id a task stands for: a helix peer's own (``helix.runId``), else the task's id."""
+    if link.helix:
+        found = helix_metadata(task.metadata).get("runId")
+        if isinstance(found, str) and found:
+            return found
+    return task.id
+
+
 def status_of_task(link: Link, task: Task, held: int = 0) -> RemoteStatusResponse:
     """A remote task's status as a helix session's (``latest_sequence``: where it stands)."""
     view = RemoteView(link, held)
     view.feed_task(task)
     status = _STATUS.get(task.status.state, "running")
+    if isinstance(view.end, ErrorEvent) and not view.end.recoverable:
+        status = "failed"  # a helix peer's abort: canceled in A2A, failed for good in helix
     pending = view.pending()
+    run_id, steps = task.id, 0
     if link.helix:
-        latest = helix_metadata(task.metadata).get("sequence", 0)
+        helix = helix_metadata(task.metadata)
+        latest = helix.get("sequence", 0)
         latest = latest if isinstance(latest, int) else 0
+        run_id = run_id_of(link, task)
+        counted = helix.get("stepCount")
+        steps = counted if isinstance(counted, int) else 0
     else:
         probe = RemoteView(link, 0)
         probe.feed_task(task)
@@ -383,9 +422,9 @@ def status_of_task(link: Link, task: Task, held: int = 0) -> RemoteStatusRespons
     error = text_of(task.status.message) if status in ("failed", "interrupted") else None
     return RemoteStatusResponse(
         session_id=link.session_id,
-        run_id=task.id,
+        run_id=run_id,
         status=status,
-        step_count=0,
+        step_count=steps,
         is_executing=status == "running",
         stream_id=link.session_id,
         latest_sequence=latest,

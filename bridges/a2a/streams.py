@@ -4,15 +4,23 @@ The first event is the task as of a log position (``snapshot_at``); the
 events that follow are those of the log events after ``emit_after`` (equal
 to ``snapshot_at`` for a plain A2A client, so nothing is missed and nothing
 repeats; lower with our extension's ``Helix-From-Sequence``, to replay from a
-position the client holds). The log is read once and then tailed, so a
-reader that was cut and subscribes again resumes without a gap. The stream
-closes after the task's final status, or after it starts waiting for input
-(A2A's rule); leaving the loop stops the tail.
+position the client holds). The stream closes after the task's final status,
+or after it starts waiting for input (A2A's rule); leaving the loop stops
+the tail.
+
+The log is never held whole: it is folded a page at a time
+(:func:`~helix_agents.log.streaming.read_page`), and a replay reads its
+next page only once the client has taken the events of the one before, then
+tails from there, as ``/sse`` does. A replay folds light (no text kept: see
+``tasks.py``) and its first event is the task without its text (the replay
+carries it), so a client that stops reading holds a page and a socket's
+window of the server, whatever the session's size. A plain subscription's
+first event is the whole task (A2A's rule: it costs what the task holds).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,66 +30,94 @@ from a2a.utils.errors import TaskNotFoundError
 
 from helix_agents import EventStore
 from helix_agents._aio import closing_iter
-from helix_agents.events import Event
+from helix_agents.log.streaming import read_page
 
 from .tasks import SessionTasks, StreamEvent
 from .wire import TERMINAL_STATES
 
-__all__ = ["Opened", "snapshot_of", "task_events", "wait_for_end"]
+__all__ = ["Opened", "current_snapshot", "fold", "snapshot_of", "task_events", "wait_for_end"]
 
 
 @dataclass(frozen=True)
 class Opened:
-    """Where a task's stream begins: the log read, the snapshot's position, the replay's."""
+    """Where a task's stream begins: the snapshot's position, and the replay's."""
 
     session_id: str
     task_id: str
-    log: Sequence[Event]
     snapshot_at: int
     emit_after: int
     extra: dict[str, Any] | None = None
     """More ``metadata.helix`` entries for the first event (an answer's ``resumed``)."""
 
+    @property
+    def replays(self) -> bool:
+        """Whether the client holds less than the snapshot shows (our extension's replay)."""
+        return self.emit_after < self.snapshot_at
 
-def _fold(session_id: str, log: Sequence[Event], upto: int) -> SessionTasks:
-    tasks = SessionTasks(session_id)
-    for event in log:
-        if event.seq > upto:
+
+async def fold(
+    store: EventStore, session_id: str, upto: int | None = None, *, light: bool = False
+) -> SessionTasks:
+    """The session's tasks folded from its log up to seq ``upto`` (None: its end), a page
+    at a time."""
+    tasks = SessionTasks(session_id, light=light)
+    seq, more = 0, True
+    while more:
+        page, more = await read_page(store, session_id, seq)
+        for event in page:
+            if upto is not None and event.seq > upto:
+                return tasks
+            tasks.apply(event)
+        if not page:
             break
-        tasks.apply(event)
+        seq = page[-1].seq
     return tasks
 
 
-def snapshot_of(opened: Opened) -> Task:
-    """The stream's first event: the task as of ``opened.snapshot_at``."""
-    tasks = _fold(opened.session_id, opened.log, opened.snapshot_at)
+async def snapshot_of(store: EventStore, opened: Opened) -> Task:
+    """The stream's first event: the task as of ``opened.snapshot_at`` (without its text
+    when the stream replays)."""
+    tasks = await fold(store, opened.session_id, opened.snapshot_at, light=opened.replays)
     task = tasks.task(opened.task_id)
     if task is None:
         raise TaskNotFoundError(f"task {opened.task_id!r} not found")
     return tasks.snapshot(task, opened.extra)
 
 
+async def current_snapshot(
+    store: EventStore, session_id: str, task_id: str, extra: dict[str, Any] | None = None
+) -> Task:
+    """The task as the log has it now (its text too)."""
+    tasks = await fold(store, session_id)
+    task = tasks.task(task_id)
+    if task is None:
+        raise TaskNotFoundError(f"task {task_id!r} not found")
+    return tasks.snapshot(task, extra)
+
+
 async def task_events(store: EventStore, opened: Opened) -> AsyncIterator[Task | StreamEvent]:
     """The task's stream (see the module); the first event is the task."""
-    snapshot = snapshot_of(opened)
-    yield snapshot
-    tasks = _fold(opened.session_id, opened.log, opened.snapshot_at)
+    tasks = await fold(store, opened.session_id, opened.snapshot_at, light=opened.replays)
     task = tasks.task(opened.task_id)
-    assert task is not None
-    if task.ends and opened.emit_after >= opened.snapshot_at:
+    if task is None:
+        raise TaskNotFoundError(f"task {opened.task_id!r} not found")
+    yield tasks.snapshot(task, opened.extra)
+    if task.ends and not opened.replays:
         return
-    replay = opened.emit_after < opened.snapshot_at
-    if replay:  # the client holds less than the snapshot shows: fold again from the start
-        tasks = _fold(opened.session_id, opened.log, opened.emit_after)
-    cursor = tasks.last_seq
-    for event in opened.log:
-        if event.seq <= cursor:
-            continue
-        for _, update in tasks.apply(event):
-            yield update
-        if _ended(tasks, opened, event.seq):
-            return
-    cursor = tasks.last_seq
+    if opened.replays:  # the client holds less than the snapshot shows: fold again to there
+        tasks = await fold(store, opened.session_id, opened.emit_after, light=True)
+    cursor, more = tasks.last_seq, True
+    while more:
+        page, more = await read_page(store, opened.session_id, cursor)
+        for event in page:
+            for _, update in tasks.apply(event):
+                yield update
+            if _ended(tasks, opened, event.seq):
+                return
+        if not page:
+            break
+        cursor = page[-1].seq
+        del page  # the next page is read once this one's events were taken
     async with closing_iter(store.tail(opened.session_id, cursor)) as tail:
         async for event in tail:
             for _, update in tasks.apply(event):
@@ -98,8 +134,7 @@ def _ended(tasks: SessionTasks, opened: Opened, seq: int) -> bool:
 
 async def wait_for_end(store: EventStore, session_id: str, task_id: str, limit: float) -> None:
     """Wait (at most ``limit`` seconds) until the task reaches a final state."""
-    log = await store.read(session_id)
-    tasks = SessionTasks(session_id).apply_all(list(log))
+    tasks = await fold(store, session_id, light=True)
     task = tasks.task(task_id)
     if task is None or task.state in TERMINAL_STATES:
         return

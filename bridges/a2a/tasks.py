@@ -18,6 +18,12 @@ message listing the pending inputs; ``completed``, ``failed`` and
 ``interrupted``/``aborted`` are the ``completed``, ``failed`` and ``canceled``
 statuses. Every event carries ``metadata.helix.sequence`` (the log position)
 and, for a chunk, ``metadata.helix.chunk`` (the chunk's JSON).
+
+A *light* fold (``SessionTasks(..., light=True)``, for a replay our
+extension asks) keeps no text: no ``response`` artifact and no history in its
+snapshots, each text delta's update carrying just that delta (a
+``step_restarted``'s none: its chunk says what to discard). It holds a few
+fields per task, whatever the session's size.
 """
 
 from __future__ import annotations
@@ -57,10 +63,12 @@ from helix_agents.events import (
     RunStarted,
     SessionCreated,
     StepRestarted,
+    StepStarted,
     TextDelta,
 )
 from helix_agents.ids import validate_session_id
 from helix_agents.log import stream_item
+from helix_agents.log.streaming import RUN_ENDING_EVENTS, EndFold
 from helix_agents.messages import AssistantMessage, UserMessage
 
 from .wire import INTERRUPTED_STATES, TERMINAL_STATES, data_part, struct_of, text_part
@@ -82,6 +90,7 @@ MESSAGE_ID_KEY = "a2a.messageId"
 
 _SEPARATOR = "~"  # never in a session id nor in a run id
 _chunk_encoder = msgspec.json.Encoder()
+_end_encoder = msgspec.json.Encoder()
 
 
 def task_id_of(session_id: str, run_id: str) -> str:
@@ -107,10 +116,12 @@ def _timestamp(ts: float) -> Timestamp:
     return stamp
 
 
-def _metadata(sequence: int, chunk: Chunk | None = None) -> dict[str, Any]:
+def _metadata(sequence: int, chunk: Chunk | None = None, end: str | None = None) -> dict[str, Any]:
     helix: dict[str, Any] = {"sequence": sequence}
     if chunk is not None:
         helix["chunk"] = _chunk_encoder.encode(chunk).decode()
+    if end is not None:
+        helix["end"] = end
     return {"helix": helix}
 
 
@@ -138,11 +149,15 @@ class TaskRecord:
     status_ts: float = 0.0
     status_seq: int = 0
     response: list[str] = field(default_factory=list)
+    deltas: int = 0
+    """How many of the session's own text deltas the response holds (also in a light fold)."""
     output: Any = None
     has_output: bool = False
     history: list[Message] = field(default_factory=list)
     pending: list[PendingInput] = field(default_factory=list)
     recoverable: bool = False
+    end: str | None = None
+    """The run's ``end``/``error`` item as our protocol's stream ends it (JSON), once ended."""
 
     @property
     def ends(self) -> bool:
@@ -204,15 +219,19 @@ class TaskRecord:
 class SessionTasks:
     """Folds one session's log, event by event, into its A2A tasks (see the module)."""
 
-    def __init__(self, session_id: str) -> None:
+    def __init__(self, session_id: str, *, light: bool = False) -> None:
         self.session_id = session_id
+        self.light = light
+        """Keep no text (see the module): for a stream that replays, not for snapshots."""
         self.agent_type = ""
         self.metadata: dict[str, str] = {}
         self.parent_session_id: str | None = None
         self.tasks: dict[str, TaskRecord] = {}
         self.current: TaskRecord | None = None
         self.last_seq = 0
+        self.step_count = 0
         self._runs: dict[str, TaskRecord] = {}
+        self._ends = EndFold()
 
     def task(self, task_id: str) -> TaskRecord | None:
         """The task ``task_id`` of this session, if the log has it."""
@@ -226,8 +245,11 @@ class SessionTasks:
             "sequence": self.last_seq,
             "runId": task.run_id,
             "currentTaskId": current,
+            "stepCount": self.step_count,
             **(extra or {}),
         }
+        if task.end is not None and task.state in TERMINAL_STATES:
+            helix["end"] = task.end
         return task.snapshot({"helix": helix})
 
     def task_of_run(self, run_id: str) -> TaskRecord | None:
@@ -243,6 +265,8 @@ class SessionTasks:
     def apply(self, event: Event) -> list[tuple[TaskRecord, StreamEvent]]:
         """Fold ``event`` in; the stream events it contributes, each with its task."""
         self.last_seq = event.seq
+        self._ends.apply(event)
+        self.step_count += isinstance(event, StepStarted)
         if isinstance(event, SessionCreated):
             self.agent_type = event.agent_type
             self.metadata = dict(event.metadata)
@@ -261,7 +285,7 @@ class SessionTasks:
             return []
         if isinstance(event, MessageAppended):
             message = event.message
-            if isinstance(message, AssistantMessage) and message.content:
+            if isinstance(message, AssistantMessage) and message.content and not self.light:
                 task.history.append(
                     self._message(task, Role.ROLE_AGENT, event.seq, message.content)
                 )
@@ -311,7 +335,7 @@ class SessionTasks:
             task = self._open(event.run_id, event)
             self._users(task, event.messages, event.seq, event.message_id)
             return []
-        task.run_id = event.run_id
+        task.run_id, task.end = event.run_id, None
         self._runs[event.run_id] = task
         self._users(task, event.messages, event.seq, event.message_id)
         if task.state == TaskState.TASK_STATE_WORKING:
@@ -328,11 +352,13 @@ class SessionTasks:
             event.ts,
             event.seq,
         )
+        if isinstance(event, RUN_ENDING_EVENTS):  # the end exactly as our stream says it
+            task.end = _end_encoder.encode(self._ends.ending(event)).decode()
         update = TaskStatusUpdateEvent(
             task_id=task.id,
             context_id=task.context_id,
             status=task.status(),
-            metadata=struct_of(_metadata(event.seq)),
+            metadata=struct_of(_metadata(event.seq, end=task.end)),
         )
         return task, update
 
@@ -341,11 +367,13 @@ class SessionTasks:
     def _chunk_event(self, task: TaskRecord, sequence: int, chunk: Chunk, ts: float) -> StreamEvent:
         own = chunk.agent_id == self.session_id
         if own and isinstance(chunk, TextDelta):
-            task.response.append(chunk.delta)
-            return self._response_event(task, sequence, chunk, append=len(task.response) > 1)
+            task.deltas += 1
+            if not self.light:
+                task.response.append(chunk.delta)
+            return self._response_event(task, sequence, chunk, append=task.deltas > 1)
         if own and isinstance(chunk, StepRestarted):
-            kept = max(0, len(task.response) - chunk.discard_deltas)
-            del task.response[kept:]
+            task.deltas = max(0, task.deltas - chunk.discard_deltas)
+            del task.response[task.deltas :]
             return self._response_event(task, sequence, chunk, append=False)
         if own and isinstance(chunk, OutputChunk):
             task.output, task.has_output = chunk.output, True
@@ -368,7 +396,10 @@ class SessionTasks:
     def _response_event(
         self, task: TaskRecord, sequence: int, chunk: Chunk, *, append: bool
     ) -> StreamEvent:
-        text = chunk.delta if isinstance(chunk, TextDelta) and append else "".join(task.response)
+        if isinstance(chunk, TextDelta) and (append or self.light):
+            text = chunk.delta
+        else:
+            text = "".join(task.response)  # the whole response (none in a light fold)
         return TaskArtifactUpdateEvent(
             task_id=task.id,
             context_id=task.context_id,
@@ -407,6 +438,8 @@ class SessionTasks:
         message_id: str | None,
         data: Any = None,
     ) -> None:
+        if self.light:
+            return
         for index, user in enumerate(messages):
             message = self._message(task, Role.ROLE_USER, seq, user.content, index)
             if index == 0 and message_id is not None:

@@ -25,11 +25,18 @@ from typing import Any, Self
 
 import anyio
 import httpx
+import msgspec
 from a2a.types import AgentCard, Message, Part, Role, StreamResponse, Task
 from a2a.utils.errors import MethodNotFoundError, UnsupportedOperationError
 
 from helix_agents._aio import closing_iter
-from helix_agents.errors import AgentServerError, TransportError, UsageError
+from helix_agents.errors import (
+    AgentServerError,
+    InvalidSessionIdError,
+    TransportError,
+    UsageError,
+)
+from helix_agents.ids import validate_session_id
 from helix_agents.messages import UserMessage
 from helix_agents.protocol import (
     ChunkEvent,
@@ -46,7 +53,7 @@ from helix_agents.tracing import trace_context_from_headers
 from helix_agents.transports import HeadersSource
 
 from .peer import Peer
-from .remote_view import Link, RemoteView, status_of_task
+from .remote_view import Link, RemoteView, run_id_of, status_of_task
 from .wire import (
     FROM_SEQUENCE_HEADER,
     INTERRUPTED_STATES,
@@ -60,6 +67,19 @@ from .wire import (
 __all__ = ["A2ARemoteAgentTransport"]
 
 _DATA_MODES = ("application/json", "data")
+
+
+def _checked(session_id: str) -> str:
+    """``session_id`` if it is a valid session id, else ``INVALID_REQUEST`` (nothing is sent)."""
+    try:
+        return validate_session_id(session_id)
+    except InvalidSessionIdError as exc:
+        raise AgentServerError("INVALID_REQUEST", str(exc)) from exc
+
+
+def _request_key(request: RemoteStartRequest) -> str:
+    """What tells two start requests apart (a repeat is the same request)."""
+    return msgspec.json.encode([request.agent_type, _text(request.message), request.input]).decode()
 
 
 def _text(message: str | list[UserMessage] | None) -> str:
@@ -153,20 +173,29 @@ class A2ARemoteAgentTransport:
         return link
 
     async def _link(self, session_id: str) -> Link:
+        _checked(session_id)
         link = self._links.get(session_id) or await self._find(session_id)
         if link is None:
             raise AgentServerError("NOT_FOUND", f"no A2A task for session {session_id!r}")
         return link
 
     def _message(
-        self, link: Link, parts: list[Part], message_id: str, helix: dict[str, Any]
+        self,
+        link: Link,
+        parts: list[Part],
+        message_id: str,
+        helix: dict[str, Any],
+        skill: str | None = None,
     ) -> Message:
+        metadata: dict[str, Any] = {"helix": helix}
+        if skill:  # a gateway's root endpoint (/a2a) serves the agent this names
+            metadata["skillId"] = skill
         message = Message(
             role=Role.ROLE_USER,
             message_id=message_id,
             context_id=link.session_id,
             parts=parts,
-            metadata=struct_of({"helix": helix}),
+            metadata=struct_of(metadata),
         )
         if link.task_id and link.reply is None:
             message.task_id = link.task_id
@@ -176,9 +205,15 @@ class A2ARemoteAgentTransport:
 
     async def start(self, request: RemoteStartRequest) -> RemoteStartResponse:
         """Send the first message of context ``request.session_id`` (once: see the module)."""
-        sid = request.session_id
+        sid = _checked(request.session_id)
+        linked = (request.parent_session_id, request.root_session_id, *(request.ancestors or ()))
+        for other in linked:
+            if other is not None:
+                _checked(other)
         link = self._links.get(sid)
-        if link is None and not await self._peer.helix():
+        if link is not None:
+            return await self._started_again(link, request)
+        if not await self._peer.helix():
             # Another agent may not know the message again: look for its task first.
             # A helix peer needs no look: its SendMessage is idempotent per messageId.
             link = await self._find(sid, request.agent_type)
@@ -202,16 +237,43 @@ class A2ARemoteAgentTransport:
                 "parentToolCallId": request.parent_tool_call_id,
             }
             helix = {key: value for key, value in helix.items() if value is not None}
-            message = self._message(link, parts, f"{sid}:start", helix)
+            message = self._message(link, parts, f"{sid}:start", helix, request.agent_type)
             traced = trace_context_from_headers(request.trace_context) or {}
             answer = await self._peer.send(message, f"SendMessage {sid}", traced)
+            link.request_key = _request_key(request)
             if isinstance(answer, Task):
                 current = helix_metadata(answer.metadata).get("currentTaskId")
                 link.task_id = current if isinstance(current, str) and link.helix else answer.id
+                link.run_id = run_id_of(link, answer)
             else:
                 link.reply = answer
             self._links[sid] = link
-        return RemoteStartResponse(session_id=sid, stream_id=sid, run_id=link.task_id or sid)
+        return self._response(link)
+
+    def _response(self, link: Link) -> RemoteStartResponse:
+        sid = link.session_id
+        return RemoteStartResponse(
+            session_id=sid, stream_id=sid, run_id=link.run_id or link.task_id or sid
+        )
+
+    async def _started_again(self, link: Link, request: RemoteStartRequest) -> RemoteStartResponse:
+        """A start of a child this transport started: the same request is the same run
+        while it runs; another request is ``ALREADY_RUNNING``; an ended one ``ALREADY_COMPLETED``
+        (as over our HTTP: the caller reads how it ended from its stream)."""
+        sid = link.session_id
+        if link.reply is not None:
+            raise AgentServerError("ALREADY_COMPLETED", f"session {sid!r} has ended")
+        status = await self.get_status(sid)
+        if status.status in ("completed", "failed") or (
+            status.status == "interrupted" and not link.helix
+        ):
+            raise AgentServerError("ALREADY_COMPLETED", f"session {sid!r} has ended")
+        same = request.agent_type == link.agent_type and (
+            not link.request_key or link.request_key == _request_key(request)
+        )
+        if not same:
+            raise AgentServerError("ALREADY_RUNNING", f"session {sid!r} exists (another request)")
+        return self._response(link)
 
     async def stream(
         self, session_id: str, from_sequence: int = 0
@@ -299,18 +361,23 @@ class A2ARemoteAgentTransport:
         return status_of_task(link, task)
 
     async def interrupt(self, session_id: str, reason: str | None = None) -> None:
-        """Cancel the child's task (``ALREADY_COMPLETED`` if it has ended)."""
-        await self._cancel(session_id)
+        """Cancel the child's task (``ALREADY_COMPLETED`` if it has ended); a helix peer
+        hears the reason (our extension's ``CancelTask`` metadata)."""
+        await self._cancel(session_id, "interrupt", reason)
 
     async def abort(self, session_id: str, reason: str | None = None) -> None:
-        """Cancel the child's task: A2A has one way to stop a task."""
-        await self._cancel(session_id)
+        """Cancel the child's task: A2A has one way to stop a task; a helix peer hears that
+        it is an abort, and the reason, through our extension (the session then fails)."""
+        await self._cancel(session_id, "abort", reason)
 
-    async def _cancel(self, session_id: str) -> None:
+    async def _cancel(self, session_id: str, op: str, reason: str | None) -> None:
         link = await self._link(session_id)
         if link.reply is not None:
             raise AgentServerError("ALREADY_COMPLETED", f"session {session_id!r} has ended")
-        await self._peer.cancel(link.task_id)
+        stop: dict[str, Any] = {"op": op}
+        if reason is not None:
+            stop["reason"] = reason
+        await self._peer.cancel(link.task_id, {"helix": stop} if link.helix else None)
 
     async def resume(self, request: RemoteResumeRequest) -> RemoteStartResponse:
         """Go on with the child: a helix peer resumes it; another's task goes on by itself.
@@ -330,8 +397,8 @@ class A2ARemoteAgentTransport:
             message.ClearField("task_id")
             answer = await self._peer.send(message, f"SendMessage {sid} (resume)")
             if isinstance(answer, Task):
-                link.task_id = answer.id
-            return RemoteStartResponse(session_id=sid, stream_id=sid, run_id=link.task_id)
+                link.task_id, link.run_id = answer.id, run_id_of(link, answer)
+            return self._response(link)
         status = await self.get_status(sid)
         if status.status in ("completed", "failed", "interrupted"):
             raise AgentServerError("ALREADY_COMPLETED", f"the A2A task of {sid!r} has ended")
@@ -357,9 +424,9 @@ class A2ARemoteAgentTransport:
         answer = await self._peer.send(message, f"SendMessage {sid}")
         if not isinstance(answer, Task):
             raise TransportError(f"SendMessage {sid}: the A2A agent answered without a task")
-        link.task_id = answer.id
+        link.task_id, link.run_id = answer.id, run_id_of(link, answer)
         return RemoteMessageResponse(
-            session_id=sid, stream_id=sid, run_id=answer.id, queued=answer.id == before
+            session_id=sid, stream_id=sid, run_id=link.run_id, queued=answer.id == before
         )
 
     async def submit_tool_result(

@@ -196,7 +196,7 @@ async def _first_task(sender: _Sender, session_id: str) -> Opened:
     log = await sender.read(session_id)
     tasks = SessionTasks(session_id).apply_all(log)
     first = next(iter(tasks.tasks.values()))
-    return Opened(session_id, first.id, log, first.opened_seq, first.opened_seq)
+    return Opened(session_id, first.id, first.opened_seq, first.opened_seq)
 
 
 async def _opened_by_run(sender: _Sender, session_id: str, run_id: str, *, new: bool) -> Opened:
@@ -206,7 +206,7 @@ async def _opened_by_run(sender: _Sender, session_id: str, run_id: str, *, new: 
     task = tasks.task_of_run(run_id) or tasks.current
     assert task is not None
     at = task.opened_seq if new else tasks.last_seq
-    return Opened(session_id, task.id, log, at, at)
+    return Opened(session_id, task.id, at, at)
 
 
 async def _continue(
@@ -266,8 +266,8 @@ async def _follow_up(
 async def _answer(
     sender: _Sender, session_id: str, state: SessionState, answers: list[Answer]
 ) -> Opened:
-    if state.is_terminal:
-        raise UnsupportedOperationError(f"context {session_id!r} has ended ({state.status})")
+    # An answer to a session that has ended is the service's to judge, as over our
+    # HTTP: the same answer again is taken (nothing resumes), another is refused.
     resumed = False
     for answer in answers:
         if answer.kind == "approval":
@@ -288,4 +288,4 @@ async def _answer(
     tasks = SessionTasks(session_id).apply_all(log)
     assert tasks.current is not None
     at = tasks.last_seq
-    return Opened(session_id, tasks.current.id, log, at, at, extra={"resumed": resumed})
+    return Opened(session_id, tasks.current.id, at, at, extra={"resumed": resumed})

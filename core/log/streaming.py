@@ -34,6 +34,7 @@ from helix_agents.protocol import ChunkEvent, EndEvent, ErrorEvent, TransportEve
 __all__ = [
     "PAGE_BYTES",
     "RUN_ENDING_EVENTS",
+    "EndFold",
     "EndedStream",
     "final_event",
     "fold_session",
@@ -117,7 +118,7 @@ async def fold_session(store: EventStore, session_id: str) -> SessionState | Non
     return projector.state if seq else None
 
 
-class _EndFold:
+class EndFold:
     """What a run's ``end``/``error`` item needs, folded event by event from the log.
 
     The session's custom state (its ``session_created`` initial state, then
@@ -261,7 +262,7 @@ async def _stream_from(
     that the run's end needs no second read of the log (only a look at what
     follows the end).
     """
-    fold = _EndFold()
+    fold = EndFold()
     held: list[TransportEvent] = []  # chunks after a run's end, until a run starts
     cursor = 0
     page, more = first

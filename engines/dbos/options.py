@@ -45,7 +45,7 @@ class DbosOptions(DurableOptions):
     app_name: str = "helix-agents"
     executor_id: str | None = None
     polling_interval: float = 0.1
-    takeover_after: float = 10.0
+    takeover_after: float = 2.0
     app_version: str = WORKFLOW_VERSION
     log_level: str = "WARNING"
     drain: float = 2.0

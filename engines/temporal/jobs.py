@@ -22,6 +22,7 @@ from helix_agents.engines.temporal.stepping import (
     WorkflowInput,
     call_step,
     cause_of,
+    task_timeout,
     tool_step,
 )
 
@@ -110,6 +111,7 @@ class RoundJobs:
                 dataclasses.replace(run, session_id=child, seq=seq),
                 id=child,
                 task_queue=workflow.info().task_queue,
+                task_timeout=task_timeout(run.heartbeat_timeout),
                 parent_close_policy=ParentClosePolicy.ABANDON,
             )
         except WorkflowAlreadyStartedError:

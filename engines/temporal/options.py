@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from helix_agents.engines.durable.options import DurableOptions
+from helix_agents.errors import UsageError
 
 __all__ = ["TemporalOptions"]
 
@@ -17,8 +18,11 @@ class TemporalOptions(DurableOptions):
         address: the Temporal frontend, ``host:port``.
         namespace: the Temporal namespace.
         task_queue: the task queue the workers poll and the launcher starts on.
-        heartbeat_timeout: seconds a long step may stay silent before it is
-            retried on another worker (a worker that died mid-step).
+        heartbeat_timeout: seconds a worker may stay silent before its work moves to
+            another: a long step's heartbeat timeout; a workflow task's timeout is
+            twice it, a sticky task waits half of it for its worker
+            (``specs/temporal.md``, "Recovery"). The gateway's value is the one a
+            run's workflow uses; give the workers the same.
         max_concurrent_activities: activities a worker runs at once (workers only).
         paused_wait: seconds a paused run waits for its resume signal.
         stop_grace: seconds a stopping run waits for its children.
@@ -30,5 +34,9 @@ class TemporalOptions(DurableOptions):
     address: str = "127.0.0.1:7233"
     namespace: str = "default"
     task_queue: str = "helix-agents"
-    heartbeat_timeout: float = 10.0
+    heartbeat_timeout: float = 2.0
     max_concurrent_activities: int = 100
+
+    def __post_init__(self) -> None:
+        if not self.heartbeat_timeout > 0:
+            raise UsageError("heartbeat_timeout must be above 0")

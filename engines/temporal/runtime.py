@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
+from datetime import timedelta
 
 import anyio
 from temporalio.client import Client
@@ -101,6 +102,10 @@ class TemporalRuntime:
             if self.steps is None:
                 yield
                 return
+            # A workflow task waiting for this worker (its sticky queue: the worker
+            # caches the run) goes to any worker after half the heartbeat timeout: a
+            # killed worker's runs move on at once (specs/temporal.md, "Recovery").
+            half = timedelta(seconds=self.options.heartbeat_timeout / 2)
             worker = Worker(
                 self.connection.client,
                 task_queue=self.options.task_queue,
@@ -108,6 +113,7 @@ class TemporalRuntime:
                 activities=HelixActivities(self.steps).all(),
                 max_concurrent_activities=self.options.max_concurrent_activities,
                 workflow_runner=_RUNNER,
+                sticky_queue_schedule_to_start_timeout=half,
             )
             await worker.__aenter__()
             try:

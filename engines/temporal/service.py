@@ -30,6 +30,7 @@ from helix_agents.agents.config import AgentConfig
 from helix_agents.engines.durable.launches import deferred_launch
 from helix_agents.engines.durable.service import DurableService
 from helix_agents.engines.temporal.options import TemporalOptions
+from helix_agents.engines.temporal.stepping import task_timeout
 from helix_agents.engines.temporal.workflow import WORKFLOW_NAME, WorkflowInput
 from helix_agents.errors import AgentServerError, TransportError
 from helix_agents.events import Event
@@ -112,6 +113,7 @@ class TemporalLauncher:
                     task_queue=options.task_queue,
                     start_signal="resume",
                     start_signal_args=[seq],
+                    task_timeout=task_timeout(options.heartbeat_timeout),
                 )
                 return
             except RPCError as exc:

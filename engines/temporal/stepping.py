@@ -27,6 +27,7 @@ __all__ = [
     "WorkflowInput",
     "call_step",
     "cause_of",
+    "task_timeout",
     "tool_step",
 ]
 
@@ -76,9 +77,19 @@ class WorkflowInput:
 
     session_id: str
     seq: int
-    heartbeat_timeout: float = 10.0
+    heartbeat_timeout: float = 2.0
     paused_wait: float = 7 * 24 * 3600.0
     stop_grace: float = 10.0
+
+
+def task_timeout(heartbeat_timeout: float) -> timedelta:
+    """A workflow task's timeout: twice the heartbeat timeout (``specs/temporal.md``, "Recovery").
+
+    A worker killed inside a workflow task (a short step runs in it) holds it
+    this long; a replay of the run's history must fit in it, so it is not cut
+    as short as a heartbeat (the SDK heartbeats a long local activity itself).
+    """
+    return timedelta(seconds=2 * heartbeat_timeout)
 
 
 async def call_step(

@@ -61,10 +61,24 @@ def _dbos_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _heartbeat_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--heartbeat-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="a worker silent this long is presumed dead and its sessions move on: Temporal, "
+        "a step's heartbeat timeout (give the gateway and the workers the same); DBOS on "
+        "Postgres, the silence after which a live worker takes its workflows over "
+        "(default: 2)",
+    )
+
+
 def add_temporal_commands(commands: Any, store_help: str) -> None:
     """Add ``worker`` to the CLI, and ``--temporal``/``--dbos`` to ``serve``."""
     _temporal_options(commands.choices["serve"], required=False)
     _dbos_option(commands.choices["serve"])
+    _heartbeat_option(commands.choices["serve"])
     worker = commands.add_parser(
         "worker",
         help="run agents as Temporal or DBOS workflows",
@@ -76,14 +90,7 @@ def add_temporal_commands(commands: Any, store_help: str) -> None:
     worker.add_argument("--store", metavar="URL", help=store_help)
     _temporal_options(worker, required=False)
     _dbos_option(worker)
-    worker.add_argument(
-        "--heartbeat-timeout",
-        type=float,
-        default=10.0,
-        metavar="SECONDS",
-        help="Temporal: a step silent this long is retried on another worker; DBOS on "
-        "Postgres: a worker silent this long has its workflows taken over (default: %(default)s)",
-    )
+    _heartbeat_option(worker)
     worker.add_argument(
         "--otel",
         action="store_true",
@@ -100,14 +107,21 @@ def _options(args: argparse.Namespace) -> Any:
         raise UsageError(
             f"--temporal needs the temporal extra: pip install 'helix-agents[temporal]' ({exc})"
         ) from exc
-    if getattr(args, "heartbeat_timeout", 10.0) <= 0:
-        raise UsageError("--heartbeat-timeout must be above 0")
+    beat = _heartbeat_timeout(args)
     return TemporalOptions(
         address=args.temporal,
         namespace=args.namespace,
         task_queue=args.task_queue,
-        heartbeat_timeout=getattr(args, "heartbeat_timeout", 10.0),
+        heartbeat_timeout=TemporalOptions.heartbeat_timeout if beat is None else beat,
     )
+
+
+def _heartbeat_timeout(args: argparse.Namespace) -> float | None:
+    """``--heartbeat-timeout`` (None: the engine's default); above 0 or a ``UsageError``."""
+    beat: float | None = getattr(args, "heartbeat_timeout", None)
+    if beat is not None and not beat > 0:
+        raise UsageError("--heartbeat-timeout must be above 0")
+    return beat
 
 
 def _dbos_options(args: argparse.Namespace) -> Any:
@@ -121,13 +135,12 @@ def _dbos_options(args: argparse.Namespace) -> Any:
         raise UsageError("--dbos takes sqlite:///FILE or postgresql://...")
     if args.namespace != "default":
         raise UsageError("--namespace is Temporal's, not --dbos's")
-    beat = getattr(args, "heartbeat_timeout", 10.0)
-    if beat <= 0:
-        raise UsageError("--heartbeat-timeout must be above 0")
+    beat = _heartbeat_timeout(args)
     if not args.dbos.startswith("sqlite:///"):
         # Postgres: a worker silent this long is presumed dead; a live one takes over.
-        return DbosOptions(system_database=args.dbos, queue=args.task_queue, takeover_after=beat)
-    if beat != 10.0:
+        after = DbosOptions.takeover_after if beat is None else beat
+        return DbosOptions(system_database=args.dbos, queue=args.task_queue, takeover_after=after)
+    if beat is not None:
         raise UsageError("--heartbeat-timeout with --dbos is for Postgres (SQLite is one process)")
     return DbosOptions(system_database=args.dbos, queue=args.task_queue)
 
@@ -146,6 +159,8 @@ def runtime_factory(args: argparse.Namespace) -> RuntimeFactory | None:
 
         return dbos_runtime
     if args.temporal is None:
+        if getattr(args, "heartbeat_timeout", None) is not None:
+            raise UsageError("--heartbeat-timeout is for --temporal or --dbos postgresql://...")
         return None
     if args.nats is not None:
         raise TargetError("serve takes --temporal or --nats, not both")

@@ -17,6 +17,8 @@ runs them on a worker; ``serve ... --temporal ADDR`` fronts them.
 - ``echo``: answers every turn with its last message (follow-ups).
 - ``remote_boss``: a remote ``researcher`` (``remote_app``) at ``$HELIX_TEMPORAL_REMOTE_URL``.
 - ``streamer``: 40 words, one delta every 0.1 s (a worker killed mid stream).
+- ``long_streamer``: 150 words, one every 0.1 s (still streaming once a
+  second worker has started: the time-to-recovery tests).
 
 Scripts are indexed by the conversation (``ScriptedLLM``), so a retried or
 resumed step gets the same answer.
@@ -227,6 +229,12 @@ streamer = define_agent(
     llm=ScriptedLLM([" ".join(f"word{n}" for n in range(40))], chunk_words=1, delta_delay=0.1),
 )
 
+long_streamer = define_agent(
+    "long_streamer",
+    description="Streams a longer answer slowly.",
+    llm=ScriptedLLM([" ".join(f"word{n}" for n in range(150))], chunk_words=1, delta_delay=0.1),
+)
+
 
 # A remote researcher served by ``helix-agents serve tests.integration.remote_app:agents``
 # at $HELIX_TEMPORAL_REMOTE_URL (a test sets it for its workers).
@@ -260,6 +268,17 @@ echo = define_agent("echo", description="Echoes each turn.", llm=ScriptedLLM(_ec
 
 agents = {
     agent.name: agent
-    for agent in (boss, fan, marker_boss, tree, hitl_boss, asker, echo, streamer, remote_boss)
+    for agent in (
+        boss,
+        fan,
+        marker_boss,
+        tree,
+        hitl_boss,
+        asker,
+        echo,
+        streamer,
+        long_streamer,
+        remote_boss,
+    )
 }
 """The agents served (their sub-agents come with them)."""

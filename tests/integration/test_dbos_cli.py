@@ -38,6 +38,12 @@ def test_worker_refuses_what_dbos_does_not_take(
     ("args", "needle"),
     [
         (("--dbos", "sqlite:///d.sqlite", "--temporal", "h:1"), "one of --dbos, --temporal"),
+        (
+            ("--dbos", "sqlite:///d.sqlite", "--heartbeat-timeout", "3"),
+            "--heartbeat-timeout with --dbos is for Postgres",
+        ),
+        (("--heartbeat-timeout", "3"), "--heartbeat-timeout is for --temporal or --dbos"),
+        (("--temporal", "h:1", "--heartbeat-timeout", "-1"), "above 0"),
     ],
 )
 def test_serve_refuses_what_dbos_does_not_take(

@@ -15,6 +15,7 @@ each held its decoded log (RSS 72 -> 956 MB for the 10 MB session, 662 MB
 
 from __future__ import annotations
 
+import json
 import socket
 import struct
 import time
@@ -237,3 +238,103 @@ async def test_readers_that_never_read_hold_a_window_each_whatever_the_session_s
         for sock in readers:
             sock.close()
         await server.stop()
+
+
+# --- the same for A2A resubscribers (issue 34) ----------------------------------------------
+
+A2A_READERS = 50
+WINDOW_PER_READER = 256 * 1024
+
+
+def _a2a_still(port: int, task_id: str) -> socket.socket:
+    """A raw A2A client that re-subscribes to ``task_id`` from the start (our extension's
+    ``Helix-From-Sequence: 0``, what ``A2ARemoteAgentTransport`` sends) and never reads."""
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": task_id}}
+    ).encode()
+    head = (
+        "POST /a2a HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+        f"A2A-Version: 1.0\r\nHelix-From-Sequence: 0\r\ncontent-length: {len(body)}\r\n\r\n"
+    )
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.sendall(head.encode() + body)
+    return sock
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc (Linux)")
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+async def test_a2a_resubscribers_that_never_read_hold_a_window_each(
+    tmp_path: Path, loop: str
+) -> None:
+    """Fifty A2A clients re-subscribe to a finished 10 MB session's task from its start and
+    read nothing: the replay is read from the log a page at a time as each socket drains, so
+    the server holds a window per client, not the session (before: each held the decoded
+    log, its fold and a first event carrying the whole text)."""
+    session_id, chunks = "long-day", 4_000
+    await _fill(tmp_path / "serve.db", session_id, chunks)
+    server = ServeProcess(tmp_path, SLOW, "--loop", loop)
+    await server.start()
+    readers: list[socket.socket] = []
+    task_id = f"{session_id}~r"
+    try:
+        async with httpx.AsyncClient(timeout=10) as client:
+            with anyio.fail_after(LIMIT):
+                # The A2A routes load a2a-sdk on their first use: load it before measuring.
+                card = await client.get(f"{server.url}/.well-known/agent-card.json")
+                assert card.status_code == 200
+                before = _rss(server)
+                readers = [_a2a_still(server.port, task_id) for _ in range(A2A_READERS)]
+                peak, waits = before, []
+                held = time.monotonic()
+                while time.monotonic() - held < 6:  # the readers stay, reading nothing
+                    asked = time.perf_counter()
+                    health = await client.get(f"{server.url}/health")
+                    waits.append(time.perf_counter() - asked)
+                    assert health.status_code == 200
+                    peak = max(peak, _rss(server))
+                    await anyio.sleep(0.05)  # sampling RSS: /proc has no event
+                for sock in readers:
+                    sock.close()
+                readers = []
+                closed = time.monotonic()
+                after = _rss(server)
+                while after - before > RETURN_LIMIT and time.monotonic() - closed < 10:
+                    await anyio.sleep(0.5)  # polling RSS: /proc has no event
+                    after = _rss(server)
+                waits.sort()
+                p99 = waits[max(int(len(waits) * 0.99) - 1, 0)]
+                print(
+                    f"\nA2A, {loop}, {chunks * DELTA >> 20} MiB of chunks: RSS {before >> 20} -> "
+                    f"peak {peak >> 20} MB with {A2A_READERS} non-reading resubscribers "
+                    f"({(peak - before) // A2A_READERS >> 10} KiB each); /health p99 "
+                    f"{p99 * 1000:.0f} ms of {len(waits)}; {after >> 20} MB "
+                    f"{time.monotonic() - closed:.1f}s after they closed"
+                )
+                # The issue's target: at most 256 KiB per reader (measured: 33-35 KiB; before,
+                # about 39 MiB each, the decoded log and the whole text).
+                assert (peak - before) / A2A_READERS <= WINDOW_PER_READER, (before, peak)
+                assert p99 < HEALTH_P99, waits[-5:]
+                assert after - before <= RETURN_LIMIT, (before, peak, after)
+                # A client that reads gets the whole replay: every delta, then the end.
+                await _read_a2a_replay(client, server.url, task_id, chunks)
+    finally:
+        for sock in readers:
+            sock.close()
+        await server.stop()
+
+
+async def _read_a2a_replay(client: httpx.AsyncClient, url: str, task_id: str, chunks: int) -> None:
+    """Re-subscribe from the start and read to the end: the task, every delta, the end."""
+    request = {"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": task_id}}
+    headers = {"A2A-Version": "1.0", "Helix-From-Sequence": "0"}
+    deltas, last = 0, ""
+    async with client.stream("POST", f"{url}/a2a", json=request, headers=headers) as sse:
+        async for line in sse.aiter_lines():
+            if line.startswith("data: "):
+                result = json.loads(line[6:])["result"]
+                deltas += "artifactUpdate" in result
+                last = next(iter(result))
+                if last == "statusUpdate":
+                    state = result["statusUpdate"]["status"]["state"]
+    assert deltas == chunks + 1  # each delta, and the output
+    assert (last, state) == ("statusUpdate", "TASK_STATE_COMPLETED")

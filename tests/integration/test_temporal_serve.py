@@ -7,6 +7,7 @@ project's own client (``HttpRemoteAgentTransport``) and reads the store.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,13 @@ from helix_agents.stores import SqliteEventStore
 from helix_agents.transports import HttpRemoteAgentTransport
 from tests.integration._durable_kit import WorkerProcess
 from tests.integration._serve_process import ServeProcess
-from tests.integration._temporal_kit import results_of, seqs_contiguous, wait_for
+from tests.integration._temporal_kit import (
+    RECOVERY_BOUND,
+    first_chunks_after,
+    results_of,
+    seqs_contiguous,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.slow]
 
@@ -66,8 +73,7 @@ class Deployment:
             address=self.dev.address,
             db=self.db,
             task_queue=self.queue,
-            args=("--heartbeat-timeout", "2"),
-            env=self.env,
+            env=self.env,  # the default heartbeat timeout (2 s) on the gateway and the workers
         )
         self.workers.append(worker)
         return worker
@@ -263,3 +269,52 @@ async def test_worker_killed_mid_remote_child_another_completes(
         await store.close()
         await remote_store.close()
         await remote.terminate()
+
+
+async def test_a_killed_workers_sessions_stream_again_within_seconds(
+    deployment: Deployment,
+) -> None:
+    """Issue 34: SIGKILL the only worker running four sessions (two streaming a model's
+    answer, two in a tool) while a second one is up: each session's first new chunk comes
+    within seconds, at the defaults (heartbeat timeout 2 s; before, 10 s set it: 9-11 s)."""
+    deployment.env["HELIX_TEMPORAL_MARK_SECONDS"] = "12"  # in the tool while the second starts
+    first = deployment.worker()
+    await first.start()
+    store = SqliteEventStore(deployment.db, poll_interval=0.05)
+    sessions = {
+        "rs1": "long_streamer",
+        "rs2": "long_streamer",
+        "rm1": "marker_boss",
+        "rm2": "marker_boss",
+    }
+    try:
+        async with HttpRemoteAgentTransport(deployment.gateway.url) as client:
+            with anyio.fail_after(120):
+                for session_id, agent_type in sessions.items():
+                    await client.start(
+                        RemoteStartRequest(
+                            session_id=session_id, agent_type=agent_type, message="go"
+                        )
+                    )
+                for session_id in sessions:
+                    await wait_for(
+                        store, session_id, lambda e: isinstance(e, TextDelta | CustomChunk)
+                    )
+                await deployment.worker().start()
+                await first.kill()
+                killed = time.monotonic()
+                held = {sid: (await store.read(sid))[-1].seq for sid in sessions}
+                seconds = await first_chunks_after(store, held, killed)
+                print(f"first new chunk after the worker's SIGKILL, by session: {seconds}")
+                assert max(seconds.values()) <= RECOVERY_BOUND, seconds
+                for session_id in sessions:
+                    await _to_end(client, session_id)
+        for session_id in sessions:
+            log = await store.read(session_id)
+            assert seqs_contiguous(log)
+            assert project_state(log).status == "completed"
+    except BaseException:
+        print(deployment.outputs())
+        raise
+    finally:
+        await store.close()

@@ -81,6 +81,7 @@ from helix_agents import (
     define_tool,
 )
 from helix_agents._aio import closing_iter
+from helix_agents.a2a import A2ARemoteAgentTransport
 from helix_agents.errors import (
     AgentServerError,
     RemoteAgentFailedError,
@@ -240,6 +241,34 @@ async def http() -> AsyncIterator[Remote]:
         http_transport(url) as transport,
     ):
         yield Remote(transport, server, gate)
+
+
+@pytest.fixture
+async def a2a() -> AsyncIterator[Remote]:
+    """The child side behind the gateway's A2A root endpoint (``A2ARemoteAgentTransport``).
+
+    The gateway is a helix peer (its card declares our extension): the transport
+    follows it log sequence by log sequence, so the same plans and the same
+    predicate hold as over our HTTP.
+    """
+    async with (
+        running_server() as (server, gate),
+        serve(create_http_app(server)) as url,
+        A2ARemoteAgentTransport(url, timeout=5) as transport,
+    ):
+        yield Remote(transport, server, gate)
+
+
+@pytest.fixture
+async def a2a_proxied() -> AsyncIterator[Remote]:
+    """As ``a2a``, with a :class:`TcpProxy` between the transport and uvicorn."""
+    async with (
+        running_server() as (server, gate),
+        serve(create_http_app(server)) as url,
+        tcp_proxy(url) as proxy,
+        A2ARemoteAgentTransport(proxy.url, timeout=5) as transport,
+    ):
+        yield Remote(transport, server, gate, proxy=proxy)
 
 
 @pytest.fixture
@@ -683,6 +712,16 @@ async def test_fault_schedules_over_http(
     await check_plan(http, kind, retries, plan)
 
 
+@pytest.mark.slow
+@settings(FAULT_SETTINGS, max_examples=40)
+@given(kind=KINDS, retries=RETRIES, plan=PLANS)
+async def test_fault_schedules_over_a2a(
+    a2a: Remote, kind: ChildKind, retries: int, plan: list[Fault]
+) -> None:
+    """The same plans through ``A2ARemoteAgentTransport`` to our own A2A endpoint."""
+    await check_plan(a2a, kind, retries, plan)
+
+
 @settings(FAULT_SETTINGS, max_examples=40)
 @given(retries=RETRIES, plan=CONTROL_PLANS)
 @example(
@@ -713,6 +752,16 @@ async def test_status_and_resume_faults_across_a_parent_interrupt_over_http(
     http: Remote, retries: int, plan: list[Fault]
 ) -> None:
     await check_pause(http, retries, plan)
+
+
+@pytest.mark.slow
+@settings(FAULT_SETTINGS, max_examples=10)
+@given(retries=RETRIES, plan=CONTROL_PLANS)
+async def test_status_and_resume_faults_across_a_parent_interrupt_over_a2a(
+    a2a: Remote, retries: int, plan: list[Fault]
+) -> None:
+    """Interrupt, resume and their faults through ``A2ARemoteAgentTransport``."""
+    await check_pause(a2a, retries, plan)
 
 
 async def test_drops_separated_by_progress_do_not_exhaust_the_retry_budget(
@@ -777,6 +826,20 @@ async def test_sse_cut_mid_frame_by_a_proxy_keeps_the_stream_exact(
 @pytest.mark.slow
 async def test_cutting_every_connection_while_the_child_is_blocked(proxied: Remote) -> None:
     """The parent holds part of the stream, every connection dies, the child then finishes."""
+    await check_cut_all(proxied)
+
+
+@pytest.mark.slow
+async def test_cutting_every_connection_while_the_child_is_blocked_over_a2a(
+    a2a_proxied: Remote,
+) -> None:
+    """The same over A2A: the subscription and every other connection die; the transport
+    subscribes again from the sequence it holds, and the parent ends exact."""
+    await check_cut_all(a2a_proxied)
+
+
+async def check_cut_all(proxied: Remote) -> None:
+    """Cut every connection while the child blocks; the parent still ends exact."""
     proxy = proxied.proxy
     assert proxy is not None
     proxied.gate.open()
