@@ -12,7 +12,8 @@ page, never the whole log, however long the session (``specs/http.md``).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections import deque
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 
 from helix_agents._aio import closing_iter
 from helix_agents.errors import AgentServerError
@@ -36,6 +37,7 @@ __all__ = [
     "RUN_ENDING_EVENTS",
     "EndFold",
     "EndedStream",
+    "PagedStream",
     "final_event",
     "fold_session",
     "open_session_stream",
@@ -175,7 +177,7 @@ async def stream_session(
     first = await read_page(store, session_id, 0)
     if not first[0] and must_exist:
         raise _not_found(session_id)
-    async with closing_iter(_stream_from(store, session_id, from_sequence, first)) as events:
+    async with closing_iter(PagedStream(store, session_id, from_sequence, first)) as events:
         async for event in events:
             yield event
 
@@ -225,7 +227,7 @@ async def open_session_stream(
         final = final_event(first)
         if final is not None:
             return EndedStream(_ended_items(first, from_sequence, final))
-    return _stream_from(store, session_id, from_sequence, (first, more))
+    return PagedStream(store, session_id, from_sequence, (first, more))
 
 
 def _ended_items(
@@ -249,33 +251,41 @@ def _not_found(session_id: str) -> AgentServerError:
     return AgentServerError("NOT_FOUND", f"session {session_id!r} not found")
 
 
-async def _stream_from(
-    store: EventStore, session_id: str, from_sequence: int, first: tuple[list[Event], bool]
-) -> AsyncIterator[TransportEvent]:
-    """The stream, from the log's ``first`` page on (read from seq 0, and whether more follow).
+async def _pages_from(
+    store: EventStore,
+    session_id: str,
+    from_sequence: int,
+    first: tuple[list[Event], bool],
+    tailing: Callable[[], None],
+) -> AsyncGenerator[list[TransportEvent], None]:
+    """The stream a page at a time, from the log's ``first`` page on (read from seq 0, and
+    whether more follow): each page's items as one list, the tail's one by one.
 
-    The log is read on in pages to its end, each page's chunks yielded
-    before the next is read. A chunk after a run's end is
+    The log is read on in pages to its end, each page's items yielded before
+    the next is read. A chunk after a run's end is
     held until a new run starts (a log ending there does not stream it, as
     :func:`final_event` says). The log's end: the stream ends if its last
     run has; else the tail goes on from there, folding what it delivers, so
     that the run's end needs no second read of the log (only a look at what
-    follows the end).
+    follows the end). ``tailing()`` is called before the last page of the log
+    is yielded when the tail follows it: what comes next may wait for new events.
     """
     fold = EndFold()
     held: list[TransportEvent] = []  # chunks after a run's end, until a run starts
     cursor = 0
     page, more = first
     del first
+    if not page:
+        tailing()
     while page:
         cursor = page[-1].seq
+        items: list[TransportEvent] = []
         for event in page:
             fold.apply(event)
             item = stream_item(event)
             if item is None:
                 if held and isinstance(event, RunStarted):
-                    for chunk in held:
-                        yield chunk
+                    items.extend(held)
                     held.clear()
                 continue
             if event.seq <= from_sequence:
@@ -284,12 +294,23 @@ async def _stream_from(
             if fold.ended:
                 held.append(chunk)
             else:
-                yield chunk
+                items.append(chunk)
         page = []
+        last = not more and fold.boundary is not None and fold.ended
+        if last:
+            assert fold.boundary is not None
+            items.append(fold.ending(fold.boundary))
+        elif not more:
+            tailing()
+        if items:
+            yield items  # the next page is read once these were taken
+        items = []
+        if last:
+            return
         if more:
             page, more = await read_page(store, session_id, cursor)
     if fold.boundary is not None and fold.ended:
-        yield fold.ending(fold.boundary)
+        yield [fold.ending(fold.boundary)]
         return
     async with closing_iter(store.tail(session_id, cursor)) as events:
         async for event in events:
@@ -298,13 +319,65 @@ async def _stream_from(
                 continue  # folded, but not the reader's: it has read past them
             item = stream_item(event)
             if item is not None:
-                yield ChunkEvent(chunk=item.chunk, sequence=item.sequence)
+                yield [ChunkEvent(chunk=item.chunk, sequence=item.sequence)]
             elif isinstance(event, RUN_ENDING_EVENTS) and not await _run_follows(
                 store, session_id, event.seq
             ):
-                yield fold.ending(event)
+                yield [fold.ending(event)]
                 return
             # Else a newer run, or a later end, follows: the tail delivers it.
+
+
+class PagedStream:
+    """A session's stream read a page at a time as it is taken (see :func:`stream_session`).
+
+    Iterate it item by item as any stream, or take it a page's items at a
+    time with :meth:`page` (``/sse`` sends pages as one body: a reader
+    catching up on a long log costs a few operations per page, not per
+    item). Either way, the next page is read only once the one before has
+    been taken. :meth:`aclose` stops it (and its tail).
+    """
+
+    __slots__ = ("_items", "_pages", "tailing")
+
+    def __init__(
+        self,
+        store: EventStore,
+        session_id: str,
+        from_sequence: int,
+        first: tuple[list[Event], bool],
+    ) -> None:
+        self.tailing = False
+        """True once the log has been read to its end: what follows may wait for new events."""
+        self._pages = _pages_from(store, session_id, from_sequence, first, self._tail)
+        self._items: deque[TransportEvent] = deque()
+
+    def _tail(self) -> None:
+        self.tailing = True
+
+    def __aiter__(self) -> PagedStream:
+        return self
+
+    async def __anext__(self) -> TransportEvent:
+        while not self._items:
+            self._items.extend(await self._pages.__anext__())
+        return self._items.popleft()
+
+    async def page(self) -> list[TransportEvent] | None:
+        """The next page's items (first what an item-by-item reader left); None at the end."""
+        if self._items:
+            left = list(self._items)
+            self._items.clear()
+            return left
+        try:
+            return await self._pages.__anext__()
+        except StopAsyncIteration:
+            return None
+
+    async def aclose(self) -> None:
+        """Stop the stream: its tail, if one is open, ends now."""
+        self._items.clear()
+        await self._pages.aclose()
 
 
 async def _run_follows(store: EventStore, session_id: str, seq: int) -> bool:

@@ -15,7 +15,7 @@ import msgspec
 from starlette.types import Receive, Scope, Send
 
 from helix_agents.errors import HelixError
-from helix_agents.log.streaming import EndedStream
+from helix_agents.log.streaming import EndedStream, PagedStream
 from helix_agents.protocol import ChunkEvent, EndEvent, ErrorEvent, TransportEvent
 from helix_agents.server.edge import protocol_error
 from helix_agents.server.streams.closing import SHUTDOWN_ERROR, OpenStreams
@@ -25,6 +25,9 @@ __all__ = ["PAGE_BYTES", "SSEResponse", "encode_sse"]
 
 PAGE_BYTES = 64 * 1024
 """Bytes of frames an ended stream hands the server at a time."""
+CATCH_UP_BYTES = 16 * 1024
+"""Bytes of frames a stream catching up on the log hands its writer at a time (the
+writer's outbox holds as much: a reader that stops reading holds about one)."""
 
 _encoder = msgspec.json.Encoder()
 
@@ -130,8 +133,31 @@ async def _send_ended(events: EndedStream, send: Send) -> None:
 
 
 async def _frames(events: AsyncIterator[TransportEvent]) -> AsyncIterator[bytes]:
-    """The protocol's frames; a failure of the stream behind them is an ``error`` frame."""
+    """The protocol's frames; a failure of the stream behind them is an ``error`` frame.
+
+    A :class:`~helix_agents.log.streaming.PagedStream` is taken a page at a time, and
+    while it catches up on the log (its pages follow at once) its frames go out
+    :data:`CATCH_UP_BYTES` at a time: a reader catching up on a long log costs a few
+    operations a page and a ``send`` per body, not per item. Each page's items are
+    let go once encoded; once the stream tails, each frame goes at once.
+    """
     try:
+        if isinstance(events, PagedStream):
+            body: list[bytes] = []
+            size = 0
+            while (items := await events.page()) is not None:
+                for event in items:
+                    frame = encode_sse(event)
+                    body.append(frame)
+                    size += len(frame)
+                items.clear()  # held by the stream's page too: let the events go now
+                if body and (size >= CATCH_UP_BYTES or events.tailing):
+                    joined = b"".join(body) if len(body) > 1 else body[0]
+                    body, size = [], 0  # only the joined body is held while it waits
+                    yield joined
+            if body:
+                yield b"".join(body)
+            return
         async for event in events:
             yield encode_sse(event)
     except (HelixError, ValueError) as exc:
