@@ -21,7 +21,7 @@ import nats
 import pytest
 from anyio.abc import TaskGroup
 from conftest import fresh_stream_name
-from servers import closed_port, serve
+from servers import listen_port, serve
 
 from helix_agents import (
     AgentConfig,
@@ -115,7 +115,7 @@ async def children_of(
         return
     async with anyio.create_task_group() as tg:
         if kind == "http":
-            port = closed_port()
+            port = listen_port()
             host = Children(kind, MemoryEventStore(), agents, tg=tg, _port=port)
             async with HttpRemoteAgentTransport(
                 f"http://127.0.0.1:{port}", max_retries=6, retry_base_delay=0.05, timeout=10

@@ -24,7 +24,7 @@ from pathlib import Path
 from types import TracebackType
 
 from nats_server import START_TIMEOUT, nats_server_binary, stop_process
-from servers import closed_port
+from servers import listen_port
 
 __all__ = ["NatsCluster", "NatsNode"]
 
@@ -97,6 +97,10 @@ class NatsNode:
         except OSError:
             return False
 
+    def port_taken(self) -> bool:
+        """Whether the node exited because one of its ports was taken before it bound it."""
+        return any(b"address already in use" in line for line in self._log)
+
     def log(self) -> str:
         return b"".join(self._log).decode(errors="replace")[-3000:]
 
@@ -110,6 +114,10 @@ class NatsNode:
         """SIGTERM this node, then SIGKILL if it lingers. Idempotent."""
         if self.process is not None:
             stop_process(self.process, timeout)
+
+
+class _PortTaken(RuntimeError):
+    """A node could not bind a port chosen for it (another process took it first)."""
 
 
 class NatsCluster:
@@ -128,7 +136,16 @@ class NatsCluster:
             RuntimeError: a node exits, or the cluster is not ready within ``timeout``
                 seconds (the message ends with the nodes' logs).
         """
-        nodes = [NatsNode(name, closed_port(), closed_port(), base_dir / name) for name in NODES]
+        for attempt in range(3):
+            try:
+                return cls._start(base_dir / f"try{attempt}" if attempt else base_dir, timeout)
+            except _PortTaken:
+                continue
+        return cls._start(base_dir / "try3", timeout)
+
+    @classmethod
+    def _start(cls, base_dir: Path, timeout: float) -> NatsCluster:
+        nodes = [NatsNode(name, listen_port(), listen_port(), base_dir / name) for name in NODES]
         cluster = cls(nodes)
         try:
             for node in nodes:
@@ -139,6 +156,8 @@ class NatsCluster:
             for node in nodes:
                 while not (node.meta_leader_known.is_set() and node.accepting()):
                     if not node.running:
+                        if node.port_taken():
+                            raise _PortTaken(f"nats node {node.name}: port taken\n{cluster.logs()}")
                         raise RuntimeError(f"nats node {node.name} exited:\n{cluster.logs()}")
                     if time.monotonic() > deadline:
                         raise RuntimeError(f"nats cluster not ready:\n{cluster.logs()}")

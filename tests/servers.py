@@ -15,6 +15,7 @@ uvicorn is asyncio-only, so tests that use it run on the asyncio backend.
 from __future__ import annotations
 
 import contextlib
+import random
 import socket
 from collections.abc import AsyncIterator, Iterator
 from typing import Literal
@@ -26,7 +27,7 @@ from starlette.types import ASGIApp
 
 from helix_agents._aio import collapsed_groups
 
-__all__ = ["closed_port", "serve"]
+__all__ = ["closed_port", "listen_port", "serve"]
 
 SHUTDOWN_TIMEOUT = 5
 """Seconds uvicorn gets to close its connections before its tasks are cancelled."""
@@ -112,3 +113,32 @@ def closed_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
     return port
+
+
+def listen_port() -> int:
+    """A free loopback port below the kernel's ephemeral range, for a server started later.
+
+    A port from :func:`closed_port` lies in the ephemeral range, so between
+    choosing it and a server binding it, any outgoing connection (a cluster
+    node dialing its peers) may be given it as its local port, and the server
+    then fails with "address already in use". Ports below the range are never
+    handed out that way.
+    """
+    high = min(_ephemeral_low(), 32768)
+    for _ in range(200 if high > 21000 else 0):
+        port = random.randrange(20000, high)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    return closed_port()
+
+
+def _ephemeral_low() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768

@@ -21,7 +21,7 @@ from pathlib import Path
 import anyio
 import httpx
 from anyio.abc import Process
-from servers import closed_port
+from servers import listen_port
 
 __all__ = ["ROOT", "ServeProcess"]
 
@@ -64,7 +64,7 @@ class ServeProcess:
     ) -> None:
         self.db = db or directory / "serve.db"
         self.log = log or directory / "serve.log"
-        self.port = port or closed_port()
+        self.port = port or listen_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.target = target
         self.args = args

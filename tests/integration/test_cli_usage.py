@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from servers import closed_port
+from servers import listen_port
 
 from helix_agents.server.cli.main import main
 
@@ -52,7 +52,7 @@ def test_an_unknown_command_lists_the_commands(capsys: pytest.CaptureFixture[str
 
 @pytest.mark.slow
 def test_serve_at_a_terminal_prints_the_token_form_of_the_inspector(tmp_path: Path) -> None:
-    port = closed_port()
+    port = listen_port()
     master, slave = os.openpty()
     process = subprocess.Popen(
         [*SERVE, "--port", str(port), "--store", "memory://", "--token", "s3cret/+"],

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import pytest
 from nats_server import NatsServer
-from servers import closed_port, serve
+from servers import listen_port, serve
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
@@ -128,7 +128,7 @@ def test_remote_child_over_http_in_one_process(tmp_path: Path) -> None:
 
 
 async def test_remote_child_against_a_served_process(tmp_path: Path) -> None:
-    port = closed_port()
+    port = listen_port()
     log = tmp_path / "serve.log"
     serve_args = ["serve", "examples.remote_child_http:served", "--port", str(port)]
     with log.open("ab") as output:

@@ -42,7 +42,7 @@ from hitl_checks import (
     tree_logs,
     until,
 )
-from servers import closed_port, serve
+from servers import listen_port, serve
 
 from helix_agents import AgentExecutor, EventStore
 from helix_agents.events import InputRequired
@@ -453,7 +453,7 @@ async def _serve_until(
 async def test_an_unreachable_owner_is_a_retryable_500_and_the_retry_is_recorded_once(
     runtime: Runtime,
 ) -> None:
-    port = closed_port()
+    port = listen_port()
     remote_store = MemoryEventStore()
 
     def app() -> Any:  # a fresh server each time, on the same store: a restart

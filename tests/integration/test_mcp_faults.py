@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp_servers import HttpServerProcess, read_calls, stdio_command, tools_http_app
-from servers import closed_port, serve
+from servers import listen_port, serve
 
 from helix_agents import AgentExecutor, AgentHooks, define_agent
 from helix_agents.errors import ToolsetError
@@ -91,7 +91,7 @@ async def test_an_http_server_that_crashes_is_an_error_until_it_is_back_then_rec
     tmp_path: Path,
 ) -> None:
     calls = tmp_path / "calls.jsonl"
-    server = HttpServerProcess(closed_port(), calls, tmp_path / "server.log")
+    server = HttpServerProcess(listen_port(), calls, tmp_path / "server.log")
     toolset = MCPToolset(server.url, connect_timeout=5)
     crasher = define_agent(
         "crasher", toolsets=[toolset], llm=calling(ScriptedLLM.call("crash", {}, id="c-crash"))

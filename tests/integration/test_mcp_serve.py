@@ -21,7 +21,7 @@ from _serve_process import ServeProcess
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp_app import Findings, Question, agents
-from servers import closed_port, serve
+from servers import listen_port, serve
 
 from helix_agents import InProcessTransport
 from helix_agents.bridges.mcp.endpoint import INTERRUPT_REASON
@@ -298,7 +298,7 @@ async def test_serve_refuses_mcp_in_front_of_a_fleet() -> None:
         await run_serve(
             None,
             host="127.0.0.1",
-            port=closed_port(),
+            port=listen_port(),
             url="memory://",
             heartbeat=15.0,
             nats_url="nats://127.0.0.1:1",  # never reached: refused first

@@ -25,7 +25,7 @@ from anyio.abc import Process
 from nats_server import NatsServer
 from pydantic import BaseModel
 from remote_app import Query, Report, Summary, Text, expected_report, expected_summary
-from servers import closed_port
+from servers import listen_port
 
 from helix_agents import (
     AgentExecutor,
@@ -86,7 +86,7 @@ async def _fleet(tmp_path: Path, token: str | None = None) -> AsyncIterator[tupl
     With ``token``, the gateway accepts only that bearer token (``--token-file``).
     """
     with NatsServer.start(tmp_path / "nats") as server:
-        port = closed_port()
+        port = listen_port()
         host_args = ["host", TARGET, "--nats", server.url]
         gateway_args = ["serve", "--nats", server.url, "--port", str(port)]
         if token is not None:
@@ -217,7 +217,7 @@ async def test_an_interrupt_through_the_gateway_reaches_the_host_running_the_ses
 async def test_a_dead_hosts_session_is_finished_by_another_host(tmp_path: Path) -> None:
     ttl = 2.0
     with NatsServer.start(tmp_path / "nats") as server, anyio.fail_after(LIMIT):
-        port = closed_port()
+        port = listen_port()
         host_args = ["host", TARGET, "--nats", server.url, "--lease-ttl", str(ttl)]
         logs = [tmp_path / f"host{n}.log" for n in (1, 2, 3)]
         async with (

@@ -25,7 +25,7 @@ import pytest
 from _serve_process import ROOT
 from anyio.abc import Process
 from nats_server import NatsServer
-from servers import closed_port
+from servers import listen_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.nats]
 
@@ -77,8 +77,8 @@ async def _statuses(client: httpx.AsyncClient, url: str, ids: list[str]) -> dict
 
 
 async def test_a_30_s_nats_outage_fails_no_run(tmp_path: Path) -> None:
-    port = closed_port()
-    gateway_port = closed_port()
+    port = listen_port()
+    gateway_port = listen_port()
     url = f"http://127.0.0.1:{gateway_port}"
     store = tmp_path / "nats"
     host_log, gateway_log = tmp_path / "host.log", tmp_path / "gateway.log"

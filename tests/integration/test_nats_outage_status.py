@@ -29,7 +29,7 @@ import pytest
 from _serve_process import ROOT
 from anyio.abc import Process
 from nats_server import NatsServer
-from servers import closed_port
+from servers import listen_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.nats]
 
@@ -80,7 +80,7 @@ async def _status(client: httpx.AsyncClient, url: str, session_id: str) -> dict[
 async def test_status_shows_a_nats_outage_the_run_waits_out_and_drops_it_after(
     tmp_path: Path,
 ) -> None:
-    port, http_port = closed_port(), closed_port()
+    port, http_port = listen_port(), listen_port()
     url = f"http://127.0.0.1:{http_port}"
     store = tmp_path / "nats"
     nats = NatsServer.start(store, port=port)

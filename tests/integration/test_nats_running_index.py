@@ -30,7 +30,7 @@ import nats.errors
 import pytest
 from conftest import fresh_stream_name
 from nats_server import NatsServer
-from servers import closed_port
+from servers import listen_port
 from slow_app import agents
 from wrapped_store import WrappedStore
 
@@ -143,7 +143,7 @@ async def test_a_scan_after_a_hosts_sigkill_reads_only_the_running_sessions(
 
     finished = [f"done-{n}" for n in range(FINISHED)]
     running = [f"run-{n}" for n in range(RUNNING)]
-    with NatsServer.start(tmp_path / "nats", port=closed_port()) as server:
+    with NatsServer.start(tmp_path / "nats", port=listen_port()) as server:
         store = await JetStreamEventStore.connect(server.url)
         nc = await nats.connect(server.url)
         try:

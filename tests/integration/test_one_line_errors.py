@@ -17,7 +17,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from servers import closed_port, serve
+from servers import closed_port, listen_port, serve
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -139,7 +139,7 @@ agents = [define_agent("a", llm=ScriptedLLM(["hi"]), toolsets=[MCPToolset(server
 async def test_serve_prints_a_toolset_that_will_not_open_in_one_line(tmp_path: Path) -> None:
     pytest.importorskip("mcp")
     (tmp_path / "bad_toolset.py").write_text(BAD_TOOLSET)
-    port = closed_port()
+    port = listen_port()
     command = [sys.executable, "-m", "helix_agents.server", "serve", "bad_toolset:agents"]
     with anyio.fail_after(60):
         done = await anyio.run_process(

@@ -29,7 +29,7 @@ from anyio.abc import Process
 from conversation_fakes import WIRES, Call, Conversation, Offered, Said, answering
 from provider_fakes import FakeAnthropic, FakeGemini
 from responses_fake import FakeResponses, Turn
-from servers import closed_port, serve
+from servers import listen_port, serve
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -325,7 +325,7 @@ async def test_the_serving_commands_start_a_session_the_inspector_lists(tmp_path
     counter = block("A real model in ten lines").splitlines()
     assert counter[-1].startswith("print(")
     (tmp_path / "mymodule.py").write_text("\n".join([*counter[:-1], "agents = [agent]\n"]))
-    port = closed_port()
+    port = listen_port()
     base = f"http://127.0.0.1:{port}"
     requests = curl_requests(commands, base)
     assert [(method, url.split("?")[0]) for method, url, _ in requests] == [

@@ -63,7 +63,7 @@ from schema_app import agents
 from schemathesis import engine
 from schemathesis.config import HealthCheck
 from schemathesis.engine import events
-from servers import closed_port, serve
+from servers import listen_port, serve
 
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import JetStreamEventStore, SqliteEventStore
@@ -330,7 +330,7 @@ async def _process(
 @pytest.mark.nats
 async def test_the_nats_gateway_conforms_with_and_without_the_token(tmp_path: Path) -> None:
     with NatsServer.start(tmp_path / "nats") as nats_server:
-        port = closed_port()
+        port = listen_port()
         async with (
             _process(
                 ["host", TARGET, "--nats", nats_server.url],

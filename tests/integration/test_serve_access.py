@@ -16,7 +16,7 @@ import anyio
 import httpx
 import pytest
 from nats_server import NatsServer
-from servers import closed_port
+from servers import listen_port
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +35,7 @@ async def running(
 
     Yields the base URL of ``serve``'s port.
     """
-    port = closed_port()
+    port = listen_port()
     listen = ["--port", str(port)] if args[0] == "serve" else []
     environ = {k: v for k, v in os.environ.items() if not k.startswith("HELIX_")}
     with log.open("ab") as out:
