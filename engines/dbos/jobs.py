@@ -21,10 +21,19 @@ from helix_agents.companions.tools import WAIT_FOR_RESULT
 from helix_agents.engines.dbos.routes import wait_topic, waiters
 from helix_agents.engines.dbos.stephost import current_host
 from helix_agents.engines.dbos.stepping import call_step, spent, tool_options
-from helix_agents.engines.durable.plan import CallJob, ChildOpened, JobDone, StepInput
+from helix_agents.engines.durable.plan import (
+    CallJob,
+    ChildOpened,
+    JobDone,
+    Plan,
+    StepInput,
+    ToolPolicy,
+    ToolRound,
+    round_end,
+)
 from helix_agents.engines.durable.waits import WaitLook
 
-__all__ = ["child_open", "run_job", "wake_waiters"]
+__all__ = ["child_open", "run_job", "tool_round", "wake_waiters"]
 
 
 async def child_open(step: StepInput) -> ChildOpened:
@@ -32,6 +41,33 @@ async def child_open(step: StepInput) -> ChildOpened:
     steps = current_host().steps
     opened: ChildOpened = await call_step("helix_child_open", lambda: steps.calls.child_open(step))
     return opened
+
+
+async def tool_round(work: ToolRound, policy: ToolPolicy) -> Plan:
+    """A round of tool calls sharing ``policy``: run and closed in one step (its options).
+
+    Its attempts spent, each call left without a result gets the error as its
+    result (the model reads it), and the round is closed.
+    """
+    steps = current_host().steps
+    try:
+        ran: Plan = await call_step(
+            "helix_tool_round", partial(steps.tool_round, work), tool_options(policy)
+        )
+        return ran
+    except Exception as exc:
+        if not spent(exc):
+            raise
+        error = f"tool failed: {exc}"
+    opened = work.opened
+    done: list[JobDone] = []
+    for job in opened.jobs:
+        step = StepInput(work.session_id, opened.seq, job.call_id)
+        failed = partial(steps.calls.tool_failed, step, error)
+        done.append(await call_step("helix_tool_failed", failed))
+    end = round_end(work.session_id, opened, done)
+    closed: Plan = await call_step("helix_round_close", partial(steps.round_close, end))
+    return closed
 
 
 async def run_job(step: StepInput, job: CallJob) -> JobDone:

@@ -7,11 +7,13 @@ acts only on its input, its messages and its steps' recorded results. Its workfl
 is idempotent; a local sub-agent's run is a child workflow with its child
 session's id of the same form.
 
-A round's calls run at once, in two gathers whose steps each take their
-DBOS step id when they start (so a recovered workflow replays them in the
-same order): the local children are opened and launched first, then every
-call's long step (a tool, a child followed, a remote call, a companion) runs
-together.
+The step whose plan is a round opened it already (``Plan.round``); a round
+of tool calls sharing one policy runs and closes in one step
+(``helix_tool_round``). Any other round's calls run at once, in two gathers
+whose steps each take their DBOS step id when they start (so a recovered
+workflow replays them in the same order): the local children are opened and
+launched first, then every call's long step (a tool, a child followed, a
+remote call, a companion) runs together.
 
 A paused run waits for a ``resume`` message (``DBOS.recv``: durable, no
 worker slot held while it waits; bounded by an open entry's ``expires_at``,
@@ -29,7 +31,7 @@ from functools import partial
 
 from dbos import DBOS, SetWorkflowID
 
-from helix_agents.engines.dbos.jobs import child_open, run_job, wake_waiters
+from helix_agents.engines.dbos.jobs import child_open, run_job, tool_round, wake_waiters
 from helix_agents.engines.dbos.routes import (
     RESUME_TOPIC,
     WORKFLOW_NAME,
@@ -46,7 +48,9 @@ from helix_agents.engines.durable.plan import (
     RunInput,
     StepInput,
     StopInput,
+    ToolRound,
     round_end,
+    shared_policy,
 )
 
 __all__ = ["agent_run"]
@@ -117,9 +121,14 @@ async def _round(plan: Plan, trace: dict[str, str]) -> Plan:
     host = current_host()
     steps = host.steps
     sid = plan.session_id
-    opened: Round = await call_step(
-        "helix_round_open", lambda: steps.round_open(StepInput(sid, plan.seq, trace=trace))
-    )
+    opened: Round | None = plan.round
+    if opened is None:
+        opened = await call_step(
+            "helix_round_open", lambda: steps.round_open(StepInput(sid, plan.seq, trace=trace))
+        )
+    policy = shared_policy(opened)
+    if policy is not None:  # tool calls only: one step runs and closes the round
+        return await tool_round(ToolRound(sid, opened, trace), policy)
     children = [job for job in opened.jobs if job.kind == "child"]
     # Each coroutine below takes its step id as it starts: gathered, in a fixed order.
     child_opens: list[ChildOpened] = list(

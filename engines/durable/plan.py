@@ -26,6 +26,8 @@ __all__ = [
     "StepInput",
     "StopInput",
     "ToolPolicy",
+    "ToolRound",
+    "shared_policy",
 ]
 
 
@@ -69,6 +71,11 @@ class ToolPolicy:
         max_interval: the longest wait between attempts, in seconds.
         timeout: the longest one attempt may take, in seconds (None: the tool's own
             ``timeout`` plus a margin, or ten minutes).
+        local: on Temporal, whether the tool's round may run as a local activity (on
+            the worker running the workflow: no task-queue round trip, but a dead
+            worker is noticed at the workflow task's timeout, not the heartbeat's);
+            False for a tool that runs long (``specs/temporal.md``, "What a step
+            costs"). DBOS has one kind of step: it ignores this.
     """
 
     max_attempts: int = 5
@@ -76,6 +83,7 @@ class ToolPolicy:
     backoff: float = 2.0
     max_interval: float = 30.0
     timeout: float | None = None
+    local: bool = True
 
 
 @dataclass
@@ -100,6 +108,9 @@ class Plan:
     trace: dict[str, str] = field(default_factory=dict)
     """``begin``'s: the run's span as a W3C carrier (empty when not traced)."""
     expires_at: float | None = None
+    round: Round | None = None
+    """With ``next == "round"``: the round, already opened by the step that made the
+    plan (its calls routed, the inline ones recorded), so no step of its own opens it."""
 
 
 @dataclass
@@ -124,6 +135,26 @@ class Round:
     jobs: list[CallJob] = field(default_factory=list)
     client: list[str] = field(default_factory=list)
     approval: list[str] = field(default_factory=list)
+
+
+def shared_policy(opened: Round) -> ToolPolicy | None:
+    """The one policy of a round whose jobs are all tool calls sharing it; None otherwise.
+
+    Such a round runs whole in one step (:class:`ToolRound`): its calls, then its close.
+    """
+    if not opened.jobs or any(job.kind != "tool" for job in opened.jobs):
+        return None
+    first = opened.jobs[0].policy
+    return first if all(job.policy == first for job in opened.jobs) else None
+
+
+@dataclass
+class ToolRound:
+    """A round of tool calls that share a policy, run and closed in one step."""
+
+    session_id: str
+    opened: Round
+    trace: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

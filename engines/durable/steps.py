@@ -10,12 +10,17 @@ decides only from what they return (:mod:`helix_agents.engines.durable.plan`):
   limit's failure;
 - ``round_open``: a turn's calls routed (``RunActions.route``); the inline ones
   recorded (``__finish__``, unknown tools, approval gates, client tools), the
-  rest returned as jobs;
+  rest returned as jobs. The step whose plan is a round (``model_step``,
+  ``begin``) opens it itself and hands it over in :attr:`Plan.round`, so a
+  round costs no step of its own to open;
 - in :attr:`DurableSteps.calls` (``calls.py``): ``tool_call``, ``child_open`` +
   ``child_follow`` (a local child, whose run the workflow launches in
   between), ``remote_child``, ``companion_call``: one job each;
 - ``round_close``: completion, suspension for people, or the next step, as
   ``next_action`` decides;
+- ``tool_round``: a round whose jobs are all tool calls sharing one policy
+  (:func:`~helix_agents.engines.durable.plan.shared_policy`), its calls run
+  at once and the round closed, in one step;
 - ``stopped``: an interrupt or abort recorded once the children acknowledged;
 - ``expire``: a paused root's entries past their ``expires_in`` answered as
   expired (the workflow's durable timer calls it at the plan's ``expires_at``).
@@ -52,12 +57,15 @@ from helix_agents.engines.durable.calls import CallSteps
 from helix_agents.engines.durable.kit import Beat, StepKit, StopWatch, no_beat
 from helix_agents.engines.durable.plan import (
     CallJob,
+    JobDone,
     Plan,
     Round,
     RoundEnd,
     StepInput,
     StopInput,
     ToolPolicy,
+    ToolRound,
+    round_end,
 )
 from helix_agents.engines.durable.reading import (
     last_run_seq,
@@ -155,7 +163,7 @@ class DurableSteps:
             with self.kit.run_span(agent, writer, log_):
                 trace = self.kit.executor.env.tracer.trace_context()
                 await self.kit.run(agent, writer).fire("on_agent_start")
-        plan = plan_of(agent, writer.state)
+        plan = await self._planned(agent, writer, StepInput(step.session_id, step.seq, trace=trace))
         plan.trace = trace
         return plan
 
@@ -165,7 +173,7 @@ class DurableSteps:
         stop = StopWatch()
         agent, writer, log_ = await self.kit.open(step.session_id, stop)
         if stepped_since(log_, step.seq):
-            return plan_of(agent, writer.state)
+            return await self._planned(agent, writer, step)
         action = next_action(agent, writer.state)
         if isinstance(action, Complete | Fail):
             run = self.kit.run(agent, writer)
@@ -184,7 +192,35 @@ class DurableSteps:
                 await self.kit.guarded(
                     writer, stop, partial(self._model_call, equipped, writer), beat
                 )
-        return plan_of(agent, writer.state)
+                return await self._opened(equipped, writer)
+
+    async def _planned(self, agent: AgentConfig, writer: SessionWriter, step: StepInput) -> Plan:
+        """``writer``'s plan; a round due is opened here (:attr:`Plan.round`)."""
+        plan = plan_of(agent, writer.state)
+        if plan.next != "round":
+            return plan
+        async with self.kit.workspaces(agent, writer) as equipped:
+            with self.kit.traced(step):
+                return await self._opened(equipped, writer)
+
+    async def _opened(self, equipped: AgentConfig, writer: SessionWriter) -> Plan:
+        """The plan after ``writer``'s last event; a round due opened (its agent: ``equipped``)."""
+        plan = plan_of(equipped, writer.state)
+        if plan.next == "round":
+            plan.round = await self._route(equipped, writer)
+            plan.seq = plan.round.seq
+        return plan
+
+    async def _route(self, equipped: AgentConfig, writer: SessionWriter) -> Round:
+        action = next_action(equipped, writer.state)
+        if not isinstance(action, RunRound):
+            return Round(seq=writer.last_seq)
+        routed = await self.kit.run(equipped, writer).route(action.calls)
+        jobs = [
+            CallJob(call.id, call.name, kind, self.policy(call.name)) for call, kind in routed.jobs
+        ]
+        waiting = routed.waiting
+        return Round(writer.last_seq, jobs, list(waiting.client), list(waiting.approval))
 
     async def _model_call(self, agent: AgentConfig, writer: SessionWriter) -> None:
         companions = self.kit.companions(agent, writer)
@@ -200,17 +236,30 @@ class DurableSteps:
     async def round_open(self, step: StepInput) -> Round:
         """Route the last turn's unanswered calls: record the inline ones, return the jobs."""
         agent, writer, _log = await self.kit.open(step.session_id)
-        action = next_action(agent, writer.state)
-        if not isinstance(action, RunRound):
+        if not isinstance(next_action(agent, writer.state), RunRound):
             return Round(seq=writer.last_seq)
         async with self.kit.workspaces(agent, writer) as equipped:
             with self.kit.traced(step):
-                routed = await self.kit.run(equipped, writer).route(action.calls)
-        jobs = [
-            CallJob(call.id, call.name, kind, self.policy(call.name)) for call, kind in routed.jobs
-        ]
-        waiting = routed.waiting
-        return Round(writer.last_seq, jobs, list(waiting.client), list(waiting.approval))
+                return await self._route(equipped, writer)
+
+    async def tool_round(self, work: ToolRound, beat: Beat = no_beat) -> Plan:
+        """Run a round's tool calls at once (each unless its result is recorded), then close it.
+
+        A retry runs only the calls with no result yet, as separate call steps would.
+        """
+        opened, sid = work.opened, work.session_id
+        done: list[JobDone] = []
+        async with anyio.create_task_group() as tg:
+            for job in opened.jobs:
+                step = StepInput(sid, opened.seq, job.call_id, work.trace)
+
+                async def call(step: StepInput = step) -> None:
+                    done.append(await self.calls.tool_call(step, beat))
+
+                tg.start_soon(call)
+        order = {job.call_id: n for n, job in enumerate(opened.jobs)}
+        done.sort(key=lambda job: order[job.call_id])
+        return await self.round_close(round_end(sid, opened, done))
 
     async def round_close(self, end: RoundEnd) -> Plan:
         """End a round as ``next_action`` decides: complete, suspend for people, or go on."""

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from helix_agents.engines.durable.kit import no_beat
 from helix_agents.engines.durable.plan import (
     ChildOpened,
     JobDone,
@@ -25,6 +26,7 @@ from helix_agents.engines.durable.plan import (
     RoundEnd,
     StepInput,
     StopInput,
+    ToolRound,
 )
 from helix_agents.engines.durable.reading import StepFailed
 from helix_agents.engines.durable.steps import DurableSteps
@@ -85,6 +87,7 @@ class HelixActivities:
             self.model_step,
             self.round_open,
             self.tool_call,
+            self.tool_round,
             self.tool_failed,
             self.child_open,
             self.child_follow,
@@ -115,6 +118,13 @@ class HelixActivities:
     async def tool_call(self, step: StepInput) -> JobDone:
         """One regular tool call (heartbeating; its retry policy is the tool's)."""
         return await _translated(lambda: self.steps.calls.tool_call(step, _beat))
+
+    @activity.defn(name="helix_tool_round")
+    async def tool_round(self, work: ToolRound) -> Plan:
+        """A round of tool calls sharing a policy, run and closed (a local activity when the
+        policy allows: no heartbeat then)."""
+        beat = no_beat if activity.info().is_local else _beat
+        return await _translated(lambda: self.steps.tool_round(work, beat))
 
     @activity.defn(name="helix_tool_failed")
     async def tool_failed(self, step: StepInput, error: str) -> JobDone:

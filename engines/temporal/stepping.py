@@ -18,7 +18,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from helix_agents.engines.durable.plan import ToolPolicy
+    from helix_agents.engines.durable.plan import Plan, ToolPolicy, ToolRound
 
 __all__ = [
     "REMOTE",
@@ -28,6 +28,7 @@ __all__ = [
     "call_step",
     "cause_of",
     "task_timeout",
+    "tool_round_step",
     "tool_step",
 ]
 
@@ -124,6 +125,16 @@ async def call_step(
     )
 
 
+def _tool_retry(policy: ToolPolicy) -> RetryPolicy:
+    return RetryPolicy(
+        initial_interval=timedelta(seconds=policy.initial_interval),
+        backoff_coefficient=policy.backoff,
+        maximum_interval=timedelta(seconds=policy.max_interval),
+        maximum_attempts=policy.max_attempts,
+        non_retryable_error_types=["StepFailed", "OwnershipLost"],
+    )
+
+
 async def tool_step(
     run: WorkflowInput, step: Any, policy: ToolPolicy, result_type: type[Any]
 ) -> Any:
@@ -134,14 +145,36 @@ async def tool_step(
         result_type=result_type,
         start_to_close_timeout=timedelta(seconds=policy.timeout or 600.0),
         heartbeat_timeout=timedelta(seconds=run.heartbeat_timeout),
-        retry_policy=RetryPolicy(
-            initial_interval=timedelta(seconds=policy.initial_interval),
-            backoff_coefficient=policy.backoff,
-            maximum_interval=timedelta(seconds=policy.max_interval),
-            maximum_attempts=policy.max_attempts,
-            non_retryable_error_types=["StepFailed", "OwnershipLost"],
-        ),
+        retry_policy=_tool_retry(policy),
     )
+
+
+async def tool_round_step(run: WorkflowInput, work: ToolRound, policy: ToolPolicy) -> Plan:
+    """Run a round of tool calls sharing ``policy`` and close it, in one activity.
+
+    A local activity when ``policy.local`` (no task-queue round trip; a dead
+    worker is noticed at the workflow task's timeout), else a regular one that
+    heartbeats (``specs/temporal.md``, "What a step costs").
+    """
+    timeout = timedelta(seconds=policy.timeout or 600.0)
+    if policy.local:
+        local: Plan = await workflow.execute_local_activity(
+            "helix_tool_round",
+            work,
+            result_type=Plan,
+            start_to_close_timeout=timeout,
+            retry_policy=_tool_retry(policy),
+        )
+        return local
+    ran: Plan = await workflow.execute_activity(
+        "helix_tool_round",
+        work,
+        result_type=Plan,
+        start_to_close_timeout=timeout,
+        heartbeat_timeout=timedelta(seconds=run.heartbeat_timeout),
+        retry_policy=_tool_retry(policy),
+    )
+    return ran
 
 
 def cause_of(exc: ActivityError) -> str:
