@@ -23,11 +23,21 @@ from helix_agents.engines.temporal.stepping import (
     call_step,
     cause_of,
     task_timeout,
+    tool_round_step,
     tool_step,
 )
 
 with workflow.unsafe.imports_passed_through():
-    from helix_agents.engines.durable.plan import CallJob, ChildOpened, JobDone, StepInput
+    from helix_agents.engines.durable.plan import (
+        CallJob,
+        ChildOpened,
+        JobDone,
+        Plan,
+        StepInput,
+        ToolPolicy,
+        ToolRound,
+        round_end,
+    )
 
 __all__ = ["RoundJobs", "Stopping", "cut"]
 
@@ -82,6 +92,24 @@ class RoundJobs:
             )
             return remote
         return await self._child(run, job, step)
+
+    async def tool_round(self, run: WorkflowInput, work: ToolRound, policy: ToolPolicy) -> Plan:
+        """A round of tool calls sharing ``policy``, run and closed in one step; its attempts
+        spent, each call left without a result gets the error, and the round is closed."""
+        opened = work.opened
+        try:
+            return await tool_round_step(run, work, policy)
+        except ActivityError as exc:
+            if cut(exc, self._stopping):
+                raise asyncio.CancelledError from exc
+            error = f"tool failed: {cause_of(exc)}"
+        done: list[JobDone] = []
+        for job in opened.jobs:
+            step = StepInput(work.session_id, opened.seq, job.call_id)
+            done.append(await call_step(run, "helix_tool_failed", [step, error], JobDone))
+        end = round_end(work.session_id, opened, done)
+        closed: Plan = await call_step(run, "helix_round_close", end, Plan)
+        return closed
 
     async def _child(self, run: WorkflowInput, job: CallJob, step: StepInput) -> JobDone:
         opened: ChildOpened = await call_step(run, "helix_child_open", step, ChildOpened)

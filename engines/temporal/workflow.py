@@ -31,17 +31,14 @@ from helix_agents.engines.temporal.stepping import (
     WorkflowInput,
     call_step,
     cause_of,
-    tool_round_step,
 )
 
 with workflow.unsafe.imports_passed_through():
     from helix_agents.engines.durable.plan import (
-        JobDone,
         Plan,
         Round,
         StepInput,
         StopInput,
-        ToolPolicy,
         ToolRound,
         round_end,
         shared_policy,
@@ -184,36 +181,16 @@ class AgentWorkflow:
 
     async def _round(self, plan: Plan) -> Plan:
         run, sid, trace = self._run_input, plan.session_id, self._trace
-        opened: Round | None = plan.round
-        if opened is None:
-            step = StepInput(sid, plan.seq, trace=trace)
-            opened = await call_step(run, "helix_round_open", step, Round)
+        step = StepInput(sid, plan.seq, trace=trace)
+        opened: Round = plan.round or await call_step(run, "helix_round_open", step, Round)
         policy = shared_policy(opened)
         if policy is not None:  # tool calls only: one activity runs and closes the round
-            return await self._tool_round(ToolRound(sid, opened, trace), policy)
+            return await self._jobs.tool_round(run, ToolRound(sid, opened, trace), policy)
         # The round's jobs run at once, as a built-in round's do (Temporal's loop, see above).
-        at = opened.seq
-        jobs = [
-            self._jobs.run(run, job, StepInput(sid, at, job.call_id, trace)) for job in opened.jobs
-        ]
+        steps = [StepInput(sid, opened.seq, job.call_id, trace) for job in opened.jobs]
+        jobs = [self._jobs.run(run, job, at) for job, at in zip(opened.jobs, steps, strict=True)]
         done = await asyncio.gather(*jobs)  # noqa: TID251
         end = round_end(sid, opened, done)
-        closed: Plan = await call_step(run, "helix_round_close", end, Plan)
-        return closed
-
-    async def _tool_round(self, work: ToolRound, policy: ToolPolicy) -> Plan:
-        run, opened = self._run_input, work.opened
-        try:
-            return await tool_round_step(run, work, policy)
-        except ActivityError as exc:
-            if cut(exc, lambda: self._stop):
-                raise asyncio.CancelledError from exc
-            error = f"tool failed: {cause_of(exc)}"
-        done: list[JobDone] = []
-        for job in opened.jobs:
-            step = StepInput(work.session_id, opened.seq, job.call_id)
-            done.append(await call_step(run, "helix_tool_failed", [step, error], JobDone))
-        end = round_end(work.session_id, opened, done)
         closed: Plan = await call_step(run, "helix_round_close", end, Plan)
         return closed
 

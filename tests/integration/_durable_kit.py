@@ -198,9 +198,10 @@ class Runtime:
     async def steps(self, session_id: str) -> list[str]:
         """The durable steps the run of ``session_id`` took, in order (its engine's record).
 
-        Temporal: the activity types its workflow's history scheduled, ``local`` for a
-        local activity's marker and ``timer`` for a timer. DBOS: the step functions of
-        the session's first run (workflow ``<session>#2``).
+        Temporal: the activity types its workflow's history scheduled, ``local:TYPE``
+        for a local activity's marker and ``timer`` for a timer. DBOS: the step functions of
+        the session's first run (workflow ``<session>#2``). Either once the run's
+        workflow ended (waited for up to 10 s: a paused one does not end).
         """
         if self.name == "temporal":
             from temporalio.api.enums.v1 import EventType
@@ -208,19 +209,26 @@ class Runtime:
 
             assert self.dev is not None
             client = await Client.connect(self.dev.address)
+            handle = client.get_workflow_handle(session_id)
+            with anyio.move_on_after(10), contextlib.suppress(Exception):
+                await handle.result()  # the log can say "completed" before the engine does
             names = []
-            async for event in client.get_workflow_handle(session_id).fetch_history_events():
+            async for event in handle.fetch_history_events():
                 if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
                     names.append(event.activity_task_scheduled_event_attributes.activity_type.name)
                 elif event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
-                    names.append("local")
+                    names.append(f"local:{_local_activity_type(event)}")
                 elif event.event_type == EventType.EVENT_TYPE_TIMER_STARTED:
                     names.append("timer")
             return names
         if self.name == "dbos":
             from dbos import DBOS
 
-            steps = await DBOS.list_workflow_steps_async(f"{session_id}#2")
+            workflow = f"{session_id}#2"
+            with anyio.move_on_after(10), contextlib.suppress(Exception):
+                # The log can say "completed" before the engine does.
+                await (await DBOS.retrieve_workflow_async(workflow)).get_result()
+            steps = await DBOS.list_workflow_steps_async(workflow)
             return [step["function_name"] for step in steps]
         raise AssertionError("the built-in runtime records no durable steps")
 
@@ -445,6 +453,14 @@ async def builtin_store(agent_type: str, session_id: str, root: Path) -> MemoryE
         )
         await wait_for(store, session_id, lambda e: isinstance(e, Completed))
     return store
+
+
+def _local_activity_type(event: Any) -> str:
+    """The activity type a local activity's marker records (its ``data`` detail, JSON)."""
+    import json
+
+    payloads = event.marker_recorded_event_attributes.details["data"].payloads
+    return str(json.loads(payloads[0].data).get("activity_type", "?")) if payloads else "?"
 
 
 def _timeless(value: Any) -> Any:
