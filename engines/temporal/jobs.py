@@ -18,6 +18,7 @@ from temporalio.workflow import ParentClosePolicy
 
 from helix_agents.engines.temporal.stepping import (
     REMOTE,
+    TOOL_ROUNDS,
     WORKFLOW_NAME,
     WorkflowInput,
     call_step,
@@ -33,10 +34,12 @@ with workflow.unsafe.imports_passed_through():
         ChildOpened,
         JobDone,
         Plan,
+        Round,
         StepInput,
         ToolPolicy,
         ToolRound,
         round_end,
+        shared_policy,
     )
 
 __all__ = ["RoundJobs", "Stopping", "cut"]
@@ -92,6 +95,19 @@ class RoundJobs:
             )
             return remote
         return await self._child(run, job, step)
+
+    async def opened(
+        self, run: WorkflowInput, plan: Plan, trace: dict[str, str]
+    ) -> tuple[Round, ToolPolicy | None]:
+        """``plan``'s round (opened by the step that made it, or now), and the one policy its
+        calls share when they are all tool calls (then one step runs and closes it)."""
+        fused = workflow.patched(TOOL_ROUNDS)  # an older history replays its four steps
+        if fused and plan.round is not None:
+            opened = plan.round
+        else:
+            step = StepInput(plan.session_id, plan.seq, trace=trace)
+            opened = await call_step(run, "helix_round_open", step, Round)
+        return opened, shared_policy(opened) if fused else None
 
     async def tool_round(self, run: WorkflowInput, work: ToolRound, policy: ToolPolicy) -> Plan:
         """A round of tool calls sharing ``policy``, run and closed in one step; its attempts

@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
 __all__ = [
     "REMOTE",
     "STEP",
+    "TOOL_ROUNDS",
     "WORKFLOW_NAME",
     "WorkflowInput",
     "call_step",
@@ -31,6 +32,10 @@ __all__ = [
     "tool_round_step",
     "tool_step",
 ]
+
+TOOL_ROUNDS = "helix-tool-rounds"
+"""The ``workflow.patched`` id of issue 35's rounds: opened by the step whose plan they
+are, and a round of tool calls run and closed in one step (``specs/temporal.md``)."""
 
 WORKFLOW_NAME = "helix_agent"
 """The workflow type's name (a session's run; a local child's run is one too)."""

@@ -12,9 +12,8 @@ launcher reaches a run still open when the next one is due). A paused root
 with an entry that expires (``expires_in``) waits on a Temporal timer until
 its ``expires_at``, then runs the ``helix_expire`` step.
 
-Workflow code runs on Temporal's deterministic event loop, where its own
-primitives (``asyncio.gather``, tasks, ``workflow.wait_condition``) are the
-structured concurrency; the project's anyio rule applies to activities.
+Workflow code runs on Temporal's deterministic loop: its primitives
+(``asyncio.gather``, tasks) are the structured concurrency here.
 """
 
 from __future__ import annotations
@@ -36,12 +35,10 @@ from helix_agents.engines.temporal.stepping import (
 with workflow.unsafe.imports_passed_through():
     from helix_agents.engines.durable.plan import (
         Plan,
-        Round,
         StepInput,
         StopInput,
         ToolRound,
         round_end,
-        shared_policy,
     )
 
 __all__ = ["WORKFLOW_NAME", "AgentWorkflow", "WorkflowInput"]
@@ -181,9 +178,7 @@ class AgentWorkflow:
 
     async def _round(self, plan: Plan) -> Plan:
         run, sid, trace = self._run_input, plan.session_id, self._trace
-        step = StepInput(sid, plan.seq, trace=trace)
-        opened: Round = plan.round or await call_step(run, "helix_round_open", step, Round)
-        policy = shared_policy(opened)
+        opened, policy = await self._jobs.opened(run, plan, trace)
         if policy is not None:  # tool calls only: one activity runs and closes the round
             return await self._jobs.tool_round(run, ToolRound(sid, opened, trace), policy)
         # The round's jobs run at once, as a built-in round's do (Temporal's loop, see above).

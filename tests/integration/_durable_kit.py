@@ -217,7 +217,9 @@ class Runtime:
                 if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
                     names.append(event.activity_task_scheduled_event_attributes.activity_type.name)
                 elif event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
-                    names.append(f"local:{_local_activity_type(event)}")
+                    marker = event.marker_recorded_event_attributes
+                    if marker.marker_name == "core_local_activity":  # not a patch's marker
+                        names.append(f"local:{_local_activity_type(event)}")
                 elif event.event_type == EventType.EVENT_TYPE_TIMER_STARTED:
                     names.append("timer")
             return names
