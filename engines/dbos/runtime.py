@@ -98,7 +98,8 @@ class DbosRuntime:
         self._executor = executor
         return RuntimeParts(
             service=DbosService(executor.runs),
-            launcher=DbosLauncher(self.options.queue),
+            # SQLite is one process, the only worker: a run starts at once, not at a poll.
+            launcher=DbosLauncher(self.options.queue, direct=self._takeover is None),
             stop_grace=self.options.stop_grace,
         )
 

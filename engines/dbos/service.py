@@ -11,9 +11,11 @@ workflow that was stopped so it ends.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from collections.abc import Sequence
 
+import anyio
 from dbos import DBOS, SetWorkflowID
 
 from helix_agents.agents.config import AgentConfig
@@ -37,8 +39,14 @@ __all__ = ["DbosLauncher", "DbosService", "launch_run"]
 log = logging.getLogger("helix_agents.dbos")
 
 
-async def launch_run(log_: Sequence[Event], queue: str) -> None:
-    """Launch the run whose ``run_started`` ends ``log_`` (outside any workflow)."""
+async def launch_run(log_: Sequence[Event], queue: str, *, direct: bool = False) -> None:
+    """Launch the run whose ``run_started`` ends ``log_`` (outside any workflow).
+
+    Enqueued on ``queue`` for any worker to take; ``direct``: started at once on
+    this process's DBOS (its own loop, as a dequeued run), with no wait for the
+    queue's next poll: for a SQLite system database, whose one process is the
+    only worker there is.
+    """
     session_id, seq = log_[0].session_id, log_[-1].seq
     wf_id, follows = run_route(log_)
     if follows and await is_open(wf_id):
@@ -46,22 +54,34 @@ async def launch_run(log_: Sequence[Event], queue: str) -> None:
         if await is_open(wf_id):
             return
         log.info("workflow %s ended as its resume came: run %d is a new one", wf_id, seq)
+    run = RunInput(session_id, seq)
+    if direct:
+
+        def start() -> None:
+            with SetWorkflowID(workflow_id(session_id, seq)):
+                # From a thread, DBOS runs the workflow on its own loop.
+                DBOS.start_workflow(agent_run, run)
+
+        # In a fresh context: nothing of the caller's (a step's, a span) goes with it.
+        await anyio.to_thread.run_sync(contextvars.Context().run, start)
+        return
     with SetWorkflowID(workflow_id(session_id, seq)):
-        await DBOS.enqueue_workflow_async(queue, agent_run, RunInput(session_id, seq))
+        await DBOS.enqueue_workflow_async(queue, agent_run, run)
 
 
 class DbosLauncher:
-    """Launches a run as a DBOS workflow on ``queue`` (see the module doc)."""
+    """Launches a run as a DBOS workflow on ``queue``, or at once (``direct``: SQLite)."""
 
-    def __init__(self, queue: str) -> None:
+    def __init__(self, queue: str, *, direct: bool = False) -> None:
         self.queue = queue
+        self.direct = direct
 
     async def __call__(self, agent: AgentConfig, log_: Sequence[Event], run_id: str) -> None:
         """Launch the run whose ``run_started`` ends ``log_``."""
         session_id, seq = log_[0].session_id, log_[-1].seq
         if deferred_launch(session_id, seq, run_id):
             return
-        await launch_run(log_, self.queue)
+        await launch_run(log_, self.queue, direct=self.direct)
 
 
 class DbosService(DurableService):
