@@ -1,0 +1,255 @@
+"""Forking a session (and its tree) at a sequence: ``AgentExecutor.fork``.
+
+The branch is a new session (a new tree) whose logs begin with the origin's
+events copied up to the fork point, ids mapped, edits applied, then a
+``session_forked`` marker; the origin's logs are only read. What runs after
+the marker is live: the branch's root is resumed (a ``running`` prefix) the
+way a session a crashed process left behind is, so nothing recorded before
+the point is called again (specs/branches.md).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Protocol
+
+import msgspec
+
+from helix_agents.branches.copy import branch_log
+from helix_agents.branches.tree import (
+    ForkPlan,
+    child_point,
+    parent_point,
+    plan_children,
+    renamed,
+    top_of,
+)
+from helix_agents.errors import AgentServerError, ConcurrencyConflict, InvalidSessionIdError
+from helix_agents.events import (
+    DecideApproval,
+    Event,
+    ForkEdit,
+    RemoteRef,
+    SessionCreated,
+    SessionForked,
+    UseAgent,
+)
+from helix_agents.ids import validate_session_id
+from helix_agents.log.projections import project_state
+from helix_agents.log.store import EventStore
+from helix_agents.models.names import check_model, session_model
+from helix_agents.protocol import RemoteResumeRequest, RemoteStartResponse, SubmitResponse
+
+__all__ = ["APPEND_BATCH", "ForkResult", "ForkService", "RemoteFork", "fork_session"]
+
+APPEND_BATCH = 1000
+"""Events per append when a branch's log is written (a long prefix is several appends)."""
+
+
+class ForkResult(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """What a fork made: the branch of the session asked for, its tree, and what runs now."""
+
+    session_id: str
+    """The branch of the session forked (its log: the prefix, then ``session_forked``)."""
+    root_session_id: str
+    """The branch tree's root (a client reads the branch from it, as any tree)."""
+    origin_session_id: str
+    origin_seq: int
+    sessions: dict[str, str] = {}
+    """Every session forked: origin id -> branch id (children reused as recorded are not here)."""
+    status: str = "running"
+    """The branch's status once written, before any live run (``running``, ``paused``...)."""
+    run_id: str | None = None
+    """The live run the fork started at the branch's root (None: nothing was left to run)."""
+    copied_events: int = 0
+    """How many recorded events the fork copied, over the whole tree."""
+
+
+class ForkService(Protocol):
+    """What a fork needs of the executor's service: resume the branch, decide approvals."""
+
+    async def resume(self, request: RemoteResumeRequest) -> RemoteStartResponse:
+        """Resume the branch's root (``ExecutorService.resume``)."""
+        ...
+
+    async def submit_approval(
+        self, session_id: str, tool_call_id: str, approved: bool, reason: str | None = None
+    ) -> SubmitResponse:
+        """Decide an approval the branch holds open (``ExecutorService.submit_approval``)."""
+        ...
+
+
+RemoteFork = Callable[[RemoteRef, str, int, str, Mapping[str, str]], Awaitable[str]]
+"""Forks a remote child: (its ref, origin id, point, wanted branch id, ids so far) -> branch id."""
+
+
+async def _log(store: EventStore, session_id: str) -> list[Event]:
+    try:
+        validate_session_id(session_id)
+    except InvalidSessionIdError as exc:
+        raise AgentServerError("INVALID_REQUEST", str(exc)) from None
+    events = await store.read(session_id)
+    if not events:
+        raise AgentServerError("NOT_FOUND", f"session {session_id!r} not found")
+    return events
+
+
+async def fork_session(
+    store: EventStore,
+    service: ForkService,
+    session_id: str,
+    at_seq: int | None = None,
+    *,
+    edits: Sequence[ForkEdit] = (),
+    new_session_id: str | None = None,
+    run: bool = True,
+    id_map: Mapping[str, str] | None = None,
+    remote_fork: RemoteFork | None = None,
+) -> ForkResult:
+    """Fork ``session_id`` at ``at_seq`` (default: its last event): as ``AgentExecutor.fork``."""
+    origin_log = await _log(store, session_id)
+    point = len(origin_log) if at_seq is None else at_seq
+    if not isinstance(point, int) or not 1 <= point <= len(origin_log):
+        raise AgentServerError(
+            "INVALID_REQUEST",
+            f"at_seq {at_seq!r}: session {session_id!r} has events 1..{len(origin_log)}",
+        )
+    created = origin_log[0]
+    assert isinstance(created, SessionCreated)
+    # --- the path from the top of the tree (its root, when its log is here) down
+    ids: dict[str, str] = dict(id_map or {})
+    logs: dict[str, list[Event]] = {session_id: origin_log}
+    if id_map is None:
+        for ancestor in created.ancestors:
+            found = await store.read(ancestor)
+            if found:
+                logs[ancestor] = found
+    path = top_of(created, logs)
+    points = {session_id: point}
+    for parent, child in reversed(list(itertools.pairwise(path))):
+        child_log = logs[child]
+        points[parent] = parent_point(
+            logs[parent], child, points[child], child_log[points[child] - 1].ts
+        )
+    top = path[0]
+    wanted = new_session_id if top == session_id else None
+    if new_session_id is not None and top != session_id:
+        ids[session_id] = _checked_new(new_session_id)
+    ids[top] = _checked_new(wanted) if wanted else ids.get(top) or renamed(top, ids)
+    for child in path[1:]:
+        ids.setdefault(child, renamed(child, ids))
+    # --- the edits, by the session they apply to
+    by_session: dict[str, list[ForkEdit]] = {}
+    for edit in edits:
+        target = edit.session_id or session_id
+        by_session.setdefault(target, []).append(msgspec.structs.replace(edit, session_id=None))
+        if isinstance(edit, UseAgent) and edit.model is not None:
+            try:
+                check_model(session_model(edit.model))
+            except Exception as exc:  # a malformed name, an unknown provider, a missing key
+                raise AgentServerError("INVALID_REQUEST", f"agent edit: {exc}") from None
+    # --- plan the tree top-down, assigning every forked id before any copy
+    plans: list[ForkPlan] = []
+    queue = [ForkPlan(origin=top, at_seq=points[top], branch=ids[top])]
+    while queue:
+        plan = queue.pop(0)
+        if plan.remote is None:
+            plan.log = (logs.get(plan.origin) or await _log(store, plan.origin))[: plan.at_seq]
+            plan.edits = by_session.pop(plan.origin, [])
+            for child, remote, forced in plan_children(plan, ids, points):
+                if remote is not None:
+                    state = project_state(plan.log)
+                    held = state.sub_sessions[child].last_child_seq
+                    queue.append(
+                        ForkPlan(
+                            origin=child,
+                            at_seq=forced or max(held, 1),
+                            branch=ids[child],
+                            remote=remote,
+                            parent=plan.origin,
+                        )
+                    )
+                    continue
+                child_log = logs.get(child) or await _log(store, child)
+                logs[child] = child_log
+                at = forced or child_point(plan.log, child, child_log)
+                queue.append(ForkPlan(origin=child, at_seq=at, branch=ids[child]))
+        plans.append(plan)
+    if by_session:
+        raise AgentServerError(
+            "INVALID_REQUEST",
+            f"edits name sessions this fork does not copy: {sorted(by_session)}",
+        )
+    # --- write: deepest first, the root last (the tree exists once its root does)
+    copied = 0
+    for plan in reversed(plans):
+        if plan.remote is not None:
+            if remote_fork is None:
+                raise AgentServerError(
+                    "INVALID_REQUEST",
+                    f"remote child {plan.origin!r} is open at the fork point and this "
+                    "executor cannot fork it on its server",
+                )
+            ids[plan.origin] = await remote_fork(
+                plan.remote, plan.origin, plan.at_seq, plan.branch, dict(ids)
+            )
+            continue
+        marker = SessionForked(
+            origin_session_id=plan.origin,
+            origin_seq=plan.at_seq,
+            edits=plan.edits,
+            origin_root_session_id=top,
+            root_origin_seq=points[top],
+            session_map=dict(ids),
+        )
+        await _write(store, plan.branch, branch_log(plan.log, ids, plan.edits, marker))
+        copied += plan.at_seq
+    root = ids[top]
+    state = project_state(await store.read(root))
+    result = ForkResult(
+        session_id=ids[session_id],
+        root_session_id=root,
+        origin_session_id=session_id,
+        origin_seq=point,
+        sessions={p.origin: ids[p.origin] for p in plans},
+        status=state.status,
+        copied_events=copied,
+    )
+    return await _go_live(service, result, edits, run)
+
+
+def _checked_new(session_id: str) -> str:
+    try:
+        return validate_session_id(session_id)
+    except InvalidSessionIdError as exc:
+        raise AgentServerError("INVALID_REQUEST", str(exc)) from None
+
+
+async def _write(store: EventStore, session_id: str, events: list[Event]) -> None:
+    try:
+        done = 0
+        for start in range(0, len(events), APPEND_BATCH):
+            batch = events[start : start + APPEND_BATCH]
+            done = await store.append(session_id, batch, done)
+    except ConcurrencyConflict:
+        raise AgentServerError(
+            "INVALID_REQUEST", f"session {session_id!r} already exists: give another new id"
+        ) from None
+
+
+async def _go_live(
+    service: ForkService, result: ForkResult, edits: Sequence[ForkEdit], run: bool
+) -> ForkResult:
+    if not run:
+        return result
+    run_id: str | None = None
+    decisions = [e for e in edits if isinstance(e, DecideApproval)]
+    if result.status == "running":
+        started = await service.resume(RemoteResumeRequest(session_id=result.root_session_id))
+        run_id = started.run_id
+    for edit in decisions:
+        await service.submit_approval(
+            result.root_session_id, edit.tool_call_id, edit.approved, edit.reason
+        )
+    return msgspec.structs.replace(result, run_id=run_id)
