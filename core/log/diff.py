@@ -6,7 +6,10 @@ after *normalizing* each event: the envelope (session id, seq, time), the ids
 a run draws afresh (run ids, host ids, trace context) are left out, each
 side's own session id is written ``<session>`` and its tool call ids
 ``<call N>`` in the order they first appear, so a branch that made the same
-calls under other ids still matches. The common prefix is the longest run of
+calls under other ids still matches. A fork's own records are left out too:
+its ``session_forked`` marker, the run that took it live (a ``run_started``
+resume right after it) and the ``forked_from``/``forked_at`` metadata of its
+``session_created``. The common prefix is the longest run of
 equal events from the start; the first event after it, on either side, is
 where the branches part. After it, each side's model turns, tool calls and
 results, final status and output, usage and cost are listed for comparison.
@@ -21,6 +24,7 @@ from typing import Any
 
 import msgspec
 
+from helix_agents.branches.copy import FORKED_AT_KEY, FORKED_FROM_KEY
 from helix_agents.events import Event, MessageAppended, RunStarted, SessionCreated
 from helix_agents.log.pricing import Prices
 from helix_agents.log.projections import project_state
@@ -40,7 +44,7 @@ __all__ = [
 
 _DROPPED = frozenset({"sessionId", "seq", "ts", "runId", "hostId", "previousHostId"})
 _DROPPED_CREATED = frozenset({"traceContext", "rootSessionId", "ancestors"})
-IGNORED_EVENT_TYPES = frozenset({"host_claimed", "forked"})
+IGNORED_EVENT_TYPES = frozenset({"host_claimed", "session_forked"})
 """Event types left out of the comparison: who ran it, and the branch's own origin record."""
 
 
@@ -132,14 +136,19 @@ def normalized(events: Sequence[Event]) -> list[tuple[Event, str]]:
     # Longest first: an id that contains another (a child's id holds its parent's) wins.
     swaps = sorted([(session_id, "<session>"), *calls.items()], key=lambda p: -len(p[0]))
     kept: list[tuple[Event, str]] = []
+    forked = False
     for event in events:
         raw = msgspec.to_builtins(event)
-        if raw.get("type") in IGNORED_EVENT_TYPES:
+        going_live = forked and isinstance(event, RunStarted) and event.mode == "resume"
+        forked = raw.get("type") == "session_forked"
+        if forked or going_live or raw.get("type") in IGNORED_EVENT_TYPES:
             continue
         data = _strip(raw)
         if isinstance(event, SessionCreated):
             for key in _DROPPED_CREATED:
                 data.pop(key, None)
+            for key in (FORKED_FROM_KEY, FORKED_AT_KEY):
+                data.get("metadata", {}).pop(key, None)
         text = msgspec.json.encode(data).decode()
         for old, new in swaps:
             if old:

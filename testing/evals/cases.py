@@ -1,8 +1,9 @@
 """An eval's cases: recorded sessions chosen by the session search, or exported ``.jsonl`` files.
 
 A case is a root session (no parent) and the logs of its local descendants
-(their tools are answered from their own recordings). Branches an eval made
-(``<case>.eval-<label>``) are never cases themselves.
+(their tools are answered from their own recordings). Branches (an eval's,
+``<case>.eval-<label>``, or any fork: ``forked_from`` in its metadata) are
+never chosen by a search; name one to evaluate it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from helix_agents.branches import FORKED_FROM_KEY
 from helix_agents.errors import EventDecodeError, UsageError
 from helix_agents.events import Event, SessionCreated
 from helix_agents.log.codec import decode_jsonl
@@ -25,9 +27,11 @@ BRANCH_MARK = ".eval-"
 """What an eval branch's session id holds: ``<case>.eval-<label>``."""
 
 
-def is_branch(session_id: str) -> bool:
-    """``session_id`` is a branch an eval made (not a recording to evaluate)."""
-    return BRANCH_MARK in session_id
+def is_branch(session_id: str, log: Sequence[Event] = ()) -> bool:
+    """The session is a branch (an eval's, or any fork), not a recording to evaluate."""
+    created = log[0] if log else None
+    forked = isinstance(created, SessionCreated) and FORKED_FROM_KEY in created.metadata
+    return BRANCH_MARK in session_id or forked
 
 
 @dataclass
@@ -38,6 +42,8 @@ class EvalCase:
     logs: dict[str, list[Event]] = field(default_factory=dict)
     source: str = ""
     """Where it came from: the store's URL or the file's path."""
+    in_store: bool = False
+    """Its recording is in the store the eval writes to (its branch is then a fork of it)."""
 
     @property
     def events(self) -> list[Event]:
@@ -92,7 +98,7 @@ async def cases_from_store(
         first = logs[session_id][0]
         if isinstance(first, SessionCreated) and first.parent_session_id:
             raise UsageError(f"session {session_id!r} is a child; evaluate its root")
-        cases.append(EvalCase(session_id=session_id, logs=logs, source=source))
+        cases.append(EvalCase(session_id=session_id, logs=logs, source=source, in_store=True))
     if session_ids:
         return cases
     catalog = SessionCatalog(store)
@@ -105,8 +111,10 @@ async def cases_from_store(
             if is_branch(entry.session_id) or len(cases) >= limit:
                 continue
             logs = await _tree(store, entry.session_id)
-            if logs:
-                cases.append(EvalCase(session_id=entry.session_id, logs=logs, source=source))
+            if logs and not is_branch(entry.session_id, logs[entry.session_id]):
+                cases.append(
+                    EvalCase(session_id=entry.session_id, logs=logs, source=source, in_store=True)
+                )
         if page.next_cursor is None:
             break
         cursor = page.next_cursor
@@ -138,7 +146,7 @@ def cases_from_files(paths: Iterable[str | Path]) -> list[EvalCase]:
     for session_id, events in logs.items():
         first = events[0]
         assert isinstance(first, SessionCreated)
-        if first.parent_session_id is None and not is_branch(session_id):
+        if first.parent_session_id is None and not is_branch(session_id, events):
             tree = {
                 sid: log
                 for sid, log in logs.items()

@@ -1,9 +1,11 @@
 """Running an eval: each case re-run as a branch in the store, then scored.
 
-A case's branch is a new session, ``<case>.eval-<label>``, in the same store
-as the recording (so the inspector and ``helix-agents diff`` can open it):
-the recorded agent type, input, state and metadata, run by today's agents
-(or with ``model`` answering every model call). The branch's tools and
+A case's branch, ``<case>.eval-<label>``, is a fork of the recording at its
+first user turn (``AgentExecutor.fork``), in the same store (so the inspector
+and ``helix-agents diff`` can open it), run on by today's agents (or with
+``model`` answering every model call). A case read from a file (its
+recording not in the store) is a new session with the recorded agent type,
+input, state and metadata instead. The branch's tools and
 remote children are answered from the recording where the call matches
 (``answers.py``), live where named in ``live``. Each later run of the
 recording (a follow-up message, a resume) is sent again in order.
@@ -24,7 +26,7 @@ from helix_agents.agents import AgentRegistry
 from helix_agents.errors import AgentServerError
 from helix_agents.events import Event, RunStarted
 from helix_agents.ids import MAX_SESSION_ID_LENGTH
-from helix_agents.log.diff import diff_logs
+from helix_agents.log.diff import diff_logs, first_user_turn
 from helix_agents.log.pricing import Cost, Prices
 from helix_agents.log.projections import project_state
 from helix_agents.log.store import EventStore
@@ -153,16 +155,20 @@ async def _run_case(
                 workspace_providers=sandbox,
                 workspace_provider_kinds=sandbox,
             ) as executor:
-                await executor.service.start(
-                    RemoteStartRequest(
-                        session_id=branch,
-                        agent_type=created.agent_type,
-                        message=list(created.messages),
-                        state=created.initial_state or None,
-                        metadata=created.metadata or None,
-                        input=created.input,
+                if case.in_store:  # a fork at the first user turn: the log says so
+                    at = first_user_turn(case.events)
+                    await executor.fork(case.session_id, at, new_session_id=branch)
+                else:  # from a file: a new session with the recorded input
+                    await executor.service.start(
+                        RemoteStartRequest(
+                            session_id=branch,
+                            agent_type=created.agent_type,
+                            message=list(created.messages),
+                            state=created.initial_state or None,
+                            metadata=created.metadata or None,
+                            input=created.input,
+                        )
                     )
-                )
                 await executor.wait_idle(branch)
                 await _later_runs(executor, branch, case.events)
     except TimeoutError:
