@@ -58,3 +58,9 @@ support = define_agent(
     llm=ScriptedLLM(_model),
 )
 agents = [support]
+
+
+def short_answer(run: Any) -> bool:
+    """A user scorer: the branch's answer is at most 60 characters."""
+    output = run.branch.output or {}
+    return len(str(output.get("answer", ""))) <= 60

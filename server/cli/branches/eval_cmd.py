@@ -1,7 +1,7 @@
 """``helix-agents eval MODULE:ATTR``: recorded sessions re-run against today's agents, scored.
 
 The cases are chosen by the session search (``--search``, ``--metadata``,
-the time ranges, ``--status``, ``--agent``) or named (session ids, or
+the time ranges, ``--status``, ``--agent``) or named (``--session``, or
 ``--file`` for exported ``.jsonl`` logs); each is re-run as a branch in the
 store by ``helix_agents.testing.evals``, scored, and reported as a table
 (default), ``--json``, and ``--junit FILE``. The exit status is 0 when every
@@ -75,7 +75,12 @@ def add_eval_command(commands: Any, store_help: str) -> argparse.ArgumentParser:
     )
     cmd.add_argument("target", metavar="MODULE:ATTR", help="today's agents (or an AgentServer)")
     cmd.add_argument(
-        "sessions", nargs="*", metavar="SESSION_ID", help="these sessions (default: a search)"
+        "--session",
+        dest="sessions",
+        action="append",
+        default=[],
+        metavar="SESSION_ID",
+        help="this recorded session is a case (repeatable; default: the search's sessions)",
     )
     cmd.add_argument("--store", metavar="URL", help=store_help)
     cmd.add_argument(
@@ -187,7 +192,7 @@ async def _run(args: argparse.Namespace, url: str, registry: AgentRegistry) -> E
 def run_eval_command(args: argparse.Namespace, check_store: Callable[[str], None]) -> int:
     """Run ``eval``; print the report; return the exit status."""
     if args.file and args.sessions:
-        raise UsageError("give session ids or --file, not both")
+        raise UsageError("give --session or --file, not both")
     url = store_url(args.store)
     if not args.file:
         check_store(url)
