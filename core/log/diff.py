@@ -181,6 +181,12 @@ def _side(
     first = after[0] if after else None
     turns: list[DiffTurn] = []
     calls: dict[str, DiffCall] = {}
+    asked = {  # every call's arguments, the prefix's too (a result may come after it)
+        call.id: call.arguments
+        for event in events
+        if isinstance(event, MessageAppended) and isinstance(event.message, AssistantMessage)
+        for call in event.message.tool_calls
+    }
     for event in after:
         if not isinstance(event, MessageAppended):
             continue
@@ -202,7 +208,10 @@ def _side(
             calls[message.tool_call_id] = msgspec.structs.replace(
                 known
                 or DiffCall(
-                    seq=event.seq, tool_call_id=message.tool_call_id, name=message.tool_name
+                    seq=event.seq,
+                    tool_call_id=message.tool_call_id,
+                    name=message.tool_name,
+                    arguments=asked.get(message.tool_call_id),
                 ),
                 result=message.content,
                 is_error=message.is_error,

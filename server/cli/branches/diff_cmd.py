@@ -56,16 +56,22 @@ def _side_lines(name: str, side: DiffSide) -> list[str]:
     lines = [f"{name} ({side.session_id}) after the prefix:"]
     if not side.turns and not side.tool_calls:
         lines.append("  no model turn or tool call")
-    calls = {call.tool_call_id: call for call in side.tool_calls}
+    entries: list[tuple[int, list[str]]] = []
     shown: set[str] = set()
     for turn in side.turns:
         said = quoted(turn.text, 100) if turn.text else "(no text)"
-        lines.append(f"  seq {turn.seq}  model: {said}")
+        entry = [f"  seq {turn.seq}  model: {said}"]
         for call in side.tool_calls:
             if call.seq == turn.seq and call.tool_call_id not in shown:
                 shown.add(call.tool_call_id)
-                lines.append(_call_line(call))
-    lines.extend(_call_line(call) for key, call in calls.items() if key not in shown)
+                entry.append(_call_line(call))
+        entries.append((turn.seq, entry))
+    for call in side.tool_calls:
+        if call.tool_call_id not in shown:  # called in the prefix, its result after it
+            entries.append((call.seq, [f"  seq {call.seq}  result of an earlier call:"]))
+            entries[-1][1].append(_call_line(call))
+    for _, entry in sorted(entries, key=lambda item: item[0]):
+        lines.extend(entry)
     return [one_line(line) for line in lines]
 
 

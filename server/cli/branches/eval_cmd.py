@@ -89,18 +89,24 @@ def add_eval_command(commands: Any, store_help: str) -> argparse.ArgumentParser:
         default=[],
         metavar="FILE.jsonl",
         help="a case from an exported log (repeatable; a child's file answers its tools); "
-        "the branches go to the store",
+        "the branches go to the store (default: none, the store's sessions)",
     )
-    cmd.add_argument("--search", metavar="TEXT", help="cases whose text has every word of TEXT")
+    cmd.add_argument(
+        "--search",
+        metavar="TEXT",
+        help="cases whose text has every word of TEXT (default: no text search)",
+    )
     cmd.add_argument(
         "--metadata",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="cases whose metadata KEY equals VALUE (repeatable)",
+        help="cases whose metadata KEY equals VALUE (repeatable; default: none)",
     )
     for flag in ("--created-after", "--created-before", "--updated-after", "--updated-before"):
-        cmd.add_argument(flag, metavar="TIME", help="a time bound, as for sessions")
+        cmd.add_argument(
+            flag, metavar="TIME", help="a time bound, as for sessions (default: no bound)"
+        )
     cmd.add_argument("--status", choices=STATUSES, help="cases with this status (default: any)")
     cmd.add_argument("--agent", metavar="TYPE", help="cases of this agent type (default: any)")
     cmd.add_argument(
@@ -124,12 +130,23 @@ def add_eval_command(commands: Any, store_help: str) -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="MODULE:ATTR",
-        help="a scorer of yours, a callable of a CaseRun (repeatable; after the built-in ones)",
+        help="a scorer of yours, a callable of a CaseRun (repeatable; after the built-in ones; "
+        "default: the built-in ones only)",
     )
-    cmd.add_argument("--prices", metavar="FILE", help="prices for the cost scores (as serve's)")
-    cmd.add_argument("--label", metavar="LABEL", help="name the branches SESSION.eval-LABEL")
+    cmd.add_argument(
+        "--prices",
+        metavar="FILE",
+        help="prices for the cost scores, as serve's (default: the built-in prices)",
+    )
+    cmd.add_argument(
+        "--label",
+        metavar="LABEL",
+        help="name the branches SESSION.eval-LABEL (default: 8 fresh hex digits)",
+    )
     cmd.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    cmd.add_argument("--junit", metavar="FILE", help="also write the report as JUnit XML")
+    cmd.add_argument(
+        "--junit", metavar="FILE", help="also write the report as JUnit XML (default: none)"
+    )
     return cmd
 
 
