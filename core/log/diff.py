@@ -103,11 +103,8 @@ class LogDiff(msgspec.Struct, kw_only=True, rename="camel"):
     """The same in ``b``."""
     same: bool
     """Nothing parts them: equal logs, as far as normalizing sees."""
-
-    @property
-    def parted(self) -> bool:
-        """The branches part somewhere."""
-        return not self.same
+    parted: bool
+    """The branches part somewhere (``not same``)."""
 
 
 def _call_ids(events: Sequence[Event]) -> dict[str, str]:
@@ -259,6 +256,7 @@ def diff_logs(a: Sequence[Event], b: Sequence[Event], *, prices: Prices | None =
         common_seq_a=kept_a[common - 1][0].seq if common else 0,
         common_seq_b=kept_b[common - 1][0].seq if common else 0,
         same=same,
+        parted=not same,
     )
 
 

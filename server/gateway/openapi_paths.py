@@ -157,7 +157,7 @@ def _session_links() -> dict[str, Any]:
     }
 
 
-_OPEN_UI_PATHS = ("/ui", "/ui/assets/{name}")
+_OPEN_UI_PATHS = ("/ui", "/ui/assets/{name}", "/ui/diff")
 
 
 def _ui_paths(*, auth: bool) -> dict[str, Any]:

@@ -72,6 +72,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(
         "/ui/assets/{name}", "GET", ui.asset, docs.ui_operation("/ui/assets/{name}"), open=True
     ),
+    Endpoint("/ui/diff", "GET", ui.diff_page, docs.ui_operation("/ui/diff"), open=True),
+    Endpoint("/diff", "GET", ui.diff, docs.ui_operation("/diff")),
     Endpoint("/snapshot", "GET", ui.snapshot, docs.ui_operation("/snapshot")),
 )
 """The documented routes, in the document's order."""

@@ -46,7 +46,10 @@ def _why(case: CaseResult) -> list[str]:
     for miss in case.misses:
         lines.append(f"  not in the recording: {miss}")
     if case.branch and case.verdict != "error":
-        lines.append(f"  compare: helix-agents diff {case.case} {case.branch}")
+        lines.append(
+            f"  compare: helix-agents diff {case.case} {case.branch} "
+            f"(the inspector: ui/diff?a={case.case}&b={case.branch})"
+        )
     return lines
 
 
