@@ -41,7 +41,15 @@ from helix_agents.log.store import EventStore
 from helix_agents.models.names import check_model, session_model
 from helix_agents.protocol import RemoteResumeRequest, RemoteStartResponse, SubmitResponse
 
-__all__ = ["APPEND_BATCH", "ForkResult", "ForkService", "RemoteFork", "fork_session"]
+__all__ = [
+    "APPEND_BATCH",
+    "ForkResult",
+    "ForkService",
+    "Forks",
+    "RemoteFork",
+    "fork_executor_session",
+    "fork_session",
+]
 
 APPEND_BATCH = 1000
 """Events per append when a branch's log is written (a long prefix is several appends)."""
@@ -78,6 +86,55 @@ class ForkService(Protocol):
     ) -> SubmitResponse:
         """Decide an approval the branch holds open (``ExecutorService.submit_approval``)."""
         ...
+
+
+class Forks(Protocol):
+    """What ``AgentExecutor.fork`` uses of its executor: the store and the service."""
+
+    @property
+    def store(self) -> EventStore:
+        """Where the origin's logs are, and the branch's go."""
+        ...
+
+    @property
+    def service(self) -> ForkService:
+        """The executor's service (resumes the branch)."""
+        ...
+
+
+async def fork_executor_session(
+    self: Forks,
+    session_id: str,
+    at_seq: int | None = None,
+    *,
+    edits: Sequence[ForkEdit] = (),
+    new_session_id: str | None = None,
+    run: bool = True,
+) -> ForkResult:
+    """Fork ``session_id`` (and its tree) at ``at_seq``: a new session, live after the point.
+
+    ``AgentExecutor.fork`` (specs/branches.md). The branch's logs hold the
+    origin's events 1..``at_seq`` (default: all of them) copied, its ids
+    mapped, ``edits`` applied, then ``session_forked``; the origin is only
+    read. Nothing recorded is called again: the branch is resumed (``run``)
+    as a session a crashed process left behind, so only what comes after the
+    point runs live. A paused prefix stays paused with its open entries (a
+    ``DecideApproval`` edit answers one); a completed one takes a follow-up.
+
+    Raises:
+        AgentServerError: ``NOT_FOUND`` (no such session), ``INVALID_REQUEST``
+            (a point outside the log, a bad or taken new id, an edit that
+            names nothing in the prefix); nothing is written then.
+    """
+    return await fork_session(
+        self.store,
+        self.service,
+        session_id,
+        at_seq,
+        edits=edits,
+        new_session_id=new_session_id,
+        run=run,
+    )
 
 
 RemoteFork = Callable[[RemoteRef, str, int, str, Mapping[str, str]], Awaitable[str]]
