@@ -16,7 +16,7 @@ from typing import Protocol
 
 import msgspec
 
-from helix_agents.branches.copy import branch_log
+from helix_agents.branches.copy import FORKED_FROM_KEY, branch_log
 from helix_agents.branches.tree import (
     ForkPlan,
     child_point,
@@ -37,6 +37,8 @@ from helix_agents.events import (
 )
 from helix_agents.ids import validate_session_id
 from helix_agents.log.projections import project_state
+from helix_agents.log.search import SessionQuery
+from helix_agents.log.session_list import MAX_PAGE_SIZE, SessionCatalog
 from helix_agents.log.store import EventStore
 from helix_agents.models.names import check_model, session_model
 from helix_agents.protocol import RemoteResumeRequest, RemoteStartResponse, SubmitResponse
@@ -49,6 +51,7 @@ __all__ = [
     "RemoteFork",
     "fork_executor_session",
     "fork_session",
+    "forks_of",
 ]
 
 APPEND_BATCH = 1000
@@ -310,3 +313,22 @@ async def _go_live(
             result.root_session_id, edit.tool_call_id, edit.approved, edit.reason
         )
     return msgspec.structs.replace(result, run_id=run_id)
+
+
+async def forks_of(store: EventStore, session_id: str) -> list[str]:
+    """The ids of the branches forked from ``session_id`` (its ``metadata.forked_from``), sorted.
+
+    The origin's log is never written: its forks are found by the metadata
+    each branch's ``session_created`` carries (an indexed search on a store
+    with a session index; the same query as ``GET /sessions?metadata.forked_from=S``).
+    """
+    catalog = SessionCatalog(store)
+    query = SessionQuery.build(metadata=[(FORKED_FROM_KEY, session_id)])
+    found: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = await catalog.page(query=query, cursor=cursor, limit=MAX_PAGE_SIZE)
+        found.extend(entry.session_id for entry in page.sessions)
+        if page.next_cursor is None:
+            return sorted(found)
+        cursor = page.next_cursor
