@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import msgspec
 
+from helix_agents.agents.define import AgentRegistry
 from helix_agents.branches.copy import FORKED_FROM_KEY, branch_log
 from helix_agents.branches.tree import (
     ForkPlan,
@@ -45,13 +46,16 @@ from helix_agents.protocol import RemoteResumeRequest, RemoteStartResponse, Subm
 
 __all__ = [
     "APPEND_BATCH",
+    "ForkRequest",
     "ForkResult",
+    "ForksSessions",
     "ForkService",
     "Forks",
     "RemoteFork",
     "fork_executor_session",
     "fork_session",
     "forks_of",
+    "remote_forker",
 ]
 
 APPEND_BATCH = 1000
@@ -75,6 +79,31 @@ class ForkResult(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """The live run the fork started at the branch's root (None: nothing was left to run)."""
     copied_events: int = 0
     """How many recorded events the fork copied, over the whole tree."""
+
+
+class ForkRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """``POST /fork``'s body (and ``helix-agents fork``'s): the arguments of ``AgentExecutor.fork``.
+
+    ``id_map``: set by a server forking its remote child: the ids of the
+    caller's tree already forked (origin -> branch); the child is forked
+    alone, its parent's ids mapped (no climb to a root this server lacks).
+    """
+
+    session_id: str
+    at_seq: int | None = None
+    edits: list[ForkEdit] = []
+    new_session_id: str | None = None
+    run: bool = True
+    id_map: dict[str, str] | None = None
+
+
+@runtime_checkable
+class ForksSessions(Protocol):
+    """A transport that can fork a session on its server (``HttpTransport``: ``POST /fork``)."""
+
+    async def fork(self, request: ForkRequest) -> ForkResult:
+        """Fork ``request.session_id`` on the server the transport reaches."""
+        ...
 
 
 class ForkService(Protocol):
@@ -102,6 +131,11 @@ class Forks(Protocol):
     @property
     def service(self) -> ForkService:
         """The executor's service (resumes the branch)."""
+        ...
+
+    @property
+    def registry(self) -> AgentRegistry:
+        """The agents, whose remote sub-agent tools' transports fork remote children."""
         ...
 
 
@@ -137,7 +171,46 @@ async def fork_executor_session(
         edits=edits,
         new_session_id=new_session_id,
         run=run,
+        remote_fork=remote_forker(self.registry),
     )
+
+
+def remote_forker(registry: AgentRegistry) -> RemoteFork:
+    """Forks a remote child through the transport of the sub-agent tool that reaches it.
+
+    The transport is the one whose kind and url the child's ``RemoteRef``
+    names; it must fork (``ForksSessions``: the HTTP transport's ``POST /fork``).
+    The child's branch is written, not run: the branch parent's resume
+    re-opens the call and resumes it there.
+    """
+
+    async def fork_remote(
+        ref: RemoteRef, origin: str, at_seq: int, wanted: str, ids: Mapping[str, str]
+    ) -> str:
+        for name in registry.names():
+            agent = registry.get(name)
+            for tool in agent.tools if agent is not None else ():
+                transport = getattr(tool, "transport", None)
+                if (
+                    isinstance(transport, ForksSessions)
+                    and type(transport).__name__ == ref.transport
+                    and getattr(transport, "url", None) == ref.url
+                ):
+                    request = ForkRequest(
+                        session_id=origin,
+                        at_seq=at_seq,
+                        new_session_id=wanted,
+                        run=False,
+                        id_map=dict(ids),
+                    )
+                    return (await transport.fork(request)).session_id
+        raise AgentServerError(
+            "INVALID_REQUEST",
+            f"remote child {origin!r} ({ref.transport} {ref.url}) is open at the fork point "
+            "and no transport here can fork it (the HTTP transport can)",
+        )
+
+    return fork_remote
 
 
 RemoteFork = Callable[[RemoteRef, str, int, str, Mapping[str, str]], Awaitable[str]]
@@ -293,9 +366,22 @@ async def _write(store: EventStore, session_id: str, events: list[Event]) -> Non
             batch = events[start : start + APPEND_BATCH]
             done = await store.append(session_id, batch, done)
     except ConcurrencyConflict:
-        raise AgentServerError(
-            "INVALID_REQUEST", f"session {session_id!r} already exists: give another new id"
-        ) from None
+        # The same fork again (a retried request): the branch it wrote is the answer.
+        marker = next(e for e in events if isinstance(e, SessionForked))
+        there = await store.read(session_id, marker.seq - 1)
+        if not (there and _same_fork(there[0], marker)):
+            raise AgentServerError(
+                "INVALID_REQUEST", f"session {session_id!r} already exists: give another new id"
+            ) from None
+
+
+def _same_fork(event: Event, marker: SessionForked) -> bool:
+    return (
+        isinstance(event, SessionForked)
+        and event.seq == marker.seq
+        and (event.origin_session_id, event.origin_seq, event.edits)
+        == (marker.origin_session_id, marker.origin_seq, marker.edits)
+    )
 
 
 async def _go_live(
@@ -306,8 +392,12 @@ async def _go_live(
     run_id: str | None = None
     decisions = [e for e in edits if isinstance(e, DecideApproval)]
     if result.status == "running":
-        started = await service.resume(RemoteResumeRequest(session_id=result.root_session_id))
-        run_id = started.run_id
+        try:
+            started = await service.resume(RemoteResumeRequest(session_id=result.root_session_id))
+            run_id = started.run_id
+        except AgentServerError as exc:  # a repeated fork: its branch already runs, or ran
+            if exc.code not in ("ALREADY_RUNNING", "ALREADY_COMPLETED"):
+                raise
     for edit in decisions:
         await service.submit_approval(
             result.root_session_id, edit.tool_call_id, edit.approved, edit.reason
