@@ -266,6 +266,9 @@ async def fork_session(
             logs[parent], child, points[child], child_log[points[child] - 1].ts
         )
     top = path[0]
+    # a remote child forked for its parent's server: its tree's root lives there
+    origin_root = (created.root_session_id or top) if id_map is not None else top
+    root_seq = points[top] if origin_root == top else None
     wanted = new_session_id if top == session_id else None
     if new_session_id is not None and top != session_id:
         ids[session_id] = _checked_new(new_session_id)
@@ -332,8 +335,8 @@ async def fork_session(
             origin_session_id=plan.origin,
             origin_seq=plan.at_seq,
             edits=plan.edits,
-            origin_root_session_id=top,
-            root_origin_seq=points[top],
+            origin_root_session_id=origin_root,
+            root_origin_seq=root_seq,
             session_map=dict(ids),
         )
         await _write(store, plan.branch, branch_log(plan.log, ids, plan.edits, marker))
