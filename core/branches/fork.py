@@ -230,7 +230,7 @@ async def _log(store: EventStore, session_id: str) -> list[Event]:
 
 async def fork_session(
     store: EventStore,
-    service: ForkService,
+    service: ForkService | None,
     session_id: str,
     at_seq: int | None = None,
     *,
@@ -240,7 +240,15 @@ async def fork_session(
     id_map: Mapping[str, str] | None = None,
     remote_fork: RemoteFork | None = None,
 ) -> ForkResult:
-    """Fork ``session_id`` at ``at_seq`` (default: its last event): as ``AgentExecutor.fork``."""
+    """Fork ``session_id`` at ``at_seq`` (default: its last event): as ``AgentExecutor.fork``.
+
+    ``service`` None (a store alone, ``helix-agents fork --store``): the branch
+    is written, not run, and an approval edit is refused (it is submitted live).
+    """
+    if service is None and any(isinstance(e, DecideApproval) for e in edits):
+        raise AgentServerError(
+            "INVALID_REQUEST", "an approval edit is decided live: fork through a server"
+        )
     origin_log = await _log(store, session_id)
     point = len(origin_log) if at_seq is None else at_seq
     if not isinstance(point, int) or not 1 <= point <= len(origin_log):
@@ -388,9 +396,9 @@ def _same_fork(event: Event, marker: SessionForked) -> bool:
 
 
 async def _go_live(
-    service: ForkService, result: ForkResult, edits: Sequence[ForkEdit], run: bool
+    service: ForkService | None, result: ForkResult, edits: Sequence[ForkEdit], run: bool
 ) -> ForkResult:
-    if not run:
+    if not run or service is None:
         return result
     run_id: str | None = None
     decisions = [e for e in edits if isinstance(e, DecideApproval)]
