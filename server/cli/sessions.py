@@ -215,7 +215,8 @@ def add_fork_command(commands: Any, store_help: str) -> None:
     where.add_argument(
         "--server",
         metavar="URL",
-        help="fork through this server's POST /fork (its bearer token from $HELIX_TOKEN)",
+        help="fork through this server's POST /fork, its bearer token from $HELIX_TOKEN "
+        "(default: in the store, written and not run)",
     )
     fork.add_argument("--new-id", metavar="ID", help="the branch's id (default: a new one)")
     fork.add_argument(
@@ -223,31 +224,54 @@ def add_fork_command(commands: Any, store_help: str) -> None:
         action="append",
         default=[],
         metavar="SEQ=TEXT",
-        help="replace the user message the event at SEQ carries (repeatable)",
+        help="replace the user message the event at SEQ carries (repeatable; default: none)",
     )
     fork.add_argument(
         "--tool-result",
         action="append",
         default=[],
         metavar="CALL_ID=JSON",
-        help="replace (or give) tool call CALL_ID's result (repeatable)",
+        help="replace (or give) tool call CALL_ID's result (repeatable; default: none)",
     )
     fork.add_argument(
         "--tool-error",
         action="append",
         default=[],
         metavar="CALL_ID=TEXT",
-        help="make tool call CALL_ID's result an error (repeatable)",
+        help="make tool call CALL_ID's result an error (repeatable; default: none)",
     )
-    fork.add_argument("--state", metavar="JSON", help="replace the agent's state (an object)")
-    fork.add_argument("--approve", action="append", default=[], metavar="CALL_ID")
-    fork.add_argument("--deny", action="append", default=[], metavar="CALL_ID[=REASON]")
-    fork.add_argument("--agent", metavar="TYPE", help="run on as this agent type (a new version)")
-    fork.add_argument("--model", metavar="PROVIDER:MODEL", help="run on with this model")
+    fork.add_argument(
+        "--state",
+        metavar="JSON",
+        help="replace the agent's state, a JSON object (default: as recorded)",
+    )
+    fork.add_argument(
+        "--approve",
+        action="append",
+        default=[],
+        metavar="CALL_ID",
+        help="approve the approval of CALL_ID open at SEQ (server only; default: none)",
+    )
+    fork.add_argument(
+        "--deny",
+        action="append",
+        default=[],
+        metavar="CALL_ID[=REASON]",
+        help="deny the approval of CALL_ID open at SEQ (server only; default: none)",
+    )
+    fork.add_argument(
+        "--agent",
+        metavar="TYPE",
+        help="run on as this agent type, a new version (default: the same)",
+    )
+    fork.add_argument(
+        "--model", metavar="PROVIDER:MODEL", help="run on with this model (default: the agent's)"
+    )
     fork.add_argument(
         "--edits",
         metavar="FILE",
-        help="more edits: a JSON list in POST /fork's shape ('-' reads standard input)",
+        help="more edits: a JSON list in POST /fork's shape, '-' reads standard input "
+        "(default: none)",
     )
     fork.add_argument(
         "--no-run", action="store_true", help="write the branch, do not run it (server only)"

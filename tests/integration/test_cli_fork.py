@@ -8,6 +8,7 @@ from typing import Any
 
 import anyio
 import pytest
+from hitl_checks import until
 from pydantic import BaseModel
 from servers import serve
 
@@ -114,16 +115,16 @@ def test_fork_refusals_are_one_line(
 async def test_fork_through_a_server_runs_the_branch(tmp_path: Path) -> None:
     looked.clear()
     agent = _agent()
-    async with SqliteEventStore(tmp_path / "s.db") as store:
-        async with serve(create_http_app(AgentServer([agent], store))) as url:
-            async with AgentExecutor(store, [agent]) as executor:
-                await executor.run(agent, "hi", session_id="s1")
-            at = next(e.seq for e in await store.read("s1") if isinstance(e, ToolStart))
-            argv = ["fork", "--server", url, "s1", "--at", str(at), "--new-id", "b2"]
-            assert await anyio.to_thread.run_sync(cli.main, argv) == 0
-            with anyio.fail_after(10):
-                while not project_state(await store.read("b2")).is_terminal:
-                    await anyio.sleep(0.02)
-            state = project_state(await store.read("b2"))
+    async with (
+        SqliteEventStore(tmp_path / "s.db") as store,
+        serve(create_http_app(AgentServer([agent], store))) as url,
+    ):
+        async with AgentExecutor(store, [agent]) as executor:
+            await executor.run(agent, "hi", session_id="s1")
+        at = next(e.seq for e in await store.read("s1") if isinstance(e, ToolStart))
+        argv = ["fork", "--server", url, "s1", "--at", str(at), "--new-id", "b2"]
+        assert await anyio.to_thread.run_sync(cli.main, argv) == 0
+        await until(store, "b2", lambda s: s.is_terminal)
+        state = project_state(await store.read("b2"))
     assert (state.status, state.output) == ("completed", "done")
     assert looked == ["x", "x"]  # the call after the point ran live, once
