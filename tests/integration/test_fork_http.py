@@ -1,13 +1,14 @@
 """A fork of a three-level tree over HTTP (specs/branches.md): ``POST /fork`` on real servers.
 
-Gateway A (uvicorn, 127.0.0.1) serves ``root`` -> local ``child`` -> remote
-``grand`` on server B (uvicorn, its own store), which passes an approval
-gate. The tree pauses; a person approves; it completes. Then ``POST /fork``
-at the root's pause, with the approval decided the other way: the open child
-is forked on A, the remote grandchild on B (through the transport's own
-``POST /fork``), and the branch runs on from the decision. Nothing recorded
-is called again, the origin's logs on both servers are byte-for-byte as they
-were, and both stores pass ``check``.
+Gateway A (uvicorn, 127.0.0.1), on each runtime (built-in, Temporal, DBOS),
+serves ``root`` -> local ``child`` -> remote ``grand`` on server B (uvicorn,
+built-in, its own store), which passes an approval gate. The tree pauses; a
+person approves; it completes. Then ``POST /fork`` at the root's pause, with
+the approval decided the other way: the open child is forked on A, the
+remote grandchild on B (through the transport's own ``POST /fork``), and the
+branch runs on from the decision. Nothing recorded is called again, the
+origin's logs on both servers are byte-for-byte as they were, and both
+stores pass ``check``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore
 from helix_agents.stores.check import check_store
 from helix_agents.transports import HttpRemoteAgentTransport
+from tests.integration._durable_kit import Runtime
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
@@ -37,7 +39,9 @@ async def _all_bytes(store: MemoryEventStore) -> dict[str, list[bytes]]:
     return {s: [encode_event(e) for e in await store.read(s)] for s in await store.list_sessions()}
 
 
-async def test_post_fork_of_a_three_level_tree_with_a_remote_child_over_http() -> None:
+async def test_post_fork_of_a_three_level_tree_with_a_remote_child_over_http(
+    runtime: Runtime,
+) -> None:
     removed.clear()
     store_a, store_b = MemoryEventStore(), MemoryEventStore()
     grand = worker("grand", ("rm",))
@@ -48,7 +52,8 @@ async def test_post_fork_of_a_three_level_tree_with_a_remote_child_over_http() -
             root = root_agent(create_sub_agent_tool(child, Query))
             async with (
                 transport,
-                serve(create_http_app(AgentServer([root], store_a))) as url_a,
+                runtime.server([root], store_a) as server_a,
+                serve(create_http_app(server_a)) as url_a,
                 httpx.AsyncClient(base_url=url_a, timeout=10) as http,
             ):
                 started = await http.post(
