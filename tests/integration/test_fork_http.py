@@ -13,6 +13,8 @@ stores pass ``check``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import httpx
 import pytest
@@ -20,10 +22,11 @@ from hitl_app import RM_ARGS, Query, relay, remote_tool, removed, root_agent, wo
 from hitl_checks import until
 from servers import serve
 
-from helix_agents import create_sub_agent_tool
-from helix_agents.events import SessionForked
+from helix_agents import create_sub_agent_tool, define_agent, define_tool
+from helix_agents.events import ReplaceToolResult, SessionForked, ToolStart
 from helix_agents.log import encode_event, project_state
 from helix_agents.messages import ToolResultMessage
+from helix_agents.models import ScriptedLLM
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore
 from helix_agents.stores.check import check_store
@@ -128,3 +131,44 @@ async def test_post_fork_of_a_three_level_tree_with_a_remote_child_over_http(
         assert {s: after[s] for s in before} == before
     assert (await check_store(store_a)).ok
     assert (await check_store(store_b)).ok
+
+
+looked: list[str] = []
+
+
+def _look(value: Query, ctx: Any) -> dict[str, str]:
+    looked.append(value.query)
+    return {"found": value.query}
+
+
+async def test_executor_fork_between_a_call_and_its_result_on_each_runtime(
+    runtime: Runtime,
+) -> None:
+    """``AgentExecutor.fork`` of the gateway's executor: the branch resumes on its runtime."""
+    looked.clear()
+    llm = ScriptedLLM([[ScriptedLLM.call("look", {"query": "x"}, id="c1")], "done"])
+    agent = define_agent("looker", tools=[define_tool("look", "Look.", Query, _look)], llm=llm)
+    store = MemoryEventStore()
+    with anyio.fail_after(LIMIT):
+        async with runtime.server([agent], store) as server:
+            executor = server.executor
+            handle = await executor.execute(agent, "hi", session_id="e1")
+            await until(store, "e1", lambda s: s.is_terminal)
+            origin = await _all_bytes(store)
+            at = next(e.seq for e in await store.read("e1") if isinstance(e, ToolStart))
+            result = await executor.fork("e1", at, new_session_id="e1b")
+            await until(store, "e1b", lambda s: s.is_terminal)
+            edited = await executor.fork(
+                "e1", at, edits=[ReplaceToolResult(tool_call_id="c1", result={"found": "y"})]
+            )
+            await until(store, edited.session_id, lambda s: s.is_terminal)
+            await runtime.settled(server, edited.session_id)
+            after = await _all_bytes(store)
+    assert handle.session_id == "e1"
+    assert (result.status, result.run_id is not None) == ("running", True)
+    branch = project_state(await store.read("e1b"))
+    assert (branch.status, branch.output) == ("completed", "done")
+    assert looked == ["x", "x"]  # live after the point once; never for the edited branch
+    assert llm.calls == 4  # two recorded turns, then one live turn per branch
+    assert {s: after[s] for s in origin} == origin
+    assert (await check_store(store)).ok
