@@ -9,7 +9,13 @@ event live in the event catalog (``helix_agents.events``).
 from __future__ import annotations
 
 from helix_agents.branches.copy import FORKED_AT_KEY, FORKED_FROM_KEY, branch_log, map_ids
-from helix_agents.branches.fork import APPEND_BATCH, ForkResult, ForkService, fork_session
+from helix_agents.branches.fork import (
+    APPEND_BATCH,
+    ForkResult,
+    ForkService,
+    fork_session,
+    forks_of,
+)
 
 __all__ = [
     "APPEND_BATCH",
@@ -19,5 +25,6 @@ __all__ = [
     "ForkService",
     "branch_log",
     "fork_session",
+    "forks_of",
     "map_ids",
 ]

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import msgspec
 
-from helix_agents.branches.copy import branch_log
+from helix_agents.agents.define import AgentRegistry
+from helix_agents.branches.copy import FORKED_FROM_KEY, branch_log
 from helix_agents.branches.tree import (
     ForkPlan,
     child_point,
@@ -37,11 +38,25 @@ from helix_agents.events import (
 )
 from helix_agents.ids import validate_session_id
 from helix_agents.log.projections import project_state
+from helix_agents.log.search import SessionQuery
+from helix_agents.log.session_list import MAX_PAGE_SIZE, SessionCatalog
 from helix_agents.log.store import EventStore
 from helix_agents.models.names import check_model, session_model
 from helix_agents.protocol import RemoteResumeRequest, RemoteStartResponse, SubmitResponse
 
-__all__ = ["APPEND_BATCH", "ForkResult", "ForkService", "RemoteFork", "fork_session"]
+__all__ = [
+    "APPEND_BATCH",
+    "ForkRequest",
+    "ForkResult",
+    "ForksSessions",
+    "ForkService",
+    "Forks",
+    "RemoteFork",
+    "fork_executor_session",
+    "fork_session",
+    "forks_of",
+    "remote_forker",
+]
 
 APPEND_BATCH = 1000
 """Events per append when a branch's log is written (a long prefix is several appends)."""
@@ -66,6 +81,31 @@ class ForkResult(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """How many recorded events the fork copied, over the whole tree."""
 
 
+class ForkRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """``POST /fork``'s body (and ``helix-agents fork``'s): the arguments of ``AgentExecutor.fork``.
+
+    ``id_map``: set by a server forking its remote child: the ids of the
+    caller's tree already forked (origin -> branch); the child is forked
+    alone, its parent's ids mapped (no climb to a root this server lacks).
+    """
+
+    session_id: str
+    at_seq: int | None = None
+    edits: list[ForkEdit] = []
+    new_session_id: str | None = None
+    run: bool = True
+    id_map: dict[str, str] | None = None
+
+
+@runtime_checkable
+class ForksSessions(Protocol):
+    """A transport that can fork a session on its server (``HttpTransport``: ``POST /fork``)."""
+
+    async def fork(self, request: ForkRequest) -> ForkResult:
+        """Fork ``request.session_id`` on the server the transport reaches."""
+        ...
+
+
 class ForkService(Protocol):
     """What a fork needs of the executor's service: resume the branch, decide approvals."""
 
@@ -78,6 +118,99 @@ class ForkService(Protocol):
     ) -> SubmitResponse:
         """Decide an approval the branch holds open (``ExecutorService.submit_approval``)."""
         ...
+
+
+class Forks(Protocol):
+    """What ``AgentExecutor.fork`` uses of its executor: the store and the service."""
+
+    @property
+    def store(self) -> EventStore:
+        """Where the origin's logs are, and the branch's go."""
+        ...
+
+    @property
+    def service(self) -> ForkService:
+        """The executor's service (resumes the branch)."""
+        ...
+
+    @property
+    def registry(self) -> AgentRegistry:
+        """The agents, whose remote sub-agent tools' transports fork remote children."""
+        ...
+
+
+async def fork_executor_session(
+    self: Forks,
+    session_id: str,
+    at_seq: int | None = None,
+    *,
+    edits: Sequence[ForkEdit] = (),
+    new_session_id: str | None = None,
+    run: bool = True,
+) -> ForkResult:
+    """Fork ``session_id`` (and its tree) at ``at_seq``: a new session, live after the point.
+
+    ``AgentExecutor.fork`` (specs/branches.md). The branch's logs hold the
+    origin's events 1..``at_seq`` (default: all of them) copied, its ids
+    mapped, ``edits`` applied, then ``session_forked``; the origin is only
+    read. Nothing recorded is called again: the branch is resumed (``run``)
+    as a session a crashed process left behind, so only what comes after the
+    point runs live. A paused prefix stays paused with its open entries (a
+    ``DecideApproval`` edit answers one); a completed one takes a follow-up.
+
+    Raises:
+        AgentServerError: ``NOT_FOUND`` (no such session), ``INVALID_REQUEST``
+            (a point outside the log, a bad or taken new id, an edit that
+            names nothing in the prefix); nothing is written then.
+    """
+    return await fork_session(
+        self.store,
+        self.service,
+        session_id,
+        at_seq,
+        edits=edits,
+        new_session_id=new_session_id,
+        run=run,
+        remote_fork=remote_forker(self.registry),
+    )
+
+
+def remote_forker(registry: AgentRegistry) -> RemoteFork:
+    """Forks a remote child through the transport of the sub-agent tool that reaches it.
+
+    The transport is the one whose kind and url the child's ``RemoteRef``
+    names; it must fork (``ForksSessions``: the HTTP transport's ``POST /fork``).
+    The child's branch is written, not run: the branch parent's resume
+    re-opens the call and resumes it there.
+    """
+
+    async def fork_remote(
+        ref: RemoteRef, origin: str, at_seq: int, wanted: str, ids: Mapping[str, str]
+    ) -> str:
+        for name in registry.names():
+            agent = registry.get(name)
+            for tool in agent.tools if agent is not None else ():
+                transport = getattr(tool, "transport", None)
+                if (
+                    isinstance(transport, ForksSessions)
+                    and type(transport).__name__ == ref.transport
+                    and getattr(transport, "url", None) == ref.url
+                ):
+                    request = ForkRequest(
+                        session_id=origin,
+                        at_seq=at_seq,
+                        new_session_id=wanted,
+                        run=False,
+                        id_map=dict(ids),
+                    )
+                    return (await transport.fork(request)).session_id
+        raise AgentServerError(
+            "INVALID_REQUEST",
+            f"remote child {origin!r} ({ref.transport} {ref.url}) is open at the fork point "
+            "and no transport here can fork it (the HTTP transport can)",
+        )
+
+    return fork_remote
 
 
 RemoteFork = Callable[[RemoteRef, str, int, str, Mapping[str, str]], Awaitable[str]]
@@ -97,7 +230,7 @@ async def _log(store: EventStore, session_id: str) -> list[Event]:
 
 async def fork_session(
     store: EventStore,
-    service: ForkService,
+    service: ForkService | None,
     session_id: str,
     at_seq: int | None = None,
     *,
@@ -107,7 +240,15 @@ async def fork_session(
     id_map: Mapping[str, str] | None = None,
     remote_fork: RemoteFork | None = None,
 ) -> ForkResult:
-    """Fork ``session_id`` at ``at_seq`` (default: its last event): as ``AgentExecutor.fork``."""
+    """Fork ``session_id`` at ``at_seq`` (default: its last event): as ``AgentExecutor.fork``.
+
+    ``service`` None (a store alone, ``helix-agents fork --store``): the branch
+    is written, not run, and an approval edit is refused (it is submitted live).
+    """
+    if service is None and any(isinstance(e, DecideApproval) for e in edits):
+        raise AgentServerError(
+            "INVALID_REQUEST", "an approval edit is decided live: fork through a server"
+        )
     origin_log = await _log(store, session_id)
     point = len(origin_log) if at_seq is None else at_seq
     if not isinstance(point, int) or not 1 <= point <= len(origin_log):
@@ -133,6 +274,9 @@ async def fork_session(
             logs[parent], child, points[child], child_log[points[child] - 1].ts
         )
     top = path[0]
+    # a remote child forked for its parent's server: its tree's root lives there
+    origin_root = (created.root_session_id or top) if id_map is not None else top
+    root_seq = points[top] if origin_root == top else None
     wanted = new_session_id if top == session_id else None
     if new_session_id is not None and top != session_id:
         ids[session_id] = _checked_new(new_session_id)
@@ -199,8 +343,8 @@ async def fork_session(
             origin_session_id=plan.origin,
             origin_seq=plan.at_seq,
             edits=plan.edits,
-            origin_root_session_id=top,
-            root_origin_seq=points[top],
+            origin_root_session_id=origin_root,
+            root_origin_seq=root_seq,
             session_map=dict(ids),
         )
         await _write(store, plan.branch, branch_log(plan.log, ids, plan.edits, marker))
@@ -233,23 +377,59 @@ async def _write(store: EventStore, session_id: str, events: list[Event]) -> Non
             batch = events[start : start + APPEND_BATCH]
             done = await store.append(session_id, batch, done)
     except ConcurrencyConflict:
-        raise AgentServerError(
-            "INVALID_REQUEST", f"session {session_id!r} already exists: give another new id"
-        ) from None
+        # The same fork again (a retried request): the branch it wrote is the answer.
+        marker = next(e for e in events if isinstance(e, SessionForked))
+        there = await store.read(session_id, marker.seq - 1)
+        if not (there and _same_fork(there[0], marker)):
+            raise AgentServerError(
+                "INVALID_REQUEST", f"session {session_id!r} already exists: give another new id"
+            ) from None
+
+
+def _same_fork(event: Event, marker: SessionForked) -> bool:
+    return (
+        isinstance(event, SessionForked)
+        and event.seq == marker.seq
+        and (event.origin_session_id, event.origin_seq, event.edits)
+        == (marker.origin_session_id, marker.origin_seq, marker.edits)
+    )
 
 
 async def _go_live(
-    service: ForkService, result: ForkResult, edits: Sequence[ForkEdit], run: bool
+    service: ForkService | None, result: ForkResult, edits: Sequence[ForkEdit], run: bool
 ) -> ForkResult:
-    if not run:
+    if not run or service is None:
         return result
     run_id: str | None = None
     decisions = [e for e in edits if isinstance(e, DecideApproval)]
     if result.status == "running":
-        started = await service.resume(RemoteResumeRequest(session_id=result.root_session_id))
-        run_id = started.run_id
+        try:
+            started = await service.resume(RemoteResumeRequest(session_id=result.root_session_id))
+            run_id = started.run_id
+        except AgentServerError as exc:  # a repeated fork: its branch already runs, or ran
+            if exc.code not in ("ALREADY_RUNNING", "ALREADY_COMPLETED"):
+                raise
     for edit in decisions:
         await service.submit_approval(
             result.root_session_id, edit.tool_call_id, edit.approved, edit.reason
         )
     return msgspec.structs.replace(result, run_id=run_id)
+
+
+async def forks_of(store: EventStore, session_id: str) -> list[str]:
+    """The ids of the branches forked from ``session_id`` (its ``metadata.forked_from``), sorted.
+
+    The origin's log is never written: its forks are found by the metadata
+    each branch's ``session_created`` carries (an indexed search on a store
+    with a session index; the same query as ``GET /sessions?metadata.forked_from=S``).
+    """
+    catalog = SessionCatalog(store)
+    query = SessionQuery.build(metadata=[(FORKED_FROM_KEY, session_id)])
+    found: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = await catalog.page(query=query, cursor=cursor, limit=MAX_PAGE_SIZE)
+        found.extend(entry.session_id for entry in page.sessions)
+        if page.next_cursor is None:
+            return sorted(found)
+        cursor = page.next_cursor

@@ -135,11 +135,12 @@ def plan_children(
     out: list[tuple[str, RemoteRef | None, int | None]] = []
     for ref in state.sub_sessions.values():
         child = ref.sub_session_id
-        if child in ids:
-            continue
-        if child not in forced and ref.mode == "ephemeral" and ref.status in _REUSED:
+        if child not in forced and (
+            child in ids or (ref.mode == "ephemeral" and ref.status in _REUSED)
+        ):
             continue  # reused: the branch points at the recorded child
-        ids[child] = renamed(child, ids)
+        if child not in ids:
+            ids[child] = renamed(child, ids)
         out.append((child, ref.remote, forced.get(child)))
     return out
 

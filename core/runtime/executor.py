@@ -19,21 +19,20 @@ engine's, or a NATS fleet's); nothing about it is set afterwards.
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
 from helix_agents._aio import api_error
 from helix_agents.agents.config import AgentConfig, OutputT
 from helix_agents.agents.define import AgentRegistry
-from helix_agents.branches.fork import ForkResult, fork_session
+from helix_agents.branches.fork import fork_executor_session
 from helix_agents.children.inprocess import InProcessTransport
 from helix_agents.errors import HelixError, UsageError
-from helix_agents.events import ForkEdit, PendingInput
+from helix_agents.events import PendingInput
 from helix_agents.hitl.routing import remote_usage
 from helix_agents.ids import new_run_id
 from helix_agents.log.pricing import Prices
@@ -56,7 +55,7 @@ from helix_agents.runtime.env import RunEnv
 from helix_agents.runtime.handle import AgentHandle, handle_of
 from helix_agents.runtime.recovery import ExpiryTimers, recover_sessions
 from helix_agents.runtime.runs import RunGuard, SessionRuns, TakeoverClaim
-from helix_agents.runtime.service import ExecutorService, Runtime, RuntimeParts
+from helix_agents.runtime.service import ExecutorService, RuntimeParts
 from helix_agents.runtime.toolsets import ToolsetHub
 from helix_agents.tracing import NO_TRACER, Tracer
 from helix_agents.transport import RemoteAgentTransport
@@ -65,7 +64,33 @@ from helix_agents.workspaces.hub import WorkspaceHub
 
 __all__ = ["AgentExecutor", "RunGuard", "Runtime", "RuntimeParts", "TakeoverClaim"]
 
-log = logging.getLogger("helix_agents")
+
+class Runtime(Protocol):
+    """Which runtime runs an executor's sessions: ``AgentExecutor(..., runtime=...)``.
+
+    None (the default) is the built-in runtime: runs in this process, as
+    tasks of the executor. ``helix_agents.temporal.TemporalRuntime``,
+    ``helix_agents.dbos.DbosRuntime`` and the NATS fleet's ``NatsRuntime`` are
+    the others. A runtime serves one executor.
+    """
+
+    @property
+    def runs_models(self) -> bool:
+        """False when this process never calls a model (a Temporal gateway): agents need none."""
+        ...
+
+    @property
+    def recovers_sessions(self) -> bool:
+        """True when the runtime recovers sessions left running itself (a durable engine)."""
+        ...
+
+    def bind(self, executor: AgentExecutor) -> RuntimeParts:
+        """The parts of ``executor``, which is being built (``UsageError`` for a second one)."""
+        ...
+
+    def lifespan(self) -> AbstractAsyncContextManager[object]:
+        """Entered once the executor is open, left before its runs are waited for."""
+        ...
 
 
 class AgentExecutor:
@@ -412,20 +437,7 @@ class AgentExecutor:
             ),
         )
 
-    async def fork(
-        self,
-        session_id: str,
-        at_seq: int | None = None,
-        *,
-        edits: Sequence[ForkEdit] = (),
-        new_session_id: str | None = None,
-        run: bool = True,
-    ) -> ForkResult:
-        """Fork ``session_id`` (its tree) at ``at_seq``: a new live branch; specs/branches.md."""
-        return await fork_session(
-            self.store, self.service, session_id, at_seq,
-            edits=edits, new_session_id=new_session_id, run=run,
-        )  # fmt: skip
+    fork = fork_executor_session  # core/branches/fork.py: fork a session (its tree) at a seq
 
     async def state(self, session_id: str) -> SessionState:
         """The session's state folded from its log; ``NOT_FOUND`` if it has none."""

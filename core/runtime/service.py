@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 import msgspec
 
@@ -59,10 +58,7 @@ from helix_agents.runtime.starts import SessionStarts, already_finished
 from helix_agents.runtime.writer import stamp
 from helix_agents.transport import RemoteAgentTransport
 
-if TYPE_CHECKING:
-    from helix_agents.runtime.executor import AgentExecutor
-
-__all__ = ["ExecutorService", "Runtime", "RuntimeParts", "append_decided"]
+__all__ = ["ExecutorService", "RuntimeParts", "append_decided"]
 
 
 async def append_decided(
@@ -404,31 +400,3 @@ class RuntimeParts:
     run_guard: RunGuard | None = None
     takeover_claim: TakeoverClaim | None = None
     stop_grace: float = 10.0
-
-
-class Runtime(Protocol):
-    """Which runtime runs an executor's sessions: ``AgentExecutor(..., runtime=...)``.
-
-    None (the default) is the built-in runtime: runs in this process, as
-    tasks of the executor. ``helix_agents.temporal.TemporalRuntime``,
-    ``helix_agents.dbos.DbosRuntime`` and the NATS fleet's ``NatsRuntime`` are
-    the others. A runtime serves one executor.
-    """
-
-    @property
-    def runs_models(self) -> bool:
-        """False when this process never calls a model (a Temporal gateway): agents need none."""
-        ...
-
-    @property
-    def recovers_sessions(self) -> bool:
-        """True when the runtime recovers sessions left running itself (a durable engine)."""
-        ...
-
-    def bind(self, executor: AgentExecutor) -> RuntimeParts:
-        """The parts of ``executor``, which is being built (``UsageError`` for a second one)."""
-        ...
-
-    def lifespan(self) -> AbstractAsyncContextManager[object]:
-        """Entered once the executor is open, left before its runs are waited for."""
-        ...

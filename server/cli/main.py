@@ -49,7 +49,15 @@ from helix_agents.server.cli.options import STORE_URL_ENV, ask_terminal, store_u
 from helix_agents.server.cli.replay import replay_lines
 from helix_agents.server.cli.rerun import rerun_lines
 from helix_agents.server.cli.serve import add_serve_command
-from helix_agents.server.cli.sessions import add_sessions_command, session_page, sessions_lines
+from helix_agents.server.cli.sessions import (
+    add_fork_command,
+    add_sessions_command,
+    fork_lines,
+    fork_request,
+    fork_through,
+    session_page,
+    sessions_lines,
+)
 from helix_agents.server.cli.target import TargetError
 from helix_agents.server.cli.worker import add_temporal_commands
 from helix_agents.stores import DEFAULT_STORE_URL, StoreCheck, check_store, open_store
@@ -103,6 +111,17 @@ def _sessions(args: argparse.Namespace) -> int:
     _check_store_exists(url)
     page = anyio.run(session_page, url, args)
     print("\n".join(sessions_lines(page, as_json=args.json)))
+    return 0
+
+
+def _fork(args: argparse.Namespace) -> int:
+    request = fork_request(args)
+    url = None
+    if args.server is None:
+        url = store_url(args.store)
+        _check_store_exists(url)
+    result = anyio.run(fork_through, url, args.server, request)
+    print("\n".join(fork_lines(result, as_json=args.json)))
     return 0
 
 
@@ -216,6 +235,8 @@ def _build_parser() -> argparse.ArgumentParser:
     add_openapi_command(commands)
     add_sessions_command(commands, store_help)
     commands.choices["sessions"].set_defaults(handler=_sessions)
+    add_fork_command(commands, store_help)
+    commands.choices["fork"].set_defaults(handler=_fork)
     add_temporal_commands(commands, store_help)
     add_diff_command(commands, store_help).set_defaults(handler=_diff)
     add_eval_command(commands, store_help).set_defaults(

@@ -35,6 +35,7 @@ __all__ = [
     "INTERRUPT",
     "MESSAGE",
     "RESUME",
+    "FORK",
     "START",
     "SUBMIT_APPROVAL",
     "SUBMIT_TOOL_RESULT",
@@ -243,6 +244,12 @@ SUBMIT_APPROVAL = Post(
     "SubmitApprovalRequest",
     "SubmitResponse",
     "Approve or deny a gated call anywhere in the tree (at the root)",
+)
+FORK = Post(
+    "fork",
+    "ForkRequest",
+    "ForkResult",
+    "Fork a session (and its tree) at a sequence, with edits: a new branch, live after it",
 )
 
 _FROM_SEQUENCE = {

@@ -61,6 +61,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("/abort", "POST", handlers.abort, docs.ABORT),
     Endpoint("/submit-tool-result", "POST", handlers.submit_tool_result, docs.SUBMIT_TOOL_RESULT),
     Endpoint("/submit-approval", "POST", handlers.submit_approval, docs.SUBMIT_APPROVAL),
+    Endpoint("/fork", "POST", handlers.fork, docs.FORK),
     Endpoint("/sse", "GET", handlers.sse, docs.sse),
     Endpoint("/sse", "POST", handlers.sse_run, docs.sse_run),
     Endpoint("/status", "GET", handlers.status, docs.status),
