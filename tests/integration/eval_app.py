@@ -64,3 +64,13 @@ def short_answer(run: Any) -> bool:
     """A user scorer: the branch's answer is at most 60 characters."""
     output = run.branch.output or {}
     return len(str(output.get("answer", ""))) <= 60
+
+
+terse = ScriptedLLM(
+    lambda request: (
+        ScriptedLLM.finish({"answer": "no idea"})
+        if any(isinstance(m, ToolResultMessage) for m in request.messages)
+        else [ScriptedLLM.call("lookup", {"query": "refund"})]
+    )
+)
+"""Another model (``eval --model tests.integration.eval_app:terse``): it always looks up refunds."""

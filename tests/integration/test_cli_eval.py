@@ -32,7 +32,7 @@ from helix_agents.server import AgentServer, create_http_app  # noqa: E402
 from helix_agents.stores import MemoryEventStore  # noqa: E402
 from helix_agents.transports import HttpRemoteAgentTransport  # noqa: E402
 from tests.integration.eval_app import support  # noqa: E402
-from tests.integration.rerun_app import remote_lead, researcher  # noqa: E402
+from tests.integration.rerun_app import chat, remote_lead, researcher  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -148,6 +148,9 @@ def test_eval_of_twenty_sessions_two_diverging_table_json_and_junit_agree(
         assert [(m.origin_session_id, m.origin_seq) for m in markers] == [(branch[:7], 2)]
     for case, data in before.items():
         assert encode_jsonl(logs[case]) == data  # type: ignore[arg-type]
+    checked = _cli("check", "--store", f"sqlite:///{db}")
+    assert checked.returncode == 0, checked.stdout  # every branch's log is sound
+    assert checked.stdout.rstrip().endswith(": 0 damaged")
 
 
 def test_eval_json_agrees_and_a_search_chooses_the_cases(
@@ -298,3 +301,48 @@ def test_eval_of_a_missing_store_is_an_error(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert done.stderr.startswith("helix-agents: error: no event store at")
     assert not missing.exists()
+
+
+def test_another_model_answers_every_call(recorded: tuple[Path, dict[str, bytes]]) -> None:
+    db, _ = recorded
+    done = _cli(
+        "eval", "tests.integration.eval_app:agents", "--store", f"sqlite:///{db}",
+        "--session", "case-04", "--session", "case-05", "--json",
+        "--model", "tests.integration.eval_app:terse", model="v1",
+    )  # fmt: skip
+    assert done.returncode == EVAL_FAILED, done.stderr
+    report = msgspec.json.decode(done.stdout)
+    assert report["model"] == "tests.integration.eval_app:terse"
+    by_case = {case["case"]: case for case in report["cases"]}
+    # case-04 asked about a refund: the recorded lookup answers it; case-05 did not
+    assert by_case["case-04"]["misses"] == []
+    assert by_case["case-05"]["misses"] == ['support: lookup({"query":"refund"})']
+    for case in by_case.values():
+        assert case["branchOutput"] == {"answer": "no idea"}
+        assert case["verdict"] == "failed"
+
+
+async def _record_follow_up(path: Path) -> None:
+    store = SqliteEventStore(path)
+    async with AgentExecutor(store, [chat]) as executor:
+        first = await executor.execute(chat, "hi", session_id="chat-1")
+        assert (await first.result()).output == "first answer"
+        again = await executor.send_message("chat-1", "and then?")
+        assert (await again.result()).output == "second answer"
+    await store.close()
+
+
+def test_every_later_run_of_a_case_is_sent_to_its_branch(tmp_path: Path) -> None:
+    db = tmp_path / "chat.db"
+    anyio.run(_record_follow_up, db)
+    done = _cli(
+        "eval", "tests.integration.rerun_app:agents", "--store", f"sqlite:///{db}",
+        "--session", "chat-1", "--label", "t1", "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    [case] = msgspec.json.decode(done.stdout)["cases"]
+    assert (case["verdict"], case["branchOutput"], case["parting"]) == (
+        "passed",
+        "second answer",
+        None,
+    )
