@@ -331,7 +331,9 @@ def _events_of(target: str, store: str | None) -> tuple[list[Event], str]:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    (a, source_a), (b, source_b) = _events_of(args.a, args.store), _events_of(args.b, args.store)
+    # A session id never holds a '/': such a target is a file even with --store.
+    a, source_a = _events_of(args.a, None if "/" in args.a else args.store)
+    b, source_b = _events_of(args.b, None if "/" in args.b else args.store)
     try:
         diff = diff_logs(a, b)
     except CorruptLogError as exc:

@@ -152,6 +152,9 @@ def test_exported_files_diff_as_the_store_does(recorded: tuple[Path, int], tmp_p
     from_store = _diff("--store", f"sqlite:///{db}", "d-1", "d-1-edited", "--json")
     assert from_files.returncode == 0, from_files.stderr
     assert from_files.stdout == from_store.stdout
+    mixed = _diff("--store", f"sqlite:///{db}", "d-1", str(b), "--json")
+    assert mixed.returncode == 0, mixed.stderr
+    assert mixed.stdout == from_store.stdout
 
 
 @pytest.mark.parametrize(

@@ -39,7 +39,10 @@ def add_diff_command(commands: Any, store_help: str) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     diff.add_argument(
-        "a", metavar="A", help="a session id in the store, or a .jsonl file (as for replay)"
+        "a",
+        metavar="A",
+        help="a session id in the store, or a .jsonl file (as for replay; with --store, a "
+        "path holding a '/', e.g. ./a.jsonl)",
     )
     diff.add_argument("b", metavar="B", help="the other session id or .jsonl file")
     diff.add_argument("--store", metavar="URL", help=store_help)
