@@ -431,3 +431,42 @@ async def test_forking_a_child_forks_the_path_from_the_root(sqlite: Any) -> None
     marker = next(e for e in root_log if isinstance(e, SessionForked))
     assert (marker.origin_session_id, marker.edits) == ("t3", [])
     assert (await check_store(sqlite)).ok
+
+
+async def test_a_model_edit_runs_what_follows_on_that_model(
+    sqlite: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from responses_fake import FakeResponses, Turn, serve_in_thread
+
+    model = Counter([[ScriptedLLM.call("lookup", {"q": "x"})], "done"])
+    agent, log = await _recorded(sqlite, model)
+    fake = FakeResponses(replies=[Turn().message(["from ", "gpt-fork"]).completed().reply()])
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    point = _first(log, StepStarted, 1) - 1
+    with serve_in_thread(fake.app()) as url:
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{url}/v1")
+        async with AgentExecutor(sqlite, [agent]) as executor:
+            result = await executor.fork("s1", point, edits=[UseAgent(model="openai:gpt-fork")])
+            await _until_idle(executor, result.session_id)
+            state = await executor.state(result.session_id)
+    assert (state.model, state.output) == ("openai:gpt-fork", "from gpt-fork")
+    (request,) = fake.requests
+    assert request.body["model"] == "gpt-fork"
+    assert (len(model.requests), tool_calls) == (2, ["x"])  # the recorded ones, only
+
+
+async def test_the_same_fork_again_answers_the_branch_it_wrote() -> None:
+    store = MemoryEventStore()
+    model = Counter([[ScriptedLLM.call("lookup", {"q": "x"})], "done"])
+    agent, log = await _recorded(store, model)
+    point = _first(log, ToolStart)
+    async with AgentExecutor(store, [agent]) as executor:
+        first = await executor.fork("s1", point, new_session_id="same")
+        await _until_idle(executor, "same")
+        written = await _bytes(store, "same")
+        again = await executor.fork("s1", point, new_session_id="same")
+        assert await _bytes(store, "same") == written
+        with pytest.raises(AgentServerError, match="already exists"):
+            await executor.fork("s1", point - 1, new_session_id="same")
+    assert (again.session_id, again.run_id, first.run_id is not None) == ("same", None, True)
+    assert tool_calls == ["x", "x"]  # the branch's call ran once, not again
