@@ -470,3 +470,38 @@ async def test_the_same_fork_again_answers_the_branch_it_wrote() -> None:
             await executor.fork("s1", point - 1, new_session_id="same")
     assert (again.session_id, again.run_id, first.run_id is not None) == ("same", None, True)
     assert tool_calls == ["x", "x"]  # the branch's call ran once, not again
+
+
+async def test_a_companion_is_forked_so_the_branch_consults_its_own_copy(sqlite: Any) -> None:
+    from companion_kit import call, critic, parent
+
+    spawn = "companion__spawnAgent"
+    review = {"agent": "critic", "name": "reviewer"}
+
+    def maker(request: LLMRequest) -> Any:
+        verdicts = [m.content for m in request.messages if getattr(m, "tool_name", None) == spawn]
+        if any('"pass"' in v for v in verdicts):
+            return "final artifact v2"
+        return call(spawn, {**review, "initialMessage": f"Review v{len(verdicts) + 1}"})
+
+    from helix_agents import PersistentAgent
+
+    judge = critic()
+    lead = parent(maker, [PersistentAgent(judge, mode="blocking")])
+    async with AgentExecutor(sqlite, [lead]) as executor:
+        assert await executor.run(lead, "make it", session_id="mk") == "final artifact v2"
+        origin = {s: await _bytes(sqlite, s) for s in await sqlite.list_sessions()}
+        log = await sqlite.read("mk")
+        second_round = _first(log, StepStarted, 1) - 1  # the critic's first verdict is in
+        result = await executor.fork("mk", second_round, new_session_id="mkb")
+        await _until_idle(executor, "mkb")
+        state = await executor.state("mkb")
+    assert state.output == "final artifact v2"
+    assert result.sessions == {"mk": "mkb", "mk-agent-reviewer": "mkb-agent-reviewer"}
+    copy = project_state(await sqlite.read("mkb-agent-reviewer"))
+    assert (copy.parent_session_id, copy.forked_from) == ("mkb", "mk-agent-reviewer")
+    # the branch's critic remembers round 1 (copied) and answered round 2 live
+    assert copy.output["notes"] == "round 2: seen ['Review v1', 'Review v2']"
+    assert judge.llm.calls == 3  # type: ignore[union-attr]  # two recorded, one live
+    assert {s: await _bytes(sqlite, s) for s in origin} == origin
+    assert (await check_store(sqlite)).ok
