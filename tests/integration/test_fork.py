@@ -505,3 +505,23 @@ async def test_a_companion_is_forked_so_the_branch_consults_its_own_copy(sqlite:
     assert judge.llm.calls == 3  # type: ignore[union-attr]  # two recorded, one live
     assert {s: await _bytes(sqlite, s) for s in origin} == origin
     assert (await check_store(sqlite)).ok
+
+
+async def test_a_branch_of_a_branch_keeps_the_first_marker_as_recorded() -> None:
+    store = MemoryEventStore()
+    model = Counter([[ScriptedLLM.call("lookup", {"q": "x"})], "done"])
+    agent, log = await _recorded(store, model)
+    async with AgentExecutor(store, [agent]) as executor:
+        first = await executor.fork("s1", _first(log, ToolStart), new_session_id="b1")
+        await _until_idle(executor, "b1")
+        branch = await store.read("b1")
+        again = await executor.fork("b1", new_session_id="b2")
+    copied = await store.read("b2")
+    markers = [e for e in copied if isinstance(e, SessionForked)]
+    assert [(m.origin_session_id, m.session_map) for m in markers] == [
+        ("s1", {"s1": "b1"}),
+        ("b1", {"b1": "b2"}),
+    ]
+    assert (first.status, again.status) == ("running", "completed")
+    assert len(copied) == len(branch) + 1
+    assert (await check_store(store)).ok
