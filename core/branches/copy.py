@@ -1,16 +1,16 @@
 """A branch's log from its origin's: the prefix copied, ids mapped, edits applied.
 
 Pure functions over events: :func:`branch_log` is what a fork writes for one
-session of a tree. The copy is made in one pass over the prefix's JSON (a
-session id is a quoted JSON string made of ``[A-Za-z0-9_.:-]`` only, so a
-string equal to an origin id is replaced exactly and nothing else is), then
-each edit rewrites the events it names.
+session of a tree. The copy is made in one pass over the prefix, each field
+that names a session mapped to the branch's id (:func:`map_ids`), then each
+edit rewrites the events it names.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import msgspec
 
@@ -46,17 +46,53 @@ A session's forks are the sessions whose ``metadata.forked_from`` names it
 FORKED_AT_KEY = "forked_at"
 """The metadata key with the origin's sequence the branch was forked at (decimal)."""
 
-_EVENTS = msgspec.json.Decoder(list[Event])
-_ENCODE = msgspec.json.Encoder()
+_ID_FIELDS = frozenset(
+    {
+        "session_id",
+        "agent_id",
+        "sub_agent_id",
+        "parent_session_id",
+        "root_session_id",
+        "workspace_session_id",
+        "sub_session_id",
+        "child_session_id",
+        "owner_session_id",
+        "via_session_id",
+    }
+)
+"""The fields of the catalog that name a session (a chunk's ``agent_id`` included)."""
+
+_ID_LISTS = frozenset({"ancestors", "path"})
+"""The fields that list sessions (a session's ancestors, a pending input's path)."""
+
+
+def _mapped(value: Any, ids: Mapping[str, str]) -> Any:
+    changes: dict[str, Any] = {}
+    for name in value.__struct_fields__:
+        field = getattr(value, name)
+        if name in _ID_FIELDS:
+            if isinstance(field, str) and field in ids:
+                changes[name] = ids[field]
+        elif name in _ID_LISTS:
+            if any(item in ids for item in field):
+                changes[name] = [ids.get(item, item) for item in field]
+        elif name == "chunk":
+            new = _mapped(field, ids)
+            if new is not field:
+                changes[name] = new
+        elif name == "pending" and field:
+            changes[name] = [_mapped(item, ids) for item in field]
+    return msgspec.structs.replace(value, **changes) if changes else value
 
 
 def map_ids(events: Sequence[Event], ids: Mapping[str, str]) -> list[Event]:
-    """``events`` with every string equal to an origin id of ``ids`` replaced by its branch id."""
-    raw = _ENCODE.encode(events)
-    for old, new in ids.items():
-        if old != new:
-            raw = raw.replace(b'"' + old.encode() + b'"', b'"' + new.encode() + b'"')
-    return _EVENTS.decode(raw)
+    """``events`` with each field that names a session of ``ids`` naming its branch instead.
+
+    Only the fields that hold session ids change (envelopes, a chunk's agent,
+    parents, ancestors, children, owners, paths): text that happens to equal
+    an id, and an earlier fork's own marker, stay as recorded.
+    """
+    return [_mapped(event, ids) for event in events]
 
 
 def branch_log(

@@ -57,9 +57,10 @@ class ForkPlan:
 
 
 def renamed(origin: str, ids: Mapping[str, str]) -> str:
-    """A branch id for ``origin``: its parent's id swapped (``{parent}-sub-{call}``), else new."""
+    """A branch id for ``origin``: its parent's id swapped (``{parent}-sub-{call}``,
+    ``-remote-``, a companion's ``-agent-``), else ``{origin}-fork-{8 hex}``."""
     for old, new in ids.items():
-        for infix in ("-sub-", "-remote-"):
+        for infix in ("-sub-", "-remote-", "-agent-"):
             if origin.startswith(old + infix) and old != new:
                 return new + origin[len(old) :]
     return f"{origin}-fork-{uuid.uuid4().hex[:8]}"

@@ -431,3 +431,97 @@ async def test_forking_a_child_forks_the_path_from_the_root(sqlite: Any) -> None
     marker = next(e for e in root_log if isinstance(e, SessionForked))
     assert (marker.origin_session_id, marker.edits) == ("t3", [])
     assert (await check_store(sqlite)).ok
+
+
+async def test_a_model_edit_runs_what_follows_on_that_model(
+    sqlite: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from responses_fake import FakeResponses, Turn, serve_in_thread
+
+    model = Counter([[ScriptedLLM.call("lookup", {"q": "x"})], "done"])
+    agent, log = await _recorded(sqlite, model)
+    fake = FakeResponses(replies=[Turn().message(["from ", "gpt-fork"]).completed().reply()])
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    point = _first(log, StepStarted, 1) - 1
+    with serve_in_thread(fake.app()) as url:
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{url}/v1")
+        async with AgentExecutor(sqlite, [agent]) as executor:
+            result = await executor.fork("s1", point, edits=[UseAgent(model="openai:gpt-fork")])
+            await _until_idle(executor, result.session_id)
+            state = await executor.state(result.session_id)
+    assert (state.model, state.output) == ("openai:gpt-fork", "from gpt-fork")
+    (request,) = fake.requests
+    assert request.body["model"] == "gpt-fork"
+    assert (len(model.requests), tool_calls) == (2, ["x"])  # the recorded ones, only
+
+
+async def test_the_same_fork_again_answers_the_branch_it_wrote() -> None:
+    store = MemoryEventStore()
+    model = Counter([[ScriptedLLM.call("lookup", {"q": "x"})], "done"])
+    agent, log = await _recorded(store, model)
+    point = _first(log, ToolStart)
+    async with AgentExecutor(store, [agent]) as executor:
+        first = await executor.fork("s1", point, new_session_id="same")
+        await _until_idle(executor, "same")
+        written = await _bytes(store, "same")
+        again = await executor.fork("s1", point, new_session_id="same")
+        assert await _bytes(store, "same") == written
+        with pytest.raises(AgentServerError, match="already exists"):
+            await executor.fork("s1", point - 1, new_session_id="same")
+    assert (again.session_id, again.run_id, first.run_id is not None) == ("same", None, True)
+    assert tool_calls == ["x", "x"]  # the branch's call ran once, not again
+
+
+async def test_a_companion_is_forked_so_the_branch_consults_its_own_copy(sqlite: Any) -> None:
+    from companion_kit import call, critic, parent
+
+    spawn = "companion__spawnAgent"
+    review = {"agent": "critic", "name": "reviewer"}
+
+    def maker(request: LLMRequest) -> Any:
+        verdicts = [m.content for m in request.messages if getattr(m, "tool_name", None) == spawn]
+        if any('"pass"' in v for v in verdicts):
+            return "final artifact v2"
+        return call(spawn, {**review, "initialMessage": f"Review v{len(verdicts) + 1}"})
+
+    from helix_agents import PersistentAgent
+
+    judge = critic()
+    lead = parent(maker, [PersistentAgent(judge, mode="blocking")])
+    async with AgentExecutor(sqlite, [lead]) as executor:
+        assert await executor.run(lead, "make it", session_id="mk") == "final artifact v2"
+        origin = {s: await _bytes(sqlite, s) for s in await sqlite.list_sessions()}
+        log = await sqlite.read("mk")
+        second_round = _first(log, StepStarted, 1) - 1  # the critic's first verdict is in
+        result = await executor.fork("mk", second_round, new_session_id="mkb")
+        await _until_idle(executor, "mkb")
+        state = await executor.state("mkb")
+    assert state.output == "final artifact v2"
+    assert result.sessions == {"mk": "mkb", "mk-agent-reviewer": "mkb-agent-reviewer"}
+    copy = project_state(await sqlite.read("mkb-agent-reviewer"))
+    assert (copy.parent_session_id, copy.forked_from) == ("mkb", "mk-agent-reviewer")
+    # the branch's critic remembers round 1 (copied) and answered round 2 live
+    assert copy.output["notes"] == "round 2: seen ['Review v1', 'Review v2']"
+    assert judge.llm.calls == 3  # type: ignore[union-attr]  # two recorded, one live
+    assert {s: await _bytes(sqlite, s) for s in origin} == origin
+    assert (await check_store(sqlite)).ok
+
+
+async def test_a_branch_of_a_branch_keeps_the_first_marker_as_recorded() -> None:
+    store = MemoryEventStore()
+    model = Counter([[ScriptedLLM.call("lookup", {"q": "x"})], "done"])
+    agent, log = await _recorded(store, model)
+    async with AgentExecutor(store, [agent]) as executor:
+        first = await executor.fork("s1", _first(log, ToolStart), new_session_id="b1")
+        await _until_idle(executor, "b1")
+        branch = await store.read("b1")
+        again = await executor.fork("b1", new_session_id="b2")
+    copied = await store.read("b2")
+    markers = [e for e in copied if isinstance(e, SessionForked)]
+    assert [(m.origin_session_id, m.session_map) for m in markers] == [
+        ("s1", {"s1": "b1"}),
+        ("b1", {"b1": "b2"}),
+    ]
+    assert (first.status, again.status) == ("running", "completed")
+    assert len(copied) == len(branch) + 1
+    assert (await check_store(store)).ok
