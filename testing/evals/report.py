@@ -125,6 +125,6 @@ def report_junit(report: EvalReport, *, suite: str = "helix-agents eval") -> str
             + (f" ({score.detail})" if score.detail else "")
             for score in case.scores
         )
-        ET.SubElement(element, "system-out").text = f"branch: {case.branch}\n{scores}"
+        ET.SubElement(element, "system-out").text = f"branch: {case.branch or '(none)'}\n{scores}"
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -346,3 +346,24 @@ def test_every_later_run_of_a_case_is_sent_to_its_branch(tmp_path: Path) -> None
         "second answer",
         None,
     )
+
+
+def test_a_case_that_cannot_run_is_an_error_in_the_table_and_the_junit(
+    recorded: tuple[Path, dict[str, bytes]], tmp_path: Path
+) -> None:
+    db, _ = recorded
+    junit = tmp_path / "eval.xml"
+    done = _cli(
+        "eval", "tests.integration.rerun_app:agents", "--store", f"sqlite:///{db}",
+        "--session", "case-04", "--junit", str(junit),
+    )  # fmt: skip
+    assert done.returncode == EVAL_FAILED, done.stderr
+    assert _rows(done.stdout)["case-04"][1] == "error"
+    assert "1 cases: 0 passed, 0 failed, 1 errors" in done.stdout
+    assert "error: no agent 'support' among chat, lead, remote_lead, researcher" in done.stdout
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("1", "0", "1")
+    error = suite.find("testcase/error")
+    assert error is not None
+    assert error.get("message") == "no agent 'support' among chat, lead, remote_lead, researcher"
