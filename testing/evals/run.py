@@ -173,9 +173,10 @@ async def _run_case(
                 await _later_runs(executor, branch, case.events)
     except TimeoutError:
         result.error = f"the branch did not finish within {case_timeout:g} s"
-        return result
     except Exception as exc:  # the user's agents may raise anything: that case is an error
         result.error = f"{type(exc).__name__}: {exc}"
+    if result.error is not None:
+        result.seconds = round(time.monotonic() - started, 3)
         return result
     branch_events = list(await store.read(branch))
     diff = diff_logs(case.events, branch_events, prices=prices)
