@@ -26,6 +26,7 @@ BENCHMARKS = (
     "temporal",
     "dbos",
     "models",
+    "fork",
 )
 
 
@@ -80,6 +81,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench_durable import run_dbos
 
         summary = run_dbos(quick=args.quick)
+    elif args.name == "fork":
+        from bench_runtime import run_fork
+
+        summary = run_fork(quick=args.quick)
     elif args.name == "models":
         from bench_models import run_models
 

@@ -37,6 +37,8 @@ __all__ = [
     "ErrorChunk",
     "Event",
     "EventBase",
+    "ForkEdit",
+    "ForkEditBase",
     "Failed",
     "HostClaimed",
     "Interrupted",
@@ -51,8 +53,13 @@ __all__ = [
     "ReasoningDelta",
     "RemoteRef",
     "RunMode",
+    "ReplaceState",
+    "ReplaceToolResult",
+    "ReplaceUserMessage",
+    "DecideApproval",
     "RunStarted",
     "SessionCreated",
+    "SessionForked",
     "StateUpdated",
     "StepRestarted",
     "StepStarted",
@@ -69,6 +76,7 @@ __all__ = [
     "TextDelta",
     "ToolEnd",
     "ToolStart",
+    "UseAgent",
     "UsageKind",
     "UsageRecorded",
     "WorkspaceDeleted",
@@ -564,6 +572,86 @@ class ApprovalGiven(EventBase, tag="approval_given", frozen=True):
     decided_by: str | None = None
 
 
+# --- branches ----------------------------------------------------------------
+
+
+class ForkEditBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", rename="camel"):
+    """An edit a fork makes to what came before its fork point (specs/branches.md).
+
+    ``session_id``: the origin session of the tree it applies to (None: the
+    session being forked).
+    """
+
+    session_id: str | None = None
+
+
+class ReplaceUserMessage(ForkEditBase, tag="user_message", frozen=True):
+    """The user input the event at ``seq`` carries is replaced by ``message``.
+
+    The event is a ``session_created``, ``run_started``, ``message_queued`` or a
+    ``message_appended`` of a user message, at or before the fork point.
+    """
+
+    seq: int
+    message: UserMessage
+
+
+class ReplaceToolResult(ForkEditBase, tag="tool_result", frozen=True):
+    """The recorded result of tool call ``tool_call_id`` is replaced (``error``: it failed)."""
+
+    tool_call_id: str
+    result: Any = None
+    error: str | None = None
+
+
+class ReplaceState(ForkEditBase, tag="state", frozen=True):
+    """The agent's custom state at the fork point is replaced by ``state``."""
+
+    state: dict[str, Any]
+
+
+class DecideApproval(ForkEditBase, tag="approval", frozen=True):
+    """The approval of ``tool_call_id``, open at the fork point, is decided (again) live."""
+
+    tool_call_id: str
+    approved: bool
+    reason: str | None = None
+
+
+class UseAgent(ForkEditBase, tag="agent", frozen=True):
+    """What runs after the fork point runs as agent ``agent_type`` and/or on model ``model``.
+
+    ``agent_type``: another registered agent (a new version of it); ``model``:
+    a ``PROVIDER:MODEL`` name used for this session's model calls instead of the agent's.
+    """
+
+    agent_type: str | None = None
+    model: str | None = None
+
+
+ForkEdit = ReplaceUserMessage | ReplaceToolResult | ReplaceState | DecideApproval | UseAgent
+"""Any fork edit."""
+
+
+class SessionForked(EventBase, tag="session_forked", frozen=True):
+    """This session is a branch of ``origin_session_id``: its events before this one are the
+    origin's events 1 .. ``origin_seq`` (ids mapped to the branch's, ``edits`` applied).
+
+    Appended right after the copied prefix, before anything the branch runs live.
+    ``origin_root_session_id``/``root_origin_seq``: the origin tree's root and the
+    sequence its branch was forked at (a child's fork forks the path from the
+    root). ``session_map``: each origin session of the tree that was forked, by
+    id, to its branch's id (the sessions reused as recorded are not in it).
+    """
+
+    origin_session_id: str
+    origin_seq: int
+    edits: list[ForkEdit] = []
+    origin_root_session_id: str | None = None
+    root_origin_seq: int | None = None
+    session_map: dict[str, str] = {}
+
+
 # --- workspaces --------------------------------------------------------------
 
 
@@ -640,6 +728,7 @@ Event = (
     | ApprovalGiven
     | WorkspaceWritten
     | WorkspaceDeleted
+    | SessionForked
 )
 """Any event of the catalog."""
 

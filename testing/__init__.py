@@ -20,6 +20,9 @@ What a test of an agent tree needs, in one place:
 - **a pytest fixture**: ``helix`` (registered by the package's pytest plugin):
   an :class:`AgentTester` on a fresh in-memory store, with ``run``,
   ``run_sync`` and ``executor(...)``.
+- **evals from recorded sessions**: ``helix_agents.testing.evals`` re-runs
+  recorded sessions as forks against today's agents and scores them (the
+  ``helix_eval`` fixture; ``helix-agents eval`` on the command line).
 
 Specified in specs/testing.md.
 """

@@ -20,6 +20,7 @@ import anyio
 import httpx
 import msgspec
 
+from helix_agents.branches.fork import ForkRequest, ForkResult
 from helix_agents.errors import TransportError, TransportTimeoutError, UsageError
 from helix_agents.protocol import (
     ChunkEvent,
@@ -54,6 +55,7 @@ __all__ = ["HeadersSource", "HttpRemoteAgentTransport"]
 logger = logging.getLogger(__name__)
 
 _message_decoder = msgspec.json.Decoder(RemoteMessageResponse)
+_fork_decoder = msgspec.json.Decoder(ForkResult)
 
 HeadersSource = Mapping[str, str] | Callable[[], Mapping[str, str] | Awaitable[Mapping[str, str]]]
 """Static headers, or a sync or async callable asked for them before every request."""
@@ -208,6 +210,15 @@ class HttpRemoteAgentTransport:
         )
         response = await self._send("POST", "/submit-approval", encode(request))
         return decode(response, submit_decoder)
+
+    async def fork(self, request: ForkRequest) -> ForkResult:
+        """``POST /fork``: fork a session on its server (specs/branches.md; errors as ``start``).
+
+        Retried like every call: a repeat with the same ``new_session_id``
+        answers the branch the first one wrote.
+        """
+        response = await self._send("POST", "/fork", encode(request))
+        return decode(response, _fork_decoder)
 
     def stream(
         self, session_id: str, from_sequence: int = 0

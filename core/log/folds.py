@@ -36,8 +36,10 @@ from helix_agents.events import (
     InterruptRequested,
     MessageAppended,
     MessageQueued,
+    ReplaceState,
     RunStarted,
     SessionCreated,
+    SessionForked,
     StateUpdated,
     StepStarted,
     SubSessionFinished,
@@ -46,6 +48,7 @@ from helix_agents.events import (
     SubSessionSuspended,
     Suspended,
     UsageRecorded,
+    UseAgent,
     WorkspaceDeleted,
     WorkspaceWritten,
 )
@@ -418,6 +421,19 @@ def _chunk(state: SessionState, event: Any) -> None:
     """Chunks are the stream's content; they do not change the state."""
 
 
+def _forked(state: SessionState, event: SessionForked) -> None:
+    state.forked_from, state.forked_at = event.origin_session_id, event.origin_seq
+    mine = (None, event.origin_session_id)
+    for edit in event.edits:
+        if edit.session_id not in mine:
+            continue
+        if isinstance(edit, ReplaceState):
+            state.custom_state = dict(edit.state)
+        elif isinstance(edit, UseAgent):
+            state.agent_type = edit.agent_type or state.agent_type
+            state.model = edit.model or state.model
+
+
 def _created_again(state: SessionState, event: SessionCreated) -> None:
     raise CorruptLogError(f"session_created at seq {event.seq}: a log is created once")
 
@@ -453,6 +469,7 @@ HANDLERS: dict[type[EventBase], _Handler] = {
     ApprovalGiven: _approval_given,
     WorkspaceWritten: _workspace_written,
     WorkspaceDeleted: _workspace_deleted,
+    SessionForked: _forked,
     **dict.fromkeys(CHUNK_TYPES, _chunk),
 }
 

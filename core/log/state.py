@@ -244,6 +244,12 @@ class SessionState(msgspec.Struct, kw_only=True, rename="camel"):
     """Fail a run at its first problem (``session_created``'s ``strict``)."""
     problems: list[RunProblem] = []
     """What went wrong in the current turn that the model was shown (specs/runtime.md)."""
+    forked_from: str | None = None
+    """The origin session this one is a branch of (``session_forked``); None: not a branch."""
+    forked_at: int | None = None
+    """The origin's sequence the branch was forked at."""
+    model: str | None = None
+    """A ``PROVIDER:MODEL`` name the session's model calls use instead of its agent's (a fork)."""
     last_seq: int = 0
     created_ts: float = 0.0
     updated_ts: float = 0.0

@@ -33,6 +33,7 @@ and closed with the executor (``connections.py``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import os
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
     from helix_agents.models.google import GeminiLLM
 
 __all__ = [
+    "session_model",
     "API_KEY_ENV",
     "BASE_URL_ENV",
     "PROVIDERS",
@@ -373,6 +375,12 @@ def model_from_name(name: str, *, max_concurrency: int | None = None) -> NamedMo
     model = NamedModel(name, max_concurrency=max_concurrency)
     model.check()
     return model
+
+
+@functools.cache
+def session_model(name: str) -> NamedModel:
+    """The model ``name`` for a session that names its own (a fork's ``UseAgent``); one per name."""
+    return NamedModel(name)
 
 
 def check_model(llm: object) -> None:

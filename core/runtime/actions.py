@@ -45,6 +45,7 @@ from helix_agents.models.base import (
     LLMTextDelta,
     LLMToolCallDelta,
 )
+from helix_agents.models.names import session_model
 from helix_agents.models.retrying import with_retries
 from helix_agents.runtime.decide import (
     JOB_KINDS,
@@ -198,7 +199,9 @@ class RunActions:
         writer's flusher.
         """
         agent = self.agent
-        llm = self.env.llm_override or agent.llm or self.env.llm
+        named = self.writer.state.model  # a fork's UseAgent(model=...)
+        own = session_model(named) if named else agent.llm
+        llm = self.env.llm_override or own or self.env.llm
         if llm is None:
             raise LLMError(f"agent {agent.name!r} has no LLM and the executor has no default")
         self.env.models.use(llm)  # its HTTP client stays open until the executor closes

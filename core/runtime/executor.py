@@ -19,7 +19,6 @@ engine's, or a NATS fleet's); nothing about it is set afterwards.
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
@@ -30,6 +29,7 @@ import anyio
 from helix_agents._aio import api_error
 from helix_agents.agents.config import AgentConfig, OutputT
 from helix_agents.agents.define import AgentRegistry
+from helix_agents.branches.fork import fork_executor_session
 from helix_agents.children.inprocess import InProcessTransport
 from helix_agents.errors import HelixError, UsageError
 from helix_agents.events import PendingInput
@@ -63,8 +63,6 @@ from helix_agents.workspaces.base import WorkspaceProvider
 from helix_agents.workspaces.hub import WorkspaceHub
 
 __all__ = ["AgentExecutor", "RunGuard", "Runtime", "RuntimeParts", "TakeoverClaim"]
-
-log = logging.getLogger("helix_agents")
 
 
 class Runtime(Protocol):
@@ -438,6 +436,8 @@ class AgentExecutor:
                 run_id=response.run_id,
             ),
         )
+
+    fork = fork_executor_session  # core/branches/fork.py: fork a session (its tree) at a seq
 
     async def state(self, session_id: str) -> SessionState:
         """The session's state folded from its log; ``NOT_FOUND`` if it has none."""

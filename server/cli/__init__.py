@@ -6,5 +6,5 @@ check), ``target`` (loading ``MODULE:ATTR``) and ``options`` (argument types),
 durable engine's worker), ``chat``, ``sessions``, ``openapi_cmd``, ``demos``
 (``demo`` and ``demo hitl``), ``replay`` and ``timeline`` (reading logs),
 ``rerun`` and ``recording`` (``replay --rerun``: what it answers from the
-recording).
+recording), ``branches`` (``diff`` and ``eval``).
 """

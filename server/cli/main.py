@@ -35,8 +35,11 @@ from helix_agents.errors import (
 from helix_agents.events import Event
 from helix_agents.ids import validate_session_id
 from helix_agents.log.codec import decode_jsonl, encode_jsonl
+from helix_agents.log.diff import diff_logs
 from helix_agents.log.projections import project_state
 from helix_agents.log.store import EventStore
+from helix_agents.server.cli.branches.diff_cmd import add_diff_command, diff_json, diff_lines
+from helix_agents.server.cli.branches.eval_cmd import add_eval_command, run_eval_command
 from helix_agents.server.cli.chat import ChatError, add_chat_command
 from helix_agents.server.cli.demos.hitl import run_hitl_demo
 from helix_agents.server.cli.demos.tree import run_demo
@@ -46,7 +49,15 @@ from helix_agents.server.cli.options import STORE_URL_ENV, ask_terminal, store_u
 from helix_agents.server.cli.replay import replay_lines
 from helix_agents.server.cli.rerun import rerun_lines
 from helix_agents.server.cli.serve import add_serve_command
-from helix_agents.server.cli.sessions import add_sessions_command, session_page, sessions_lines
+from helix_agents.server.cli.sessions import (
+    add_fork_command,
+    add_sessions_command,
+    fork_lines,
+    fork_request,
+    fork_through,
+    session_page,
+    sessions_lines,
+)
 from helix_agents.server.cli.target import TargetError
 from helix_agents.server.cli.worker import add_temporal_commands
 from helix_agents.stores import DEFAULT_STORE_URL, StoreCheck, check_store, open_store
@@ -100,6 +111,17 @@ def _sessions(args: argparse.Namespace) -> int:
     _check_store_exists(url)
     page = anyio.run(session_page, url, args)
     print("\n".join(sessions_lines(page, as_json=args.json)))
+    return 0
+
+
+def _fork(args: argparse.Namespace) -> int:
+    request = fork_request(args)
+    url = None
+    if args.server is None:
+        url = store_url(args.store)
+        _check_store_exists(url)
+    result = anyio.run(fork_through, url, args.server, request)
+    print("\n".join(fork_lines(result, as_json=args.json)))
     return 0
 
 
@@ -213,7 +235,13 @@ def _build_parser() -> argparse.ArgumentParser:
     add_openapi_command(commands)
     add_sessions_command(commands, store_help)
     commands.choices["sessions"].set_defaults(handler=_sessions)
+    add_fork_command(commands, store_help)
+    commands.choices["fork"].set_defaults(handler=_fork)
     add_temporal_commands(commands, store_help)
+    add_diff_command(commands, store_help).set_defaults(handler=_diff)
+    add_eval_command(commands, store_help).set_defaults(
+        handler=partial(run_eval_command, check_store=_check_store_exists)
+    )
     return parser
 
 
@@ -276,11 +304,7 @@ def _replay(args: argparse.Namespace) -> int:
         _check_store_exists(url)
         print("\n".join(anyio.run(rerun_lines, url, target, args.rerun, args.live)))
         return 0
-    if args.store is None and _is_file_target(target):
-        events, source = _read_file(target), target
-    else:
-        url = store_url(args.store)
-        events, source = _load_session(url, target), f"session {target!r} in {url}"
+    events, source = _events_of(target, args.store)
     last_seq = events[-1].seq
     total_seq: int | None = None
     if args.at is not None:
@@ -295,6 +319,29 @@ def _replay(args: argparse.Namespace) -> int:
             print("\n".join(replay_lines(events, total_seq=total_seq)))
     except CorruptLogError as exc:
         raise CliError(f"corrupt log in {source}: {exc}") from exc
+    return 0
+
+
+def _events_of(target: str, store: str | None) -> tuple[list[Event], str]:
+    """A log named on the command line (a session id, or a file without --store), and its name."""
+    if store is None and _is_file_target(target):
+        return _read_file(target), target
+    url = store_url(store)
+    return _load_session(url, target), f"session {target!r} in {url}"
+
+
+def _diff(args: argparse.Namespace) -> int:
+    # A session id never holds a '/': such a target is a file even with --store.
+    a, source_a = _events_of(args.a, None if "/" in args.a else args.store)
+    b, source_b = _events_of(args.b, None if "/" in args.b else args.store)
+    try:
+        diff = diff_logs(a, b)
+    except CorruptLogError as exc:
+        raise CliError(f"corrupt log in {source_a} or {source_b}: {exc}") from exc
+    if args.json:
+        _write_bytes(diff_json(diff) + b"\n")
+    else:
+        print("\n".join(diff_lines(diff, a, b)))
     return 0
 
 

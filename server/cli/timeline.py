@@ -39,6 +39,7 @@ from helix_agents.events import (
     ReasoningDelta,
     RunStarted,
     SessionCreated,
+    SessionForked,
     StateUpdated,
     StepRestarted,
     StepStarted,
@@ -293,6 +294,10 @@ def summarize_event(event: Event) -> str:
         case WorkspaceDeleted():
             owner = f" (workspace of {event.owner_session_id})" if event.owner_session_id else ""
             return f"{event.workspace}: {quoted(event.path)}{owner}"
+        case SessionForked():
+            kinds = ",".join(str(edit.__struct_config__.tag) for edit in event.edits)
+            edited = f" edits={kinds}" if kinds else ""
+            return f"from {event.origin_session_id} at seq {event.origin_seq}{edited}"
         case _:
             assert_never(event)
 

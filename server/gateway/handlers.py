@@ -15,6 +15,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 from starlette.requests import Request
 from starlette.responses import Response
 
+from helix_agents.branches.fork import ForkRequest, fork_session, remote_forker
 from helix_agents.errors import AgentServerError, TransportError
 from helix_agents.hitl.routing import send_approval
 from helix_agents.protocol import (
@@ -29,6 +30,7 @@ from helix_agents.server.edge import checked_id, checked_start, decode, with_tra
 from helix_agents.server.streams.front_end import ProjectedStreamResponse, stream_format
 from helix_agents.server.streams.front_end_runs import decode_run, run_front_end
 from helix_agents.server.streams.sse import SSEResponse
+from helix_agents.server.ui import store_of
 from helix_agents.transports.bodies import SessionRequest
 
 from .context import gateway_of
@@ -38,6 +40,7 @@ from .responses import error_response, json_response
 __all__ = [
     "AgentDirectory",
     "abort",
+    "fork",
     "health",
     "interrupt",
     "message",
@@ -181,6 +184,30 @@ async def submit_approval(request: Request) -> Response:
             checked_decided_by(req.decided_by),
         )
     )
+
+
+async def fork(request: Request) -> Response:
+    req = await _body(request, ForkRequest)
+    gateway = gateway_of(request)
+    store = store_of(gateway.transport)
+    if store is None:
+        raise AgentServerError(
+            "INVALID_REQUEST",
+            "this gateway holds no session logs: POST /fork to the server that does",
+        )
+    server = gateway.server
+    result = await fork_session(
+        store,
+        gateway.transport,
+        checked_id(req.session_id),
+        req.at_seq,
+        edits=req.edits,
+        new_session_id=req.new_session_id,
+        run=req.run,
+        id_map=req.id_map,
+        remote_fork=None if server is None else remote_forker(server.executor.registry),
+    )
+    return json_response(result)
 
 
 async def health(request: Request) -> Response:

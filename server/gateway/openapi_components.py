@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from helix_agents.branches.fork import ForkRequest, ForkResult
 from helix_agents.errors import HTTP_STATUS
 from helix_agents.events import Chunk
 from helix_agents.ids import MAX_SESSION_ID_LENGTH
@@ -105,6 +106,8 @@ _MODELS: list[type[msgspec.Struct]] = [
     SSEEnd,
     SSEError,
     SessionListPage,
+    ForkRequest,
+    ForkResult,
     *UI_MODELS,
 ]
 

@@ -35,6 +35,7 @@ __all__ = [
     "INTERRUPT",
     "MESSAGE",
     "RESUME",
+    "FORK",
     "START",
     "SUBMIT_APPROVAL",
     "SUBMIT_TOOL_RESULT",
@@ -157,7 +158,7 @@ def _session_links() -> dict[str, Any]:
     }
 
 
-_OPEN_UI_PATHS = ("/ui", "/ui/assets/{name}")
+_OPEN_UI_PATHS = ("/ui", "/ui/assets/{name}", "/ui/diff")
 
 
 def _ui_paths(*, auth: bool) -> dict[str, Any]:
@@ -243,6 +244,12 @@ SUBMIT_APPROVAL = Post(
     "SubmitApprovalRequest",
     "SubmitResponse",
     "Approve or deny a gated call anywhere in the tree (at the root)",
+)
+FORK = Post(
+    "fork",
+    "ForkRequest",
+    "ForkResult",
+    "Fork a session (and its tree) at a sequence, with edits: a new branch, live after it",
 )
 
 _FROM_SEQUENCE = {

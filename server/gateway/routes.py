@@ -61,6 +61,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("/abort", "POST", handlers.abort, docs.ABORT),
     Endpoint("/submit-tool-result", "POST", handlers.submit_tool_result, docs.SUBMIT_TOOL_RESULT),
     Endpoint("/submit-approval", "POST", handlers.submit_approval, docs.SUBMIT_APPROVAL),
+    Endpoint("/fork", "POST", handlers.fork, docs.FORK),
     Endpoint("/sse", "GET", handlers.sse, docs.sse),
     Endpoint("/sse", "POST", handlers.sse_run, docs.sse_run),
     Endpoint("/status", "GET", handlers.status, docs.status),
@@ -72,6 +73,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(
         "/ui/assets/{name}", "GET", ui.asset, docs.ui_operation("/ui/assets/{name}"), open=True
     ),
+    Endpoint("/ui/diff", "GET", ui.diff_page, docs.ui_operation("/ui/diff"), open=True),
+    Endpoint("/diff", "GET", ui.diff, docs.ui_operation("/diff")),
     Endpoint("/snapshot", "GET", ui.snapshot, docs.ui_operation("/snapshot")),
 )
 """The documented routes, in the document's order."""

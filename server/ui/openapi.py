@@ -7,12 +7,14 @@ from typing import Any
 
 import msgspec
 
+from helix_agents.log.diff import LogDiff
+
 from .routes import ASSETS
 from .snapshot import Snapshot
 
 __all__ = ["UI_MODELS", "ui_paths"]
 
-UI_MODELS: list[type[msgspec.Struct]] = [Snapshot]
+UI_MODELS: list[type[msgspec.Struct]] = [Snapshot, LogDiff]
 """The answers' structs, for the document's components."""
 
 
@@ -64,6 +66,30 @@ def ui_paths(
                     },
                     "404": {"description": "NOT_FOUND: no such asset"},
                 },
+            }
+        },
+        "/ui/diff": {
+            "get": {
+                "summary": "The page comparing two branches, ?a=&b= (no auth: it holds no data)",
+                "responses": page,
+            }
+        },
+        "/diff": {
+            "get": {
+                "summary": "Two sessions compared from their common prefix (specs/evals.md)",
+                "parameters": [
+                    {
+                        "name": name,
+                        "in": "query",
+                        "required": True,
+                        "schema": {"$ref": "#/components/schemas/SessionId"},
+                        "description": f"the {side} session",
+                    }
+                    for name, side in (("a", "first"), ("b", "second"))
+                ],
+                "responses": answers(
+                    "LogDiff", "the common prefix, where they part, and what each side did after"
+                ),
             }
         },
         "/snapshot": {

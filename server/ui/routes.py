@@ -18,12 +18,13 @@ from starlette.responses import Response
 
 from helix_agents import EventStore
 from helix_agents.errors import AgentServerError
+from helix_agents.log.diff import diff_logs
 from helix_agents.log.pricing import Prices
 from helix_agents.server.edge import checked_id
 
 from .snapshot import take_snapshot
 
-__all__ = ["ASSETS", "Inspector", "asset", "page", "snapshot", "store_of"]
+__all__ = ["ASSETS", "Inspector", "asset", "diff", "diff_page", "page", "snapshot", "store_of"]
 
 _MEDIA = {
     ".html": "text/html; charset=utf-8",
@@ -111,3 +112,23 @@ async def snapshot(request: Request) -> Response:
     at = _int_param(request, "at", minimum=1)
     taken = await take_snapshot(inspector.needs_store(), session_id, at, inspector.prices)
     return Response(_encoder.encode(taken), media_type="application/json")
+
+
+async def diff_page(request: Request) -> Response:
+    """``GET /ui/diff``: the page comparing two branches (no auth: it holds no data)."""
+    return _asset("diff.html")
+
+
+async def diff(request: Request) -> Response:
+    """``GET /diff``: sessions ``a`` and ``b`` compared from their common prefix (a ``LogDiff``)."""
+    inspector: Inspector = request.app.state.inspector
+    ids = [checked_id(request.query_params.get(name, "")) for name in ("a", "b")]
+    store = inspector.needs_store()
+    logs = []
+    for session_id in ids:
+        log = await store.read(session_id)
+        if not log:
+            raise AgentServerError("NOT_FOUND", f"session {session_id!r} not found")
+        logs.append(log)
+    compared = diff_logs(logs[0], logs[1], prices=inspector.prices)
+    return Response(_encoder.encode(compared), media_type="application/json")

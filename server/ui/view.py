@@ -85,6 +85,8 @@ class ToolEntry(msgspec.Struct, kw_only=True, tag_field="kind", tag="tool", rena
     result: Any = None
     error: str | None = None
     done: bool = False
+    seq: int = 0
+    """The stream sequence of its ``tool_start`` (where the inspector's "fork here" forks)."""
 
 
 class AgentEntry(msgspec.Struct, kw_only=True, tag_field="kind", tag="agent", rename="camel"):
@@ -215,6 +217,7 @@ class TreeView(msgspec.Struct, kw_only=True, rename="camel"):
                         tool_call_id=chunk.tool_call_id,
                         tool_name=chunk.tool_name,
                         arguments=chunk.arguments,
+                        seq=item.sequence,
                     )
                 )
                 self._answered(chunk.tool_call_id)

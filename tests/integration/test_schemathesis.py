@@ -84,7 +84,7 @@ stream that does not end: a scenario's ``GET /sse`` of a running session from a
 ``fromSequence`` past its end gets heartbeats only, also after the session ended, until
 this timeout cuts it (the run goes on; it was 15 s, a third of the module's time)."""
 LIMIT = 300
-OPEN_PATHS = {"/health", "/openapi.json", "/ui", "/ui/assets/{name}"}
+OPEN_PATHS = {"/health", "/openapi.json", "/ui", "/ui/assets/{name}", "/ui/diff"}
 CHECKS = {
     "not_a_server_error",
     "status_code_conformance",

@@ -24,6 +24,7 @@ from helix_agents.events import (
     Completed,
     CompletionDelivered,
     CustomChunk,
+    DecideApproval,
     ErrorChunk,
     Event,
     EventBase,
@@ -38,8 +39,12 @@ from helix_agents.events import (
     PartialOutput,
     ReasoningDelta,
     RemoteRef,
+    ReplaceState,
+    ReplaceToolResult,
+    ReplaceUserMessage,
     RunStarted,
     SessionCreated,
+    SessionForked,
     StateUpdated,
     StepRestarted,
     StepStarted,
@@ -54,6 +59,7 @@ from helix_agents.events import (
     ToolEnd,
     ToolStart,
     UsageRecorded,
+    UseAgent,
     WorkspaceDeleted,
     WorkspaceWritten,
 )
@@ -283,6 +289,21 @@ SAMPLES: dict[type[EventBase], Event] = {
         owner_session_id="root",
         tool_call_id="call_6",
     ),
+    SessionForked: SessionForked(
+        **env(),
+        origin_session_id="origin",
+        origin_seq=7,
+        edits=[
+            ReplaceUserMessage(seq=2, message=UserMessage(content="Paris instead")),
+            ReplaceToolResult(tool_call_id="call_1", result={"temp": 3}, error="down"),
+            ReplaceState(state={"n": 2}),
+            DecideApproval(tool_call_id="call_4", approved=False, reason="no"),
+            UseAgent(session_id="origin-sub-c1", agent_type="v2", model="openai:gpt-4o-mini"),
+        ],
+        origin_root_session_id="root",
+        root_origin_seq=5,
+        session_map={"origin": SID},
+    ),
 }
 
 # The tags documented in specs/events.md: the wire names that must never change.
@@ -327,6 +348,7 @@ DOCUMENTED_TAGS: dict[type[EventBase], str] = {
     ApprovalGiven: "approval_given",
     WorkspaceWritten: "workspace_written",
     WorkspaceDeleted: "workspace_deleted",
+    SessionForked: "session_forked",
 }
 
 BY_NAME = pytest.mark.parametrize("cls", EVENT_TYPES, ids=lambda cls: cls.__name__)

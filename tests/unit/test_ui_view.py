@@ -67,6 +67,7 @@ def test_text_deltas_join_until_something_else_is_said() -> None:
             "result": [1],
             "error": None,
             "done": True,
+            "seq": 4,  # its tool_start's: where "fork here" forks
         },
         {"kind": "text", "text": "Done."},
     ]

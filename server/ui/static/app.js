@@ -246,14 +246,14 @@ function apply(view, sequence, chunk) {
     case "tool_start":
       node.entries.push({
         kind: "tool", toolCallId: chunk.toolCallId, toolName: chunk.toolName,
-        arguments: chunk.arguments ?? null, result: null, error: null, done: false,
+        arguments: chunk.arguments ?? null, result: null, error: null, done: false, seq: sequence,
       });
       answered(view, chunk.toolCallId);
       break;
     case "tool_end": {
       let entry = node.entries.findLast((e) => e.kind === "tool" && e.toolCallId === chunk.toolCallId);
       if (!entry) {
-        entry = { kind: "tool", toolCallId: chunk.toolCallId, toolName: chunk.toolName, arguments: null };
+        entry = { kind: "tool", toolCallId: chunk.toolCallId, toolName: chunk.toolName, arguments: null, seq: 0 };
         node.entries.push(entry);
       }
       Object.assign(entry, { result: chunk.result ?? null, error: chunk.error ?? null, done: true });
@@ -398,7 +398,61 @@ function compact(value) {
   return value === undefined || value === null ? "" : JSON.stringify(value);
 }
 
-function renderTool(entry) {
+// --- fork here (specs/branches.md, specs/ui.md) ------------------------------------
+
+function forkButton(open) {
+  // Shown on hover (and focus): a timeline entry's way to a branch from it.
+  return el("button", { type: "button", class: "fork-here", title: "fork the tree here, with an edit", text: "fork here", onclick: open });
+}
+
+function openFork(what, atSeq, text, edit) {
+  // The edit box: the sequence to fork at, and the text to put in the past instead.
+  $("fork-what").textContent = what;
+  $("fork-seq").value = String(atSeq);
+  $("fork-edit").value = text;
+  $("fork-edit").dataset.original = text;
+  fork.edit = edit;
+  $("fork-panel").hidden = false;
+  $("fork-edit").focus();
+}
+
+const fork = { edit: null };
+
+async function submitFork(event) {
+  event.preventDefault();
+  const text = $("fork-edit").value;
+  const edits = [];
+  try {
+    if (fork.edit && text !== $("fork-edit").dataset.original) edits.push(fork.edit(text));
+  } catch (error) {
+    problem(`fork: ${error.message}`);
+    return;
+  }
+  try {
+    const made = await postJson("fork", { sessionId: session.rootId, atSeq: Number($("fork-seq").value), edits });
+    location.search = `?session=${encodeURIComponent(made.rootSessionId)}`;
+  } catch (error) {
+    problem(`fork: ${error.message}`);
+  }
+}
+
+function forkUser(entry) {
+  // Edit and regenerate: the message replaced, the turn run again from it.
+  return forkButton(() => openFork(`fork at sequence ${entry.seq}: the user's message`, entry.seq, entry.text,
+    (text) => ({ kind: "user_message", seq: entry.seq, message: { role: "user", content: text } })));
+}
+
+function forkTool(entry, agentId) {
+  // Between the call and its result: its result given (edited), or the call run again live.
+  const text = entry.done ? (entry.error === null ? json(entry.result) : "") : "";
+  return forkButton(() => openFork(`fork at sequence ${entry.seq}: ${entry.toolName}'s result (unchanged: run it again)`,
+    entry.seq, text, (edited) => ({
+      kind: "tool_result", toolCallId: entry.toolCallId, result: JSON.parse(edited),
+      sessionId: agentId === session.rootId ? undefined : agentId,
+    })));
+}
+
+function renderTool(entry, agentId) {
   // Readable without clicking: the call and its outcome on two lines, in full when
   // short; a long value is cut on its line and shown whole in the fold below.
   const state = !entry.done ? "running" : entry.error ? "failed" : "done";
@@ -412,6 +466,7 @@ function renderTool(entry) {
     el("code", { class: "tool-args", text: `(${args.length > INLINE ? args.slice(0, INLINE) + "…" : args})` }),
   );
   const card = el("div", { class: `tool ${state}`, "data-tool-call-id": entry.toolCallId }, call);
+  if (entry.seq && agentId) card.append(forkTool(entry, agentId));
   if (entry.done) {
     card.append(el("div", { class: `tool-outcome ${entry.error ? "tool-error" : "result"}` },
       el("span", { class: "arrow", text: entry.error ? "error " : "→ " }),
@@ -491,13 +546,14 @@ function renderAgent(view, agentId, drawn) {
   for (const entry of node.entries) {
     if (entry.kind === "user") {
       body.append(el("div", { class: "user-message", "data-seq": String(entry.seq) },
-        el("span", { class: "said-by", text: "user" }), el("div", { class: "said", text: entry.text })));
+        el("span", { class: "said-by", text: "user" }), el("div", { class: "said", text: entry.text }),
+        agentId === view.rootId ? forkUser(entry) : null));
     } else if (entry.kind === "text") body.append(el("div", { class: "text", text: entry.text }));
     else if (entry.kind === "reasoning") {
       body.append(el("div", { class: "reasoning", title: "the model's reasoning (not its answer)" },
         el("span", { class: "thought-by", text: "reasoning" }), el("div", { class: "thought", text: entry.text })));
     }
-    else if (entry.kind === "tool") body.append(renderTool(entry));
+    else if (entry.kind === "tool") body.append(renderTool(entry, agentId));
     else if (entry.kind === "agent" && view.agents[entry.agentId] && !drawn.has(entry.agentId)) {
       body.append(renderAgent(view, entry.agentId, drawn));
     } else if (entry.kind === "output" && entry.partial) {
@@ -833,6 +889,8 @@ async function showSession(rootId) {
   $("slider").addEventListener("input", (event) => showAt(event.target.value));
   $("seq").addEventListener("change", (event) => showAt(event.target.value));
   $("go-live").addEventListener("click", () => showAt(0));
+  $("fork-panel").addEventListener("submit", submitFork);
+  $("fork-cancel").addEventListener("click", () => { $("fork-panel").hidden = true; });
   schedule();
   follow();
 }
