@@ -36,6 +36,7 @@ from helix_agents.events import (
     InterruptRequested,
     MessageAppended,
     MessageQueued,
+    RequestMade,
     RunStarted,
     SessionCreated,
     StateUpdated,
@@ -418,6 +419,10 @@ def _chunk(state: SessionState, event: Any) -> None:
     """Chunks are the stream's content; they do not change the state."""
 
 
+def _request_made(state: SessionState, event: RequestMade) -> None:
+    """Who made a request: an audit fact, nothing in the state changes."""
+
+
 def _created_again(state: SessionState, event: SessionCreated) -> None:
     raise CorruptLogError(f"session_created at seq {event.seq}: a log is created once")
 
@@ -426,6 +431,7 @@ _Handler = Callable[[SessionState, Any], None]
 
 HANDLERS: dict[type[EventBase], _Handler] = {
     SessionCreated: _created_again,
+    RequestMade: _request_made,
     RunStarted: _start_run,
     StepStarted: _step,
     InterruptRequested: _interrupt_requested,
@@ -475,6 +481,7 @@ def initial_state(event: Event) -> SessionState:
         parent_tool_call_id=event.parent_tool_call_id,
         ancestors=list(event.ancestors),
         workspace_session_id=event.workspace_session_id,
+        owner=event.owner,
         metadata=dict(event.metadata),
         input=event.input,
         messages=list(event.messages),

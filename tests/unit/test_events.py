@@ -36,8 +36,10 @@ from helix_agents.events import (
     MessageQueued,
     OutputChunk,
     PartialOutput,
+    Principal,
     ReasoningDelta,
     RemoteRef,
+    RequestMade,
     RunStarted,
     SessionCreated,
     StateUpdated,
@@ -108,6 +110,7 @@ SAMPLES: dict[type[EventBase], Event] = {
         workspace_session_id="root",
         trace_context={"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
         strict=True,
+        owner=Principal(tenant="acme", user="ada"),
     ),
     RunStarted: RunStarted(
         **env(),
@@ -283,6 +286,9 @@ SAMPLES: dict[type[EventBase], Event] = {
         owner_session_id="root",
         tool_call_id="call_6",
     ),
+    RequestMade: RequestMade(
+        **env(), action="approval", by=Principal(tenant="acme", user="ada"), ref="call_4"
+    ),
 }
 
 # The tags documented in specs/events.md: the wire names that must never change.
@@ -327,6 +333,7 @@ DOCUMENTED_TAGS: dict[type[EventBase], str] = {
     ApprovalGiven: "approval_given",
     WorkspaceWritten: "workspace_written",
     WorkspaceDeleted: "workspace_deleted",
+    RequestMade: "request_made",
 }
 
 BY_NAME = pytest.mark.parametrize("cls", EVENT_TYPES, ids=lambda cls: cls.__name__)
