@@ -25,6 +25,7 @@ from .jwt_auth import JwtAuthenticator
 from .tokens import (
     Auth,
     Authenticator,
+    FirstOf,
     StaticTokens,
     TokenCheck,
     authenticator_of,
@@ -39,6 +40,7 @@ __all__ = [
     "Action",
     "Auth",
     "Authenticator",
+    "FirstOf",
     "Gate",
     "GuardedTransport",
     "Identity",

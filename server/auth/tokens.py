@@ -24,6 +24,7 @@ from .identity import DEFAULT_IDENTITY, Identity
 __all__ = [
     "Auth",
     "Authenticator",
+    "FirstOf",
     "StaticTokens",
     "TokenCheck",
     "authenticator_of",
@@ -107,6 +108,21 @@ class TokenCheck:
         if token is None or not await self._check(token):
             return None
         return DEFAULT_IDENTITY
+
+
+class FirstOf:
+    """Several authenticators: the identity of the first that finds one (tokens, then JWTs)."""
+
+    def __init__(self, *authenticators: Authenticator) -> None:
+        self._authenticators = authenticators
+
+    async def authenticate(self, headers: Mapping[str, str]) -> Identity | None:
+        """The first identity one of them finds, or None."""
+        for authenticator in self._authenticators:
+            identity = await authenticator.authenticate(headers)
+            if identity is not None:
+                return identity
+        return None
 
 
 def authenticator_of(auth: Auth) -> Authenticator:

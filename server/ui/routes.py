@@ -19,6 +19,7 @@ from starlette.responses import Response
 from helix_agents import EventStore
 from helix_agents.errors import AgentServerError
 from helix_agents.log.pricing import Prices
+from helix_agents.server.auth import IDENTITY_KEY
 from helix_agents.server.edge import checked_id
 
 from .snapshot import take_snapshot
@@ -108,6 +109,8 @@ async def snapshot(request: Request) -> Response:
     """``GET /snapshot``: a session tree at a sequence of its root's log."""
     inspector: Inspector = request.app.state.inspector
     session_id = checked_id(request.query_params.get("sessionId", ""))
+    identity = request.scope["state"][IDENTITY_KEY]  # the route's Authenticate
+    await request.app.state.gateway.gate.session(identity, "read", session_id)
     at = _int_param(request, "at", minimum=1)
     taken = await take_snapshot(inspector.needs_store(), session_id, at, inspector.prices)
     return Response(_encoder.encode(taken), media_type="application/json")
