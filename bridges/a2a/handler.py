@@ -165,6 +165,7 @@ class SessionRequestHandler(RequestHandler):
             headers=_headers(context),
             agent_type=_agent_type(context),
             choose_agent=self._choose_agent,
+            caller=identity.principal,
         )
 
     async def _found(

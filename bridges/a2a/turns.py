@@ -33,6 +33,7 @@ from a2a.utils.errors import (
 
 from helix_agents import RemoteAgentTransport, SessionState
 from helix_agents.errors import AgentServerError
+from helix_agents.events import Principal
 from helix_agents.hitl.routing import send_approval
 from helix_agents.log import pending_inputs, project_state
 from helix_agents.protocol import (
@@ -76,6 +77,7 @@ class _Sender:
     target: RemoteAgentTransport
     read: SessionLookup
     headers: Mapping[str, str]
+    caller: Principal | None = None
 
 
 def _parent_fields(helix: dict[str, Any]) -> dict[str, Any]:
@@ -100,9 +102,16 @@ def _parent_fields(helix: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
-def derived_session_id(agent_type: str, message_id: str) -> str:
-    """The session id of a context created by a message without a ``contextId``."""
-    digest = hashlib.sha256(f"{agent_type}\0{message_id}".encode()).hexdigest()[:32]
+def derived_session_id(agent_type: str, message_id: str, caller: Principal | None = None) -> str:
+    """The session id of a context created by a message without a ``contextId``.
+
+    With a ``caller`` (an identity that names someone, specs/auth.md) the id is
+    the caller's own: two tenants' clients using the same message id never meet.
+    """
+    key = f"{agent_type}\0{message_id}"
+    if caller is not None:
+        key += f"\0{caller.tenant or ''}\0{caller.user or ''}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:32]
     return f"a2a-{digest}"
 
 
@@ -114,6 +123,7 @@ async def send(
     headers: Mapping[str, str],
     agent_type: str | None,
     choose_agent: Callable[[str | None, dict[str, Any]], Awaitable[str]],
+    caller: Principal | None = None,
 ) -> Opened:
     """Carry out ``params`` on its session (see the module); where its stream begins.
 
@@ -125,7 +135,7 @@ async def send(
     metadata = metadata_of(message.metadata)
     found = metadata.get("helix")
     helix: dict[str, Any] = found if isinstance(found, dict) else {}
-    sender = _Sender(target, read, headers)
+    sender = _Sender(target, read, headers, caller)
     try:
         session_id, log = await _session_of(params, sender, agent_type)
         if not log:
@@ -161,7 +171,7 @@ async def _session_of(
         return session_id, await sender.read(session_id)
     if agent_type is None:
         return "", []  # the agent is chosen first; the id is derived from it below
-    session_id = derived_session_id(agent_type, message.message_id)
+    session_id = derived_session_id(agent_type, message.message_id, sender.caller)
     return session_id, await sender.read(session_id)
 
 
@@ -174,7 +184,7 @@ async def _start(
     helix: dict[str, Any],
 ) -> Opened:
     if not session_id:
-        session_id = derived_session_id(agent_type, message_id)
+        session_id = derived_session_id(agent_type, message_id, sender.caller)
         if await sender.read(session_id):  # a retried first message at the root endpoint
             return await _first_task(sender, session_id)
     data = content.start_input()
