@@ -47,8 +47,10 @@ Auth = Authenticator | Mapping[str, Identity] | Collection[str] | Callable[[str]
 
 
 def bearer_token(headers: Mapping[str, str]) -> str | None:
-    """The token of an ``Authorization: Bearer`` header, or None."""
-    scheme, _, token = headers.get("authorization", "").partition(" ")
+    """The token of an ``Authorization: Bearer`` header, or None (a plain dict's key may
+    be spelt either way; Starlette's headers ignore case)."""
+    header = headers.get("authorization") or headers.get("Authorization") or ""
+    scheme, _, token = header.partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
         return None
