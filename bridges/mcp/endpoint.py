@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from helix_agents._aio import closing_iter
 from helix_agents.agents.config import AgentConfig
@@ -75,6 +76,9 @@ __all__ = ["MCP_PATH", "SESSION_META_KEY", "AgentMessage", "MCPMount", "MCPOptio
 
 
 log = logging.getLogger("helix_agents.mcp")
+
+_SESSION_HEADER = "mcp-session-id"
+_MAX_HOLDERS = 10_000  # MCP sessions whose holder is remembered
 
 MCP_PATH = "/mcp"
 """Where the gateway serves the MCP endpoint."""
@@ -358,6 +362,8 @@ class _Endpoint:
         self.manager = manager
         self.gate = gate
         self.origins = origins
+        self.holders: OrderedDict[str, Identity] = OrderedDict()
+        """Who opened each MCP session (legacy mode): only they may use it (specs/auth.md)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         origin = Headers(scope=scope).get("origin")
@@ -371,12 +377,31 @@ class _Endpoint:
                 {"WWW-Authenticate": 'Bearer realm="helix-agents"'},
             )
         else:
-            # Every MCP call starts a session of its own (a write): a reader gets
-            # the tools listed, and each call answered with an error (call_tool).
-            scope.setdefault("state", {})[IDENTITY_KEY] = identity
-            await self.manager.handle_request(scope, receive, send)
-            return
+            held = Headers(scope=scope).get(_SESSION_HEADER)
+            if held is not None and self.holders.get(held, identity) != identity:
+                # Another identity's MCP session: as the SDK answers an unknown one.
+                refusal = _refusal(404, "Session not found")
+            else:
+                # Every MCP call starts a session of its own (a write): a reader gets
+                # the tools listed, and each call answered with an error (call_tool).
+                scope.setdefault("state", {})[IDENTITY_KEY] = identity
+                await self.manager.handle_request(scope, receive, self._holding(send, identity))
+                return
         await refusal(scope, receive, send)
+
+    def _holding(self, send: Send, identity: Identity) -> Send:
+        """``send``, noting who holds an MCP session the answer opens."""
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                opened = Headers(raw=message.get("headers", [])).get(_SESSION_HEADER)
+                if opened is not None and opened not in self.holders:
+                    self.holders[opened] = identity
+                    if len(self.holders) > _MAX_HOLDERS:
+                        self.holders.popitem(last=False)
+            await send(message)
+
+        return sending
 
 
 class MCPMount:

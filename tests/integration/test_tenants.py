@@ -256,6 +256,26 @@ async def _mcp(w: Walk) -> None:
                 assert created.owner == owner
 
 
+async def _mcp_session(w: Walk) -> None:
+    """An MCP session (the initialize handshake) is its opener's: nobody else may use it."""
+    accept = {"Accept": "application/json, text/event-stream"}
+    hello = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "1"},
+    }
+    opened = await w.alice.post("/mcp", json=_rpc("initialize", hello), headers=accept)
+    assert opened.status_code == 200, opened.text
+    session = opened.headers["mcp-session-id"]
+    listing = _rpc("tools/list", {})
+    held = {**accept, "mcp-session-id": session, "mcp-protocol-version": "2025-06-18"}
+    taken = await w.bob.post("/mcp", json=listing, headers=held)
+    assert taken.status_code == 404, taken.text
+    assert "echo" not in taken.text
+    mine = await w.alice.post("/mcp", json=listing, headers=held)
+    assert mine.status_code in (200, 202), mine.text
+
+
 def _rpc(method: str, params: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
 
@@ -307,12 +327,12 @@ async def _cards(w: Walk) -> None:
         await _public(w, path)
 
 
-MOUNT_PROBES: dict[str, Callable[[Walk], Awaitable[None]]] = {
-    "/mcp": _mcp,
-    "/a2a": _a2a,
-    "/a2a/{agent_type}": _a2a,
-    "/.well-known/agent-card.json": _cards,
-    "/a2a/{agent_type}/.well-known/agent-card.json": _cards,
+MOUNT_PROBES: dict[str, tuple[Callable[[Walk], Awaitable[None]], ...]] = {
+    "/mcp": (_mcp, _mcp_session),
+    "/a2a": (_a2a,),
+    "/a2a/{agent_type}": (_a2a,),
+    "/.well-known/agent-card.json": (_cards,),
+    "/a2a/{agent_type}/.well-known/agent-card.json": (_cards,),
 }
 """The entrances mounted beside the documented routes (specs/mcp.md, specs/a2a.md)."""
 
@@ -358,7 +378,7 @@ async def test_two_tenants_walk_every_route_and_entrance_and_see_only_their_own(
                 assert [log for log in after if log and A.encode() in log[0]] == [
                     log for log in before if log and A.encode() in log[0]
                 ]
-                for probe in dict.fromkeys(MOUNT_PROBES.values()):
+                for probe in dict.fromkeys(p for ps in MOUNT_PROBES.values() for p in ps):
                     await probe(walk)
             finally:
                 await walk.close()
