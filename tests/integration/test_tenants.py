@@ -18,13 +18,14 @@ import anyio
 import httpx
 import httpx2
 import pytest
+from companion_kit import critic, parent as companion_parent
 from hitl_app import Query, worker
 from hitl_checks import log_bytes, until
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from servers import serve
 
-from helix_agents import create_sub_agent_tool, define_agent
+from helix_agents import PersistentAgent, create_sub_agent_tool, define_agent
 from helix_agents.events import ApprovalGiven, Principal, RequestMade, SessionCreated
 from helix_agents.mcp import MCPOptions
 from helix_agents.models import ScriptedLLM, ScriptStep
@@ -474,3 +475,27 @@ async def test_a_local_child_belongs_to_its_parents_owner() -> None:
             assert (await alice.get("/status", params={"sessionId": child})).status_code == 200
             refused = await bob.get("/status", params={"sessionId": child})
             assert refused.status_code == 404
+
+
+async def test_a_companion_belongs_to_its_parents_owner() -> None:
+    lead = companion_parent(
+        [
+            ScriptedLLM.call(
+                "companion__spawnAgent",
+                {"agent": "critic", "name": "reviewer", "initialMessage": "Review v1"},
+            ),
+            "thanks",
+        ],
+        [PersistentAgent(critic(), mode="blocking")],
+    )
+    store = MemoryEventStore()
+    app = create_http_app(AgentServer([lead], store), auth=TOKENS)
+    with anyio.fail_after(LIMIT):
+        async with serve(app) as url, _client(url, "tok-alice") as alice:
+            body = _body("lead-1", agentType="lead", message="go")
+            started = await alice.post("/start", json=body)
+            assert started.status_code == 200, started.text
+            await until(store, "lead-1", lambda state: state.is_terminal)
+    created = (await store.read("lead-1-agent-reviewer"))[0]
+    assert isinstance(created, SessionCreated)
+    assert created.owner == ALICE
