@@ -54,10 +54,8 @@ from a2a.utils.task import apply_history_length, validate_history_length, valida
 from helix_agents import EventStore, RemoteAgentTransport
 from helix_agents._aio import closing_iter
 from helix_agents.errors import AgentServerError, UsageError
-from helix_agents.events import Principal
 from helix_agents.log.session_list import SessionCatalog
 from helix_agents.server.auth import (
-    DEFAULT_IDENTITY,
     IDENTITY_KEY,
     Gate,
     GuardedTransport,
@@ -90,7 +88,9 @@ def _agent_type(context: ServerCallContext) -> str | None:
 def _identity(context: ServerCallContext) -> Identity:
     """The caller's identity (the gateway's ``Endpoints.rpc`` put it in the context)."""
     found = context.state.get(IDENTITY_KEY)
-    return found if isinstance(found, Identity) else DEFAULT_IDENTITY
+    if not isinstance(found, Identity):  # never so behind the gateway: refuse, never open
+        raise InternalError("no identity for this request")
+    return found
 
 
 def _headers(context: ServerCallContext) -> dict[str, str]:
@@ -175,8 +175,8 @@ class SessionRequestHandler(RequestHandler):
         ``TaskNotFoundError`` if not ours. The log is folded a page at a time."""
         ids = split_task_id(task_id)
         if ids:
-            owner = await self._gate.owner(ids[0])
-            if not _identity(context).owns(owner if isinstance(owner, Principal) else None):
+            _, owner = await self._gate.owner(ids[0])  # a missing one is not found below
+            if not _identity(context).owns(owner):
                 raise TaskNotFoundError(f"task {task_id!r} not found")
         tasks = await fold(self._store, ids[0], light=light) if ids else SessionTasks("")
         task = tasks.task(task_id)

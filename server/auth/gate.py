@@ -35,8 +35,6 @@ IDENTITY_KEY = "helix_identity"
 
 _MAX_OWNERS = 10_000  # sessions whose owner is remembered (an owner never changes)
 
-_MISSING = object()
-
 
 class Gate:
     """Who a request is and what it may touch, for one gateway (see the module).
@@ -76,21 +74,21 @@ class Gate:
         except AgentServerError:
             return None
 
-    async def owner(self, session_id: str) -> Principal | object | None:
-        """The session's owner (None: it has none); ``_MISSING`` when it does not exist here."""
+    async def owner(self, session_id: str) -> tuple[bool, Principal | None]:
+        """Whether the session exists here, and its owner (None: it has none)."""
         if session_id in self._owners:
             self._owners.move_to_end(session_id)
-            return self._owners[session_id]
+            return True, self._owners[session_id]
         if self.store is None:
-            return _MISSING
+            return False, None
         events, _ = await read_page(self.store, session_id, 0, 1)
         if not events or not isinstance(events[0], SessionCreated):
-            return _MISSING
+            return False, None
         owner = events[0].owner
         self._owners[session_id] = owner
         if len(self._owners) > _MAX_OWNERS:
             self._owners.popitem(last=False)
-        return owner
+        return True, owner
 
     async def session(self, identity: Identity, action: Action, session_id: str) -> None:
         """Raises unless ``identity`` may ``action`` session ``session_id`` (``authorize``).
@@ -102,10 +100,9 @@ class Gate:
         authorize(identity, action)
         if identity.all_tenants:
             return
-        owner = await self.owner(session_id)
-        if owner is _MISSING:
+        exists, owner = await self.owner(session_id)
+        if not exists:
             raise not_found(session_id)
-        assert owner is None or isinstance(owner, Principal)
         authorize(identity, action, session_id=session_id, owner=owner)
 
     async def start(self, identity: Identity, request: RemoteStartRequest) -> RemoteStartRequest:
@@ -135,13 +132,11 @@ class Gate:
             ):
                 if related is not None:
                     await self.session(identity, "write", related)
-            found = await self.owner(request.session_id)
-            if found is not _MISSING:
-                assert found is None or isinstance(found, Principal)
-                if not identity.owns(found):
-                    raise AgentServerError(
-                        "ALREADY_RUNNING", f"session id {request.session_id!r} is taken"
-                    )
+            exists, found = await self.owner(request.session_id)
+            if exists and not identity.owns(found):
+                raise AgentServerError(
+                    "ALREADY_RUNNING", f"session id {request.session_id!r} is taken"
+                )
         if owner == request.owner:
             return request
         return msgspec.structs.replace(request, owner=owner)
