@@ -155,8 +155,10 @@ class Gate:
         """Append ``request_made`` (who changed the session) once a request has succeeded.
 
         Nothing when the identity names nobody (no auth, the old token forms)
-        or there is no store here. A failure to record is logged, not raised:
-        the request was carried out.
+        or there is no store here. An answer or a message with a client id
+        (``ref``) is recorded once: its identical repeat changes nothing, as
+        the protocol says. A failure to record is logged, not raised: the
+        request was carried out.
         """
         by = identity.principal
         if by is None or self.store is None:
@@ -164,6 +166,13 @@ class Gate:
         event = RequestMade(action=action, by=by, ref=ref)
         head = self._heads.get(session_id, 0)
         try:
+            if ref is not None:  # an answer or an identified message: once
+                log_ = await self.store.read(session_id)
+                if any(
+                    isinstance(e, RequestMade) and (e.action, e.ref) == (action, ref) for e in log_
+                ):
+                    return
+                head = log_[-1].seq if log_ else head
             for _ in range(20):
                 stamped = msgspec.structs.replace(
                     event, session_id=session_id, seq=head + 1, ts=time.time()

@@ -439,6 +439,15 @@ async def test_a_reader_sees_its_tenant_without_changing_it_and_changes_are_reco
                 )
                 assert approved.status_code == 200, approved.text
                 await until(store, A, lambda state: state.is_terminal)
+                # The identical repeat of an answer changes nothing, who made it included.
+                settled = await log_bytes([store])
+                again = await walk.alice.post(
+                    "/submit-approval",
+                    json=_body(A, toolCallId=pending["approval"], approved=True),
+                )
+                assert again.status_code == 200, again.text
+                assert again.json()["resumed"] is False
+                assert await log_bytes([store]) == settled
                 log = await store.read(A)
             finally:
                 await walk.close()
