@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 from a2a.types import SendMessageRequest
 from a2a.utils.errors import (
     InvalidParamsError,
@@ -94,6 +95,12 @@ def _parent_fields(helix: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(value, str):
             raise InvalidParamsError(f"metadata.helix.{key} must be a string")
         fields[name] = value if key == "parentToolCallId" else checked_session_id(value)
+    owner = helix.get("owner")
+    if owner is not None:  # the parent's owner (specs/auth.md): the gate decides if it may
+        try:
+            fields["owner"] = msgspec.convert(owner, Principal)
+        except msgspec.ValidationError as exc:
+            raise InvalidParamsError(f"metadata.helix.owner: {exc}") from exc
     ancestors = helix.get("ancestors")
     if ancestors is not None:
         if not isinstance(ancestors, list) or not all(isinstance(a, str) for a in ancestors):

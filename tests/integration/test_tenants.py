@@ -19,13 +19,14 @@ import httpx
 import httpx2
 import pytest
 from companion_kit import critic, parent as companion_parent
-from hitl_app import Query, worker
+from hitl_app import Out, Query, root_agent, worker
 from hitl_checks import log_bytes, until
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from servers import serve
 
 from helix_agents import PersistentAgent, create_sub_agent_tool, define_agent
+from helix_agents.a2a import A2ARemoteAgentTransport, create_a2a_sub_agent_tool
 from helix_agents.events import ApprovalGiven, Principal, RequestMade, SessionCreated
 from helix_agents.mcp import MCPOptions
 from helix_agents.models import ScriptedLLM, ScriptStep
@@ -506,5 +507,42 @@ async def test_a_companion_belongs_to_its_parents_owner() -> None:
             assert started.status_code == 200, started.text
             await until(store, "lead-1", lambda state: state.is_terminal)
     created = (await store.read("lead-1-agent-reviewer"))[0]
+    assert isinstance(created, SessionCreated)
+    assert created.owner == ALICE
+
+
+async def test_a_remote_child_over_a2a_belongs_to_its_parents_owner() -> None:
+    """Gateway A's root delegates over A2A to gateway B with a service (admin) token."""
+    b_store, a_store = MemoryEventStore(), MemoryEventStore()
+    b_tokens = {**TOKENS, "tok-svc": Identity(user="gateway-a", roles=frozenset({"admin"}))}
+    b_app = create_http_app(AgentServer([worker("child", ("rm",))], b_store), auth=b_tokens)
+    with anyio.fail_after(LIMIT):
+        async with (
+            serve(b_app) as b_url,
+            A2ARemoteAgentTransport(
+                f"{b_url}/a2a/child", headers={"Authorization": "Bearer tok-svc"}
+            ) as to_b,
+        ):
+            tool = create_a2a_sub_agent_tool(
+                "child", input_schema=Query, output_schema=Out, transport=to_b
+            )
+            a_app = create_http_app(AgentServer([root_agent(tool)], a_store), auth=TOKENS)
+            async with (
+                serve(a_app) as a_url,
+                _client(a_url, "tok-alice") as alice,
+                _client(b_url, "tok-alice") as alice_at_b,
+                _client(b_url, "tok-bob") as bob_at_b,
+            ):
+                started = await alice.post(
+                    "/start", json=_body("a2a-fam", agentType="root", message="hi")
+                )
+                assert started.status_code == 200, started.text
+                await until(a_store, "a2a-fam", lambda state: state.status == "paused")
+                (child,) = await b_store.list_sessions()
+                seen = await alice_at_b.get("/status", params={"sessionId": child})
+                assert seen.status_code == 200, seen.text
+                refused = await bob_at_b.get("/status", params={"sessionId": child})
+                assert refused.status_code == 404
+    created = (await b_store.read(child))[0]
     assert isinstance(created, SessionCreated)
     assert created.owner == ALICE
