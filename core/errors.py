@@ -220,12 +220,14 @@ AgentServerErrorCode = Literal[
     "INVALID_REQUEST",
     "INTERNAL_ERROR",
     "UNAUTHORIZED",
+    "FORBIDDEN",
     "METHOD_NOT_ALLOWED",
     "PAYLOAD_TOO_LARGE",
     "WORKSPACE_WIRING",
     "UNAVAILABLE",
 ]
-"""The protocol's error codes. ``UNAUTHORIZED``, ``METHOD_NOT_ALLOWED``,
+"""The protocol's error codes. ``UNAUTHORIZED``, ``FORBIDDEN`` (an identity whose
+permissions do not reach the action; specs/auth.md), ``METHOD_NOT_ALLOWED``,
 ``PAYLOAD_TOO_LARGE`` and ``UNAVAILABLE`` (a server at one of its limits) are
 HTTP-only; ``ALREADY_ANSWERED`` is ours (a pending input answered before with a
 different value; see specs/hitl.md); ``SESSION_FAILED`` is ours too (a follow-up
@@ -236,6 +238,7 @@ executor is built, never sent (specs/workspaces.md)."""
 HTTP_STATUS: dict[str, int] = {
     "INVALID_REQUEST": 400,
     "UNAUTHORIZED": 401,
+    "FORBIDDEN": 403,
     "NOT_FOUND": 404,
     "METHOD_NOT_ALLOWED": 405,
     "ALREADY_RUNNING": 409,

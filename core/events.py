@@ -50,8 +50,11 @@ __all__ = [
     "PartialOutput",
     "PendingInput",
     "PendingInputKind",
+    "Principal",
     "ReasoningDelta",
     "RemoteRef",
+    "RequestAction",
+    "RequestMade",
     "RunMode",
     "ReplaceState",
     "ReplaceToolResult",
@@ -112,6 +115,18 @@ class EventBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", ren
     session_id: str = ""
     seq: int = 0
     ts: float = 0.0
+
+
+class Principal(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True):
+    """Who: a user of a tenant, as an authenticated identity names them (specs/auth.md).
+
+    A session's owner (``session_created.owner``) and the maker of a request
+    that changed it (``request_made.by``). Either part may be absent: a static
+    token mapped to a user without a tenant, a service without a user.
+    """
+
+    tenant: str | None = None
+    user: str | None = None
 
 
 class RemoteRef(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -306,6 +321,10 @@ class SessionCreated(EventBase, tag="session_created", frozen=True):
     strict: bool = False
     """Every run fails at its first problem (a tool error, an unknown tool, a failed
     child, a rejected output) instead of showing it to the model (specs/runtime.md)."""
+    owner: Principal | None = None
+    """Who owns the session (specs/auth.md): the identity that started it, or its
+    parent's owner for a child; None: started without identities (no auth, a
+    static token of the old forms, a library call)."""
 
 
 class RunStarted(EventBase, tag="run_started", frozen=True):
@@ -337,6 +356,28 @@ class InterruptRequested(EventBase, tag="interrupt_requested", frozen=True):
     """Someone asked the session to stop softly (it can be resumed)."""
 
     reason: str | None = None
+
+
+RequestAction = Literal[
+    "message", "resume", "interrupt", "abort", "tool_result", "approval", "fork"
+]
+"""What a request that changed a session did (``request_made.action``)."""
+
+
+class RequestMade(EventBase, tag="request_made", frozen=True):
+    """A request that changed the session was served: who made it (specs/auth.md).
+
+    Appended by the HTTP gateway (and the MCP and A2A entrances) after the
+    request succeeded, when the request came with an identity that names
+    someone; a start is recorded as ``session_created.owner`` instead.
+    ``ref``: the tool call answered (``tool_result``, ``approval``) or the
+    client's message id (``message``), when there is one. It changes nothing
+    in the session's state.
+    """
+
+    action: RequestAction
+    by: Principal
+    ref: str | None = None
 
 
 class AbortRequested(EventBase, tag="abort_requested", frozen=True):
@@ -729,6 +770,7 @@ Event = (
     | WorkspaceWritten
     | WorkspaceDeleted
     | SessionForked
+    | RequestMade
 )
 """Any event of the catalog."""
 

@@ -13,7 +13,7 @@ from typing import Any, Literal
 import msgspec
 
 from helix_agents.errors import AgentServerError, UsageError
-from helix_agents.events import Chunk, PendingInput, SuspensionReason
+from helix_agents.events import Chunk, PendingInput, Principal, SuspensionReason
 from helix_agents.ids import SessionId, validate_session_id
 from helix_agents.log.state import RunProblem, SessionStatus, UsageTotals
 from helix_agents.messages import UserMessage
@@ -71,6 +71,10 @@ class RemoteStartRequest(_Wire, frozen=True):
     """Fail each run at its first problem (a tool error, an unknown tool, a failed child,
     a rejected output) instead of showing it to the model; children inherit it. False is kept
     unset (absent on the wire), so a request to a server that does not know it is unchanged."""
+
+    owner: Principal | None = None
+    """Who owns the new session (specs/auth.md); a gateway with identities sets or checks
+    it from the caller's identity. None: no owner."""
 
     def __post_init__(self) -> None:
         if self.strict is False:

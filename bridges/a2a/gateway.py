@@ -11,8 +11,9 @@ installed, with no flag; these answer them:
   names its agent in ``metadata.skillId``, unless only one is served);
 - ``GET /.well-known/agent-card.json``: the root card, every agent a skill.
 
-The endpoints sit behind the gateway's bearer token (401 without it); the
-cards are public. A request body over the gateway's limit is refused with
+The endpoints sit behind the gateway's auth (401 without a credential), and
+an identity reaches only its tenant's tasks (``specs/auth.md``); the cards
+are public. A request body over the gateway's limit is refused with
 A2A's ``Invalid Request`` and changes nothing. A gateway whose target has no
 event store (it fronts another gateway) serves no A2A: the tasks are folded
 from the sessions' logs.
@@ -20,7 +21,6 @@ from the sessions' logs.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from a2a.server.context import ServerCallContext
@@ -34,13 +34,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive
 
 from helix_agents import EventStore, RemoteAgentTransport
+from helix_agents.auth import IDENTITY_KEY, Gate
 
 from .cards import ServedAgent, agent_card, root_card
 from .handler import SessionRequestHandler
 
 __all__ = ["Endpoints"]
-
-Authorized = Callable[[Request], Awaitable[bool]]
 
 
 class _Agents:
@@ -90,6 +89,7 @@ class _ContextBuilder(DefaultServerCallContextBuilder):
     def build(self, request: Request) -> ServerCallContext:
         context = super().build(request)
         context.state["agent_type"] = request.path_params.get("agent_type")
+        context.state[IDENTITY_KEY] = request.scope["state"][IDENTITY_KEY]  # Endpoints.rpc's
         return context
 
 
@@ -123,22 +123,22 @@ class Endpoints:
         self,
         target: RemoteAgentTransport,
         store: EventStore,
-        authorized: Authorized,
+        gate: Gate,
         max_body_bytes: int,
-        bearer: bool,
     ) -> None:
         self._agents = _Agents(target)
-        self._authorized = authorized
+        self._gate = gate
         self._max_body_bytes = max_body_bytes
-        self._bearer = bearer
-        handler = SessionRequestHandler(target, store, self._agents.choose)
+        self._bearer = gate.required
+        handler = SessionRequestHandler(target, store, self._agents.choose, gate)
         self._dispatcher = JsonRpcDispatcher(
             request_handler=handler, context_builder=_ContextBuilder(), enable_v0_3_compat=True
         )
 
     async def rpc(self, request: Request) -> Response:
         """``POST /a2a`` and ``POST /a2a/{agent_type}``: a JSON-RPC request."""
-        if not await self._authorized(request):
+        identity = await self._gate.identity_or_none(request.headers)
+        if identity is None:
             return _rpc_error(
                 401,
                 -32600,
@@ -151,6 +151,7 @@ class Endpoints:
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self._max_body_bytes:
             return _rpc_error(200, -32600, "Payload too large")
+        request.scope.setdefault("state", {})[IDENTITY_KEY] = identity  # for _ContextBuilder
         limited = Request(request.scope, _limited(request.receive, self._max_body_bytes))
         return await self._dispatcher.handle_requests(limited)
 

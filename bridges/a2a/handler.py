@@ -53,6 +53,12 @@ from a2a.utils.task import apply_history_length, validate_history_length, valida
 
 from helix_agents import EventStore, RemoteAgentTransport
 from helix_agents._aio import closing_iter
+from helix_agents.auth import (
+    IDENTITY_KEY,
+    Gate,
+    GuardedTransport,
+    Identity,
+)
 from helix_agents.errors import AgentServerError, UsageError
 from helix_agents.log.session_list import SessionCatalog
 
@@ -77,6 +83,14 @@ ChooseAgent = Callable[[str | None, dict[str, Any]], Awaitable[str]]
 def _agent_type(context: ServerCallContext) -> str | None:
     found = context.state.get("agent_type")
     return found if isinstance(found, str) else None
+
+
+def _identity(context: ServerCallContext) -> Identity:
+    """The caller's identity (the gateway's ``Endpoints.rpc`` put it in the context)."""
+    found = context.state.get(IDENTITY_KEY)
+    if not isinstance(found, Identity):  # never so behind the gateway: refuse, never open
+        raise InternalError("no identity for this request")
+    return found
 
 
 def _headers(context: ServerCallContext) -> dict[str, str]:
@@ -111,16 +125,26 @@ class SessionRequestHandler(RequestHandler):
         target: RemoteAgentTransport,
         store: EventStore,
         choose_agent: ChooseAgent,
+        gate: Gate,
         *,
         cancel_wait: float = 10.0,
     ) -> None:
         self._target = target
         self._store = store
         self._choose_agent = choose_agent
+        self._gate = gate
         self._cancel_wait = cancel_wait
 
-    async def _read(self, session_id: str) -> list[Any]:
-        return list(await self._store.read(session_id))
+    def _read_for(self, identity: Identity) -> Callable[[str], Awaitable[list[Any]]]:
+        """The logs ``identity`` may see: another tenant's session reads as none."""
+
+        async def read(session_id: str) -> list[Any]:
+            log_ = list(await self._store.read(session_id))
+            if log_ and not identity.owns(getattr(log_[0], "owner", None)):
+                return []
+            return log_
+
+        return read
 
     async def _opened(self, params: SendMessageRequest, context: ServerCallContext) -> Opened:
         validate_proto_required_fields(params)
@@ -133,13 +157,15 @@ class SessionRequestHandler(RequestHandler):
             raise ContentTypeNotSupportedError(
                 f"this agent answers with {', '.join(OUTPUT_MODES)}; the client accepts none"
             )
+        identity = _identity(context)
         return await send(
             params,
-            target=self._target,
-            read=self._read,
+            target=GuardedTransport(self._gate, identity, self._target),
+            read=self._read_for(identity),
             headers=_headers(context),
             agent_type=_agent_type(context),
             choose_agent=self._choose_agent,
+            caller=identity.principal,
         )
 
     async def _found(
@@ -148,6 +174,10 @@ class SessionRequestHandler(RequestHandler):
         """The session fold (``light``: without text) and the task ``task_id``;
         ``TaskNotFoundError`` if not ours. The log is folded a page at a time."""
         ids = split_task_id(task_id)
+        if ids:
+            _, owner = await self._gate.owner(ids[0])  # a missing one is not found below
+            if not _identity(context).owns(owner):
+                raise TaskNotFoundError(f"task {task_id!r} not found")
         tasks = await fold(self._store, ids[0], light=light) if ids else SessionTasks("")
         task = tasks.task(task_id)
         if task is None or not reachable(tasks, _agent_type(context)):
@@ -220,9 +250,10 @@ class SessionRequestHandler(RequestHandler):
             validate_page_size(params.page_size)
         size = params.page_size if params.HasField("page_size") else _DEFAULT_PAGE
         agent_type = _agent_type(context)
+        identity = _identity(context)
         try:
             if params.context_id:
-                found = await self._context_tasks(params.context_id, agent_type)
+                found = await self._context_tasks(params.context_id, agent_type, identity)
                 start = _offset(params.page_token)
                 page, token = found[start : start + size], ""
                 if start + size < len(found):
@@ -233,10 +264,11 @@ class SessionRequestHandler(RequestHandler):
                     top_level=True,
                     limit=size,
                     cursor=params.page_token or None,
+                    tenant=self._gate.tenant_filter(identity),
                 )
                 page = []
                 for entry in catalog.sessions:
-                    page.extend(await self._context_tasks(entry.session_id, agent_type))
+                    page.extend(await self._context_tasks(entry.session_id, agent_type, identity))
                 token = catalog.next_cursor or ""
         except Exception as exc:
             raise _translated(exc) from exc
@@ -248,10 +280,12 @@ class SessionRequestHandler(RequestHandler):
             tasks=chosen, next_page_token=token, page_size=size, total_size=len(chosen)
         )
 
-    async def _context_tasks(self, context_id: str, agent_type: str | None) -> list[Task]:
+    async def _context_tasks(
+        self, context_id: str, agent_type: str | None, identity: Identity
+    ) -> list[Task]:
         if split_task_id(f"{context_id}~x") is None:
             return []
-        tasks = SessionTasks(context_id).apply_all(await self._read(context_id))
+        tasks = SessionTasks(context_id).apply_all(await self._read_for(identity)(context_id))
         if not tasks.tasks or not reachable(tasks, agent_type):
             return []
         return [tasks.snapshot(task) for task in tasks.tasks.values()]
@@ -270,11 +304,12 @@ class SessionRequestHandler(RequestHandler):
             if task.state in TERMINAL_STATES or task is not tasks.current:
                 raise TaskNotCancelableError(f"task {params.id!r} has already ended")
             op, reason = _stop_of(params)
+            guarded = GuardedTransport(self._gate, _identity(context), self._target)
             try:
                 if op == "abort":
-                    await self._target.abort(tasks.session_id, reason)
+                    await guarded.abort(tasks.session_id, reason)
                 else:
-                    await self._target.interrupt(tasks.session_id, reason)
+                    await guarded.interrupt(tasks.session_id, reason)
             except AgentServerError as exc:
                 if exc.code != "ALREADY_COMPLETED":
                     raise

@@ -9,7 +9,6 @@ OpenTelemetry it loads when present (specs/otel.md).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, cast
 
 from starlette.requests import Request
@@ -17,13 +16,12 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from helix_agents import EventStore, RemoteAgentTransport
+from helix_agents.auth import Gate
 
 if TYPE_CHECKING:
     from .gateway import Endpoints
 
 __all__ = ["a2a_routes", "store_of"]
-
-Authorized = Callable[[Request], Awaitable[bool]]
 
 
 def store_of(target: object) -> EventStore | None:
@@ -37,17 +35,16 @@ def store_of(target: object) -> EventStore | None:
 def a2a_routes(
     target: RemoteAgentTransport,
     *,
-    authorized: Authorized,
+    gate: Gate,
     max_body_bytes: int,
-    bearer: bool,
 ) -> list[BaseRoute]:
     """The A2A routes for a gateway in front of ``target`` (none if it has no store).
 
     Args:
         target: the gateway's target (an ``AgentServer``, a fleet's transport).
-        authorized: the gateway's check of a request's bearer token.
+        gate: the gateway's ``Gate``: who a request is, what it may touch (the
+            cards say a token is needed when the gateway has auth).
         max_body_bytes: the gateway's body limit, for JSON-RPC requests too.
-        bearer: whether the gateway requires a token (the cards then say so).
     """
     store = store_of(target)
     if store is None:
@@ -58,7 +55,7 @@ def a2a_routes(
         if not built:  # no await before the append: one build per app
             from .gateway import Endpoints
 
-            built.append(Endpoints(target, store, authorized, max_body_bytes, bearer))
+            built.append(Endpoints(target, store, gate, max_body_bytes))
         return built[0]
 
     async def rpc(request: Request) -> Response:

@@ -235,6 +235,8 @@ class A2ARemoteAgentTransport:
                 "parentSessionId": request.parent_session_id,
                 "rootSessionId": request.root_session_id,
                 "parentToolCallId": request.parent_tool_call_id,
+                # The parent's owner: the child belongs to it (specs/auth.md).
+                "owner": None if request.owner is None else msgspec.to_builtins(request.owner),
             }
             helix = {key: value for key, value in helix.items() if value is not None}
             message = self._message(link, parts, f"{sid}:start", helix, request.agent_type)

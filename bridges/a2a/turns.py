@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 from a2a.types import SendMessageRequest
 from a2a.utils.errors import (
     InvalidParamsError,
@@ -33,6 +34,7 @@ from a2a.utils.errors import (
 
 from helix_agents import RemoteAgentTransport, SessionState
 from helix_agents.errors import AgentServerError
+from helix_agents.events import Principal
 from helix_agents.hitl.routing import send_approval
 from helix_agents.log import pending_inputs, project_state
 from helix_agents.protocol import (
@@ -76,6 +78,7 @@ class _Sender:
     target: RemoteAgentTransport
     read: SessionLookup
     headers: Mapping[str, str]
+    caller: Principal | None = None
 
 
 def _parent_fields(helix: dict[str, Any]) -> dict[str, Any]:
@@ -92,6 +95,12 @@ def _parent_fields(helix: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(value, str):
             raise InvalidParamsError(f"metadata.helix.{key} must be a string")
         fields[name] = value if key == "parentToolCallId" else checked_session_id(value)
+    owner = helix.get("owner")
+    if owner is not None:  # the parent's owner (specs/auth.md): the gate decides if it may
+        try:
+            fields["owner"] = msgspec.convert(owner, Principal)
+        except msgspec.ValidationError as exc:
+            raise InvalidParamsError(f"metadata.helix.owner: {exc}") from exc
     ancestors = helix.get("ancestors")
     if ancestors is not None:
         if not isinstance(ancestors, list) or not all(isinstance(a, str) for a in ancestors):
@@ -100,9 +109,16 @@ def _parent_fields(helix: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
-def derived_session_id(agent_type: str, message_id: str) -> str:
-    """The session id of a context created by a message without a ``contextId``."""
-    digest = hashlib.sha256(f"{agent_type}\0{message_id}".encode()).hexdigest()[:32]
+def derived_session_id(agent_type: str, message_id: str, caller: Principal | None = None) -> str:
+    """The session id of a context created by a message without a ``contextId``.
+
+    With a ``caller`` (an identity that names someone, specs/auth.md) the id is
+    the caller's own: two tenants' clients using the same message id never meet.
+    """
+    key = f"{agent_type}\0{message_id}"
+    if caller is not None:
+        key += f"\0{caller.tenant or ''}\0{caller.user or ''}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:32]
     return f"a2a-{digest}"
 
 
@@ -114,6 +130,7 @@ async def send(
     headers: Mapping[str, str],
     agent_type: str | None,
     choose_agent: Callable[[str | None, dict[str, Any]], Awaitable[str]],
+    caller: Principal | None = None,
 ) -> Opened:
     """Carry out ``params`` on its session (see the module); where its stream begins.
 
@@ -125,7 +142,7 @@ async def send(
     metadata = metadata_of(message.metadata)
     found = metadata.get("helix")
     helix: dict[str, Any] = found if isinstance(found, dict) else {}
-    sender = _Sender(target, read, headers)
+    sender = _Sender(target, read, headers, caller)
     try:
         session_id, log = await _session_of(params, sender, agent_type)
         if not log:
@@ -161,7 +178,7 @@ async def _session_of(
         return session_id, await sender.read(session_id)
     if agent_type is None:
         return "", []  # the agent is chosen first; the id is derived from it below
-    session_id = derived_session_id(agent_type, message.message_id)
+    session_id = derived_session_id(agent_type, message.message_id, sender.caller)
     return session_id, await sender.read(session_id)
 
 
@@ -174,7 +191,7 @@ async def _start(
     helix: dict[str, Any],
 ) -> Opened:
     if not session_id:
-        session_id = derived_session_id(agent_type, message_id)
+        session_id = derived_session_id(agent_type, message_id, sender.caller)
         if await sender.read(session_id):  # a retried first message at the root endpoint
             return await _first_task(sender, session_id)
     data = content.start_input()

@@ -147,6 +147,7 @@ _BY_CODE: dict[str, type[A2AError]] = {
     "ALREADY_COMPLETED": UnsupportedOperationError,
     "SESSION_FAILED": UnsupportedOperationError,
     "PAYLOAD_TOO_LARGE": InvalidRequestError,
+    "FORBIDDEN": InvalidRequestError,  # an identity that may only read (specs/auth.md)
 }
 
 
@@ -169,6 +170,7 @@ _CODES: tuple[AgentServerErrorCode, ...] = (
     "INVALID_REQUEST",
     "INTERNAL_ERROR",
     "UNAUTHORIZED",
+    "FORBIDDEN",
     "PAYLOAD_TOO_LARGE",
     "UNAVAILABLE",
 )

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -38,12 +39,13 @@ from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from helix_agents._aio import closing_iter
 from helix_agents.agents.config import AgentConfig
 from helix_agents.agents.tools import json_schema_of
-from helix_agents.errors import HelixError, UsageError
+from helix_agents.auth import IDENTITY_KEY, Gate, Identity
+from helix_agents.errors import AgentServerError, HelixError, UsageError
 from helix_agents.events import (
     Chunk,
     CustomChunk,
@@ -72,10 +74,11 @@ from helix_agents.transport import RemoteAgentTransport
 
 __all__ = ["MCP_PATH", "SESSION_META_KEY", "AgentMessage", "MCPMount", "MCPOptions", "mcp_mount"]
 
-Authorized = Callable[[Request], Awaitable[bool]]
-"""The gateway's check of a request's bearer token."""
 
 log = logging.getLogger("helix_agents.mcp")
+
+_SESSION_HEADER = "mcp-session-id"
+_MAX_HOLDERS = 10_000  # MCP sessions whose holder is remembered
 
 MCP_PATH = "/mcp"
 """Where the gateway serves the MCP endpoint."""
@@ -244,9 +247,10 @@ def _result(
 class _Calls:
     """The MCP server's handlers: list the served agents, run one per call."""
 
-    def __init__(self, target: _Served, catalog: dict[str, _Entry]) -> None:
+    def __init__(self, target: _Served, catalog: dict[str, _Entry], gate: Gate) -> None:
         self.target = target
         self.catalog = catalog
+        self.gate = gate
         self.stopping = False
         """Set when the gateway shuts down: its cancelled calls do not interrupt their runs."""
 
@@ -273,6 +277,15 @@ class _Calls:
             message=message_from_input(given),
             input=given,
         )
+        # The endpoint kept the caller's identity in the request's scope (_Endpoint).
+        scope = ctx.request.scope if isinstance(ctx.request, Request) else {}
+        identity = scope.get("state", {}).get(IDENTITY_KEY)
+        if not isinstance(identity, Identity):
+            raise MCPError(mcp_types.INVALID_REQUEST, "no identity for this call")
+        try:
+            request = await self.gate.start(identity, request)  # a reader may not start one
+        except AgentServerError as exc:
+            return _result(f"the agent could not start: {exc.message}", session_id, error=True)
         try:
             await self.target.start(request)
         except HelixError as exc:
@@ -343,28 +356,52 @@ class _Endpoint:
     def __init__(
         self,
         manager: StreamableHTTPSessionManager,
-        authorized: Authorized,
+        gate: Gate,
         origins: Collection[str],
     ) -> None:
         self.manager = manager
-        self.authorized = authorized
+        self.gate = gate
         self.origins = origins
+        self.holders: OrderedDict[str, Identity] = OrderedDict()
+        """Who opened each MCP session (legacy mode): only they may use it (specs/auth.md)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         origin = Headers(scope=scope).get("origin")
         if origin is not None and "*" not in self.origins and origin not in self.origins:
             # A browser page from elsewhere (DNS rebinding): the MCP spec's Origin check.
             refusal = _refusal(403, f"origin {origin!r} is not allowed")
-        elif not await self.authorized(Request(scope, receive)):
+        elif (identity := await self.gate.identity_or_none(Headers(scope=scope))) is None:
             refusal = _refusal(
                 401,
                 "missing or invalid bearer token",
                 {"WWW-Authenticate": 'Bearer realm="helix-agents"'},
             )
         else:
-            await self.manager.handle_request(scope, receive, send)
-            return
+            held = Headers(scope=scope).get(_SESSION_HEADER)
+            if held is not None and self.holders.get(held, identity) != identity:
+                # Another identity's MCP session: as the SDK answers an unknown one.
+                refusal = _refusal(404, "Session not found")
+            else:
+                # Every MCP call starts a session of its own (a write): a reader gets
+                # the tools listed, and each call answered with an error (call_tool).
+                scope.setdefault("state", {})[IDENTITY_KEY] = identity
+                await self.manager.handle_request(scope, receive, self._holding(send, identity))
+                return
         await refusal(scope, receive, send)
+
+    def _holding(self, send: Send, identity: Identity) -> Send:
+        """``send``, noting who holds an MCP session the answer opens."""
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                opened = Headers(raw=message.get("headers", [])).get(_SESSION_HEADER)
+                if opened is not None and opened not in self.holders:
+                    self.holders[opened] = identity
+                    if len(self.holders) > _MAX_HOLDERS:
+                        self.holders.popitem(last=False)
+            await send(message)
+
+        return sending
 
 
 class MCPMount:
@@ -396,7 +433,7 @@ def mcp_mount(
     target: RemoteAgentTransport,
     options: MCPOptions,
     *,
-    authorized: Authorized,
+    gate: Gate,
     max_body_bytes: int,
 ) -> MCPMount:
     """The ``/mcp`` endpoint serving ``target``'s agents (``create_http_app(..., mcp=...)``).
@@ -404,7 +441,7 @@ def mcp_mount(
     Args:
         target: the gateway's target; it must be an ``AgentServer``.
         options: the endpoint's :class:`MCPOptions`.
-        authorized: the gateway's check of a request's bearer token.
+        gate: the gateway's ``Gate``: who a request is, and what it may start.
         max_body_bytes: the gateway's body limit (larger requests: 413).
 
     Raises:
@@ -412,10 +449,10 @@ def mcp_mount(
             transport), or ``options.input_models`` names an agent it does not serve.
     """
     served = _served(target)
-    calls = _Calls(served, _catalog(served, options.input_models))
+    calls = _Calls(served, _catalog(served, options.input_models), gate)
     server: Server[Any] = Server(
         "helix-agents", on_list_tools=calls.list_tools, on_call_tool=calls.call_tool
     )
     manager = StreamableHTTPSessionManager(server, max_request_body_size=max_body_bytes)
-    endpoint = _Endpoint(manager, authorized, frozenset(options.allowed_origins))
+    endpoint = _Endpoint(manager, gate, frozenset(options.allowed_origins))
     return MCPMount([Route(MCP_PATH, endpoint, methods=["GET", "POST", "DELETE"])], manager, calls)

@@ -194,6 +194,7 @@ class ChildCall(ChildLink):
             workspace_session_id=inherited_workspace(self.tool, state, self.agent),
             trace_context=self.env.tracer.trace_context() or None,
             strict=state.strict,
+            owner=state.owner,  # a child belongs to its parent's owner (specs/auth.md)
         )
 
     async def _reopen(self, payload: Any) -> None:

@@ -228,6 +228,7 @@ class CompanionSpawning:
             workspace_session_id=inherited_workspace(entry, state, self.core.agent),
             trace_context=self.core.env.tracer.trace_context() or None,
             strict=state.strict,
+            owner=state.owner,  # a companion belongs to its parent's owner (specs/auth.md)
         )
 
     async def _spawn_again(self, call: ToolCall, ref: SubSessionRef, waiting: Waiting) -> None:

@@ -37,6 +37,7 @@ from helix_agents.events import (
     MessageAppended,
     MessageQueued,
     ReplaceState,
+    RequestMade,
     RunStarted,
     SessionCreated,
     SessionForked,
@@ -434,6 +435,10 @@ def _forked(state: SessionState, event: SessionForked) -> None:
             state.model = edit.model or state.model
 
 
+def _request_made(state: SessionState, event: RequestMade) -> None:
+    """Who made a request: an audit fact, nothing in the state changes."""
+
+
 def _created_again(state: SessionState, event: SessionCreated) -> None:
     raise CorruptLogError(f"session_created at seq {event.seq}: a log is created once")
 
@@ -442,6 +447,7 @@ _Handler = Callable[[SessionState, Any], None]
 
 HANDLERS: dict[type[EventBase], _Handler] = {
     SessionCreated: _created_again,
+    RequestMade: _request_made,
     RunStarted: _start_run,
     StepStarted: _step,
     InterruptRequested: _interrupt_requested,
@@ -492,6 +498,7 @@ def initial_state(event: Event) -> SessionState:
         parent_tool_call_id=event.parent_tool_call_id,
         ancestors=list(event.ancestors),
         workspace_session_id=event.workspace_session_id,
+        owner=event.owner,
         metadata=dict(event.metadata),
         input=event.input,
         messages=list(event.messages),

@@ -31,6 +31,7 @@ from typing import get_args
 import msgspec
 
 from helix_agents.errors import DamagedLogError, LogError, UsageError
+from helix_agents.events import Principal
 from helix_agents.log.projections import project_state
 from helix_agents.log.search import SessionDoc, SessionIndex, SessionQuery
 from helix_agents.log.state import SessionStatus
@@ -68,6 +69,8 @@ class SessionListEntry(msgspec.Struct, frozen=True, kw_only=True, rename="camel"
     latest_sequence: int
     step_count: int = 0
     error: str | None = None
+    owner: Principal | msgspec.UnsetType = msgspec.UNSET
+    """Who owns the session (specs/auth.md); absent when it has no owner."""
 
 
 class SessionListPage(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -140,6 +143,7 @@ class SessionCatalog:
             latest_sequence=state.last_seq,
             step_count=state.step_count,
             error=state.error,
+            owner=msgspec.UNSET if state.owner is None else state.owner,
         )
         self._known[session_id] = summary
         return summary
@@ -153,6 +157,7 @@ class SessionCatalog:
         limit: int = DEFAULT_PAGE_SIZE,
         cursor: str | None = None,
         query: SessionQuery | None = None,
+        tenant: str | msgspec.UnsetType | None = msgspec.UNSET,
     ) -> SessionListPage:
         """The sessions after ``cursor`` (newest first) that pass the filters, at most ``limit``.
 
@@ -165,6 +170,8 @@ class SessionCatalog:
             cursor: a page's ``next_cursor``, to continue after it.
             query: text, metadata and time filters (with ``agent_type`` and
                 ``top_level`` merged into it when given here too).
+            tenant: only sessions that have an owner in this tenant (``None``: an
+                owner without a tenant); unset, every session (specs/auth.md).
 
         Raises:
             UsageError: an unknown status, a limit out of range, a malformed cursor.
@@ -180,9 +187,9 @@ class SessionCatalog:
             self._docs.clear()
         chosen: list[SessionListEntry] | None = None
         if isinstance(self.store, SessionIndex):
-            chosen = await self._indexed(self.store, query, status, after, limit)
+            chosen = await self._indexed(self.store, query, status, after, limit, tenant)
         if chosen is None:
-            chosen = await self._scanned(query, status, after)
+            chosen = await self._scanned(query, status, after, tenant)
         page = chosen[:limit]
         more = len(chosen) > limit
         return SessionListPage(
@@ -196,6 +203,7 @@ class SessionCatalog:
         status: str | None,
         after: tuple[float, str] | None,
         limit: int,
+        tenant: str | msgspec.UnsetType | None,
     ) -> list[SessionListEntry] | None:
         """Up to ``limit + 1`` sessions, from the store's index a batch at a time.
 
@@ -209,7 +217,7 @@ class SessionCatalog:
                 return None
             for hit in found:
                 summary = await self._summary(hit.session_id, hit.last_seq)
-                if summary is not None and _passes(summary, query, status):
+                if summary is not None and _passes(summary, query, status, tenant):
                     chosen.append(summary)
                     if len(chosen) > limit:
                         return chosen
@@ -219,7 +227,11 @@ class SessionCatalog:
             batch = min(batch * 2, _MAX_BATCH)
 
     async def _scanned(
-        self, query: SessionQuery, status: str | None, after: tuple[float, str] | None
+        self,
+        query: SessionQuery,
+        status: str | None,
+        after: tuple[float, str] | None,
+        tenant: str | msgspec.UnsetType | None,
     ) -> list[SessionListEntry]:
         """Every session that passes, newest first: each log folded (once per move)."""
         with_doc = bool(query.terms or query.metadata)
@@ -230,7 +242,7 @@ class SessionCatalog:
         chosen: list[SessionListEntry] = []
         for session_id, head in heads.items():
             summary = await self._summary(session_id, head, with_doc=with_doc)
-            if summary is None or not _passes(summary, query, status):
+            if summary is None or not _passes(summary, query, status, tenant):
                 continue
             if after is not None and _key(summary) >= after:
                 continue
@@ -252,8 +264,16 @@ def _merged(query: SessionQuery | None, agent_type: str | None, top_level: bool)
     )
 
 
-def _passes(summary: SessionListEntry, query: SessionQuery, status: str | None) -> bool:
+def _passes(
+    summary: SessionListEntry,
+    query: SessionQuery,
+    status: str | None,
+    tenant: str | msgspec.UnsetType | None = msgspec.UNSET,
+) -> bool:
     """The filters a summary itself answers (an index checked them too, maybe a moment ago)."""
+    owner = summary.owner
+    if tenant is not msgspec.UNSET and (owner is msgspec.UNSET or owner.tenant != tenant):
+        return False
     return (
         (status is None or summary.status == status)
         and (query.agent_type is None or summary.agent_type == query.agent_type)

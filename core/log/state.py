@@ -10,6 +10,7 @@ from helix_agents.events import (
     Chunk,
     PendingInput,
     PendingInputKind,
+    Principal,
     RemoteRef,
     SubSessionMode,
     SuspensionReason,
@@ -238,6 +239,8 @@ class SessionState(msgspec.Struct, kw_only=True, rename="camel"):
     host_id: str | None = None
     workspace_session_id: str | None = None
     """The session whose workspaces this one uses (inherited); None: its own."""
+    owner: Principal | None = None
+    """Who owns the session (``session_created.owner``; specs/auth.md); children inherit it."""
     workspace_files: dict[str, dict[str, WorkspaceFile]] = {}
     """Files this session wrote and did not delete since, by workspace name, then path."""
     strict: bool = False

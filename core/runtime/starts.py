@@ -135,6 +135,7 @@ class SessionStarts:
                     workspace_session_id=request.workspace_session_id,
                     trace_context=traced,
                     strict=request.strict is True,
+                    owner=request.owner,
                 )
             ],
             now,

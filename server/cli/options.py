@@ -13,13 +13,16 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import anyio
 
 from helix_agents.errors import UsageError
 from helix_agents.stores import DEFAULT_STORE_URL
+
+if TYPE_CHECKING:
+    from helix_agents.auth import Auth, Authenticator
 
 __all__ = [
     "LOG_LEVELS",
@@ -32,7 +35,10 @@ __all__ = [
     "check_origin",
     "loop_options",
     "port_number",
+    "add_auth_arguments",
+    "jwt_authenticator",
     "read_tokens",
+    "serve_auth",
     "replica_count",
     "resolve_loop",
     "store_url",
@@ -168,3 +174,90 @@ async def ask_terminal(prompt: str) -> str | None:
         return line or None
 
     return await anyio.to_thread.run_sync(read, abandon_on_cancel=True)
+
+
+def add_auth_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``serve``'s JWT arguments (``specs/auth.md``): ``--jwt-key``, ``--jwks``, checks."""
+    parser.add_argument(
+        "--jwt-key",
+        metavar="FILE",
+        help="accept bearer JWTs verified with the key in FILE: a shared secret (HS256/384/512) "
+        "or a PEM public key (RS, PS, ES, EdDSA); needs the jwt extra (specs/auth.md; "
+        "default: no JWTs)",
+    )
+    parser.add_argument(
+        "--jwks",
+        metavar="URL",
+        help="accept bearer JWTs verified with the keys of this JWKS (fetched, cached); "
+        "needs the jwt extra (default: no JWTs)",
+    )
+    parser.add_argument(
+        "--jwt-issuer", metavar="ISS", help="the iss a JWT must carry (default: unchecked)"
+    )
+    parser.add_argument(
+        "--jwt-audience",
+        metavar="AUD",
+        help="the aud a JWT must carry (default: none; a JWT with an aud is then refused)",
+    )
+    parser.add_argument(
+        "--jwt-claims",
+        metavar="MAP",
+        default="user=sub,tenant=tenant,roles=roles",
+        help="the claims naming a JWT's identity, as user=C,tenant=C,roles=C (a dotted C "
+        "reaches into an object; default: %(default)s)",
+    )
+
+
+def jwt_authenticator(args: argparse.Namespace) -> Authenticator | None:
+    """The ``JwtAuthenticator`` of ``serve``'s ``--jwt-key`` or ``--jwks``; None without either.
+
+    Raises:
+        UsageError: both given, a JWT option without either, a malformed ``--jwt-claims``,
+            an unreadable key file, or no jwt extra.
+    """
+    key_file, jwks = getattr(args, "jwt_key", None), getattr(args, "jwks", None)
+    if key_file and jwks:
+        raise UsageError("give --jwt-key or --jwks, not both")
+    if not key_file and not jwks:
+        if getattr(args, "jwt_issuer", None) or getattr(args, "jwt_audience", None):
+            raise UsageError("--jwt-issuer and --jwt-audience need --jwt-key or --jwks")
+        return None
+    claims = {"user": "sub", "tenant": "tenant", "roles": "roles"}
+    for part in args.jwt_claims.split(","):
+        name, sep, claim = part.strip().partition("=")
+        if not sep or name not in claims or not claim:
+            raise UsageError(
+                f"--jwt-claims: {part!r} is not user=CLAIM, tenant=CLAIM or roles=CLAIM"
+            )
+        claims[name] = claim
+    try:
+        from helix_agents.auth import JwtAuthenticator
+
+        return JwtAuthenticator(
+            key_file=key_file,
+            jwks_url=jwks,
+            issuer=args.jwt_issuer,
+            audience=args.jwt_audience,
+            user_claim=claims["user"],
+            tenant_claim=claims["tenant"],
+            roles_claim=claims["roles"],
+        )
+    except ImportError as exc:
+        raise UsageError(
+            f"JWTs need the jwt extra (pip install 'helix-agents[jwt]'): {exc}"
+        ) from exc
+
+
+def serve_auth(token_lines: list[str] | None, args: argparse.Namespace) -> Auth | None:
+    """What ``serve`` authenticates with: its token lines (``TOKEN [user=U] [tenant=T]
+    [roles=R,..]``, each an identity; a bare token is the old every-permission one) and
+    its JWT options; None when neither is given (no auth)."""
+    from helix_agents.auth import FirstOf, StaticTokens, parse_token_line
+
+    tokens = dict(parse_token_line(line) for line in token_lines or ())
+    verifier = jwt_authenticator(args)
+    if verifier is None:
+        return tokens or None
+    if not tokens:
+        return verifier
+    return FirstOf(StaticTokens(tokens), verifier)

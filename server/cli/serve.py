@@ -14,12 +14,14 @@ from urllib.parse import quote
 
 import anyio
 
+from helix_agents.auth import Auth
 from helix_agents.errors import UsageError
 from helix_agents.log.pricing import Prices
 from helix_agents.server.agent_server import AgentServer
 from helix_agents.server.cli.options import (
     LOOPS,
     TOKEN_ENV,
+    add_auth_arguments,
     add_log_level,
     bounded_number,
     check_origin,
@@ -28,6 +30,7 @@ from helix_agents.server.cli.options import (
     read_tokens,
     replica_count,
     resolve_loop,
+    serve_auth,
     store_url,
 )
 from helix_agents.server.cli.serve_uvicorn import (
@@ -80,6 +83,7 @@ async def run_serve(
     nats_url: str | None,
     limits: ServeLimits | None = None,
     tokens: list[str] | None = None,
+    auth: Auth | None = None,
     replicas: int = 1,
     options: ServeOptions | None = None,
     make_runtime: RuntimeFactory | None = None,
@@ -91,14 +95,17 @@ async def run_serve(
     (``replicas``: the copies of each message, if it creates the stream).
     ``limits`` bounds connections, header and keep-alive times, open streams
     and the shutdown (:class:`ServeLimits`). ``tokens``: the accepted bearer
-    tokens (every route but ``/health`` then needs one); ``options``: the CORS
+    tokens (every route but ``/health`` then needs one); ``auth``: what to
+    authenticate with instead (``serve_auth``: identities, JWTs; specs/auth.md);
+    ``options``: the CORS
     origins and the log level (:class:`ServeOptions`). ``make_runtime``: the
     runtime the sessions run on (``serve --temporal``, ``--dbos``; unset: the
     built-in one).
     """
     limits = limits or ServeLimits()
     options = options or ServeOptions()
-    auth = list(tokens) if tokens else None
+    if auth is None and tokens:
+        auth = list(tokens)
     if nats_url is not None:
         if spec is not None:
             raise TargetError("serve takes MODULE:ATTR or --nats, not both")
@@ -193,7 +200,7 @@ def _mcp_options(options: ServeOptions) -> MCPOptions | None:
     return MCPOptions(allowed_origins=options.cors_origins)
 
 
-def _inspector(host: str, port: int, auth: list[str] | None) -> str:
+def _inspector(host: str, port: int, auth: Auth | None) -> str:
     """The inspector's address; with a token, the ``#token=`` form, at a terminal only.
 
     The fragment never reaches a server; a log (stdout not a terminal) gets a
@@ -203,11 +210,13 @@ def _inspector(host: str, port: int, auth: list[str] | None) -> str:
     if not auth:
         return address
     if sys.stdout.isatty():
-        return f"{address}#token={quote(auth[0], safe='')}"
+        first = next(iter(auth), None) if isinstance(auth, list | dict) else None
+        if isinstance(first, str):
+            return f"{address}#token={quote(first, safe='')}"
     return f"{address}#token=YOUR_TOKEN"
 
 
-def _access(auth: list[str] | None, options: ServeOptions) -> str:
+def _access(auth: Auth | None, options: ServeOptions) -> str:
     """What the startup line says about auth and CORS (never a token itself)."""
     said = " (bearer token required)" if auth else ""
     if options.cors_origins:
@@ -222,7 +231,7 @@ async def _serve_fleet(
     port: int,
     heartbeat: float,
     limits: ServeLimits,
-    auth: list[str] | None,
+    auth: Auth | None,
     replicas: int,
     options: ServeOptions,
 ) -> None:
@@ -302,7 +311,7 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
 def serve_command(args: argparse.Namespace) -> int:
     """Run a parsed ``serve`` command line; its exit status."""
     url = store_url(args.store)
-    tokens = serve_tokens(args)
+    auth = serve_auth(serve_tokens(args), args)  # a bad token line or JWT option: refused now
     limits = serve_limits(args)
     options = serve_options(args)  # a bad --prices file is refused before anything starts
     anyio.run(
@@ -314,7 +323,7 @@ def serve_command(args: argparse.Namespace) -> int:
             heartbeat=args.heartbeat,
             nats_url=args.nats,
             limits=limits,
-            tokens=tokens,
+            auth=auth,
             replicas=args.replicas,
             options=options,
             make_runtime=runtime_factory(args),
@@ -392,10 +401,12 @@ def add_serve_command(commands: Any, store_help: str) -> None:
         help="front the fleet of hosts on this NATS server instead "
         "(several servers of one cluster: comma-separated; default: serve MODULE:ATTR)",
     )
+    add_auth_arguments(serve)
     serve.add_argument(
         "--token-file",
         metavar="PATH",
-        help="accept the bearer tokens in this file (one a line): every route but /health "
+        help="accept the bearer tokens in this file (one a line: TOKEN, or TOKEN user=U "
+        "tenant=T roles=R1,R2 for an identity; specs/auth.md): every route but /health "
         "then needs 'Authorization: Bearer TOKEN' (also in front of a fleet; with --token, "
         "either is accepted; default: none)",
     )

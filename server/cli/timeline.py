@@ -36,7 +36,9 @@ from helix_agents.events import (
     MessageQueued,
     OutputChunk,
     PartialOutput,
+    Principal,
     ReasoningDelta,
+    RequestMade,
     RunStarted,
     SessionCreated,
     SessionForked,
@@ -73,6 +75,7 @@ __all__ = [
     "format_event",
     "json_text",
     "one_line",
+    "principal_text",
     "quoted",
     "format_time",
     "summarize_chunk",
@@ -203,6 +206,8 @@ def summarize_event(event: Event) -> str:
             parent = f" parent={event.parent_session_id}" if event.parent_session_id else ""
             if event.workspace_session_id:
                 parent += f" workspaces-of={event.workspace_session_id}"
+            if event.owner is not None:
+                parent += f" owner={principal_text(event.owner)}"
             run = f"agent={event.agent_type} run={event.run_id}{parent}"
             return f"{run} input={json_text(event.input)}"
         case RunStarted():
@@ -298,8 +303,17 @@ def summarize_event(event: Event) -> str:
             kinds = ",".join(str(edit.__struct_config__.tag) for edit in event.edits)
             edited = f" edits={kinds}" if kinds else ""
             return f"from {event.origin_session_id} at seq {event.origin_seq}{edited}"
+        case RequestMade():
+            ref = f" ({event.ref})" if event.ref else ""
+            return f"{event.action}{ref} by {principal_text(event.by)}"
         case _:
             assert_never(event)
+
+
+def principal_text(who: Principal) -> str:
+    """``user@tenant`` (a part that is absent is left out)."""
+    user, tenant = who.user or "", who.tenant
+    return f"{user}@{tenant}" if tenant is not None else user or "?"
 
 
 def _usage(event: UsageRecorded) -> str:

@@ -15,7 +15,7 @@ app's exception handlers for what no route answers, and the
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
@@ -27,6 +27,7 @@ from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from helix_agents import RemoteAgentTransport
+from helix_agents.auth import IDENTITY_KEY, Auth, Gate, authorize
 from helix_agents.errors import UsageError
 from helix_agents.log.pricing import ModelPrice, Prices
 from helix_agents.server.agent_server import AgentServer
@@ -35,7 +36,7 @@ from helix_agents.server.ui import Inspector, store_of
 from . import handlers
 from .context import Gateway
 from .handlers import AgentDirectory
-from .middleware import EXCEPTION_HANDLERS, Auth, BearerCheck, refusal
+from .middleware import EXCEPTION_HANDLERS, refusal
 from .openapi import openapi_document
 from .routes import routes
 
@@ -62,8 +63,13 @@ def create_http_app(
     Args:
         target: an :class:`AgentServer` (entered in the app's lifespan unless it
             is already running) or any ``RemoteAgentTransport``.
-        auth: accepted bearer tokens, or an async ``token -> bool`` check; when
-            set, every route but ``/health`` needs ``Authorization: Bearer``.
+        auth: who may call (``specs/auth.md``): an ``Authenticator`` (headers
+            to an ``Identity``: ``JwtAuthenticator``, your own), ``{token:
+            Identity}``, or the old forms (accepted bearer tokens, an async
+            ``token -> bool`` check: each token is an identity of every
+            permission). When set, every route but the public ones (``/health``,
+            ``/openapi.json``, the inspector's page) needs a credential, and each
+            identity reaches only its tenant's sessions unless its roles say otherwise.
         heartbeat_interval: seconds between ``:heartbeat`` comments on ``/sse``.
         max_body_bytes: larger request bodies are refused with 413.
         mcp: also serve ``target``'s agents as MCP tools at ``/mcp``
@@ -74,12 +80,15 @@ def create_http_app(
             mapping of model name to ``ModelPrice``; the built-in defaults
             (``helix_agents.log.pricing.DEFAULT_PRICES``) fill the gaps.
     """
-    inspector = Inspector(store_of(target), _prices(prices))
+    store = store_of(target)
+    inspector = Inspector(store, _prices(prices))
     server = target if isinstance(target, AgentServer) else None
-    check = BearerCheck(auth)
+    gate = Gate(auth, store)
     document = msgspec.json.encode(openapi_document(auth=auth is not None))
-    gateway = Gateway(target, server, heartbeat_interval=heartbeat_interval, document=document)
-    mcp_endpoint = _mcp_endpoint(target, mcp, check, max_body_bytes)
+    gateway = Gateway(
+        target, server, heartbeat_interval=heartbeat_interval, document=document, gate=gate
+    )
+    mcp_endpoint = _mcp_endpoint(target, mcp, gate, max_body_bytes)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -93,10 +102,9 @@ def create_http_app(
     return GatewayApp(
         gateway,
         inspector,
-        check,
         routes=[
-            *routes(check, max_body_bytes),
-            *_a2a_routes(target, check, max_body_bytes, auth is not None),  # specs/a2a.md
+            *routes(gate, max_body_bytes),
+            *_a2a_routes(target, gate, max_body_bytes),  # specs/a2a.md
             *(mcp_endpoint.routes if mcp_endpoint is not None else ()),  # specs/mcp.md
         ],
         exception_handlers=EXCEPTION_HANDLERS,
@@ -105,23 +113,20 @@ def create_http_app(
 
 
 def _a2a_routes(
-    target: AgentServer | RemoteAgentTransport,
-    authorized: Callable[[Request], Awaitable[bool]],
-    max_body_bytes: int,
-    bearer: bool,
+    target: AgentServer | RemoteAgentTransport, gate: Gate, max_body_bytes: int
 ) -> list[BaseRoute]:
     """The A2A routes (specs/a2a.md) when the ``a2a`` extra is installed, else none."""
     if find_spec("a2a") is None or find_spec("sse_starlette") is None:  # found, not imported
         return []
     from helix_agents.bridges.a2a.mount import a2a_routes
 
-    return a2a_routes(target, authorized=authorized, max_body_bytes=max_body_bytes, bearer=bearer)
+    return a2a_routes(target, gate=gate, max_body_bytes=max_body_bytes)
 
 
 def _mcp_endpoint(
     target: AgentServer | RemoteAgentTransport,
     options: MCPOptions | None,
-    authorized: Callable[[Request], Awaitable[bool]],
+    gate: Gate,
     max_body_bytes: int,
 ) -> MCPMount | None:
     """The ``/mcp`` endpoint (specs/mcp.md) when ``options`` asks for it."""
@@ -129,7 +134,7 @@ def _mcp_endpoint(
         return None
     from helix_agents.bridges.mcp.endpoint import mcp_mount  # options were built: the extra is here
 
-    return mcp_mount(target, options, authorized=authorized, max_body_bytes=max_body_bytes)
+    return mcp_mount(target, options, gate=gate, max_body_bytes=max_body_bytes)
 
 
 class GatewayApp(Starlette):
@@ -139,17 +144,15 @@ class GatewayApp(Starlette):
     error and exception middleware and the route's, which buy a stream
     nothing: its handler's refusals (auth, a bad id, an unknown session) come
     before the stream starts, answered here by what the route's middleware
-    uses (``BearerCheck``, ``refusal``), and once it has started an error can
+    uses (``Gate``, ``authorize``, ``refusal``), and once it has started an error can
     only end it. ``/sse`` with another method (``POST``: a front end's run) is Starlette's.
     """
 
-    def __init__(
-        self, gateway: Gateway, inspector: Inspector, check: BearerCheck, **kwargs: Any
-    ) -> None:
+    def __init__(self, gateway: Gateway, inspector: Inspector, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.state.gateway = gateway  # the handlers' (``handlers.py``, ``sessions.py``)
         self.state.inspector = inspector  # the inspector's (``server/ui/routes.py``)
-        self._check = check
+        self._gate = gateway.gate
         self.streams = gateway.streams
         """The open ``GET /sse`` streams (``serve``'s shutdown ends the idle ones at once)."""
 
@@ -163,7 +166,9 @@ class GatewayApp(Starlette):
             request = Request(scope, receive)
             response: ASGIApp
             try:
-                await self._check.require(request)
+                identity = await self._gate.identify(request.headers)
+                authorize(identity, "read")  # the route's rule (routes.py)
+                scope.setdefault("state", {})[IDENTITY_KEY] = identity
                 response = await handlers.sse(request)
             except Exception as exc:
                 response = refusal(request, exc)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from starlette.requests import Request
 
 from helix_agents import RemoteAgentTransport
+from helix_agents.auth import Gate
 from helix_agents.ids import SessionId
 from helix_agents.log.session_list import SessionCatalog
 from helix_agents.protocol import TransportEvent
@@ -29,6 +30,7 @@ class Gateway:
         server: ``target`` when it is an ``AgentServer`` (its agents, its lifespan).
         heartbeat_interval: seconds between ``:heartbeat`` comments on a stream.
         document: the OpenAPI document ``GET /openapi.json`` answers, encoded.
+        gate: who requests are, and what they may touch (``specs/auth.md``).
     """
 
     def __init__(
@@ -38,8 +40,10 @@ class Gateway:
         *,
         heartbeat_interval: float,
         document: bytes,
+        gate: Gate,
     ) -> None:
         self.transport = target
+        self.gate = gate
         self.server = server
         self.heartbeat_interval = heartbeat_interval
         self.document = document

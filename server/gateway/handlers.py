@@ -10,14 +10,16 @@ and OpenAPI operation.
 from __future__ import annotations
 
 import logging
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from starlette.requests import Request
 from starlette.responses import Response
 
+from helix_agents.auth import Action, GuardedTransport, decided_by
 from helix_agents.branches.fork import ForkRequest, fork_session, remote_forker
 from helix_agents.errors import AgentServerError, TransportError
 from helix_agents.hitl.routing import send_approval
+from helix_agents.ids import SessionId
 from helix_agents.protocol import (
     RemoteMessageRequest,
     RemoteResumeRequest,
@@ -34,6 +36,7 @@ from helix_agents.server.ui import store_of
 from helix_agents.transports.bodies import SessionRequest
 
 from .context import gateway_of
+from .middleware import identity_of
 from .openapi_components import MAX_SEQUENCE
 from .responses import error_response, json_response
 
@@ -88,32 +91,46 @@ def _cursor(raw: str, field: str) -> int:
     return value
 
 
+async def _session(request: Request, session_id: str, action: Action) -> SessionId:
+    """``session_id`` checked, and within the reach of the request's identity (``Gate.session``)."""
+    checked = checked_id(session_id)
+    await gateway_of(request).gate.session(identity_of(request), action, checked)
+    return checked
+
+
 async def start(request: Request) -> Response:
     req = checked_start(await _body(request, RemoteStartRequest))
-    transport = gateway_of(request).transport
-    return json_response(await transport.start(with_trace_headers(req, request.headers)))
+    gateway = gateway_of(request)
+    req = await gateway.gate.start(identity_of(request), req)
+    return json_response(await gateway.transport.start(with_trace_headers(req, request.headers)))
 
 
 async def resume(request: Request) -> Response:
     req = await _body(request, RemoteResumeRequest)
-    checked_id(req.session_id)
-    return json_response(await gateway_of(request).transport.resume(req))
+    session_id = await _session(request, req.session_id, "write")
+    gateway = gateway_of(request)
+    answer = await gateway.transport.resume(req)
+    await gateway.gate.record(identity_of(request), session_id, "resume")
+    return json_response(answer)
 
 
 async def message(request: Request) -> Response:
     req = await _body(request, RemoteMessageRequest)
-    checked_id(req.session_id)
-    return json_response(await gateway_of(request).transport.send_message(req))
+    session_id = await _session(request, req.session_id, "write")
+    gateway = gateway_of(request)
+    answer = await gateway.transport.send_message(req)
+    await gateway.gate.record(identity_of(request), session_id, "message", req.message_id)
+    return json_response(answer)
 
 
 async def status(request: Request) -> Response:
-    session_id = checked_id(request.query_params.get("sessionId", ""))
+    session_id = await _session(request, request.query_params.get("sessionId", ""), "read")
     return json_response(await gateway_of(request).transport.get_status(session_id))
 
 
 async def sse(request: Request) -> SSEResponse | ProjectedStreamResponse:
     gateway = gateway_of(request)
-    session_id = checked_id(request.query_params.get("sessionId", ""))
+    session_id = await _session(request, request.query_params.get("sessionId", ""), "read")
     # Both are checked when present; the query parameter wins. An empty
     # Last-Event-ID (a client that has received no id yet) is no cursor.
     header = request.headers.get("last-event-id")
@@ -140,9 +157,15 @@ async def sse_run(request: Request) -> ProjectedStreamResponse:
     if fmt is None:
         raise AgentServerError("INVALID_REQUEST", "POST /sse needs format=ag-ui or ai-sdk (a run)")
     run = decode_run(await request.body(), fmt)
+    guarded = GuardedTransport(gateway.gate, identity_of(request), gateway.transport)
+
+    async def open_stream(session_id: SessionId, from_sequence: int) -> Any:
+        await gateway.gate.session(guarded.identity, "read", session_id)
+        return await gateway.open_stream(session_id, from_sequence)
+
     return await run_front_end(
-        gateway.transport,
-        gateway.open_stream,
+        guarded,
+        open_stream,
         run,
         fmt,
         request.query_params.get("agentType"),
@@ -152,43 +175,57 @@ async def sse_run(request: Request) -> ProjectedStreamResponse:
 
 async def interrupt(request: Request) -> Response:
     req = await _body(request, SessionRequest)
-    await gateway_of(request).transport.interrupt(checked_id(req.session_id), req.reason)
+    session_id = await _session(request, req.session_id, "write")
+    gateway = gateway_of(request)
+    await gateway.transport.interrupt(session_id, req.reason)
+    await gateway.gate.record(identity_of(request), session_id, "interrupt")
     return json_response({"ok": True})
 
 
 async def abort(request: Request) -> Response:
     req = await _body(request, SessionRequest)
-    await gateway_of(request).transport.abort(checked_id(req.session_id), req.reason)
+    session_id = await _session(request, req.session_id, "write")
+    gateway = gateway_of(request)
+    await gateway.transport.abort(session_id, req.reason)
+    await gateway.gate.record(identity_of(request), session_id, "abort")
     return json_response({"ok": True})
 
 
 async def submit_tool_result(request: Request) -> Response:
     req = await _body(request, SubmitToolResultRequest)
-    transport = gateway_of(request).transport
-    return json_response(
-        await transport.submit_tool_result(
-            checked_id(req.session_id), req.tool_call_id, req.result, req.error
-        )
+    session_id = await _session(request, req.session_id, "write")
+    gateway = gateway_of(request)
+    answer = await gateway.transport.submit_tool_result(
+        session_id, req.tool_call_id, req.result, req.error
     )
+    await gateway.gate.record(identity_of(request), session_id, "tool_result", req.tool_call_id)
+    return json_response(answer)
 
 
 async def submit_approval(request: Request) -> Response:
     req = await _body(request, SubmitApprovalRequest)
-    return json_response(
-        await send_approval(
-            gateway_of(request).transport,
-            checked_id(req.session_id),
-            req.tool_call_id,
-            req.approved,
-            req.reason,
-            checked_decided_by(req.decided_by),
-        )
+    session_id = await _session(request, req.session_id, "write")
+    gateway = gateway_of(request)
+    identity = identity_of(request)
+    answer = await send_approval(
+        gateway.transport,
+        session_id,
+        req.tool_call_id,
+        req.approved,
+        req.reason,
+        decided_by(identity, checked_decided_by(req.decided_by)),
     )
+    await gateway.gate.record(identity, session_id, "approval", req.tool_call_id)
+    return json_response(answer)
 
 
 async def fork(request: Request) -> Response:
     req = await _body(request, ForkRequest)
-    gateway = gateway_of(request)
+    gateway, identity = gateway_of(request), identity_of(request)
+    # The origin within reach for a write: a fork makes (and runs) a session.
+    origin = await _session(request, req.session_id, "write")
+    if req.new_session_id is not None:
+        await gateway.gate.free_or_own(identity, checked_id(req.new_session_id))
     store = store_of(gateway.transport)
     if store is None:
         raise AgentServerError(
@@ -199,7 +236,7 @@ async def fork(request: Request) -> Response:
     result = await fork_session(
         store,
         gateway.transport,
-        checked_id(req.session_id),
+        origin,
         req.at_seq,
         edits=req.edits,
         new_session_id=req.new_session_id,
@@ -207,6 +244,7 @@ async def fork(request: Request) -> Response:
         id_map=req.id_map,
         remote_fork=None if server is None else remote_forker(server.executor.registry),
     )
+    await gateway.gate.record(identity, result.session_id, "fork", origin)
     return json_response(result)
 
 

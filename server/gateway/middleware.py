@@ -5,8 +5,9 @@ Each protocol route (``routes.py``) runs its handler inside, from the outside in
 - :class:`ProtocolErrors`: an exception raised before the answer starts
   becomes the protocol's failure (``protocol_error``, ``server/edge.py``); a
   client that left mid-body is counted, not logged as an error;
-- :class:`BearerAuth` (not on the open routes): ``401 UNAUTHORIZED`` without
-  a token the gateway accepts;
+- :class:`Authenticate` (not on the public routes): ``401 UNAUTHORIZED`` without
+  a credential the gateway accepts, ``403 FORBIDDEN`` when the identity lacks
+  the route's permission (``specs/auth.md``);
 - :class:`BodyLimit`: reading a body over the limit raises ``413 PAYLOAD_TOO_LARGE``.
 
 They sit on the routes, not around the app, so that an unknown route stays
@@ -17,10 +18,8 @@ MCP mounts keep their own refusals.
 
 from __future__ import annotations
 
-import hmac
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection
 
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
@@ -29,6 +28,7 @@ from starlette.responses import Response
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from helix_agents.auth import IDENTITY_KEY, Action, Gate, Identity, authorize
 from helix_agents.errors import AgentServerError
 from helix_agents.server.edge import protocol_error
 
@@ -37,18 +37,14 @@ from .responses import error_response
 __all__ = [
     "CLIENT_GONE_EVERY",
     "EXCEPTION_HANDLERS",
-    "Auth",
-    "BearerAuth",
-    "BearerCheck",
+    "Authenticate",
     "BodyLimit",
     "ProtocolErrors",
+    "identity_of",
     "refusal",
 ]
 
 log = logging.getLogger("helix_agents.server")
-
-Auth = Collection[str] | Callable[[str], Awaitable[bool]]
-"""Bearer tokens that are accepted, or an async check of a token."""
 
 CLIENT_GONE_EVERY = 10.0
 """Seconds between two log lines about clients that left before their request's body came."""
@@ -113,51 +109,30 @@ class ProtocolErrors:
             await refusal(Request(scope, receive), exc)(scope, receive, send)
 
 
-def _token_matches(token: str, allowed: Collection[str]) -> bool:
-    """Whether ``token`` is one of ``allowed``, compared as bytes in constant time.
+class Authenticate:
+    """Route middleware: who the request is (``401`` without a credential), and the route's rule.
 
-    Header values arrive as Latin-1 text (any byte is one character); the
-    tokens we accept are compared as UTF-8, so a non-ASCII token is refused,
-    never an error.
+    The identity is kept in the scope's ``state`` (:func:`identity_of`) for the
+    handler, which checks the session it touches (``Gate.session``); here
+    only the permission the route needs (``read`` or ``write``: ``403``).
     """
-    given = token.encode("latin-1", errors="replace")
-    return any(hmac.compare_digest(given, candidate.encode()) for candidate in allowed)
 
-
-class BearerCheck:
-    """A gateway's check of a request's ``Authorization: Bearer`` token (``None``: no auth)."""
-
-    def __init__(self, auth: Auth | None) -> None:
-        self.auth = auth
-
-    async def __call__(self, request: Request) -> bool:
-        """Whether ``request`` may be served (the A2A and MCP mounts ask this too)."""
-        if self.auth is None:
-            return True
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token:
-            return False
-        if callable(self.auth):
-            return bool(await self.auth(token))
-        return _token_matches(token, self.auth)
-
-    async def require(self, request: Request) -> None:
-        """Raises ``UNAUTHORIZED`` unless ``request`` may be served."""
-        if not await self(request):
-            raise AgentServerError("UNAUTHORIZED", "missing or invalid bearer token")
-
-
-class BearerAuth:
-    """Route middleware: the route answers only requests that ``check`` accepts."""
-
-    def __init__(self, app: ASGIApp, check: BearerCheck) -> None:
+    def __init__(self, app: ASGIApp, gate: Gate, rule: Action) -> None:
         self.app = app
-        self.check = check
+        self.gate = gate
+        self.rule = rule
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.check.require(Request(scope, receive))
+        identity = await self.gate.identify(Headers(scope=scope))
+        authorize(identity, self.rule)
+        scope.setdefault("state", {})[IDENTITY_KEY] = identity
         await self.app(scope, receive, send)
+
+
+def identity_of(request: Request) -> Identity:
+    """The identity :class:`Authenticate` found for ``request``."""
+    identity: Identity = request.scope["state"][IDENTITY_KEY]
+    return identity
 
 
 class BodyLimit:

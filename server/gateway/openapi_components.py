@@ -144,7 +144,9 @@ ERRORS: dict[str, str] = {
     "400": "INVALID_REQUEST: malformed JSON, a missing or mistyped field, a bad session id or "
     "query parameter, JSON nested deeper than 64 levels",
     "401": "UNAUTHORIZED: missing or refused bearer token",
-    "404": "NOT_FOUND: unknown agent type, session, route or tool call",
+    "403": "FORBIDDEN: the identity may not change sessions (a `reader`; specs/auth.md)",
+    "404": "NOT_FOUND: unknown agent type, session, route or tool call; a session of another "
+    "tenant is answered so too (specs/auth.md)",
     "405": "METHOD_NOT_ALLOWED: `Allow` lists the methods of the route",
     "409": "ALREADY_RUNNING, ALREADY_COMPLETED, ALREADY_ANSWERED or SESSION_FAILED",
     "413": "PAYLOAD_TOO_LARGE: body over the server's limit",

@@ -57,7 +57,7 @@ class Operation(Protocol):
     def __call__(self, *, auth: bool) -> dict[str, Any]: ...
 
 
-_POST_ERRORS = ("400", "401", "404", "405", "409", "413", "500", "503")
+_POST_ERRORS = ("400", "401", "403", "404", "405", "409", "413", "500", "503")
 _GET_ERRORS = ("400", "401", "404", "405", "500", "503")
 _OPEN_ERRORS = ("405", "503")
 
@@ -69,7 +69,7 @@ def _json_body(name: str) -> dict[str, Any]:
 def _errors(statuses: tuple[str, ...], *, auth: bool) -> dict[str, Any]:
     answers: dict[str, Any] = {}
     for status in statuses:
-        if status == "401" and not auth:
+        if status in ("401", "403") and not auth:
             continue
         answer: dict[str, Any] = {
             "description": ERRORS[status],

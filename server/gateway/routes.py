@@ -11,18 +11,24 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.routing import Route
 
+from helix_agents.auth import Gate
 from helix_agents.server.ui import routes as ui
 
 from . import handlers, openapi_paths as docs, sessions
-from .middleware import BearerAuth, BearerCheck, BodyLimit, ProtocolErrors
+from .middleware import Authenticate, BodyLimit, ProtocolErrors
 
-__all__ = ["ENDPOINTS", "Endpoint", "routes"]
+__all__ = ["ENDPOINTS", "Endpoint", "Rule", "routes"]
+
+Rule = Literal["public", "read", "write"]
+"""Who may call a route (``specs/auth.md``): anyone (``public``: no data), an identity
+that may read sessions, or one that may change them. A handler of a ``read`` or
+``write`` route checks the session it touches against the identity too."""
 
 
 @dataclass(frozen=True)
@@ -34,52 +40,60 @@ class Endpoint:
         method: ``GET`` (which answers ``HEAD`` too) or ``POST``.
         handler: ``request -> response``; it raises to refuse.
         operation: its OpenAPI operation object.
-        open: served without a bearer token even when the gateway has auth.
+        rule: who may call it (:data:`Rule`); every route has one.
     """
 
     path: str
     method: str
     handler: Callable[[Request], Awaitable[Any]]
     operation: docs.Operation
-    open: bool = False
+    rule: Rule
 
-    def route(self, check: BearerCheck, max_body_bytes: int) -> Route:
+    @property
+    def open(self) -> bool:
+        """Served without a credential even when the gateway has auth."""
+        return self.rule == "public"
+
+    def route(self, gate: Gate, max_body_bytes: int) -> Route:
         """The Starlette route, its middleware set up for one gateway."""
+        rule = self.rule
         middleware = [
             Middleware(ProtocolErrors),
-            *([] if self.open else [Middleware(BearerAuth, check=check)]),
+            *([] if rule == "public" else [Middleware(Authenticate, gate=gate, rule=rule)]),
             Middleware(BodyLimit, max_bytes=max_body_bytes),
         ]
         return Route(self.path, self.handler, methods=[self.method], middleware=middleware)
 
 
 ENDPOINTS: tuple[Endpoint, ...] = (
-    Endpoint("/start", "POST", handlers.start, docs.START),
-    Endpoint("/resume", "POST", handlers.resume, docs.RESUME),
-    Endpoint("/message", "POST", handlers.message, docs.MESSAGE),
-    Endpoint("/interrupt", "POST", handlers.interrupt, docs.INTERRUPT),
-    Endpoint("/abort", "POST", handlers.abort, docs.ABORT),
-    Endpoint("/submit-tool-result", "POST", handlers.submit_tool_result, docs.SUBMIT_TOOL_RESULT),
-    Endpoint("/submit-approval", "POST", handlers.submit_approval, docs.SUBMIT_APPROVAL),
-    Endpoint("/fork", "POST", handlers.fork, docs.FORK),
-    Endpoint("/sse", "GET", handlers.sse, docs.sse),
-    Endpoint("/sse", "POST", handlers.sse_run, docs.sse_run),
-    Endpoint("/status", "GET", handlers.status, docs.status),
-    Endpoint("/sessions", "GET", sessions.sessions, docs.sessions),
-    Endpoint("/health", "GET", handlers.health, docs.health, open=True),
-    Endpoint("/openapi.json", "GET", handlers.openapi, docs.openapi, open=True),
-    # The inspector (specs/ui.md): its page holds no data.
-    Endpoint("/ui", "GET", ui.page, docs.ui_operation("/ui"), open=True),
+    Endpoint("/start", "POST", handlers.start, docs.START, "write"),
+    Endpoint("/resume", "POST", handlers.resume, docs.RESUME, "write"),
+    Endpoint("/message", "POST", handlers.message, docs.MESSAGE, "write"),
+    Endpoint("/interrupt", "POST", handlers.interrupt, docs.INTERRUPT, "write"),
+    Endpoint("/abort", "POST", handlers.abort, docs.ABORT, "write"),
     Endpoint(
-        "/ui/assets/{name}", "GET", ui.asset, docs.ui_operation("/ui/assets/{name}"), open=True
+        "/submit-tool-result", "POST", handlers.submit_tool_result, docs.SUBMIT_TOOL_RESULT, "write"
     ),
-    Endpoint("/ui/diff", "GET", ui.diff_page, docs.ui_operation("/ui/diff"), open=True),
-    Endpoint("/diff", "GET", ui.diff, docs.ui_operation("/diff")),
-    Endpoint("/snapshot", "GET", ui.snapshot, docs.ui_operation("/snapshot")),
+    Endpoint("/submit-approval", "POST", handlers.submit_approval, docs.SUBMIT_APPROVAL, "write"),
+    Endpoint("/fork", "POST", handlers.fork, docs.FORK, "write"),
+    Endpoint("/sse", "GET", handlers.sse, docs.sse, "read"),
+    Endpoint("/sse", "POST", handlers.sse_run, docs.sse_run, "write"),
+    Endpoint("/status", "GET", handlers.status, docs.status, "read"),
+    Endpoint("/sessions", "GET", sessions.sessions, docs.sessions, "read"),
+    Endpoint("/health", "GET", handlers.health, docs.health, "public"),
+    Endpoint("/openapi.json", "GET", handlers.openapi, docs.openapi, "public"),
+    # The inspector (specs/ui.md): its pages hold no data; its data is a read.
+    Endpoint("/ui", "GET", ui.page, docs.ui_operation("/ui"), "public"),
+    Endpoint(
+        "/ui/assets/{name}", "GET", ui.asset, docs.ui_operation("/ui/assets/{name}"), "public"
+    ),
+    Endpoint("/ui/diff", "GET", ui.diff_page, docs.ui_operation("/ui/diff"), "public"),
+    Endpoint("/diff", "GET", ui.diff, docs.ui_operation("/diff"), "read"),
+    Endpoint("/snapshot", "GET", ui.snapshot, docs.ui_operation("/snapshot"), "read"),
 )
 """The documented routes, in the document's order."""
 
 
-def routes(check: BearerCheck, max_body_bytes: int) -> list[Route]:
+def routes(gate: Gate, max_body_bytes: int) -> list[Route]:
     """:data:`ENDPOINTS` as one gateway's Starlette routes."""
-    return [endpoint.route(check, max_body_bytes) for endpoint in ENDPOINTS]
+    return [endpoint.route(gate, max_body_bytes) for endpoint in ENDPOINTS]

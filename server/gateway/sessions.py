@@ -4,7 +4,8 @@ Query parameters: ``status``, ``agent``, ``topLevel`` (``true``/``false``),
 ``q`` (text search), ``metadata.KEY=VALUE`` (repeatable, one per key),
 ``createdAfter``/``createdBefore``/``updatedAfter``/``updatedBefore`` (epoch
 seconds or ISO 8601), ``limit`` (1-500, default 50) and ``cursor`` (a
-previous page's ``nextCursor``; empty, as absent: the first page). The answer is a
+previous page's ``nextCursor``; empty, as absent: the first page). An identity bound
+to a tenant lists only its tenant's sessions (``specs/auth.md``). The answer is a
 :class:`~helix_agents.log.session_list.SessionListPage`.
 A gateway whose target has no store of its own (it fronts another gateway)
 answers ``NOT_FOUND``.
@@ -22,6 +23,7 @@ from helix_agents.log.search import MAX_METADATA_FILTERS, SessionQuery, parse_ti
 from helix_agents.log.session_list import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
 from .context import gateway_of
+from .middleware import identity_of
 
 __all__ = ["sessions"]
 
@@ -100,8 +102,9 @@ def _limit(raw: str | None) -> int:
 
 
 async def sessions(request: Request) -> Response:
-    """``GET /sessions``: a page of the sessions of the gateway's store."""
-    catalog = gateway_of(request).catalog
+    """``GET /sessions``: a page of the sessions of the store (of the identity's tenant)."""
+    gateway = gateway_of(request)
+    catalog = gateway.catalog
     if catalog is None:
         raise AgentServerError("NOT_FOUND", "this gateway has no session store to list")
     params = request.query_params
@@ -113,5 +116,6 @@ async def sessions(request: Request) -> Response:
         limit=_limit(params.get("limit")),
         cursor=params.get("cursor") or None,  # empty: the first page (the schema allows it)
         query=query,
+        tenant=gateway.gate.tenant_filter(identity_of(request)),
     )
     return Response(_encoder.encode(page), media_type="application/json")

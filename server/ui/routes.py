@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from helix_agents import EventStore
+from helix_agents.auth import IDENTITY_KEY
 from helix_agents.errors import AgentServerError
 from helix_agents.log.diff import diff_logs
 from helix_agents.log.pricing import Prices
@@ -109,6 +110,8 @@ async def snapshot(request: Request) -> Response:
     """``GET /snapshot``: a session tree at a sequence of its root's log."""
     inspector: Inspector = request.app.state.inspector
     session_id = checked_id(request.query_params.get("sessionId", ""))
+    identity = request.scope["state"][IDENTITY_KEY]  # the route's Authenticate
+    await request.app.state.gateway.gate.session(identity, "read", session_id)
     at = _int_param(request, "at", minimum=1)
     taken = await take_snapshot(inspector.needs_store(), session_id, at, inspector.prices)
     return Response(_encoder.encode(taken), media_type="application/json")
@@ -123,6 +126,9 @@ async def diff(request: Request) -> Response:
     """``GET /diff``: sessions ``a`` and ``b`` compared from their common prefix (a ``LogDiff``)."""
     inspector: Inspector = request.app.state.inspector
     ids = [checked_id(request.query_params.get(name, "")) for name in ("a", "b")]
+    identity = request.scope["state"][IDENTITY_KEY]  # the route's Authenticate
+    for session_id in ids:  # both within reach, or 404 as if missing
+        await request.app.state.gateway.gate.session(identity, "read", session_id)
     store = inspector.needs_store()
     logs = []
     for session_id in ids:

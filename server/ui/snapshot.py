@@ -19,6 +19,7 @@ from helix_agents.events import (
     Event,
     InputRequired,
     PendingInput,
+    RequestMade,
     SubSessionFinished,
     SubSessionStarted,
 )
@@ -100,6 +101,8 @@ async def take_snapshot(
         if node.usage is not None:
             node.cost = prices.cost(node.usage, node.agent_type)
     view.decisions = decisions_of(prefix)
+    view.owner = state.owner
+    view.requests = [event for event in prefix if isinstance(event, RequestMade)]
     return Snapshot(session_id=session_id, at=cut, latest_sequence=latest, status=status, view=view)
 
 

@@ -24,7 +24,9 @@ from helix_agents.events import (
     OutputChunk,
     PartialOutput,
     PendingInput,
+    Principal,
     ReasoningDelta,
+    RequestMade,
     RunStarted,
     SessionCreated,
     StepRestarted,
@@ -173,6 +175,10 @@ class TreeView(msgspec.Struct, kw_only=True, rename="camel"):
     pending: list[PendingInput] = []
     decisions: list[Decision] = []
     """Approvals decided up to ``at``, oldest first (``GET /snapshot`` fills it)."""
+    owner: Principal | None = None
+    """Who owns the tree (``session_created.owner``; ``GET /snapshot`` fills it)."""
+    requests: list[RequestMade] = []
+    """Who changed the root up to ``at``, oldest first (``GET /snapshot`` fills it)."""
 
     def node(self, agent_id: str, agent_type: str) -> AgentNode:
         """The node of ``agent_id``, made (without a parent) the first time it is seen."""

@@ -37,11 +37,13 @@ from helix_agents.events import (
     MessageQueued,
     OutputChunk,
     PartialOutput,
+    Principal,
     ReasoningDelta,
     RemoteRef,
     ReplaceState,
     ReplaceToolResult,
     ReplaceUserMessage,
+    RequestMade,
     RunStarted,
     SessionCreated,
     SessionForked,
@@ -114,6 +116,7 @@ SAMPLES: dict[type[EventBase], Event] = {
         workspace_session_id="root",
         trace_context={"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
         strict=True,
+        owner=Principal(tenant="acme", user="ada"),
     ),
     RunStarted: RunStarted(
         **env(),
@@ -304,6 +307,9 @@ SAMPLES: dict[type[EventBase], Event] = {
         root_origin_seq=5,
         session_map={"origin": SID},
     ),
+    RequestMade: RequestMade(
+        **env(), action="approval", by=Principal(tenant="acme", user="ada"), ref="call_4"
+    ),
 }
 
 # The tags documented in specs/events.md: the wire names that must never change.
@@ -349,6 +355,7 @@ DOCUMENTED_TAGS: dict[type[EventBase], str] = {
     WorkspaceWritten: "workspace_written",
     WorkspaceDeleted: "workspace_deleted",
     SessionForked: "session_forked",
+    RequestMade: "request_made",
 }
 
 BY_NAME = pytest.mark.parametrize("cls", EVENT_TYPES, ids=lambda cls: cls.__name__)

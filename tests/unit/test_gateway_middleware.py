@@ -12,8 +12,9 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Message
 
+from helix_agents.auth import Gate
 from helix_agents.errors import AgentServerError
-from helix_agents.server.gateway.middleware import EXCEPTION_HANDLERS, BearerCheck
+from helix_agents.server.gateway.middleware import EXCEPTION_HANDLERS
 from helix_agents.server.gateway.routes import Endpoint
 
 LIMIT = 16
@@ -44,16 +45,16 @@ def _no_document(*, auth: bool) -> dict[str, Any]:
 
 
 def _app(auth: Any = None) -> Starlette:
-    check = BearerCheck(auth)
+    gate = Gate(auth, None)
     endpoints = [
-        Endpoint("/echo", "POST", _echo, _no_document),
-        Endpoint("/open", "POST", _echo, _no_document, open=True),
-        Endpoint("/refuse", "GET", _refuse, _no_document),
-        Endpoint("/crash", "GET", _crash, _no_document),
-        Endpoint("/stream", "GET", _crash_mid_stream, _no_document),
+        Endpoint("/echo", "POST", _echo, _no_document, "write"),
+        Endpoint("/open", "POST", _echo, _no_document, "public"),
+        Endpoint("/refuse", "GET", _refuse, _no_document, "read"),
+        Endpoint("/crash", "GET", _crash, _no_document, "read"),
+        Endpoint("/stream", "GET", _crash_mid_stream, _no_document, "read"),
     ]
     return Starlette(
-        routes=[endpoint.route(check, LIMIT) for endpoint in endpoints],
+        routes=[endpoint.route(gate, LIMIT) for endpoint in endpoints],
         exception_handlers=EXCEPTION_HANDLERS,
     )
 

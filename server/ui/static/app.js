@@ -516,6 +516,27 @@ function renderDecided(view) {
   $("decided-list").replaceChildren(...decisions.map(renderDecision));
 }
 
+function who(principal) {
+  // A session's owner or a request's maker (specs/auth.md): user@tenant.
+  if (!principal) return "(nobody named)";
+  return principal.tenant ? `${principal.user ?? ""}@${principal.tenant}` : principal.user ?? "?";
+}
+
+function renderRequests(view) {
+  // Who owns the session, and who changed it (request_made): specs/auth.md.
+  const requests = view.requests || [];
+  $("requests").hidden = !view.owner && !requests.length;
+  $("requests-list").replaceChildren(
+    ...(view.owner ? [el("div", { class: "request owner", text: `owned by ${who(view.owner)}` })] : []),
+    ...requests.map((request) => el("div", {
+      class: "request",
+      "data-action": request.action,
+      text: `${request.action}${request.ref ? ` (${request.ref})` : ""} by ${who(request.by)}`
+        + ` at ${new Date(request.ts * 1000).toLocaleString()}`,
+    })),
+  );
+}
+
 function renderAgent(view, agentId, drawn) {
   const node = view.agents[agentId];
   drawn.add(agentId);
@@ -676,6 +697,7 @@ function render() {
   renderTree(view);
   renderPending(view, !session.shown);
   renderDecided(view);
+  renderRequests(view);
   renderTotal(view);
   const status = view.agents[view.rootId].status;
   $("root-status").className = `badge ${status}`;
@@ -725,6 +747,8 @@ function refreshSoon() {
         }
       }
       session.live.decisions = fresh.view.decisions; // decisions are not on the stream
+      session.live.owner = fresh.view.owner; // nor who owns and changed the session
+      session.live.requests = fresh.view.requests;
       if (session.ended) session.live.agents[session.rootId].status = fresh.status.status;
       schedule();
     } catch (error) {
