@@ -32,7 +32,13 @@ def _config(job: dict[str, Any], name: str) -> Any:
 async def helix_dbos(job: dict[str, Any]) -> dict[str, Any]:
     """``stepper`` sessions through ``dbos_server`` (``serve --dbos``), itemized."""
     from helix_agents.dbos import DbosOptions, dbos_server
-    from sidebyside.profile import Tally, install_dbos, install_steps, itemize
+    from sidebyside.profile import (
+        Tally,
+        install_dbos,
+        install_steps,
+        itemize,
+        profiled_sessions,
+    )
 
     steps, count = job["steps"], job["count"]
     tally = Tally()
@@ -44,7 +50,7 @@ async def helix_dbos(job: dict[str, Any]) -> dict[str, Any]:
         async with dbos_server(build(steps, 1), store, options) as server:
             await sessions(server, "stepper", 1, f"{job['prefix']}-warm")
             tally.clear()
-            times = await sessions(server, "stepper", count, job["prefix"])
+            times = await profiled_sessions(server, count, job["prefix"], tally)
     finally:
         await store.close()
     return {"times": times, "profile": itemize(tally, sum(times), steps * count)}

@@ -6,8 +6,8 @@ they wrap: every :class:`~helix_agents.engines.durable.steps.DurableSteps` and
 the SQLite store's reads and appends made inside a step (a reader streaming
 the log to the client is not counted), and on DBOS ``DBOS.run_step_async``
 (the engine's step: its checkpoint around our work) and ``StepHost.call``
-(our work handed to the worker's loop). The totals are divided by the agent
-steps run.
+(our work handed to the worker's loop). Only the time inside the sessions'
+windows counts (``Tally.sums``); the totals are divided by the agent steps run.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-__all__ = ["Tally", "install_dbos", "install_steps", "itemize"]
+__all__ = ["Tally", "install_dbos", "install_steps", "itemize", "profiled_sessions"]
 
 _IN_STEP: contextvars.ContextVar[bool] = contextvars.ContextVar("in_step", default=False)
 _STEPS = ("begin", "model_step", "round_open", "tool_round", "round_close", "stopped")
@@ -28,24 +28,70 @@ _CALLS = ("tool_call", "tool_failed", "child_open", "child_follow", "companion_c
 
 
 class Tally:
-    """Seconds and calls by key (the DBOS steps run on another thread: locked)."""
+    """The intervals of the wrapped calls, by key (the DBOS steps run on another thread:
+    locked), and the sessions' windows (from the start to the client reading the end)."""
 
     def __init__(self) -> None:
-        self.seconds: defaultdict[str, float] = defaultdict(float)
-        self.calls: Counter[str] = Counter()
+        self.intervals: list[tuple[str, float, float]] = []
+        self.windows: list[tuple[float, float]] = []
         self._lock = threading.Lock()
 
-    def add(self, key: str, seconds: float) -> None:
-        """Count one call of ``key`` that took ``seconds``."""
+    def add(self, key: str, began: float) -> None:
+        """Record a call of ``key`` that began at ``began`` and ends now."""
+        ended = time.perf_counter()
         with self._lock:
-            self.seconds[key] += seconds
-            self.calls[key] += 1
+            self.intervals.append((key, began, ended))
 
     def clear(self) -> None:
         """Forget everything (after a warm-up)."""
         with self._lock:
-            self.seconds.clear()
-            self.calls.clear()
+            self.intervals.clear()
+            self.windows.clear()
+
+    def sums(self) -> tuple[dict[str, float], Counter[str], float]:
+        """Per key, the seconds and calls begun inside the windows, clipped to their ends; the
+        launches (from a window's start to its first step).
+
+        A session's last step may still be recording its completion once the
+        client has read the end, over the next session's start: that tail is
+        no session's latency.
+        """
+        seconds: defaultdict[str, float] = defaultdict(float)
+        calls: Counter[str] = Counter()
+        launch = 0.0
+        with self._lock:
+            intervals = sorted(self.intervals, key=lambda item: item[1])
+        first_key = "engine_step" if any(k == "engine_step" for k, _, _ in intervals) else "step"
+        for low, high in self.windows:
+            first = high
+            for key, began, ended in intervals:
+                if low <= began < high:
+                    seconds[key] += min(ended, high) - began
+                    calls[key] += 1
+                    if key == first_key:
+                        first = min(first, began)
+            launch += first - low
+        return seconds, calls, launch
+
+
+async def profiled_sessions(service: Any, count: int, prefix: str, tally: Tally) -> list[float]:
+    """``_durable.sessions`` of ``stepper``, each session's window kept in ``tally``."""
+    from helix_agents.protocol import EndEvent, RemoteStartRequest
+
+    times: list[float] = []
+    for n in range(count):
+        session_id = f"{prefix}-stepper-{n}"
+        began = time.perf_counter()
+        await service.start(
+            RemoteStartRequest(session_id=session_id, agent_type="stepper", message="go")
+        )
+        async for event in service.stream(session_id):
+            if isinstance(event, EndEvent):
+                break
+        ended = time.perf_counter()
+        times.append(ended - began)
+        tally.windows.append((began, ended))
+    return times
 
 
 def _wrap(owner: Any, name: str, wrapper: Callable[[Callable[..., Awaitable[Any]]], Any]) -> None:
@@ -63,8 +109,8 @@ def _step(tally: Tally, name: str) -> Callable[[Callable[..., Awaitable[Any]]], 
             try:
                 return await original(*args, **kwargs)
             finally:
-                tally.add("step", time.perf_counter() - began)
-                tally.add(f"step:{name}", 0.0)
+                tally.add("step", began)
+                tally.add(f"step:{name}", began)
                 _IN_STEP.reset(token)
 
         return step
@@ -81,7 +127,7 @@ def _inside(tally: Tally, key: str) -> Callable[[Callable[..., Awaitable[Any]]],
             try:
                 return await original(*args, **kwargs)
             finally:
-                tally.add(key, time.perf_counter() - began)
+                tally.add(key, began)
 
         return inside
 
@@ -95,7 +141,7 @@ def _always(tally: Tally, key: str) -> Callable[[Callable[..., Awaitable[Any]]],
             try:
                 return await original(*args, **kwargs)
             finally:
-                tally.add(key, time.perf_counter() - began)
+                tally.add(key, began)
 
         return always
 
@@ -133,18 +179,18 @@ def _ms(seconds: float, per: int) -> float:
 
 def itemize(tally: Tally, total_s: float, agent_steps: int) -> dict[str, Any]:
     """Per agent step: the engine, our appends, reads and code, the rest; steps by kind."""
-    s = tally.seconds
+    s, calls, launch = tally.sums()
     ours = s["step"] - s["read"] - s["append"]
     out: dict[str, Any] = {
         "total_ms": _ms(total_s, agent_steps),
         "log_appends_ms": _ms(s["append"], agent_steps),
         "log_reads_ms": _ms(s["read"], agent_steps),
-        "appends_per_step": round(tally.calls["append"] / agent_steps, 2),
-        "reads_per_step": round(tally.calls["read"] / agent_steps, 2),
-        "durable_steps_per_step": round(tally.calls["step"] / agent_steps, 2),
+        "appends_per_step": round(calls["append"] / agent_steps, 2),
+        "reads_per_step": round(calls["read"] / agent_steps, 2),
+        "durable_steps_per_step": round(calls["step"] / agent_steps, 2),
         "steps_by_kind": {
             key.split(":", 1)[1]: round(count / agent_steps, 2)
-            for key, count in sorted(tally.calls.items())
+            for key, count in sorted(calls.items())
             if key.startswith("step:")
         },
     }
@@ -153,8 +199,13 @@ def itemize(tally: Tally, total_s: float, agent_steps: int) -> dict[str, Any]:
         out["our_code_ms"] = _ms(ours + s["host_call"] - s["step"], agent_steps)
         out["loop_hop_ms"] = _ms(s["host_call"] - s["step"], agent_steps)
         out["rest_ms"] = _ms(total_s - s["engine_step"], agent_steps)
-        out["engine_steps_per_step"] = round(tally.calls["engine_step"] / agent_steps, 2)
+        out["engine_steps_per_step"] = round(calls["engine_step"] / agent_steps, 2)
+        outside = total_s - s["engine_step"]
     else:  # Temporal: everything outside our steps is the engine's (round trips, tasks, SDK)
         out["engine_and_rest_ms"] = _ms(total_s - s["step"], agent_steps)
         out["our_code_ms"] = _ms(ours, agent_steps)
+        outside = total_s - s["step"]
+    # outside the steps: the launch (the start until the first step), and between the steps
+    out["launch_ms"] = _ms(launch, agent_steps)
+    out["between_steps_ms"] = _ms(outside - launch, agent_steps)
     return out

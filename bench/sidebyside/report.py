@@ -69,6 +69,9 @@ def _itemized(name: str, profile: dict[str, Any]) -> list[str]:
         f"({profile['appends_per_step']:g}), log reads {profile['log_reads_ms']:.1f} ms "
         f"({profile['reads_per_step']:g}), {ours}"
         + (f", the rest {profile['rest_ms']:.1f} ms" if "rest_ms" in profile else ""),
+        f"    outside the steps: the launch (the start until the first step) "
+        f"{profile['launch_ms']:.1f} ms, between the steps and after them "
+        f"{profile['between_steps_ms']:.1f} ms",
         f"    durable steps per agent step {profile['durable_steps_per_step']:g} ({kinds})",
     ]
     return lines

@@ -45,7 +45,7 @@ async def helix_temporal(job: dict[str, Any]) -> dict[str, Any]:
     from temporalio.client import Client
 
     from helix_agents.temporal import TemporalOptions, TemporalWorker, temporal_server
-    from sidebyside.profile import Tally, install_steps, itemize
+    from sidebyside.profile import Tally, install_steps, itemize, profiled_sessions
 
     steps, count, prefix = job["steps"], job["count"], job["prefix"]
     tally = Tally()
@@ -60,7 +60,7 @@ async def helix_temporal(job: dict[str, Any]) -> dict[str, Any]:
         ):
             await sessions(server, "stepper", 1, f"{prefix}-warm")
             tally.clear()
-            times = await sessions(server, "stepper", count, prefix)
+            times = await profiled_sessions(server, count, prefix, tally)
     finally:
         await store.close()
     client = await Client.connect(job["address"])
