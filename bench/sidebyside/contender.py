@@ -23,7 +23,9 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 import anyio
 
 MARK = "RESULT "
+"""What starts the line carrying the result."""
 SKIPPED = "skipped (pip install -e '.[bench]')"
+"""A Pydantic AI contender's result when Pydantic AI is not installed."""
 
 Run = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -72,6 +74,7 @@ KINDS = (
     "pai_temporal",
     "bare_temporal",
 )
+"""The contenders a job may name."""
 
 
 def main(argv: list[str]) -> int:

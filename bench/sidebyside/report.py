@@ -15,7 +15,9 @@ from sidebyside.contender import SKIPPED
 __all__ = ["DBOS_TARGETS", "TEMPORAL_TARGET", "dbos_block", "temporal_block"]
 
 DBOS_TARGETS = {"helix_over_pai_overhead": 1.0, "helix_overhead_over_floor": 1.5}
+"""On DBOS: the most helix's overhead may be over Pydantic AI's, and over the floor."""
 TEMPORAL_TARGET = 0.7
+"""On Temporal: the most helix's time per agent step may be over Pydantic AI's."""
 
 Figures = dict[str, dict[str, Any] | None]
 
