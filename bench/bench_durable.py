@@ -1,14 +1,20 @@
 """``temporal`` and ``dbos`` benchmarks: what running on a durable engine costs per agent step
-and per sub-agent call.
+and per sub-agent call, beside Pydantic AI on the same engine.
 
-Side by side in one run, on the same SQLite store and scripted models: a
-plain agent of N steps (each a tool call and a model call) and a parent
+Per agent step, side by side (``sidebyside/``, issue 35): helix's built-in
+runtime, Pydantic AI plain, helix on the engine, Pydantic AI's ``DBOSAgent`` or
+``TemporalAgent``, and the engine alone, each contender in a process of its
+own, interleaved rounds; the durable overheads, the ratios the issue targets,
+helix's durable step itemized (and on Temporal the history per step); DBOS on
+a SQLite system database and on Postgres.
+
+Per sub-agent call, on the same SQLite store and scripted models: a parent
 making M sequential local sub-agent calls, on the built-in runtime and as
 the engine's workflows: Temporal (a dev server started here, a worker in
 this process, the gateway's service in front), or DBOS (embedded: a SQLite
 system database, the workflows run in this process, the gateway's service in
-front). Per-step and per-call overheads are the differences of the mean
-session times divided by N (or M).
+front). The per-call overhead is the difference of the mean session times
+divided by M.
 
 Time to recovery (``_durable.py``'s recovery half): six sessions run; on
 Temporal a second worker starts and the first is SIGKILLed, at the default
@@ -42,6 +48,7 @@ from _durable import (
     until_logged,
 )
 from _proc import cpu_seconds
+from sidebyside.compare import run_side_by_side
 
 from helix_agents import AgentExecutor
 from helix_agents.events import Event, ToolStart
@@ -58,14 +65,13 @@ OLD_HEARTBEAT_TIMEOUT = 10.0
 
 
 async def _measure_temporal(quick: bool) -> dict[str, Any]:
-    steps, calls, count = (3, 2, 3) if quick else (8, 4, 10)
-    agents = build(steps, calls)
-    results: dict[str, Any] = {"steps": steps, "calls": calls, "sessions": count}
+    calls, count = (2, 3) if quick else (4, 10)
+    agents = build(1, calls)
+    results: dict[str, Any] = {"calls": calls, "sessions": count}
     with tempfile.TemporaryDirectory() as directory:
         store = SqliteEventStore(Path(directory) / "bench.db")
         try:
             async with AgentExecutor(store, agents) as executor:
-                builtin_steps = await sessions(executor.service, "stepper", count, "b")
                 builtin_calls = await sessions(executor.service, "caller", count, "b")
             from helix_agents.temporal import (
                 DevServer,
@@ -79,17 +85,13 @@ async def _measure_temporal(quick: bool) -> dict[str, Any]:
                 async with TemporalWorker(agents, store, options):
                     server = temporal_server(agents, store, options)
                     async with server:
-                        await sessions(server, "stepper", 1, "warm")  # the worker's first run
-                        temporal_steps = await sessions(server, "stepper", count, "t")
+                        await sessions(server, "caller", 1, "warm")  # the worker's first run
                         temporal_calls = await sessions(server, "caller", count, "t")
         finally:
             await store.close()
     report(
         "temporal",
-        [
-            ("step", builtin_steps, temporal_steps, steps),
-            ("sub-agent call", builtin_calls, temporal_calls, calls),
-        ],
+        [("sub-agent call", builtin_calls, temporal_calls, calls)],
         results,
     )
     return results
@@ -220,37 +222,33 @@ async def _temporal_recoveries(quick: bool) -> dict[str, Any]:
 
 
 def run_temporal(quick: bool) -> dict[str, Any]:
-    """Run the benchmark; print per-step, per-call and recovery lines; the JSON summary."""
-    summary: dict[str, Any] = anyio.run(_measure_temporal, quick)
+    """Run the benchmark; print the side-by-side, per-call and recovery lines; the JSON summary."""
+    summary: dict[str, Any] = {"side_by_side": run_side_by_side("temporal", quick)}
+    summary.update(anyio.run(_measure_temporal, quick))
     summary["time_to_recovery"] = anyio.run(_temporal_recoveries, quick)
     return summary
 
 
 async def _measure_dbos(quick: bool) -> dict[str, Any]:
-    steps, calls, count = (3, 2, 3) if quick else (8, 4, 10)
-    agents = build(steps, calls)
-    results: dict[str, Any] = {"steps": steps, "calls": calls, "sessions": count}
+    calls, count = (2, 3) if quick else (4, 10)
+    agents = build(1, calls)
+    results: dict[str, Any] = {"calls": calls, "sessions": count}
     with tempfile.TemporaryDirectory() as directory:
         store = SqliteEventStore(Path(directory) / "bench.db")
         try:
             async with AgentExecutor(store, agents) as executor:
-                builtin_steps = await sessions(executor.service, "stepper", count, "b")
                 builtin_calls = await sessions(executor.service, "caller", count, "b")
             from helix_agents.dbos import DbosOptions, dbos_server
 
             options = DbosOptions(system_database=f"sqlite:///{Path(directory) / 'dbos.sqlite'}")
             async with dbos_server(agents, store, options) as server:
-                await sessions(server, "stepper", 1, "warm")  # the first run
-                dbos_steps = await sessions(server, "stepper", count, "d")
+                await sessions(server, "caller", 1, "warm")  # the first run
                 dbos_calls = await sessions(server, "caller", count, "d")
         finally:
             await store.close()
     report(
         "dbos",
-        [
-            ("step", builtin_steps, dbos_steps, steps),
-            ("sub-agent call", builtin_calls, dbos_calls, calls),
-        ],
+        [("sub-agent call", builtin_calls, dbos_calls, calls)],
         results,
     )
     return results
@@ -336,7 +334,8 @@ async def _dbos_recoveries(quick: bool) -> dict[str, Any]:
 
 
 def run_dbos(quick: bool) -> dict[str, Any]:
-    """Run the benchmark; print per-step, per-call and recovery lines; the JSON summary."""
-    summary: dict[str, Any] = anyio.run(_measure_dbos, quick)
+    """Run the benchmark; print the side-by-side, per-call and recovery lines; the JSON summary."""
+    summary: dict[str, Any] = {"side_by_side": run_side_by_side("dbos", quick)}
+    summary.update(anyio.run(_measure_dbos, quick))
     summary["time_to_recovery"] = anyio.run(_dbos_recoveries, quick)
     return summary
