@@ -68,6 +68,7 @@ from helix_agents.engines.durable.plan import (
     round_end,
 )
 from helix_agents.engines.durable.reading import (
+    first_error,
     last_run_seq,
     last_turn_seq,
     open_tool_starts,
@@ -248,17 +249,23 @@ class DurableSteps:
         A retry runs only the calls with no result yet, as separate call steps would.
         """
         opened, sid = work.opened, work.session_id
+        steps = [StepInput(sid, opened.seq, job.call_id, work.trace) for job in opened.jobs]
         done: list[JobDone] = []
-        async with anyio.create_task_group() as tg:
-            for job in opened.jobs:
-                step = StepInput(sid, opened.seq, job.call_id, work.trace)
+        if len(steps) == 1:
+            done.append(await self.calls.tool_call(steps[0], beat))
+        else:
+            try:
+                async with anyio.create_task_group() as tg:
+                    for step in steps:
 
-                async def call(step: StepInput = step) -> None:
-                    done.append(await self.calls.tool_call(step, beat))
+                        async def call(step: StepInput = step) -> None:
+                            done.append(await self.calls.tool_call(step, beat))
 
-                tg.start_soon(call)
-        order = {job.call_id: n for n, job in enumerate(opened.jobs)}
-        done.sort(key=lambda job: order[job.call_id])
+                        tg.start_soon(call)
+            except BaseExceptionGroup as group:
+                raise first_error(group) from None  # the step fails as its call did
+            order = {job.call_id: n for n, job in enumerate(opened.jobs)}
+            done.sort(key=lambda job: order[job.call_id])
         return await self.round_close(round_end(sid, opened, done))
 
     async def round_close(self, end: RoundEnd) -> Plan:
