@@ -219,13 +219,22 @@ async def submit_approval(request: Request) -> Response:
     return json_response(answer)
 
 
+def _well_formed(session_id: str) -> bool:
+    try:
+        checked_id(session_id)
+    except AgentServerError:
+        return False
+    return True
+
+
 async def fork(request: Request) -> Response:
     req = await _body(request, ForkRequest)
     gateway, identity = gateway_of(request), identity_of(request)
     # The origin within reach for a write: a fork makes (and runs) a session.
     origin = await _session(request, req.session_id, "write")
-    if req.new_session_id is not None:
-        await gateway.gate.free_or_own(identity, checked_id(req.new_session_id))
+    if req.new_session_id is not None and _well_formed(req.new_session_id):
+        # Another tenant's id is taken (409); a malformed one the fork refuses (400).
+        await gateway.gate.free_or_own(identity, req.new_session_id)
     store = store_of(gateway.transport)
     if store is None:
         raise AgentServerError(

@@ -342,6 +342,7 @@ async def test_each_call_sends_the_spec_request_and_decodes_the_answer(
                 "ancestors": None,
                 "workspaceSessionId": None,  # only an in-process child ever sets it
                 "traceContext": None,  # set by a parent that traces (specs/otel.md)
+                "owner": None,  # set by a gateway that knows its caller (specs/auth.md)
             },
         ),
         (
