@@ -163,3 +163,25 @@ def _call_ids(log: list[Any]) -> list[str]:
     from helix_agents.events import ToolStart
 
     return [event.tool_call_id for event in log if isinstance(event, ToolStart)]
+
+
+async def test_a_run_on_sqlite_starts_without_the_queue(runtime: Runtime) -> None:
+    """On a SQLite system database the one process is the only worker: a run is started at
+    once (no queue, so no wait for its poll); on Postgres it is enqueued for the fleet."""
+    if runtime.name != "dbos" or runtime.system_database is not None:
+        pytest.skip("DBOS on SQLite only (its Postgres runs are enqueued)")
+    from dbos import DBOS
+
+    store = MemoryEventStore()
+    with anyio.fail_after(LIMIT):
+        async with runtime.server(_agents(), store) as server:
+            await server.start(
+                RemoteStartRequest(session_id="q1", agent_type="stepper", message="go")
+            )
+            await stream_to_end(server, "q1")
+            # The log says "completed" a moment before DBOS records the workflow's end.
+            assert await (await DBOS.retrieve_workflow_async("q1#2")).get_result() == "completed"
+            status = await DBOS.get_workflow_status_async("q1#2")
+    assert status is not None
+    assert status.status == "SUCCESS"
+    assert status.queue_name is None
