@@ -12,7 +12,7 @@ parents (their own recorded answers). See specs/cli.md.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -26,21 +26,12 @@ from helix_agents.log import project_state
 from helix_agents.log.store import EventStore
 from helix_agents.messages import ToolResultMessage
 from helix_agents.protocol import (
-    ChunkEvent,
-    EndEvent,
-    ErrorEvent,
     RemoteMessageRequest,
-    RemoteMessageResponse,
     RemoteResumeRequest,
-    RemoteStartRequest,
-    RemoteStartResponse,
-    RemoteStatusResponse,
-    SubmitResponse,
-    TransportEvent,
 )
+from helix_agents.testing.evals.answers import RecordedChild, RecordedChildren
 
 __all__ = [
-    "RecordedTransport",
     "Recording",
     "answered_from",
     "read_recording",
@@ -54,18 +45,18 @@ class Recording:
     def __init__(self, logs: Mapping[str, list[Event]]) -> None:
         self.logs = dict(logs)
         self.results: dict[tuple[str, str], str] = {}
-        self.chunks: dict[str, list[tuple[int, Any]]] = {}
-        self.ends: dict[str, SubSessionFinished] = {}
+        self.children: dict[str, RecordedChild] = {}
+        """What the parents recorded of their children, by child session id."""
         for session_id, log in self.logs.items():
             for message in project_state(log).messages:
                 if isinstance(message, ToolResultMessage):
                     self.results[(session_id, message.tool_call_id)] = message.content
             for event in log:
                 if isinstance(event, ChildChunkForwarded):
-                    chunks = self.chunks.setdefault(event.child_session_id, [])
-                    chunks.append((event.child_seq, event.chunk))
+                    child = self.children.setdefault(event.child_session_id, RecordedChild())
+                    child.chunks.append((event.child_seq, event.chunk))
                 elif isinstance(event, SubSessionFinished):
-                    self.ends[event.sub_session_id] = event
+                    self.children.setdefault(event.sub_session_id, RecordedChild()).end = event
 
     def result(self, session_id: str, tool_call_id: str) -> Any:
         """The recorded result of one call (its JSON, decoded); raises if none was recorded."""
@@ -97,93 +88,6 @@ async def read_recording(store: EventStore, session_id: str) -> Recording:
     return Recording(logs)
 
 
-class RecordedTransport:
-    """A :class:`~helix_agents.RemoteAgentTransport` replaying a remote child from the record.
-
-    ``stream`` yields the chunks the parent recorded of the child (their
-    child seqs) and then its end; ``get_status`` says how it ended. Nothing
-    is sent anywhere.
-    """
-
-    def __init__(self, recording: Recording) -> None:
-        self.recording = recording
-
-    def _status_word(self, session_id: str) -> str:
-        end = self.recording.ends.get(session_id)
-        if end is None:
-            return "failed"
-        return "completed" if end.status == "completed" else "failed"
-
-    async def start(self, request: RemoteStartRequest) -> RemoteStartResponse:
-        """Accept the start (the recorded child is already there)."""
-        sid = request.session_id
-        return RemoteStartResponse(session_id=sid, stream_id=sid, run_id="recorded")
-
-    async def resume(self, request: RemoteResumeRequest) -> RemoteStartResponse:
-        """Accept the resume."""
-        sid = request.session_id
-        return RemoteStartResponse(session_id=sid, stream_id=sid, run_id="recorded")
-
-    async def send_message(self, request: RemoteMessageRequest) -> RemoteMessageResponse:
-        """Accept the message (the recording already holds what followed it)."""
-        sid = request.session_id
-        return RemoteMessageResponse(session_id=sid, stream_id=sid, run_id="recorded")
-
-    async def stream(
-        self, session_id: str, from_sequence: int = 0
-    ) -> AsyncIterator[TransportEvent]:
-        """The recorded chunks after ``from_sequence``, then the recorded end."""
-        for seq, chunk in self.recording.chunks.get(session_id, []):
-            if seq > from_sequence:
-                yield ChunkEvent(chunk=chunk, sequence=seq)
-        end = self.recording.ends.get(session_id)
-        if end is not None and end.status == "completed":
-            yield EndEvent(output=end.output)
-        else:
-            error = end.error if end is not None and end.error else "not in the recording"
-            yield ErrorEvent(error=error)
-
-    async def get_status(self, session_id: str) -> RemoteStatusResponse:
-        """How the recorded child ended."""
-        end = self.recording.ends.get(session_id)
-        chunks = self.recording.chunks.get(session_id, [])
-        return RemoteStatusResponse(
-            session_id=session_id,
-            run_id="recorded",
-            status=self._status_word(session_id),  # type: ignore[arg-type]
-            step_count=0,
-            is_executing=False,
-            stream_id=session_id,
-            latest_sequence=chunks[-1][0] if chunks else 0,
-            output=end.output if end is not None else None,
-            error=end.error if end is not None else "not in the recording",
-        )
-
-    async def interrupt(self, session_id: str, reason: str | None = None) -> None:
-        """Nothing to stop."""
-
-    async def abort(self, session_id: str, reason: str | None = None) -> None:
-        """Nothing to stop."""
-
-    async def submit_tool_result(
-        self, session_id: str, tool_call_id: str, result: Any = None, error: str | None = None
-    ) -> SubmitResponse:
-        """Recorded children need no answers."""
-        return SubmitResponse(resumed=False)
-
-    async def submit_approval(
-        self,
-        session_id: str,
-        tool_call_id: str,
-        approved: bool,
-        reason: str | None = None,
-        *,
-        decided_by: str | None = None,
-    ) -> SubmitResponse:
-        """Recorded children need no answers."""
-        return SubmitResponse(resumed=False)
-
-
 def _recorded_tool(tool: Tool[Any], recording: Recording) -> Tool[Any]:
     async def recorded(value: Any, ctx: ToolContext) -> Any:
         return recording.result(ctx.session_id, ctx.tool_call_id)
@@ -201,7 +105,7 @@ def answered_from(
 
     One agent shared by several parents stays one agent (rewritten once).
     """
-    transport = RecordedTransport(recording)
+    transport = RecordedChildren(recording.children)  # started under their recorded ids
     done: dict[int, AgentConfig] = {}
 
     def rewrite(config: AgentConfig) -> AgentConfig:

@@ -46,7 +46,13 @@ from helix_agents.protocol import (
 )
 from helix_agents.runtime.tool_runner import InvalidArguments, validate_arguments
 
-__all__ = ["RecordedCalls", "answer_from_recording", "canonical"]
+__all__ = [
+    "RecordedCalls",
+    "RecordedChild",
+    "RecordedChildren",
+    "answer_from_recording",
+    "canonical",
+]
 
 
 def canonical(value: Any) -> str:
@@ -55,7 +61,9 @@ def canonical(value: Any) -> str:
 
 
 @dataclass
-class _Child:
+class RecordedChild:
+    """A child as its parent's log recorded it: its forwarded chunks (child seq, chunk), its end."""
+
     chunks: list[tuple[int, Any]] = field(default_factory=list)
     end: SubSessionFinished | None = None
 
@@ -66,7 +74,7 @@ class RecordedCalls:
     def __init__(self, logs: Mapping[str, Sequence[Event]]) -> None:
         self.results: dict[tuple[str, str], list[tuple[Any, ToolResultMessage]]] = {}
         self.children: dict[tuple[str, str], deque[str]] = {}
-        self.recorded_children: dict[str, _Child] = {}
+        self.recorded_children: dict[str, RecordedChild] = {}
         self.misses: list[str] = []
         """Calls the recording could not answer, as ``agent: tool(arguments)``, in order."""
         for log in logs.values():
@@ -89,12 +97,12 @@ class RecordedCalls:
             elif isinstance(event, SubSessionStarted) and event.remote is not None:
                 key = (event.agent_type, canonical(event.input))
                 self.children.setdefault(key, deque()).append(event.sub_session_id)
-                self.recorded_children.setdefault(event.sub_session_id, _Child())
+                self.recorded_children.setdefault(event.sub_session_id, RecordedChild())
             elif isinstance(event, ChildChunkForwarded):
-                child = self.recorded_children.setdefault(event.child_session_id, _Child())
+                child = self.recorded_children.setdefault(event.child_session_id, RecordedChild())
                 child.chunks.append((event.child_seq, event.chunk))
             elif isinstance(event, SubSessionFinished):
-                self.recorded_children.setdefault(event.sub_session_id, _Child()).end = event
+                self.recorded_children.setdefault(event.sub_session_id, RecordedChild()).end = event
 
     def answer(
         self, agent: str, name: str, arguments: Any, same: Callable[[Any], str] = canonical
@@ -134,21 +142,34 @@ class RecordedCalls:
         return found.popleft()
 
 
-class _ReplayedChildren:
-    """A :class:`~helix_agents.RemoteAgentTransport` answering remote children from a recording."""
+class RecordedChildren:
+    """A :class:`~helix_agents.RemoteAgentTransport` replaying remote children from a recording.
 
-    def __init__(self, calls: RecordedCalls) -> None:
-        self.calls = calls
-        self.started: dict[str, str] = {}  # the branch's child id -> the recorded one
+    ``children``: the recorded children by their recorded session id.
+    ``match``: which recorded child a start is (an eval's branch starts its
+    children under new ids: matched by what they are asked); None: a child
+    is started under its recorded id (a rerun). ``stream`` yields the
+    recorded chunks after the seq asked for, then the recorded end;
+    ``get_status`` says how it ended. Nothing is sent anywhere.
+    """
 
-    def _recorded(self, session_id: str) -> _Child:
-        return self.calls.recorded_children.get(self.started.get(session_id, ""), _Child())
+    def __init__(
+        self,
+        children: Mapping[str, RecordedChild],
+        match: Callable[[RemoteStartRequest], str] | None = None,
+    ) -> None:
+        self.children = children
+        self.match = match
+        self.started: dict[str, str] = {}  # a started child's id -> its recorded id
+
+    def _recorded(self, session_id: str) -> RecordedChild:
+        return self.children.get(self.started.get(session_id, session_id), RecordedChild())
 
     async def start(self, request: RemoteStartRequest) -> RemoteStartResponse:
-        """Match the start to a recorded child."""
+        """Take the start: its recorded child (matched, when a matcher was given)."""
         sid = request.session_id
-        if sid not in self.started:
-            self.started[sid] = self.calls.child(request)
+        if self.match is not None and sid not in self.started:
+            self.started[sid] = self.match(request)
         return RemoteStartResponse(session_id=sid, stream_id=sid, run_id="recorded")
 
     async def resume(self, request: RemoteResumeRequest) -> RemoteStartResponse:
@@ -178,17 +199,17 @@ class _ReplayedChildren:
     async def get_status(self, session_id: str) -> RemoteStatusResponse:
         """How the recorded child ended."""
         child = self._recorded(session_id)
-        done = child.end is not None and child.end.status == "completed"
+        end = child.end
         return RemoteStatusResponse(
             session_id=session_id,
             run_id="recorded",
-            status="completed" if done else "failed",
+            status="completed" if end is not None and end.status == "completed" else "failed",
             step_count=0,
             is_executing=False,
             stream_id=session_id,
             latest_sequence=child.chunks[-1][0] if child.chunks else 0,
-            output=child.end.output if child.end is not None else None,
-            error=None if done else "not in the recording",
+            output=end.output if end is not None else None,
+            error=end.error if end is not None else "not in the recording",
         )
 
     async def interrupt(self, session_id: str, reason: str | None = None) -> None:
@@ -242,7 +263,7 @@ def answer_from_recording(
     companion type for a remote companion) is kept as it is. Local children
     run like their parents. One agent shared by several parents is rewritten once.
     """
-    transport = _ReplayedChildren(calls)
+    transport = RecordedChildren(calls.recorded_children, calls.child)
     done: dict[int, AgentConfig] = {}
 
     def rewrite(config: AgentConfig) -> AgentConfig:
