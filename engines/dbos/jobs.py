@@ -43,22 +43,30 @@ async def child_open(step: StepInput) -> ChildOpened:
     return opened
 
 
-async def tool_round(work: ToolRound, policy: ToolPolicy) -> Plan:
+async def tool_round(work: ToolRound, policy: ToolPolicy, tried: str | None = None) -> Plan:
     """A round of tool calls sharing ``policy``: run and closed in one step (its options).
 
+    ``tried``: the error of the round's first attempt, made in the model step that
+    opened it (``DurableSteps.turn``); this step then has the policy's other attempts.
     Its attempts spent, each call left without a result gets the error as its
     result (the model reads it), and the round is closed.
     """
     steps = current_host().steps
-    try:
-        ran: Plan = await call_step(
-            "helix_tool_round", partial(steps.tool_round, work), tool_options(policy)
-        )
-        return ran
-    except Exception as exc:
-        if not spent(exc):
-            raise
-        error = f"tool failed: {exc}"
+    options = tool_options(policy)
+    error = f"tool failed: {tried}"
+    if tried is not None:
+        options["max_attempts"] = policy.max_attempts - 1
+        options["retries_allowed"] = policy.max_attempts > 2  # one attempt made already
+    if tried is None or policy.max_attempts > 1:
+        try:
+            ran: Plan = await call_step(
+                "helix_tool_round", partial(steps.tool_round, work), options
+            )
+            return ran
+        except Exception as exc:
+            if not spent(exc):
+                raise
+            error = f"tool failed: {exc}"
     opened = work.opened
     done: list[JobDone] = []
     for job in opened.jobs:

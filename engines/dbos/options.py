@@ -8,7 +8,7 @@ from helix_agents.engines.durable.options import DurableOptions
 
 __all__ = ["WORKFLOW_VERSION", "DbosOptions"]
 
-WORKFLOW_VERSION = "helix-agent-run-3"
+WORKFLOW_VERSION = "helix-agent-run-4"
 """The version of ``agent_run``'s decisions (bump it with any change to them)."""
 
 

@@ -16,9 +16,8 @@ from dbos import DBOS, StepOptions
 from dbos._error import DBOSException, DBOSMaxStepRetriesExceeded, DBOSStepTimeoutError
 
 from helix_agents.engines.dbos.stephost import current_host
-from helix_agents.engines.durable.plan import ToolPolicy
-from helix_agents.engines.durable.reading import StepFailed
-from helix_agents.errors import OwnershipLost, RemoteAgentFailedError
+from helix_agents.engines.durable.plan import TOOL_TIMEOUT, ToolPolicy
+from helix_agents.engines.durable.reading import retryable
 
 __all__ = ["STEP", "call_step", "spent", "tool_options"]
 
@@ -35,16 +34,12 @@ def spent(error: Exception) -> bool:
     return not isinstance(error, DBOSException)
 
 
-def _retryable(error: BaseException) -> bool:
-    return not isinstance(error, StepFailed | OwnershipLost | RemoteAgentFailedError)
-
-
 STEP: StepOptions = {  # every step but a tool call's
     "retries_allowed": True,
     "max_attempts": 20,
     "interval_seconds": 0.2,
     "backoff_rate": 2.0,
-    "should_retry": _retryable,
+    "should_retry": retryable,
 }
 
 
@@ -66,6 +61,6 @@ def tool_options(policy: ToolPolicy) -> StepOptions:
         "max_attempts": max(1, policy.max_attempts),
         "interval_seconds": policy.initial_interval,
         "backoff_rate": policy.backoff,
-        "should_retry": _retryable,
-        "timeout_seconds": policy.timeout or 600.0,
+        "should_retry": retryable,
+        "timeout_seconds": policy.timeout or TOOL_TIMEOUT,
     }

@@ -7,13 +7,16 @@ acts only on its input, its messages and its steps' recorded results. Its workfl
 is idempotent; a local sub-agent's run is a child workflow with its child
 session's id of the same form.
 
-The step whose plan is a round opened it already (``Plan.round``); a round
-of tool calls sharing one policy runs and closes in one step
-(``helix_tool_round``). Any other round's calls run at once, in two gathers
-whose steps each take their DBOS step id when they start (so a recovered
-workflow replays them in the same order): the local children are opened and
-launched first, then every call's long step (a tool, a child followed, a
-remote call, a companion) runs together.
+An agent step is one DBOS step, ``helix_turn`` (``DurableSteps.turn``): the
+model step, and the round of tool calls it opened when they share one local
+policy, run and closed (its first attempt; the run's first ``helix_turn``
+also begins the run). Such a round whose first attempt failed has the rest
+of its attempts in a step of its own (``helix_tool_round``). Any other
+round's calls run at once, in two gathers whose steps each take their DBOS
+step id when they start (so a recovered workflow replays them in the same
+order): the local children are opened and launched first, then every call's
+long step (a tool, a child followed, a remote call, a companion) runs
+together.
 
 A paused run waits for a ``resume`` message (``DBOS.recv``: durable, no
 worker slot held while it waits; bounded by an open entry's ``expires_at``,
@@ -98,8 +101,9 @@ async def _paused(plan: Plan, paused_wait: float) -> int | None:
 
 async def _drive(sid: str, seq: int) -> Plan:
     steps = current_host().steps
-    plan: Plan = await call_step("helix_begin", lambda: steps.begin(StepInput(sid, seq)))
-    trace = plan.trace  # the run's span: its steps' spans are its children
+    plan = Plan(sid, seq, "running", next="step")
+    trace: dict[str, str] = {}
+    begin = True  # the run's first step begins it (``on_agent_start``, its span)
     while plan.next in ("step", "round"):
         at = plan.seq
         try:
@@ -107,7 +111,9 @@ async def _drive(sid: str, seq: int) -> Plan:
                 plan = await _round(plan, trace)
             else:
                 step = StepInput(sid, at, trace=trace)
-                plan = await call_step("helix_model_step", partial(steps.model_step, step))
+                turn = partial(steps.turn, step, begin=begin)
+                plan = await call_step("helix_turn", turn)
+                trace, begin = plan.trace, False
         except Exception as exc:
             if not spent(exc):
                 raise
@@ -128,7 +134,7 @@ async def _round(plan: Plan, trace: dict[str, str]) -> Plan:
         )
     policy = shared_policy(opened)
     if policy is not None:  # tool calls only: one step runs and closes the round
-        return await tool_round(ToolRound(sid, opened, trace), policy)
+        return await tool_round(ToolRound(sid, opened, trace), policy, plan.tried)
     children = [job for job in opened.jobs if job.kind == "child"]
     # Each coroutine below takes its step id as it starts: gathered, in a fixed order.
     child_opens: list[ChildOpened] = list(

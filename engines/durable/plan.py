@@ -28,8 +28,12 @@ __all__ = [
     "ToolPolicy",
     "ToolRound",
     "shared_policy",
+    "TOOL_TIMEOUT",
 ]
 
+
+TOOL_TIMEOUT = 600.0
+"""Seconds one attempt of a tool's step may take when its policy sets no timeout."""
 
 Next = Literal["step", "round", "stop", "pause", "end"]
 """What a workflow runs next, from :func:`~helix_agents.runtime.decide.next_action`:
@@ -71,11 +75,12 @@ class ToolPolicy:
         max_interval: the longest wait between attempts, in seconds.
         timeout: the longest one attempt may take, in seconds (None: the tool's own
             ``timeout`` plus a margin, or ten minutes).
-        local: on Temporal, whether the tool's round may run as a local activity (on
-            the worker running the workflow: no task-queue round trip, but a dead
-            worker is noticed at the workflow task's timeout, not the heartbeat's);
-            False for a tool that runs long (``specs/temporal.md``, "What a step
-            costs"). DBOS has one kind of step: it ignores this.
+        local: whether the tool's round may run on the worker running the workflow:
+            on Temporal as a local activity (no task-queue round trip, but a dead
+            worker is noticed at the workflow task's timeout, not the heartbeat's),
+            on DBOS inside the model step that asked for it (its first attempt: one
+            checkpoint for the turn and its calls). False for a tool that runs long
+            (``specs/temporal.md``, "Steps per agent step"; ``specs/dbos.md``).
     """
 
     max_attempts: int = 5
@@ -111,6 +116,10 @@ class Plan:
     round: Round | None = None
     """With ``next == "round"``: the round, already opened by the step that made the
     plan (its calls routed, the inline ones recorded), so no step of its own opens it."""
+    tried: str | None = None
+    """With ``next == "round"``: the error of the round's first attempt, made inside the
+    step that opened it (:meth:`~helix_agents.engines.durable.steps.DurableSteps.turn`);
+    the round's own step has the rest of its policy's attempts."""
 
 
 @dataclass

@@ -13,7 +13,7 @@ from typing import Any
 from helix_agents.agents.config import AgentConfig
 from helix_agents.agents.define import AgentRegistry
 from helix_agents.engines.durable.plan import Next, Plan
-from helix_agents.errors import HelixError, UsageError
+from helix_agents.errors import HelixError, OwnershipLost, RemoteAgentFailedError, UsageError
 from helix_agents.events import (
     Completed,
     Event,
@@ -119,6 +119,11 @@ _NEXT: dict[type[Action], Next] = {
 }
 """The durable step that carries each action out (a workflow only drives); ``Suspend``
 is not one: a plan asks ``next_action`` with no round's waiting, so it never comes."""
+
+
+def retryable(error: BaseException) -> bool:
+    """Whether a step that raised ``error`` may run again (not a step that can never succeed)."""
+    return not isinstance(error, StepFailed | OwnershipLost | RemoteAgentFailedError)
 
 
 def first_error(group: BaseExceptionGroup[Any]) -> BaseException:

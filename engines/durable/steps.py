@@ -56,6 +56,7 @@ from helix_agents.agents.config import AgentConfig, RemoteSubAgentTool, SubAgent
 from helix_agents.engines.durable.calls import CallSteps
 from helix_agents.engines.durable.kit import Beat, StepKit, StopWatch, no_beat
 from helix_agents.engines.durable.plan import (
+    TOOL_TIMEOUT,
     CallJob,
     JobDone,
     Plan,
@@ -66,6 +67,7 @@ from helix_agents.engines.durable.plan import (
     ToolPolicy,
     ToolRound,
     round_end,
+    shared_policy,
 )
 from helix_agents.engines.durable.reading import (
     first_error,
@@ -74,6 +76,7 @@ from helix_agents.engines.durable.reading import (
     open_tool_starts,
     plan_of,
     refuse_unsupported,
+    retryable,
     stepped_since,
 )
 from helix_agents.engines.durable.waits import WaitSteps
@@ -194,6 +197,37 @@ class DurableSteps:
                     writer, stop, partial(self._model_call, equipped, writer), beat
                 )
                 return await self._opened(equipped, writer)
+
+    async def turn(self, step: StepInput, *, begin: bool = False) -> Plan:
+        """DBOS's step per agent step: the model step, and the tool round it opened, tried once.
+
+        With ``begin``, the run's beginning (:meth:`begin`) comes first, in the same
+        step. A round of tool calls sharing one local policy (:func:`shared_policy`,
+        ``ToolPolicy.local``) runs and closes here, its first attempt; if that attempt
+        fails, the plan carries the round open and the error (:attr:`Plan.tried`) and
+        the round's own step has its policy's other attempts. A retry of this step
+        repeats nothing recorded: the turn is in the log, so is each call's result.
+        """
+        trace = step.trace
+        plan: Plan | None = None
+        if begin:
+            plan = await self.begin(step)
+            trace = plan.trace
+            step = StepInput(step.session_id, plan.seq, trace=trace)
+        if plan is None or plan.next == "step":
+            plan = await self.model_step(step)
+        opened = plan.round if plan.next == "round" else None
+        policy = shared_policy(opened) if opened is not None else None
+        if opened is not None and policy is not None and policy.local:
+            try:
+                with anyio.fail_after(policy.timeout or TOOL_TIMEOUT):
+                    plan = await self.tool_round(ToolRound(step.session_id, opened, trace))
+            except Exception as exc:
+                if not retryable(exc):
+                    raise
+                plan.tried = str(exc) or type(exc).__name__
+        plan.trace = trace
+        return plan
 
     async def _planned(self, agent: AgentConfig, writer: SessionWriter, step: StepInput) -> Plan:
         """``writer``'s plan; a round due is opened here (:attr:`Plan.round`)."""
