@@ -23,7 +23,7 @@ from typing import Any
 __all__ = ["Tally", "install_dbos", "install_steps", "itemize", "profiled_sessions"]
 
 _IN_STEP: contextvars.ContextVar[bool] = contextvars.ContextVar("in_step", default=False)
-_STEPS = ("begin", "model_step", "round_open", "tool_round", "round_close", "stopped")
+_STEPS = ("turn", "begin", "model_step", "round_open", "tool_round", "round_close", "stopped")
 _CALLS = ("tool_call", "tool_failed", "child_open", "child_follow", "companion_call")
 
 
