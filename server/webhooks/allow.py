@@ -58,7 +58,7 @@ class AllowList:
             return None
         mapped = getattr(address, "ipv4_mapped", None)
         checked = mapped if mapped is not None else address
-        for kind in ("loopback", "private", "link_local", "multicast", "reserved", "unspecified"):
+        for kind in ("loopback", "unspecified", "link_local", "multicast", "reserved", "private"):
             if getattr(checked, f"is_{kind}"):
                 return kind.replace("_", "-")
         return None if checked.is_global else "non-global"

@@ -26,6 +26,7 @@ by another host, or a run that ended on a durable engine's worker is picked up.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import random
@@ -37,6 +38,7 @@ from typing import Any
 import anyio
 import httpx
 import msgspec
+from anyio.streams.memory import MemoryObjectSendStream
 
 from helix_agents.errors import AgentServerError, ConcurrencyConflict, HelixError
 from helix_agents.events import (
@@ -143,7 +145,8 @@ class WebhookDeliverer:
         self._again: set[str] = set()  # poked while followed: follow once more after
         self._has_webhook: dict[str, bool] = {}
         self._heads: dict[str, int] = {}
-        self._send, self._receive = anyio.create_memory_object_stream[str](math.inf)
+        self._early: list[str] = []  # watched before run()
+        self._send: MemoryObjectSendStream[str] | None = None
         self._client: httpx.AsyncClient | None = None
 
     async def check(self, webhook: Webhook) -> Webhook:
@@ -155,12 +158,23 @@ class WebhookDeliverer:
 
     def watch(self, session_id: str) -> None:
         """Follow ``session_id`` for run ends (a no-op for a session without a webhook)."""
-        self._send.send_nowait(session_id)
+        if self._send is None:
+            self._early.append(session_id)
+            return
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._send.send_nowait(session_id)
 
     async def run(self) -> None:
         """Scan, follow and deliver until cancelled."""
         limits = httpx.Limits(max_connections=50, max_keepalive_connections=10)
+        send, receive = anyio.create_memory_object_stream[str](math.inf)
+        self._send = send
+        for session_id in self._early:
+            send.send_nowait(session_id)
+        self._early.clear()
         async with (
+            send,
+            receive,
             httpx.AsyncClient(
                 timeout=self.settings.timeout,
                 follow_redirects=False,
@@ -171,7 +185,7 @@ class WebhookDeliverer:
         ):
             self._client = client
             tg.start_soon(self._scan_forever)
-            async for session_id in self._receive:
+            async for session_id in receive:
                 if session_id in self._following:
                     self._again.add(session_id)
                 else:
