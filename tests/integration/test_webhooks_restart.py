@@ -1,0 +1,128 @@
+"""Webhooks across a crash, and on a durable runtime (specs/server.md "Webhooks").
+
+- ``helix-agents serve --webhook-secret ... --webhook-allow 127.0.0.1`` in a
+  subprocess on a SQLite store: SIGKILLed after its first attempt failed (500),
+  mid-backoff, and started again, it still delivers: the next attempt's time
+  and the attempts so far are read back from the log.
+- A DBOS gateway (``dbos_server``) delivers from the log the same way: its
+  sessions run as DBOS workflows, the deliverer follows their logs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+from _serve_process import ServeProcess
+from _webhook_kit import Receiver
+from remote_app import expected_summary
+from servers import serve
+
+from helix_agents.dbos import DbosOptions, dbos_server
+from helix_agents.events import Webhook, WebhookDelivered
+from helix_agents.protocol import RemoteStartRequest
+from helix_agents.server.webhooks import WebhookSettings
+from helix_agents.stores import MemoryEventStore
+from helix_agents.webhooks import SIGNATURE_HEADER, verify
+from tests.integration.temporal_app import agents as durable_agents
+
+pytestmark = [pytest.mark.slow]
+
+SECRET = "restart-secret"
+LIVENESS = 60  # seconds: generous, the machine is shared
+
+
+async def _status(client: httpx.AsyncClient, url: str, session_id: str) -> dict:
+    answer = await client.get(f"{url}/status", params={"sessionId": session_id})
+    assert answer.status_code == 200, answer.text
+    status: dict = answer.json()
+    return status
+
+
+async def test_a_delivery_mid_backoff_survives_a_sigkill_and_a_restart(tmp_path: Path) -> None:
+    receiver = Receiver(failures=1)
+    server = ServeProcess(
+        tmp_path,
+        "tests.integration.remote_app:agents",
+        "--webhook-allow",
+        "127.0.0.1",
+        # The second attempt is due 2.5 to 5 s after the first failed: the kill comes first.
+        "--webhook-backoff",
+        "5",
+        env={"HELIX_WEBHOOK_SECRET": SECRET},
+    )
+    try:
+        async with serve(receiver.app()) as hook, httpx.AsyncClient(timeout=10) as client:
+            await server.start()
+            answer = await client.post(
+                f"{server.url}/start",
+                json={
+                    "sessionId": "crash",
+                    "agentType": "summarizer",
+                    "message": "survive this",
+                    "webhook": {"url": f"{hook}/hook", "events": ["completed"]},
+                },
+            )
+            assert answer.status_code == 200, answer.text
+            with anyio.fail_after(LIVENESS):
+                await receiver.wait_for(1)
+                # The failure is recorded once /status shows it: then the kill.
+                while True:
+                    hooks = (await _status(client, server.url, "crash")).get("webhooks", [])
+                    if hooks and hooks[0]["lastError"] == "HTTP 500":
+                        break
+                    await anyio.sleep(0.05)
+            [before] = hooks
+            assert (before["attempts"], before["delivered"]) == (1, False)
+            assert before["nextAt"] is not None
+            await server.kill()
+            assert len(receiver.received) == 1  # nothing more while it was down
+            await server.start()
+            with anyio.fail_after(LIVENESS):
+                await receiver.wait_for(2)
+                while not (await _status(client, server.url, "crash"))["webhooks"][0][
+                    "delivered"
+                ]:
+                    await anyio.sleep(0.05)
+            [after] = (await _status(client, server.url, "crash"))["webhooks"]
+    finally:
+        await server.stop()
+    assert len(receiver.received) == 2
+    first, second = receiver.received
+    assert first.json == second.json  # the same delivery, body and id
+    assert second.json["output"] == expected_summary("survive this")
+    verify(SECRET, second.body, second.headers[SIGNATURE_HEADER.lower()])
+    assert (after["attempts"], after["delivered"], after["failed"]) == (2, True, False)
+
+
+async def test_a_dbos_gateway_delivers_from_the_log(tmp_path: Path) -> None:
+    receiver = Receiver()
+    store = MemoryEventStore()
+    options = DbosOptions(
+        system_database=f"sqlite:///{tmp_path / 'dbos.sqlite'}", polling_interval=0.02
+    )
+    async with serve(receiver.app()) as hook:
+        server = dbos_server(durable_agents, store, options)
+        server.deliver_webhooks(WebhookSettings(secret=SECRET, allow=("127.0.0.1",)))
+        with anyio.fail_after(LIVENESS):
+            async with server:
+                await server.start(
+                    RemoteStartRequest(
+                        session_id="durable",
+                        agent_type="boss",
+                        message="go",
+                        webhook=Webhook(url=f"{hook}/hook"),
+                    )
+                )
+                async for _ in store.tail("durable", kinds=(WebhookDelivered,)):
+                    break
+                status = await server.get_status("durable")
+    [got] = receiver.received
+    verify(SECRET, got.body, got.headers[SIGNATURE_HEADER.lower()])
+    assert got.json["event"] == "completed"
+    assert got.json["output"] == "one plus two is three and the helper said six"
+    assert isinstance(status.webhooks, list)
+    [entry] = status.webhooks
+    assert (entry.attempts, entry.delivered) == (1, True)
