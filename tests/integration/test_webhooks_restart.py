@@ -41,6 +41,16 @@ async def _status(client: httpx.AsyncClient, url: str, session_id: str) -> dict:
     return status
 
 
+async def _settled(client: httpx.AsyncClient, url: str, session_id: str) -> dict:
+    """The session's one delivery, once ``/status`` shows it delivered."""
+    while True:
+        [entry] = (await _status(client, url, session_id))["webhooks"]
+        if entry["delivered"]:
+            return dict(entry)
+        # Another process writes the log: polling /status is the only signal.
+        await anyio.sleep(0.05)
+
+
 async def test_a_delivery_mid_backoff_survives_a_sigkill_and_a_restart(tmp_path: Path) -> None:
     receiver = Receiver(failures=1)
     server = ServeProcess(
@@ -82,11 +92,7 @@ async def test_a_delivery_mid_backoff_survives_a_sigkill_and_a_restart(tmp_path:
             await server.start()
             with anyio.fail_after(LIVENESS):
                 await receiver.wait_for(2)
-                while not (await _status(client, server.url, "crash"))["webhooks"][0][
-                    "delivered"
-                ]:
-                    await anyio.sleep(0.05)
-            [after] = (await _status(client, server.url, "crash"))["webhooks"]
+                after = await _settled(client, server.url, "crash")
     finally:
         await server.stop()
     assert len(receiver.received) == 2
