@@ -23,6 +23,7 @@ from servers import serve
 from helix_agents import AgentConfig, EventStore
 from helix_agents.events import (
     Completed,
+    Event,
     RunStarted,
     SessionCreated,
     Webhook,
@@ -256,19 +257,36 @@ async def test_a_run_paused_for_an_approval_is_delivered_then_its_completion() -
     ]
 
 
+class SlowReads:
+    """A store whose reads take a while after reading: two readers read the same head."""
+
+    def __init__(self, inner: MemoryEventStore) -> None:
+        self.inner = inner
+
+    async def read(self, session_id: str, from_seq: int = 0) -> list[Event]:
+        events = await self.inner.read(session_id, from_seq)
+        await anyio.sleep(0.05)
+        return events
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
 async def test_two_deliverers_on_one_store_make_each_attempt_once() -> None:
-    """Two processes (fleet hosts) follow the same session: the compare-and-append of
-    ``webhook_attempted`` lets one of them make the attempt, the other sees it made."""
+    """Two processes (fleet hosts) follow the same session and read the same head: the
+    compare-and-append of ``webhook_attempted`` lets one of them make the attempt, the
+    other sees it made."""
     receiver = Receiver()
     store = MemoryEventStore()
+    slow: Any = SlowReads(store)
     async with serve(receiver.app()) as hook:
         created = SessionCreated(
             agent_type="summarizer", run_id="run-1", webhook=Webhook(url=f"{hook}/hook")
         )
         events = stamp("twice", 0, [created, RunStarted(run_id="run-1"), Completed(output=1)])
         await store.append("twice", events, 0)
-        first = WebhookDeliverer(store, settings("127.0.0.1"))
-        second = WebhookDeliverer(store, settings("127.0.0.1"))
+        first = WebhookDeliverer(slow, settings("127.0.0.1"))
+        second = WebhookDeliverer(slow, settings("127.0.0.1"))
         with anyio.fail_after(LIVENESS):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(first.run)
