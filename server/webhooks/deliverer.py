@@ -40,7 +40,7 @@ import httpx
 import msgspec
 from anyio.streams.memory import MemoryObjectSendStream
 
-from helix_agents.errors import AgentServerError, ConcurrencyConflict, HelixError
+from helix_agents.errors import AgentServerError, ConcurrencyConflict, UsageError
 from helix_agents.events import (
     Aborted,
     ApprovalRequested,
@@ -119,9 +119,9 @@ class WebhookSettings:
 
     def __post_init__(self) -> None:
         if not self.secret:
-            raise HelixError("a webhook secret must not be empty")
+            raise UsageError("a webhook secret must not be empty")
         if self.max_attempts < 1 or self.backoff < 0 or self.timeout <= 0:
-            raise HelixError("webhook settings: max_attempts >= 1, backoff >= 0, timeout > 0")
+            raise UsageError("webhook settings: attempts >= 1, backoff >= 0, timeout > 0")
         object.__setattr__(self, "allow_list", AllowList(self.allow))
 
     def delay(self, attempt: int) -> float:
