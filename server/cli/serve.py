@@ -317,7 +317,7 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
         otel=args.otel,
         mcp=args.mcp,
         prices=Prices.from_file(args.prices) if args.prices else None,
-        webhooks=webhook_settings(args),
+        webhooks=webhook_settings(args, runs_sessions=args.nats is None),
     )
 
 

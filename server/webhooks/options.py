@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from helix_agents.errors import UsageError
+
 from .deliverer import WebhookSettings
 
 __all__ = ["WEBHOOK_SECRET_ENV", "add_webhook_arguments", "webhook_settings"]
@@ -18,7 +20,7 @@ def add_webhook_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--webhook-secret",
         metavar="SECRET",
-        default=os.environ.get(WEBHOOK_SECRET_ENV) or None,
+        default=None,
         help="sign webhook POSTs with this secret (default: $HELIX_WEBHOOK_SECRET); without "
         'one, a start that names a webhook is refused (specs/server.md "Webhooks")',
     )
@@ -47,15 +49,25 @@ def add_webhook_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def webhook_settings(args: argparse.Namespace) -> WebhookSettings | None:
+def webhook_settings(
+    args: argparse.Namespace, *, runs_sessions: bool = True
+) -> WebhookSettings | None:
     """The parsed options as :class:`WebhookSettings` (None without a secret).
 
-    Raises ``UsageError`` (or ``HelixError``) for a bad allow entry or number.
+    ``runs_sessions`` False (a fleet's gateway): None, and an explicit
+    ``--webhook-secret`` is refused (the hosts deliver; ``$HELIX_WEBHOOK_SECRET``,
+    which may be set for every process, is ignored). Raises ``UsageError`` for a
+    bad allow entry or number.
     """
-    if not args.webhook_secret:
+    if not runs_sessions:
+        if args.webhook_secret:
+            raise UsageError("a fleet's hosts deliver its webhooks: give them --webhook-secret")
+        return None
+    secret = args.webhook_secret or os.environ.get(WEBHOOK_SECRET_ENV)
+    if not secret:
         return None
     return WebhookSettings(
-        secret=args.webhook_secret,
+        secret=secret,
         allow=tuple(args.webhook_allow),
         max_attempts=args.webhook_attempts,
         backoff=args.webhook_backoff,
