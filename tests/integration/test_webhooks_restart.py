@@ -5,7 +5,8 @@
   mid-backoff, and started again, it still delivers: the next attempt's time
   and the attempts so far are read back from the log.
 - A DBOS gateway (``dbos_server``) delivers from the log the same way: its
-  sessions run as DBOS workflows, the deliverer follows their logs.
+  sessions run as DBOS workflows, the deliverer follows their logs (a pause for
+  a child's approval, then the completion).
 """
 
 from __future__ import annotations
@@ -103,7 +104,13 @@ async def test_a_delivery_mid_backoff_survives_a_sigkill_and_a_restart(tmp_path:
     assert (after["attempts"], after["delivered"], after["failed"]) == (2, True, False)
 
 
-async def test_a_dbos_gateway_delivers_from_the_log(tmp_path: Path) -> None:
+async def test_a_dbos_gateway_delivers_a_childs_approval_then_the_completion(
+    tmp_path: Path,
+) -> None:
+    """On DBOS the runs execute as workflows; the gateway's deliverer follows the logs. The
+    root pauses for its child's approval (a person must answer at the root): delivered as
+    ``paused_for_person``; approved, the tree resumes past the delivery facts in the log and
+    completes: delivered too."""
     receiver = Receiver()
     store = MemoryEventStore()
     options = DbosOptions(
@@ -117,18 +124,32 @@ async def test_a_dbos_gateway_delivers_from_the_log(tmp_path: Path) -> None:
                 await server.start(
                     RemoteStartRequest(
                         session_id="durable",
-                        agent_type="boss",
-                        message="go",
+                        agent_type="hitl_boss",
+                        message="pay",
                         webhook=Webhook(url=f"{hook}/hook"),
                     )
                 )
+                [paused] = await receiver.wait_for(1)
+                [entry] = paused.json["pendingInputs"]
+                assert (entry["kind"], entry["toolName"]) == ("approval", "pay")
+                assert entry["ownerSessionId"] == "durable-sub-c1"
+                answer = await server.submit_approval("durable", entry["toolCallId"], True)
+                assert answer.resumed
+                await receiver.wait_for(2)
+                seen = 0
                 async for _ in store.tail("durable", kinds=(WebhookDelivered,)):
-                    break
+                    seen += 1
+                    if seen == 2:
+                        break
                 status = await server.get_status("durable")
-    [got] = receiver.received
-    verify(SECRET, got.body, got.headers[SIGNATURE_HEADER.lower()])
-    assert got.json["event"] == "completed"
-    assert got.json["output"] == "one plus two is three and the helper said six"
+    first, second = receiver.received
+    for got in receiver.received:
+        verify(SECRET, got.body, got.headers[SIGNATURE_HEADER.lower()])
+    assert (first.json["event"], first.json["status"]) == ("paused_for_person", "paused")
+    assert (second.json["event"], second.json["output"]) == ("completed", "payment done")
+    assert status.status == "completed"
     assert isinstance(status.webhooks, list)
-    [entry] = status.webhooks
-    assert (entry.attempts, entry.delivered) == (1, True)
+    assert [(w.event, w.attempts, w.delivered) for w in status.webhooks] == [
+        ("paused_for_person", 1, True),
+        ("completed", 1, True),
+    ]
