@@ -6,8 +6,10 @@ import hashlib
 import hmac
 import ipaddress
 
+import msgspec
 import pytest
 
+from helix_agents.branches.copy import branch_log
 from helix_agents.errors import AgentServerError, UsageError
 from helix_agents.events import (
     ApprovalRequested,
@@ -15,6 +17,7 @@ from helix_agents.events import (
     Failed,
     RunStarted,
     SessionCreated,
+    SessionForked,
     Suspended,
     Webhook,
     WebhookAttempted,
@@ -151,3 +154,25 @@ def test_a_log_without_a_webhook_owes_nothing() -> None:
     assert outbox.webhook is None
     assert outbox.deliveries == []
     assert outbox.status() == []
+
+
+def test_a_branch_does_not_inherit_its_origins_webhook() -> None:
+    """A fork's caller did not ask for the origin's webhook: the branch owes nothing, even
+    for the run ends its copied prefix holds."""
+    hook = Webhook(url="https://hooks.example.com/h")
+    prefix = stamp(
+        "origin",
+        0,
+        [
+            SessionCreated(agent_type="a", run_id="r", webhook=hook),
+            RunStarted(run_id="r"),
+            Completed(output=1),
+        ],
+    )
+    assert len(fold_outbox(prefix).deliveries) == 1
+    marker = SessionForked(origin_session_id="origin", origin_seq=3)
+    branch = branch_log(prefix, {"origin": "branch"}, [], marker)
+    created = branch[0]
+    assert isinstance(created, SessionCreated)
+    assert created.webhook is msgspec.UNSET
+    assert fold_outbox(branch).deliveries == []
