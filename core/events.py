@@ -21,6 +21,7 @@ from helix_agents.messages import Message, UserMessage
 __all__ = [
     "CHUNK_TYPES",
     "EVENT_TYPES",
+    "WEBHOOK_EVENT_KINDS",
     "Aborted",
     "AbortRequested",
     "ApprovalGiven",
@@ -84,6 +85,11 @@ __all__ = [
     "UsageRecorded",
     "WorkspaceDeleted",
     "WorkspaceWritten",
+    "Webhook",
+    "WebhookAttempted",
+    "WebhookDelivered",
+    "WebhookEventKind",
+    "WebhookFailed",
 ]
 
 RunMode = Literal["start", "resume", "continue"]
@@ -100,6 +106,12 @@ SubSessionFinishStatus = Literal["completed", "failed", "interrupted", "terminat
 
 UsageKind = Literal["tokens", "tool", "subagent", "custom"]
 """What a usage record counts."""
+
+WebhookEventKind = Literal["completed", "failed", "paused_for_person"]
+"""What a webhook is told about: a run completed, failed, or paused waiting for a person."""
+
+WEBHOOK_EVENT_KINDS: tuple[WebhookEventKind, ...] = ("completed", "failed", "paused_for_person")
+"""Every :data:`WebhookEventKind`, the default of ``Webhook.events``."""
 
 
 class EventBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", rename="camel"):
@@ -127,6 +139,16 @@ class Principal(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_
 
     tenant: str | None = None
     user: str | None = None
+
+
+class Webhook(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Where a session's run ends are POSTed, signed (``session_created.webhook``)."""
+
+    url: str
+    events: list[WebhookEventKind] = msgspec.field(
+        default_factory=lambda: list(WEBHOOK_EVENT_KINDS)
+    )
+    """Which ends are delivered (default: all three)."""
 
 
 class RemoteRef(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -325,6 +347,9 @@ class SessionCreated(EventBase, tag="session_created", frozen=True):
     """Who owns the session (specs/auth.md): the identity that started it, or its
     parent's owner for a child; None: started without identities (no auth, a
     static token of the old forms, a library call)."""
+    webhook: Webhook | msgspec.UnsetType = msgspec.UNSET
+    """Where the session's run ends are delivered (specs/server.md "Webhooks"); absent:
+    none. A fork does not inherit it."""
 
 
 class RunStarted(EventBase, tag="run_started", frozen=True):
@@ -728,6 +753,43 @@ class WorkspaceDeleted(EventBase, tag="workspace_deleted", frozen=True):
     tool_call_id: str | None = None
 
 
+# --- webhooks (specs/server.md "Webhooks"): the log is the outbox ---------------
+
+
+class WebhookAttempted(EventBase, tag="webhook_attempted", frozen=True):
+    """A host claims attempt ``attempt`` of delivery ``delivery_id`` and is about to POST it.
+
+    Appended by compare-and-append at the head its deliverer read (two hosts
+    never both make one attempt). ``next_at``: when the next attempt is due
+    unless this one is recorded delivered (a host that dies mid-POST leaves it);
+    None for the last attempt.
+    """
+
+    delivery_id: str
+    attempt: int
+    next_at: float | None = None
+
+
+class WebhookDelivered(EventBase, tag="webhook_delivered", frozen=True):
+    """Attempt ``attempt`` of delivery ``delivery_id`` was accepted (a 2xx answer)."""
+
+    delivery_id: str
+    attempt: int
+    status_code: int = 200
+
+
+class WebhookFailed(EventBase, tag="webhook_failed", frozen=True):
+    """Attempt ``attempt`` of delivery ``delivery_id`` failed; ``final``: no attempt follows."""
+
+    delivery_id: str
+    attempt: int
+    error: str
+    status_code: int | None = None
+    next_at: float | None = None
+    """When the next attempt is due (the backoff from now); None when ``final``."""
+    final: bool = False
+
+
 Event = (
     SessionCreated
     | RunStarted
@@ -771,6 +833,9 @@ Event = (
     | WorkspaceDeleted
     | SessionForked
     | RequestMade
+    | WebhookAttempted
+    | WebhookDelivered
+    | WebhookFailed
 )
 """Any event of the catalog."""
 

@@ -13,10 +13,11 @@ from typing import Any, Literal
 import msgspec
 
 from helix_agents.errors import AgentServerError, UsageError
-from helix_agents.events import Chunk, PendingInput, Principal, SuspensionReason
+from helix_agents.events import Chunk, PendingInput, Principal, SuspensionReason, Webhook
 from helix_agents.ids import SessionId, validate_session_id
 from helix_agents.log.state import RunProblem, SessionStatus, UsageTotals
 from helix_agents.messages import UserMessage
+from helix_agents.webhooks.outbox import WebhookStatus
 
 __all__ = [
     "ChunkEvent",
@@ -76,9 +77,16 @@ class RemoteStartRequest(_Wire, frozen=True):
     """Who owns the new session (specs/auth.md); a gateway with identities sets or checks
     it from the caller's identity. None: no owner."""
 
+    webhook: Webhook | msgspec.UnsetType | None = msgspec.UNSET
+    """Where the session's run ends are POSTed, signed (specs/server.md "Webhooks"): a server
+    with a webhook secret checks the URL against its allow-list and records it on
+    ``session_created``. Unset (absent on the wire) or None: no webhook."""
+
     def __post_init__(self) -> None:
         if self.strict is False:
             msgspec.structs.force_setattr(self, "strict", msgspec.UNSET)
+        if self.webhook is None:
+            msgspec.structs.force_setattr(self, "webhook", msgspec.UNSET)
 
 
 class RemoteResumeRequest(_Wire, frozen=True):
@@ -165,6 +173,9 @@ class RemoteStatusResponse(_Wire, frozen=True):
     """Present only while the session's run, executing here, waits for its store to come
     back (an outage being waited out): since when, and why. The rest of the answer is
     then the run's state as of its last stored event."""
+    webhooks: list[WebhookStatus] | msgspec.UnsetType = msgspec.UNSET
+    """Present only for a session started with a webhook: each delivery it owes (one per
+    run end its webhook asks about), its attempts, and whether it was delivered."""
 
 
 class SubmitToolResultRequest(_Wire, frozen=True):

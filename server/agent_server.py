@@ -23,6 +23,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from types import TracebackType
 from typing import Any, TypeVar
 
+import anyio
+import anyio.abc
+
 from helix_agents import AgentConfig, AgentExecutor, EventStore, LLMAdapter
 from helix_agents._aio import closing_iter
 from helix_agents.errors import AgentServerError, HelixError, UsageError
@@ -42,6 +45,8 @@ from helix_agents.protocol import (
 from helix_agents.runtime import RunGuard, Runtime
 from helix_agents.tracing import Tracer
 from helix_agents.workspaces import WorkspaceProvider
+
+from .webhooks import WebhookDeliverer, WebhookSettings
 
 __all__ = ["AgentServer", "RunGuard"]
 
@@ -80,6 +85,9 @@ class AgentServer:
             (``helix_agents.otel.OtelTracer()``; specs/otel.md).
         runtime: which runtime runs the sessions, for the executor the server
             makes (``AgentExecutor``'s ``runtime``); unset, the built-in one.
+        webhooks: accept starts that name a webhook and deliver them, signed with
+            its secret (``serve --webhook-secret``; specs/server.md "Webhooks");
+            unset, such a start is ``INVALID_REQUEST``.
 
     Raises:
         UsageError: an option that does nothing here (``runtime``, ``llm``, ``tracer``
@@ -100,6 +108,7 @@ class AgentServer:
         workspace_provider_kinds: Iterable[str] | None = None,
         tracer: Tracer | None = None,
         runtime: Runtime | None = None,
+        webhooks: WebhookSettings | None = None,
     ) -> None:
         if isinstance(agents, Mapping):
             for key, agent in agents.items():
@@ -144,6 +153,18 @@ class AgentServer:
             raise UsageError("recover=True does nothing here: the runtime recovers its sessions")
         self._recover = not recovers_itself if recover is None else recover
         self._owns_store = owns_store
+        self.webhooks: WebhookDeliverer | None = None
+        """Delivers the webhooks of the sessions on the store (None: no webhooks here)."""
+        self._webhook_tasks: anyio.abc.TaskGroup | None = None
+        if webhooks is not None:
+            self.deliver_webhooks(webhooks)
+
+    def deliver_webhooks(self, settings: WebhookSettings) -> None:
+        """Accept starts naming a webhook and deliver them (before the server is entered)."""
+        if self._running:
+            raise UsageError("deliver_webhooks() is for a server not yet entered")
+        self.webhooks = WebhookDeliverer(self.store, settings)
+        self.executor.service.webhook_gate = self.webhooks
 
     @property
     def running(self) -> bool:
@@ -154,6 +175,10 @@ class AgentServer:
         if self._owns_executor:
             await self.executor.__aenter__()
         self._running = True
+        if self.webhooks is not None:
+            self._webhook_tasks = anyio.create_task_group()
+            await self._webhook_tasks.__aenter__()
+            self._webhook_tasks.start_soon(self.webhooks.run)
         if self._recover:
             recovered = await self.executor.recover()
             if recovered:
@@ -167,6 +192,10 @@ class AgentServer:
         tb: TracebackType | None,
     ) -> bool | None:
         self._running = False
+        tasks, self._webhook_tasks = self._webhook_tasks, None
+        if tasks is not None:  # deliveries left due are made after a restart (the log says so)
+            tasks.cancel_scope.cancel()
+            await tasks.__aexit__(None, None, None)
         try:
             if self._owns_executor:
                 return await self.executor.__aexit__(exc_type, exc, tb)
@@ -204,11 +233,20 @@ class AgentServer:
 
     async def resume(self, request: RemoteResumeRequest) -> RemoteStartResponse:
         """Resume an interrupted or paused session."""
-        return await self._call(self.executor.service.resume, request)
+        answer = await self._call(self.executor.service.resume, request)
+        self._moved(answer.session_id)
+        return answer
 
     async def send_message(self, request: RemoteMessageRequest) -> RemoteMessageResponse:
         """Send a follow-up message: a new turn of a completed session (codes as the service)."""
-        return await self._call(self.executor.service.send_message, request)
+        answer = await self._call(self.executor.service.send_message, request)
+        self._moved(answer.session_id)
+        return answer
+
+    def _moved(self, session_id: str) -> None:
+        """A request ran the session again: follow it for webhooks (if it has one)."""
+        if self.webhooks is not None and self._running:
+            self.webhooks.watch(session_id)
 
     async def stream(
         self, session_id: str, from_sequence: int = 0

@@ -129,6 +129,7 @@ def branch_log(
             FORKED_FROM_KEY: origin,
             FORKED_AT_KEY: str(marker.origin_seq),
         },
+        webhook=msgspec.UNSET,  # the origin's caller asked for it, not the branch's
     )
     after: list[Event] = []
     for edit in edits:

@@ -50,6 +50,9 @@ from helix_agents.events import (
     Suspended,
     UsageRecorded,
     UseAgent,
+    WebhookAttempted,
+    WebhookDelivered,
+    WebhookFailed,
     WorkspaceDeleted,
     WorkspaceWritten,
 )
@@ -439,6 +442,10 @@ def _request_made(state: SessionState, event: RequestMade) -> None:
     """Who made a request: an audit fact, nothing in the state changes."""
 
 
+def _webhook(state: SessionState, event: Any) -> None:
+    """A webhook delivery's progress: the outbox's, folded by ``helix_agents.webhooks``."""
+
+
 def _created_again(state: SessionState, event: SessionCreated) -> None:
     raise CorruptLogError(f"session_created at seq {event.seq}: a log is created once")
 
@@ -476,6 +483,7 @@ HANDLERS: dict[type[EventBase], _Handler] = {
     WorkspaceWritten: _workspace_written,
     WorkspaceDeleted: _workspace_deleted,
     SessionForked: _forked,
+    **dict.fromkeys((WebhookAttempted, WebhookDelivered, WebhookFailed), _webhook),
     **dict.fromkeys(CHUNK_TYPES, _chunk),
 }
 

@@ -1,10 +1,9 @@
 """``AgentExecutor``: runs agent sessions on an event store.
 
-The executor is an async context manager that owns a task group: every run
-it starts lives there and ends with it. Sessions are created by
-compare-and-append of ``session_created`` at seq 0, so a start is idempotent
-even across processes; interrupts and aborts are events in the log, so they
-reach a run from any process that shares the store.
+The executor is an async context manager that owns a task group: every run it
+starts lives there and ends with it. Sessions are created by compare-and-append
+of ``session_created`` at seq 0, so a start is idempotent even across processes;
+interrupts and aborts are events in the log: they reach a run from any process.
 
 The protocol itself (start, resume, stream, status, interrupt, abort and the
 answers to pending inputs) is implemented once, by ``executor.service`` (an
@@ -12,8 +11,8 @@ answers to pending inputs) is implemented once, by ``executor.service`` (an
 :class:`~helix_agents.InProcessTransport`, and the servers through it too.
 
 Which runtime runs the sessions is given when the executor is built
-(``runtime=``, a :class:`Runtime`: the built-in one by default, or a durable
-engine's, or a NATS fleet's); nothing about it is set afterwards.
+(``runtime=``, a :class:`Runtime`: the built-in one by default, a durable
+engine's, a NATS fleet's); nothing about it is set afterwards.
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ from helix_agents.agents.define import AgentRegistry
 from helix_agents.branches.fork import fork_executor_session
 from helix_agents.children.inprocess import InProcessTransport
 from helix_agents.errors import HelixError, UsageError
-from helix_agents.events import PendingInput
+from helix_agents.events import PendingInput, Webhook
 from helix_agents.hitl.routing import remote_usage
 from helix_agents.ids import new_run_id
 from helix_agents.log.pricing import Prices
@@ -356,6 +355,7 @@ class AgentExecutor:
         state: dict[str, Any] | None = None,
         metadata: dict[str, str] | None = None,
         strict: bool | None = None,
+        webhook: Webhook | None = None,
     ) -> AgentHandle[OutputT]:
         """Start ``agent`` on a message (a string) or an input (a dict, mapped to a message).
 
@@ -368,6 +368,7 @@ class AgentExecutor:
         The handle's result carries the output as an ``output_schema`` instance.
         ``strict`` (default: the executor's): each run of the session, and of its
         children, fails at its first problem instead of showing it to the model.
+        ``webhook``: where its run ends are POSTed (by an ``AgentServer`` with a secret).
         """
         self.registry.register(agent)
         self.require_models()
@@ -388,6 +389,7 @@ class AgentExecutor:
                 metadata=metadata,
                 input=None if isinstance(message_or_input, str) else message_or_input,
                 strict=self.strict if strict is None else strict,
+                webhook=webhook,
             )
         )
         return await handle_of(self.runs, self.service, response)

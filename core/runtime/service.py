@@ -57,6 +57,8 @@ from helix_agents.runtime.runs import Launcher, RunGuard, SessionRuns, TakeoverC
 from helix_agents.runtime.starts import SessionStarts, already_finished
 from helix_agents.runtime.writer import stamp
 from helix_agents.transport import RemoteAgentTransport
+from helix_agents.webhooks.gate import WebhookGate
+from helix_agents.webhooks.outbox import fold_outbox, webhook_of
 
 __all__ = ["ExecutorService", "RuntimeParts", "append_decided"]
 
@@ -92,6 +94,15 @@ class ExecutorService:
     def __init__(self, runs: SessionRuns) -> None:
         self._runs = runs
         self._starts = SessionStarts(runs)
+
+    @property
+    def webhook_gate(self) -> WebhookGate | None:
+        """Checks a start's webhook and follows its session; None: starts naming one are refused."""
+        return self._starts.webhook_gate
+
+    @webhook_gate.setter
+    def webhook_gate(self, gate: WebhookGate | None) -> None:
+        self._starts.webhook_gate = gate
 
     async def start(self, request: RemoteStartRequest) -> RemoteStartResponse:
         """Create and run a session; idempotent for the same id and request.
@@ -230,7 +241,11 @@ class ExecutorService:
         state = project_state(log_)
         executing = self._runs.is_executing(session_id, state)
         waiting = self._store_wait(session_id) if executing else None
-        return self._status(state, run_from_sequence(log_), executing, waiting)
+        answer = self._status(state, run_from_sequence(log_), executing, waiting)
+        if webhook_of(log_[0]) is None:
+            return answer
+        # The deliveries it owes, folded from the same log (specs/server.md "Webhooks").
+        return msgspec.structs.replace(answer, webhooks=fold_outbox(log_).status())
 
     def _store_wait(self, session_id: str) -> StoreWait | None:
         """What the session's run waits for, if it executes here and its store is down."""

@@ -16,11 +16,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
+import msgspec
 
 from helix_agents.agents.config import AgentConfig
 from helix_agents.children.target import fits
 from helix_agents.errors import AgentServerError, ConcurrencyConflict, UsageError
-from helix_agents.events import Event, RunStarted, SessionCreated
+from helix_agents.events import Event, RunStarted, SessionCreated, Webhook
 from helix_agents.ids import SessionId, new_run_id
 from helix_agents.log.projections import project_state
 from helix_agents.log.state import SessionState
@@ -34,6 +35,7 @@ from helix_agents.protocol import (
 from helix_agents.runtime.runs import SessionRuns
 from helix_agents.runtime.writer import stamp
 from helix_agents.tracing import session_trace_context
+from helix_agents.webhooks.gate import WebhookGate
 
 __all__ = ["PendingAnswer", "SessionStarts", "already_finished", "user_messages"]
 
@@ -85,6 +87,8 @@ class SessionStarts:
         self._runs = runs
         self._starting: dict[str, PendingAnswer] = {}  # session -> the start deciding it here
         self._resuming: dict[str, PendingAnswer] = {}  # session -> the plain resume deciding it
+        self.webhook_gate: WebhookGate | None = None
+        """Checks a start's webhook and follows its session (an ``AgentServer``'s deliverer)."""
 
     async def start(self, request: RemoteStartRequest) -> RemoteStartResponse:
         """Create and run a session; idempotent for the same id and request.
@@ -115,6 +119,7 @@ class SessionStarts:
             initial = agent.initial_state(_seed_state(agent, request))
         except UsageError as exc:
             raise AgentServerError("INVALID_REQUEST", str(exc)) from exc
+        webhook = await self._webhook(request)
         run_id = new_run_id()
         now = time.time()
         [created] = stamp(
@@ -136,6 +141,7 @@ class SessionStarts:
                     trace_context=traced,
                     strict=request.strict is True,
                     owner=request.owner,
+                    webhook=msgspec.UNSET if webhook is None else webhook,
                 )
             ],
             now,
@@ -148,12 +154,27 @@ class SessionStarts:
             joined = await ongoing.answer()
             if joined is not None and ongoing.same_request(agent.name, messages):
                 return joined
-        return await _answered_once(
+        answer = await _answered_once(
             self._starting,
             session_id,
             PendingAnswer(agent.name, messages),
             lambda: self._start_locked(session_id, agent, messages, created, started),
         )
+        if webhook is not None and self.webhook_gate is not None:
+            self.webhook_gate.watch(session_id)
+        return answer
+
+    async def _webhook(self, request: RemoteStartRequest) -> Webhook | None:
+        """The start's webhook, checked by the gate (``INVALID_REQUEST`` when there is none)."""
+        if not isinstance(request.webhook, Webhook):
+            return None
+        if self.webhook_gate is None:
+            raise AgentServerError(
+                "INVALID_REQUEST",
+                "this server delivers no webhooks: serve it with a webhook secret "
+                "(serve --webhook-secret, or $HELIX_WEBHOOK_SECRET)",
+            )
+        return await self.webhook_gate.check(request.webhook)
 
     async def _start_locked(
         self,

@@ -13,6 +13,8 @@ from helix_agents.server.cli.options import add_log_level, replica_count
 from helix_agents.server.cli.serve import exporting_tracer
 from helix_agents.server.cli.target import load_target, server_agents
 from helix_agents.server.fleet.leases import DEFAULT_LEASE_TTL
+from helix_agents.server.webhooks import WebhookSettings
+from helix_agents.server.webhooks.options import add_webhook_arguments, webhook_settings
 
 __all__ = ["add_host_command", "host_command", "run_host"]
 
@@ -25,6 +27,7 @@ async def run_host(
     replicas: int = 1,
     log_level: str = "info",
     otel: bool = False,
+    webhooks: WebhookSettings | None = None,
 ) -> None:
     """Run ``spec``'s agents as one host of the fleet on ``nats_url`` until SIGINT/SIGTERM.
 
@@ -32,7 +35,8 @@ async def run_host(
     ``replicas``: the copies of each message, if this host creates the stream.
     The host's log (stderr) shows records at ``log_level`` and above.
     ``otel``: trace the runs it hosts, exported over OTLP (as ``serve --otel``);
-    the spans are flushed when it stops.
+    the spans are flushed when it stops. ``webhooks``: deliver the webhooks of the
+    fleet's sessions (every host may: a compare-and-append claims each attempt).
     """
     import signal
 
@@ -56,7 +60,9 @@ async def run_host(
         # running, on them; taking over is decided per session (specs/nats.md).
         tracer = exporting.tracer if exporting is not None else None
         fleet = NatsRuntime(nc, lease_ttl=lease_ttl, replicas=replicas)
-        server = AgentServer(agents, store, recover=False, tracer=tracer, runtime=fleet)
+        server = AgentServer(
+            agents, store, recover=False, tracer=tracer, runtime=fleet, webhooks=webhooks
+        )
         async with NatsAgentHost(server):
             print(
                 f"helix-agents: hosting {', '.join(server.agent_types)} on {nats_url}",
@@ -84,6 +90,7 @@ def host_command(args: argparse.Namespace) -> int:
             replicas=args.replicas,
             log_level=args.log_level,
             otel=args.otel,
+            webhooks=webhook_settings(args),
         )
     )
     return 0
@@ -128,4 +135,5 @@ def add_host_command(commands: Any) -> None:
         help="trace the runs this host runs with OpenTelemetry, as serve --otel does "
         "(OTLP/HTTP to $OTEL_EXPORTER_OTLP_ENDPOINT; the otel extra; default: off)",
     )
+    add_webhook_arguments(host)
     host.set_defaults(handler=host_command)

@@ -54,6 +54,7 @@ from helix_agents.server.serving.limits import (
     DEFAULT_MAX_STREAMS,
     DEFAULT_WRITE_TIMEOUT,
 )
+from helix_agents.server.webhooks.options import add_webhook_arguments, webhook_settings
 from helix_agents.stores import open_store
 
 if TYPE_CHECKING:
@@ -115,6 +116,8 @@ async def run_serve(
             )
         if options.mcp:
             raise TargetError("--mcp serves the agents of MODULE:ATTR, not a fleet (--nats)")
+        if options.webhooks is not None:
+            raise UsageError("a fleet's hosts deliver its webhooks: give them --webhook-secret")
         await _serve_fleet(
             nats_url,
             host=host,
@@ -140,6 +143,8 @@ async def run_serve(
     exporting = exporting_tracer() if options.otel else None
     if isinstance(target, AgentServer):
         server = target
+        if options.webhooks is not None and server.webhooks is None:
+            server.deliver_webhooks(options.webhooks)
     else:
         agents = agents_of(target, spec)
         # The server owns the store, so the app's lifespan closes it: uvicorn
@@ -149,7 +154,14 @@ async def run_serve(
         store = await open_store(url)
         runtime = make_runtime() if make_runtime is not None else None
         # Traced on Temporal, the gateway begins each session's trace; its workers' continue it.
-        server = AgentServer(agents, store, owns_store=True, tracer=tracer, runtime=runtime)
+        server = AgentServer(
+            agents,
+            store,
+            owns_store=True,
+            tracer=tracer,
+            runtime=runtime,
+            webhooks=options.webhooks,
+        )
     app = create_http_app(
         server,
         auth=auth,
@@ -305,6 +317,7 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
         otel=args.otel,
         mcp=args.mcp,
         prices=Prices.from_file(args.prices) if args.prices else None,
+        webhooks=webhook_settings(args, runs_sessions=args.nats is None),
     )
 
 
@@ -496,4 +509,5 @@ def add_serve_command(commands: Any, store_help: str) -> None:
         help="the event loop: uvloop (with the httptools parser) or asyncio (with h11); "
         "auto is uvloop where it is installed (default: %(default)s)",
     )
+    add_webhook_arguments(serve)
     serve.set_defaults(handler=serve_command)

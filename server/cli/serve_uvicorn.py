@@ -34,6 +34,7 @@ from helix_agents.server.serving.limits import (
     StreamLimit,
 )
 from helix_agents.server.serving.protocols import bounded_http_protocol
+from helix_agents.server.webhooks import WebhookSettings
 
 if TYPE_CHECKING:
     from helix_agents.server.serving.graceful import GracefulServer
@@ -69,6 +70,8 @@ class ServeOptions:
     """Also serve each agent as an MCP tool at ``/mcp`` (``helix_agents.mcp``, the mcp extra)."""
     prices: Prices | None = None
     """What tokens cost, for the inspector's cost per node (``--prices FILE.json``)."""
+    webhooks: WebhookSettings | None = None
+    """Deliver webhooks, signed with this secret (``--webhook-secret``; specs/server.md)."""
 
 
 def _with_cors(app: Any, origins: tuple[str, ...]) -> Any:

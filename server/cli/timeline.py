@@ -56,6 +56,9 @@ from helix_agents.events import (
     ToolEnd,
     ToolStart,
     UsageRecorded,
+    WebhookAttempted,
+    WebhookDelivered,
+    WebhookFailed,
     WorkspaceDeleted,
     WorkspaceWritten,
 )
@@ -306,6 +309,13 @@ def summarize_event(event: Event) -> str:
         case RequestMade():
             ref = f" ({event.ref})" if event.ref else ""
             return f"{event.action}{ref} by {principal_text(event.by)}"
+        case WebhookAttempted():
+            return f"{event.delivery_id} attempt {event.attempt}"
+        case WebhookDelivered():
+            return f"{event.delivery_id} attempt {event.attempt} -> {event.status_code}"
+        case WebhookFailed():
+            final = " (final)" if event.final else ""
+            return f"{event.delivery_id} attempt {event.attempt} -> {quoted(event.error)}{final}"
         case _:
             assert_never(event)
 

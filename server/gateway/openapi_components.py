@@ -194,6 +194,7 @@ def components() -> dict[str, Any]:
         "description": "A session id: 1-256 characters from A-Z a-z 0-9 _ - . :",
     }
     components["ErrorBody"]["properties"]["code"] = {"enum": sorted(HTTP_STATUS)}
+    _webhooks(components)
     for schema in components.values():
         properties = schema.get("properties", {})
         for field in _SESSION_ID_FIELDS:
@@ -240,6 +241,30 @@ def components() -> dict[str, Any]:
         },
     }
     return components
+
+
+def _webhooks(components: dict[str, Any]) -> None:
+    """What a start's ``webhook`` and a status's ``webhooks`` are (specs/server.md "Webhooks")."""
+    webhook = components["Webhook"]["properties"]
+    webhook["url"] |= {
+        "maxLength": 2048,
+        "description": "http or https; checked against the "
+        "server's allow-list at the start and before each attempt",
+    }
+    webhook["events"] |= {
+        "minItems": 1,
+        "description": "which run ends are POSTed (default: all three)",
+    }
+    components["RemoteStartRequest"]["properties"]["webhook"]["description"] = (
+        "Where the session's run ends are POSTed, signed with the server's secret (at least "
+        "once, retried with backoff); a server without a webhook secret, or a URL whose host "
+        "is or resolves to a loopback, private, link-local, multicast, reserved or unspecified "
+        "address it does not allow, is INVALID_REQUEST (400), and nothing is written"
+    )
+    components["RemoteStatusResponse"]["properties"]["webhooks"]["description"] = (
+        "Present only for a session started with a webhook: each delivery it owes (one per "
+        "run end its webhook asks about), its attempts, whether it was delivered or given up"
+    )
 
 
 def _sse_event(name: str, data: str, *, id_required: bool) -> dict[str, Any]:

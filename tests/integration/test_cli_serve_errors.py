@@ -196,3 +196,21 @@ def test_a_missing_attribute_of_a_module_without_agents_says_so(tmp_path: Path) 
         "helix-agents: error: 'empty' has no attribute 'agents'; it holds no agents "
         "(define one with define_agent at the module's top level)"
     )
+
+
+@pytest.mark.parametrize(
+    ("flags", "piece"),
+    [
+        (["--webhook-secret", "s", "--webhook-allow", "http://x/"], "not a CIDR"),
+        (["--webhook-secret", "s", "--webhook-attempts", "0"], "attempts >= 1"),
+        (["--nats", "nats://127.0.0.1:1", "--webhook-secret", "s"], "give them --webhook-secret"),
+    ],
+)
+def test_a_bad_webhook_option_is_one_usage_line(
+    tmp_path: Path, flags: list[str], piece: str
+) -> None:
+    (tmp_path / "good_agents.py").write_text(GOOD_MODULE)
+    target = [] if "--nats" in flags else ["good_agents:agents"]
+    result = run(tmp_path, "serve", *target, "--port", "9", *flags)
+    assert piece in one_error_line(result, 2)
+    assert not (tmp_path / "helix.db").exists()
