@@ -34,6 +34,8 @@ from helix_agents.events import (
     HostClaimed,
     Interrupted,
     InterruptRequested,
+    MemoryRead,
+    MemoryWritten,
     MessageAppended,
     MessageQueued,
     ReplaceState,
@@ -422,6 +424,10 @@ def _chunk(state: SessionState, event: Any) -> None:
     """Chunks are the stream's content; they do not change the state."""
 
 
+def _memory(state: SessionState, event: Any) -> None:
+    """A memory read or write is a record for replay and inspection; the state has no part of it."""
+
+
 def _forked(state: SessionState, event: SessionForked) -> None:
     state.forked_from, state.forked_at = event.origin_session_id, event.origin_seq
     mine = (None, event.origin_session_id)
@@ -476,6 +482,8 @@ HANDLERS: dict[type[EventBase], _Handler] = {
     WorkspaceWritten: _workspace_written,
     WorkspaceDeleted: _workspace_deleted,
     SessionForked: _forked,
+    MemoryWritten: _memory,
+    MemoryRead: _memory,
     **dict.fromkeys(CHUNK_TYPES, _chunk),
 }
 

@@ -32,6 +32,8 @@ from helix_agents.events import (
     InputRequired,
     Interrupted,
     InterruptRequested,
+    MemoryRead,
+    MemoryWritten,
     MessageAppended,
     MessageQueued,
     OutputChunk,
@@ -306,6 +308,18 @@ def summarize_event(event: Event) -> str:
         case RequestMade():
             ref = f" ({event.ref})" if event.ref else ""
             return f"{event.action}{ref} by {principal_text(event.by)}"
+        case MemoryWritten():
+            where = f"{'/'.join(event.namespace)} {quoted(event.key)} v{event.version}"
+            return (
+                f"{where} deleted" if event.value is None else f"{where} {json_text(event.value)}"
+            )
+        case MemoryRead():
+            asked = (
+                quoted(event.key or "")
+                if event.op == "get"
+                else f"query={quoted(event.query or '')}"
+            )
+            return f"{event.op} {'/'.join(event.namespace)} {asked} -> {len(event.items)} item(s)"
         case _:
             assert_never(event)
 

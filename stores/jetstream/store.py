@@ -48,6 +48,7 @@ from helix_agents.stores.common import check_batch, tail_events
 from .append import DEFAULT_OUTAGE_WAIT, JetStreamAppender
 from .inbox import NatsInbox
 from .index import JetStreamSessionIndex
+from .memory import JetStreamMemoryStore
 from .reads import BatchMarks, LogReader
 from .watch import SWEEP_EVERY as SWEEP_EVERY, WATCH_LINGER as WATCH_LINGER, StoreWatch
 from .wire import (
@@ -482,6 +483,14 @@ class JetStreamEventStore:
         return counts
 
     # --- lifecycle --------------------------------------------------------------------
+
+    _memory: JetStreamMemoryStore | None = None
+
+    def memory_store(self) -> JetStreamMemoryStore:
+        """Its memory store (``helix_agents.memory``): KV bucket ``HELIX_MEMORY_<stream>``."""
+        if self._memory is None:
+            self._memory = JetStreamMemoryStore(self._access.js, f"HELIX_MEMORY_{self.stream}")
+        return self._memory
 
     async def close(self) -> None:
         """Wait for appends under way, then close the connection. Idempotent."""

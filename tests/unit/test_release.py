@@ -105,8 +105,8 @@ PUBLIC: dict[str, str] = {
         MCPToolset MCP_PATH PROGRESS_CHUNK SESSION_META_KEY StdioServerParameters
     """,
     "helix_agents.stores": """
-        DEFAULT_STORE_URL JetStreamEventStore MemoryEventStore SqliteEventStore StoreCheck
-        check_store open_store
+        DEFAULT_STORE_URL InMemoryMemoryStore JetStreamEventStore JetStreamMemoryStore
+        MemoryEventStore SqliteEventStore SqliteMemoryStore StoreCheck check_store open_store
     """,
     "helix_agents.transports": """
         Fault FaultyTransport HeadersSource HttpRemoteAgentTransport InProcessTransport
