@@ -8,7 +8,8 @@ padding and prefixed (``n`` for an element, ``k`` for the key), joined by
 (``n<acme>.n<user-7>.>``). The value is the stored item as JSON. Writes are
 compare-and-set on the entry's revision (``create`` for a new key), retried
 when another writer got there first, so a read-modify-write is atomic across
-processes. A search lists the prefix's keys and reads each entry.
+processes. A search watches the prefix's subjects: the server delivers the
+last entry of each key, then the search matches them here.
 
 asyncio lives here only because nats-py is asyncio-only; nats-py errors never
 leave this module (they become :class:`StoreError`).
@@ -47,7 +48,6 @@ from helix_agents.memory.base import (
 __all__ = ["JetStreamMemoryStore", "memory_key"]
 
 _ATTEMPTS = 20  # compare-and-set rounds lost to other writers before giving up
-_GETS = 32  # entries a search reads at once
 _decoder = msgspec.json.Decoder(StoredItem)
 
 
@@ -74,11 +74,13 @@ class JetStreamMemoryStore:
     Args:
         js: a JetStream context (``JetStreamEventStore.memory_store()`` uses its own).
         bucket: the KV bucket's name.
+        timeout: seconds a search waits for the bucket's next entry.
     """
 
-    def __init__(self, js: JetStreamContext, bucket: str) -> None:
+    def __init__(self, js: JetStreamContext, bucket: str, *, timeout: float = 5.0) -> None:
         self._js = js
         self.bucket = bucket
+        self._timeout = timeout
         self._kv: KeyValue | None = None
         self._lock = anyio.Lock()
 
@@ -178,28 +180,22 @@ class JetStreamMemoryStore:
         subject = ".".join([*(_token("n", part) for part in head), ">"])
         found: list[MemoryItem] = []
         with _translated():
+            # The last entry of each key under the prefix (the bucket keeps no history).
+            watcher = await kv.watch(subject, ignore_deletes=True)
             try:
-                names = await kv.keys(filters=[subject])
-            except nats.js.errors.NoKeysError:
-                names = []
-        limiter = anyio.CapacityLimiter(_GETS)
-        errors: list[Exception] = []
-
-        async def read(name: str) -> None:
-            try:
-                async with limiter:
-                    stored, _ = await self._entry(kv, name)
-            except (nats.errors.Error, TimeoutError) as exc:
-                errors.append(exc)
-                return
-            if stored is not None and (item := stored.item) is not None and matches(item, terms):
-                found.append(item)
-
-        async with anyio.create_task_group() as tg:
-            for name in names:
-                tg.start_soon(read, name)
-        if errors:
-            raise StoreError(f"jetstream memory store: {errors[0]!r}") from errors[0]
+                while True:
+                    entry = await watcher.updates(timeout=self._timeout)
+                    if entry is None:
+                        break
+                    if not entry.value:
+                        continue
+                    item = _decoder.decode(entry.value).item
+                    if item is not None and matches(item, terms):
+                        found.append(item)
+                    if not entry.delta:
+                        break  # nothing pending after it: all seen
+            finally:
+                await watcher.stop()
         return ranked(found)[offset : offset + limit]
 
     async def close(self) -> None:

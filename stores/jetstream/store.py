@@ -489,7 +489,9 @@ class JetStreamEventStore:
     def memory_store(self) -> JetStreamMemoryStore:
         """Its memory store (``helix_agents.memory``): KV bucket ``HELIX_MEMORY_<stream>``."""
         if self._memory is None:
-            self._memory = JetStreamMemoryStore(self._access.js, f"HELIX_MEMORY_{self.stream}")
+            self._memory = JetStreamMemoryStore(
+                self._access.js, f"HELIX_MEMORY_{self.stream}", timeout=self._timeout
+            )
         return self._memory
 
     async def close(self) -> None:
