@@ -184,7 +184,7 @@ class JetStreamMemoryStore:
             watcher = await kv.watch(subject, ignore_deletes=True)
             try:
                 while True:
-                    entry = await watcher.updates(timeout=self._timeout)
+                    entry = await watcher.updates(timeout=self._timeout)  # type: ignore[no-untyped-call]
                     if entry is None:
                         break
                     if not entry.value:
@@ -195,7 +195,7 @@ class JetStreamMemoryStore:
                     if not entry.delta:
                         break  # nothing pending after it: all seen
             finally:
-                await watcher.stop()
+                await watcher.stop()  # type: ignore[no-untyped-call]
         return ranked(found)[offset : offset + limit]
 
     async def close(self) -> None:
