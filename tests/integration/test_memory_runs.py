@@ -1,0 +1,308 @@
+"""Memory in real runs: tools write and read it through ``ctx.memory`` across sessions.
+
+A real ``AgentExecutor`` (or ``AgentServer`` on each runtime) with scripted
+models. The model's script is a function of the conversation: ``write X``
+calls ``remember`` (a put of ``{"lang": X}``), ``read`` calls ``recall`` (a
+get), ``forget`` calls ``drop`` (a delete), ``find Q`` calls ``find`` (a
+search); after a tool result it answers with that result's text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+from pydantic import BaseModel
+
+from helix_agents import AgentExecutor, ToolContext, define_agent, define_tool
+from helix_agents.events import Event, MemoryRead, MemoryWritten, Principal, ToolEnd
+from helix_agents.memory import MemoryItem, MemoryStore, memory_of
+from helix_agents.messages import ToolResultMessage, UserMessage
+from helix_agents.models import LLMRequest, ScriptedLLM
+from helix_agents.models.scripted import ScriptItem
+from helix_agents.protocol import RemoteStartRequest
+from helix_agents.stores import MemoryEventStore, SqliteEventStore
+from tests.integration._durable_kit import Runtime
+from tests.integration._temporal_kit import stream_to_end
+
+LIMIT = 8.0
+PREFS = ("user-7", "prefs")
+
+
+class Lang(BaseModel):
+    lang: str = ""
+
+
+class Query(BaseModel):
+    query: str = ""
+
+
+async def _remember(args: Lang, ctx: ToolContext) -> Any:
+    item = await ctx.memory.put(PREFS, "language", {"lang": args.lang})
+    return {"version": item.version, "namespace": list(item.namespace)}
+
+
+async def _recall(args: Lang, ctx: ToolContext) -> Any:
+    item = await ctx.memory.get(PREFS, "language")
+    return {"found": None} if item is None else {"found": item.value, "version": item.version}
+
+
+def _drop(args: Lang, ctx: ToolContext) -> Any:  # a synchronous tool: blocking calls
+    return {"deleted": ctx.memory.delete(PREFS, "language")}  # type: ignore[misc]
+
+
+async def _find(args: Query, ctx: ToolContext) -> Any:
+    items = await ctx.memory.search(("user-7",), args.query)
+    return {"keys": [[*item.namespace, item.key] for item in items]}
+
+
+remember = define_tool("remember", "remember a language", Lang, _remember)
+recall = define_tool("recall", "recall the language", Lang, _recall)
+drop = define_tool("drop", "forget the language", Lang, _drop)
+find = define_tool("find", "search memory", Query, _find)
+
+
+def _script(request: LLMRequest) -> ScriptItem:
+    last = request.messages[-1]
+    if isinstance(last, ToolResultMessage):
+        return ScriptedLLM.reply(last.content)
+    assert isinstance(last, UserMessage)
+    text = str(last.content)
+    if text.startswith("write "):
+        return ScriptedLLM.call("remember", {"lang": text.removeprefix("write ")})
+    if text.startswith("find "):
+        return ScriptedLLM.call("find", {"query": text.removeprefix("find ")})
+    if text == "forget":
+        return ScriptedLLM.call("drop", {})
+    return ScriptedLLM.call("recall", {})
+
+
+def _agent() -> Any:
+    return define_agent(
+        "keeper", llm=ScriptedLLM(_script), tools=[remember, recall, drop, find], max_steps=4
+    )
+
+
+def _of(kind: type[Any], log: Sequence[Event]) -> list[Any]:
+    return [event for event in log if isinstance(event, kind)]
+
+
+def _answer(log: Sequence[Event]) -> Any:
+    """The last tool result of a log, decoded."""
+    return _of(ToolEnd, log)[-1].result
+
+
+async def _turn(
+    executor: AgentExecutor, session_id: str, message: str, owner: Principal | None = None
+) -> Any:
+    """Run one turn (a new session, or a follow-up) to its end; the tool's result."""
+    if await executor.store.read(session_id):
+        handle = await executor.send_message(session_id, message)
+        await handle.result()
+    else:
+        await executor.service.start(
+            RemoteStartRequest(
+                session_id=session_id, agent_type="keeper", message=message, owner=owner
+            )
+        )
+        async for _ in executor.service.stream(session_id):
+            pass
+    return _answer(await executor.store.read(session_id))
+
+
+async def test_a_session_reads_what_another_wrote_and_the_logs_record_both(store: Any) -> None:
+    """Read-after-write across sessions, on each store backend; each access is in its log."""
+    agent = _agent()
+    with anyio.fail_after(LIMIT):
+        async with AgentExecutor(store, [agent]) as executor:
+            wrote = await _turn(executor, "a", "write fr")
+            read = await _turn(executor, "b", "read")
+            found = await _turn(executor, "c", "find FR")
+    assert wrote == {"version": 1, "namespace": list(PREFS)}  # relative to the tenant
+    assert read == {"found": {"lang": "fr"}, "version": 1}
+    assert found == {"keys": [[*PREFS, "language"]]}
+    # No auth: the default tenant "_" comes first in the store and in the log.
+    memory = memory_of(store)
+    assert memory is not None
+    stored = await memory.get(("_", *PREFS), "language")
+    assert stored is not None
+    assert stored.value == {"lang": "fr"}
+    [written] = _of(MemoryWritten, await store.read("a"))
+    assert (written.namespace, written.key, written.value, written.version) == (
+        ("_", *PREFS),
+        "language",
+        {"lang": "fr"},
+        1,
+    )
+    assert written.tool_call_id == _of(ToolEnd, await store.read("a"))[0].tool_call_id
+    [got] = _of(MemoryRead, await store.read("b"))
+    assert (got.op, got.namespace, got.key) == ("get", ("_", *PREFS), "language")
+    assert [item.value for item in got.items] == [{"lang": "fr"}]
+    [searched] = _of(MemoryRead, await store.read("c"))
+    assert (searched.op, searched.namespace, searched.query) == ("search", ("_", "user-7"), "FR")
+    assert [item.key for item in searched.items] == ["language"]
+    assert _of(MemoryRead, await store.read("a")) == []
+
+
+async def test_two_processes_on_one_sqlite_file_share_memory(tmp_path: Any) -> None:
+    """Two hosts: two executors, each with its own store on one SQLite file."""
+    path = tmp_path / "shared.db"
+    one, two = SqliteEventStore(path), SqliteEventStore(path)
+    try:
+        with anyio.fail_after(LIMIT):
+            async with AgentExecutor(one, [_agent()]) as first:
+                await _turn(first, "a", "write de")
+            async with AgentExecutor(two, [_agent()]) as second:
+                read = await _turn(second, "b", "read")
+                deleted = await _turn(second, "c", "forget")
+            async with AgentExecutor(one, [_agent()]) as first:
+                after = await _turn(first, "d", "read")
+    finally:
+        await one.close()
+        await two.close()
+    assert read == {"found": {"lang": "de"}, "version": 1}
+    assert deleted == {"deleted": True}
+    assert after == {"found": None}
+
+
+async def test_a_tool_reaches_only_its_tenants_items() -> None:
+    store = MemoryEventStore()
+    acme, globex = Principal(tenant="acme", user="ada"), Principal(tenant="globex", user="bob")
+    with anyio.fail_after(LIMIT):
+        async with AgentExecutor(store, [_agent()]) as executor:
+            await _turn(executor, "a1", "write fr", acme)
+            other = await _turn(executor, "g1", "read", globex)
+            await _turn(executor, "g2", "write en", globex)
+            mine = await _turn(executor, "a2", "read", acme)
+            unowned = await _turn(executor, "n1", "read")  # no owner: the default tenant
+    assert other == {"found": None}
+    assert mine == {"found": {"lang": "fr"}, "version": 1}
+    assert unowned == {"found": None}
+    memory = memory_of(store)
+    assert memory is not None
+    items = await memory.search((), limit=100)
+    assert sorted((item.namespace, item.value["lang"]) for item in items) == [
+        (("acme", *PREFS), "fr"),
+        (("globex", *PREFS), "en"),
+    ]
+    [read] = _of(MemoryRead, await store.read("g1"))
+    assert read.namespace == ("globex", *PREFS)
+    assert read.items == []
+
+
+async def test_a_fork_sees_writes_before_its_point_and_the_origins_later_ones() -> None:
+    """The fork copies the origin's memory_written; memory is shared, so the fork's live reads
+    see the store as it is now, the origin's write after the fork point included."""
+    store = MemoryEventStore()
+    with anyio.fail_after(LIMIT):
+        async with AgentExecutor(store, [_agent()]) as executor:
+            await _turn(executor, "o", "write fr")
+            point = len(await store.read("o"))
+            fork = await executor.fork("o", point, new_session_id="f", run=False)
+            before = await _turn(executor, "f", "read")
+            await _turn(executor, "o", "write it")  # the origin, after the fork point
+            after = await _turn(executor, "f", "read")
+    assert fork.session_id == "f"
+    branch = await store.read("f")
+    [copied] = _of(MemoryWritten, branch)
+    assert (copied.session_id, copied.value, copied.version) == ("f", {"lang": "fr"}, 1)
+    assert before == {"found": {"lang": "fr"}, "version": 1}
+    assert after == {"found": {"lang": "it"}, "version": 2}
+    assert [event.items[0].version for event in _of(MemoryRead, branch)] == [1, 2]
+
+
+class _StallAfterPut:
+    """A memory store whose first put lands, then never returns (the process dies there)."""
+
+    def __init__(self, inner: MemoryStore) -> None:
+        self.inner = inner
+        self.landed = anyio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def put(self, *args: Any, **kwargs: Any) -> MemoryItem:
+        item = await self.inner.put(*args, **kwargs)
+        self.landed.set()
+        await anyio.sleep_forever()
+        return item
+
+
+class _StallTool:
+    """``remember``, whose first call stalls after its put is recorded (the process dies there)."""
+
+    def __init__(self) -> None:
+        self.recorded = anyio.Event()
+        self.calls = 0
+
+    async def execute(self, args: Lang, ctx: ToolContext) -> Any:
+        """The tool's ``execute``."""
+        self.calls += 1
+        item = await ctx.memory.put(PREFS, "language", {"lang": args.lang})
+        if self.calls == 1:
+            self.recorded.set()
+            await anyio.sleep_forever()
+        return {"version": item.version}
+
+
+@pytest.mark.parametrize("where", ["after recording", "before recording"])
+async def test_a_call_run_again_after_a_crash_does_not_write_twice(
+    tmp_path: Any, where: str
+) -> None:
+    """The call's write carries (tool call id, n): its rerun writes nothing new, and the
+    log ends with the write recorded once."""
+    store = SqliteEventStore(tmp_path / "s.db")
+    memory = memory_of(store)
+    assert memory is not None
+    tool = _StallTool()
+    stall = _StallAfterPut(memory)
+    stalling = define_tool("remember", "remember a language", Lang, tool.execute)
+    agent = define_agent("keeper", llm=ScriptedLLM(_script), tools=[stalling, recall], max_steps=4)
+    try:
+        with anyio.fail_after(LIMIT):
+            with anyio.CancelScope() as process:
+                given: Any = stall if where == "before recording" else memory
+                async with AgentExecutor(store, [agent], memory=given) as executor:
+                    await executor.service.start(
+                        RemoteStartRequest(session_id="s", agent_type="keeper", message="write fr")
+                    )
+                    await (stall.landed if where == "before recording" else tool.recorded).wait()
+                    process.cancel()  # no interrupt recorded: the log says "running"
+            async with AgentExecutor(store, [agent]) as executor:
+                assert await executor.recover() == ["s"]
+                await executor.wait_idle("s")
+            log = await store.read("s")
+            item = await memory.get(("_", *PREFS), "language")
+    finally:
+        await store.close()
+    assert item is not None
+    assert item.version == 1  # written once
+    written = _of(MemoryWritten, log)
+    assert [(event.version, event.write) for event in written] == [(1, 0)]
+    assert _answer(log) == {"version": 1}
+
+
+@pytest.mark.parametrize(
+    "runtime", ["builtin", "temporal", "dbos"], indirect=True, ids=lambda name: name
+)
+async def test_ctx_memory_works_on_each_runtime(runtime: Runtime) -> None:
+    """A tool's put and another session's get, run by the built-in, Temporal and DBOS workers."""
+    store = MemoryEventStore()
+    acme = Principal(tenant="acme")
+    with anyio.fail_after(60):
+        async with runtime.server([_agent()], store) as server:
+            for session_id, message in (("w", "write fr"), ("r", "read")):
+                await server.start(
+                    RemoteStartRequest(
+                        session_id=session_id, agent_type="keeper", message=message, owner=acme
+                    )
+                )
+                await stream_to_end(server, session_id)
+    assert _answer(await store.read("r")) == {"found": {"lang": "fr"}, "version": 1}
+    [written] = _of(MemoryWritten, await store.read("w"))
+    assert written.namespace == ("acme", *PREFS)
+    assert len(_of(MemoryRead, await store.read("r"))) == 1
+    assert msgspec.json.encode(written)  # the record is plain JSON
