@@ -183,7 +183,8 @@ def _check_text(text: object, what: str, longest: int) -> str:
 def check_namespace(namespace: object, *, allow_empty: bool = False) -> tuple[str, ...]:
     """``namespace`` as a tuple of valid elements, else :class:`UsageError` (what is wrong).
 
-    Each element is 1 to :data:`MAX_PART_CHARS` printable characters; at most
+    Each element is 1 to :data:`MAX_PART_CHARS` printable characters but ``.`` (the
+    separator of ``a.b.c``, the form HTTP takes); at most
     :data:`MAX_NAMESPACE_DEPTH` of them; empty only with ``allow_empty`` (a prefix).
     """
     if isinstance(namespace, str) or not isinstance(namespace, Iterable):
@@ -197,6 +198,8 @@ def check_namespace(namespace: object, *, allow_empty: bool = False) -> tuple[st
         )
     for part in parts:
         _check_text(part, "a namespace element", MAX_PART_CHARS)
+        if "." in part:
+            raise UsageError(f"a namespace element cannot hold '.' (it separates them): {part!r}")
     return parts
 
 

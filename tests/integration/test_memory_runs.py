@@ -28,7 +28,7 @@ from helix_agents.stores import MemoryEventStore, SqliteEventStore
 from tests.integration._durable_kit import Runtime
 from tests.integration._temporal_kit import stream_to_end
 
-LIMIT = 8.0
+LIMIT = 30.0
 PREFS = ("user-7", "prefs")
 
 
