@@ -15,6 +15,7 @@ Implementations (``helix_agents.stores``): ``InMemoryMemoryStore``,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -172,10 +173,13 @@ def plan_delete(
     return current.written(None, token, now), current.item
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
 def _check_text(text: object, what: str, longest: int) -> str:
     if not isinstance(text, str) or not 1 <= len(text) <= longest:
         raise UsageError(f"{what} must be a string of 1 to {longest} characters, not {text!r}")
-    if not text.isprintable():
+    if _CONTROL.search(text):
         raise UsageError(f"{what} {text!r} holds a control character")
     return text
 
@@ -183,7 +187,7 @@ def _check_text(text: object, what: str, longest: int) -> str:
 def check_namespace(namespace: object, *, allow_empty: bool = False) -> tuple[str, ...]:
     """``namespace`` as a tuple of valid elements, else :class:`UsageError` (what is wrong).
 
-    Each element is 1 to :data:`MAX_PART_CHARS` printable characters but ``.`` (the
+    Each element is 1 to :data:`MAX_PART_CHARS` characters, no control one, no ``.`` (the
     separator of ``a.b.c``, the form HTTP takes); at most
     :data:`MAX_NAMESPACE_DEPTH` of them; empty only with ``allow_empty`` (a prefix).
     """
@@ -204,7 +208,7 @@ def check_namespace(namespace: object, *, allow_empty: bool = False) -> tuple[st
 
 
 def check_key(key: object) -> str:
-    """``key`` if it is 1 to :data:`MAX_KEY_CHARS` printable characters, else ``UsageError``."""
+    """``key`` if it is 1 to :data:`MAX_KEY_CHARS` characters, none a control one."""
     return _check_text(key, "a memory key", MAX_KEY_CHARS)
 
 

@@ -21,18 +21,26 @@ from helix_agents.auth import Identity
 from helix_agents.errors import AgentServerError, UsageError
 from helix_agents.memory import DEFAULT_TENANT, MemoryStore, memory_of
 from helix_agents.memory.base import (
-    MAX_NAMESPACE_DEPTH,
     MAX_SEARCH_LIMIT,
     MemoryItem,
     check_key,
     check_namespace,
+    check_page,
+    query_terms,
 )
 from helix_agents.memory.tools import relative
 from helix_agents.server.edge import decode
 from helix_agents.server.ui import store_of
 
 from .context import gateway_of
-from .memory_bodies import MemoryDeleted, MemoryItems, MemoryPutRequest
+from .memory_bodies import (
+    KEY_PATTERN,
+    NAMESPACE_PATTERN,
+    TENANT_PATTERN,
+    MemoryDeleted,
+    MemoryItems,
+    MemoryPutRequest,
+)
 from .middleware import identity_of
 from .openapi_components import ERRORS, ref
 from .responses import json_response
@@ -56,18 +64,16 @@ def _tenant(identity: Identity, asked: str | None) -> str:
     return check_namespace([asked])[0]
 
 
-def _namespace(tenant: str, dotted: str | None, *, prefix: bool) -> tuple[str, ...]:
-    parts = [] if not dotted else dotted.split(".")
-    if not prefix and not parts:
-        raise UsageError("namespace is required: its elements joined by '.' (a.b.c)")
-    return check_namespace([tenant, *parts])
+def _namespace(tenant: str, dotted: str | None) -> tuple[str, ...]:
+    """``tenant`` then the elements of ``a.b.c`` (none: the tenant's own namespace)."""
+    return check_namespace([tenant, *([] if not dotted else dotted.split("."))])
 
 
 def _int(raw: str | None, name: str, default: int) -> int:
     if raw is None:
         return default
     if not (raw.isascii() and raw.isdigit()) or len(raw) > 9:
-        raise UsageError(f"{name} must be a non-negative integer, not {raw!r}")
+        raise UsageError(f"{name} must be an integer from 0 to 999999999, not {raw[:20]!r}")
     return int(raw)
 
 
@@ -85,16 +91,18 @@ async def get_memory(request: Request) -> Response:
     memory = _store(request)
     tenant = _tenant(identity_of(request), params.get("tenant"))
     try:
+        # Every parameter is checked, whichever the request uses.
+        namespace = _namespace(tenant, params.get("namespace"))
+        query = params.get("query") or None
+        query_terms(query)
+        limit, offset = check_page(
+            _int(params.get("limit"), "limit", 10), _int(params.get("offset"), "offset", 0)
+        )
         key = params.get("key")
         if key is not None:
-            item = await memory.get(_namespace(tenant, params.get("namespace"), prefix=False), key)
+            item = await memory.get(namespace, key)
             return json_response(_shown([] if item is None else [item]))
-        items = await memory.search(
-            _namespace(tenant, params.get("namespace"), prefix=True),
-            query=params.get("query") or None,
-            limit=_int(params.get("limit"), "limit", 10),
-            offset=_int(params.get("offset"), "offset", 0),
-        )
+        items = await memory.search(namespace, query=query, limit=limit, offset=offset)
     except UsageError as exc:
         raise _refused(exc) from None
     return json_response(_shown(items))
@@ -106,9 +114,7 @@ async def put_memory(request: Request) -> Response:
     memory = _store(request)
     tenant = _tenant(identity_of(request), body.tenant)
     try:
-        item = await memory.put(
-            _namespace(tenant, body.namespace, prefix=False), check_key(body.key), body.value
-        )
+        item = await memory.put(_namespace(tenant, body.namespace), check_key(body.key), body.value)
     except UsageError as exc:
         raise _refused(exc) from None
     return json_response(relative(item))
@@ -120,7 +126,7 @@ async def delete_memory(request: Request) -> Response:
     memory = _store(request)
     tenant = _tenant(identity_of(request), params.get("tenant"))
     try:
-        namespace = _namespace(tenant, params.get("namespace"), prefix=False)
+        namespace = _namespace(tenant, params.get("namespace"))
         was = await memory.delete(namespace, check_key(params.get("key")))
     except UsageError as exc:
         raise _refused(exc) from None
@@ -142,17 +148,19 @@ def _query(
     }
 
 
-def _namespace_query(*, required: bool) -> dict[str, Any]:
+def _namespace_query(what: str) -> dict[str, Any]:
     return _query(
         "namespace",
-        {"type": "string", "maxLength": MAX_NAMESPACE_DEPTH * 129},
-        "The namespace below the caller's tenant, its elements joined by '.' (a.b.c)"
-        + ("" if required else "; a prefix for a search (empty: every item of the tenant)"),
-        required=required,
+        {"type": "string", "pattern": NAMESPACE_PATTERN},
+        f"The namespace below the caller's tenant, its elements joined by '.' (a.b.c); {what}",
     )
 
 
-_TENANT = _query("tenant", {"type": "string"}, "Another tenant (an identity of every tenant only)")
+_TENANT = _query(
+    "tenant",
+    {"type": "string", "pattern": TENANT_PATTERN},
+    "Another tenant (an identity of every tenant only)",
+)
 
 
 def _answers(name: str, description: str, statuses: tuple[str, ...], auth: bool) -> Any:
@@ -173,6 +181,8 @@ def _security(auth: bool) -> dict[str, Any]:
     return {"security": [{"bearer": []}]} if auth else {}
 
 
+_KEY = {"type": "string", "pattern": KEY_PATTERN}
+_PAGE = f"Items per page (default 10, at most {MAX_SEARCH_LIMIT})"
 _STATUSES = ("400", "401", "403", "404", "405", "413", "500", "503")
 
 
@@ -183,11 +193,11 @@ def GET_MEMORY(*, auth: bool) -> dict[str, Any]:
         "summary": "An item of the caller's tenant's memory, or a search of it (newest first)",
         **_security(auth),
         "parameters": [
-            _namespace_query(required=False),
-            _query("key", {"type": "string"}, "The item's key: read that one item"),
+            _namespace_query("a search's prefix (empty: every item of the tenant)"),
+            _query("key", _KEY, "The item's key: read that one item (else a search)"),
             _query("query", {"type": "string", "maxLength": 1000}, "Terms every item holds"),
-            _query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_LIMIT}, ""),
-            _query("offset", {"type": "integer", "minimum": 0}, "Items skipped"),
+            _query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_LIMIT}, _PAGE),
+            _query("offset", {"type": "integer", "minimum": 0, "maximum": 10**9 - 1}, "Skipped"),
             _TENANT,
         ],
         "responses": _answers("MemoryItems", "the item (none or one), or a page", _STATUSES, auth),
@@ -215,8 +225,8 @@ def DELETE_MEMORY(*, auth: bool) -> dict[str, Any]:
         "summary": "Delete an item of the caller's tenant's memory",
         **_security(auth),
         "parameters": [
-            _namespace_query(required=True),
-            _query("key", {"type": "string"}, "The item's key", required=True),
+            _namespace_query("the item's (empty: the tenant's own)"),
+            _query("key", _KEY, "The item's key", required=True),
             _TENANT,
         ],
         "responses": _answers("MemoryDeleted", "whether there was an item", _STATUSES, auth),
