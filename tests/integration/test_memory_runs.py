@@ -1,89 +1,33 @@
 """Memory in real runs: tools write and read it through ``ctx.memory`` across sessions.
 
-A real ``AgentExecutor`` (or ``AgentServer`` on each runtime) with scripted
-models. The model's script is a function of the conversation: ``write X``
-calls ``remember`` (a put of ``{"lang": X}``), ``read`` calls ``recall`` (a
-get), ``forget`` calls ``drop`` (a delete), ``find Q`` calls ``find`` (a
-search); after a tool result it answers with that result's text.
+A real ``AgentExecutor`` (or ``AgentServer`` on each runtime, or two ``serve``
+processes on one SQLite file) with the scripted keeper of ``memory_app.py``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import msgspec
 import pytest
-from pydantic import BaseModel
 
 from helix_agents import AgentExecutor, ToolContext, define_agent, define_tool
 from helix_agents.events import Event, MemoryRead, MemoryWritten, Principal, ToolEnd
 from helix_agents.memory import MemoryItem, MemoryStore, memory_of
-from helix_agents.messages import ToolResultMessage, UserMessage
-from helix_agents.models import LLMRequest, ScriptedLLM
-from helix_agents.models.scripted import ScriptItem
+from helix_agents.models import ScriptedLLM
 from helix_agents.protocol import RemoteStartRequest
 from helix_agents.stores import MemoryEventStore, SqliteEventStore
 from tests.integration._durable_kit import Runtime
+from tests.integration._serve_process import ServeProcess
 from tests.integration._temporal_kit import stream_to_end
+from tests.integration.memory_app import PREFS, Lang, keeper, recall, script
 
 LIMIT = 30.0
-PREFS = ("user-7", "prefs")
-
-
-class Lang(BaseModel):
-    lang: str = ""
-
-
-class Query(BaseModel):
-    query: str = ""
-
-
-async def _remember(args: Lang, ctx: ToolContext) -> Any:
-    item = await ctx.memory.put(PREFS, "language", {"lang": args.lang})
-    return {"version": item.version, "namespace": list(item.namespace)}
-
-
-async def _recall(args: Lang, ctx: ToolContext) -> Any:
-    item = await ctx.memory.get(PREFS, "language")
-    return {"found": None} if item is None else {"found": item.value, "version": item.version}
-
-
-def _drop(args: Lang, ctx: ToolContext) -> Any:  # a synchronous tool: blocking calls
-    return {"deleted": ctx.memory.delete(PREFS, "language")}  # type: ignore[misc]
-
-
-async def _find(args: Query, ctx: ToolContext) -> Any:
-    items = await ctx.memory.search(("user-7",), args.query)
-    return {"keys": [[*item.namespace, item.key] for item in items]}
-
-
-remember = define_tool("remember", "remember a language", Lang, _remember)
-recall = define_tool("recall", "recall the language", Lang, _recall)
-drop = define_tool("drop", "forget the language", Lang, _drop)
-find = define_tool("find", "search memory", Query, _find)
-
-
-def _script(request: LLMRequest) -> ScriptItem:
-    last = request.messages[-1]
-    if isinstance(last, ToolResultMessage):
-        return ScriptedLLM.reply(last.content)
-    assert isinstance(last, UserMessage)
-    text = str(last.content)
-    if text.startswith("write "):
-        return ScriptedLLM.call("remember", {"lang": text.removeprefix("write ")})
-    if text.startswith("find "):
-        return ScriptedLLM.call("find", {"query": text.removeprefix("find ")})
-    if text == "forget":
-        return ScriptedLLM.call("drop", {})
-    return ScriptedLLM.call("recall", {})
-
-
-def _agent() -> Any:
-    return define_agent(
-        "keeper", llm=ScriptedLLM(_script), tools=[remember, recall, drop, find], max_steps=4
-    )
+TARGET = "tests.integration.memory_app:agents"
 
 
 def _of(kind: type[Any], log: Sequence[Event]) -> list[Any]:
@@ -115,7 +59,7 @@ async def _turn(
 
 async def test_a_session_reads_what_another_wrote_and_the_logs_record_both(store: Any) -> None:
     """Read-after-write across sessions, on each store backend; each access is in its log."""
-    agent = _agent()
+    agent = keeper()
     with anyio.fail_after(LIMIT):
         async with AgentExecutor(store, [agent]) as executor:
             wrote = await _turn(executor, "a", "write fr")
@@ -153,12 +97,12 @@ async def test_two_processes_on_one_sqlite_file_share_memory(tmp_path: Any) -> N
     one, two = SqliteEventStore(path), SqliteEventStore(path)
     try:
         with anyio.fail_after(LIMIT):
-            async with AgentExecutor(one, [_agent()]) as first:
+            async with AgentExecutor(one, [keeper()]) as first:
                 await _turn(first, "a", "write de")
-            async with AgentExecutor(two, [_agent()]) as second:
+            async with AgentExecutor(two, [keeper()]) as second:
                 read = await _turn(second, "b", "read")
                 deleted = await _turn(second, "c", "forget")
-            async with AgentExecutor(one, [_agent()]) as first:
+            async with AgentExecutor(one, [keeper()]) as first:
                 after = await _turn(first, "d", "read")
     finally:
         await one.close()
@@ -172,7 +116,7 @@ async def test_a_tool_reaches_only_its_tenants_items() -> None:
     store = MemoryEventStore()
     acme, globex = Principal(tenant="acme", user="ada"), Principal(tenant="globex", user="bob")
     with anyio.fail_after(LIMIT):
-        async with AgentExecutor(store, [_agent()]) as executor:
+        async with AgentExecutor(store, [keeper()]) as executor:
             await _turn(executor, "a1", "write fr", acme)
             other = await _turn(executor, "g1", "read", globex)
             await _turn(executor, "g2", "write en", globex)
@@ -198,7 +142,7 @@ async def test_a_fork_sees_writes_before_its_point_and_the_origins_later_ones() 
     see the store as it is now, the origin's write after the fork point included."""
     store = MemoryEventStore()
     with anyio.fail_after(LIMIT):
-        async with AgentExecutor(store, [_agent()]) as executor:
+        async with AgentExecutor(store, [keeper()]) as executor:
             await _turn(executor, "o", "write fr")
             point = len(await store.read("o"))
             fork = await executor.fork("o", point, new_session_id="f", run=False)
@@ -260,7 +204,7 @@ async def test_a_call_run_again_after_a_crash_does_not_write_twice(
     tool = _StallTool()
     stall = _StallAfterPut(memory)
     stalling = define_tool("remember", "remember a language", Lang, tool.execute)
-    agent = define_agent("keeper", llm=ScriptedLLM(_script), tools=[stalling, recall], max_steps=4)
+    agent = define_agent("keeper", llm=ScriptedLLM(script), tools=[stalling, recall], max_steps=4)
     try:
         with anyio.fail_after(LIMIT):
             with anyio.CancelScope() as process:
@@ -293,7 +237,7 @@ async def test_ctx_memory_works_on_each_runtime(runtime: Runtime) -> None:
     store = MemoryEventStore()
     acme = Principal(tenant="acme")
     with anyio.fail_after(60):
-        async with runtime.server([_agent()], store) as server:
+        async with runtime.server([keeper()], store) as server:
             for session_id, message in (("w", "write fr"), ("r", "read")):
                 await server.start(
                     RemoteStartRequest(
@@ -306,3 +250,50 @@ async def test_ctx_memory_works_on_each_runtime(runtime: Runtime) -> None:
     assert written.namespace == ("acme", *PREFS)
     assert len(_of(MemoryRead, await store.read("r"))) == 1
     assert msgspec.json.encode(written)  # the record is plain JSON
+
+
+async def _run_over_http(client: httpx.AsyncClient, session_id: str, message: str) -> None:
+    """Start ``keeper`` on ``message`` and read its stream to its end event."""
+    body = {"sessionId": session_id, "agentType": "keeper", "message": message}
+    started = await client.post("/start", json=body)
+    assert started.status_code == 200, started.text
+    async with client.stream("GET", "/sse", params={"sessionId": session_id}) as stream:
+        async for line in stream.aiter_lines():
+            if line == "event: end":
+                return
+            assert line != "event: error", session_id
+    raise AssertionError(f"{session_id}: the stream ended without end")
+
+
+@pytest.mark.slow
+async def test_two_serve_processes_on_one_sqlite_file_share_memory(tmp_path: Path) -> None:
+    """Two hosts: ``serve`` twice on one file; a session on one reads what one on the other
+    wrote, and the second's ``GET /memory`` shows it."""
+    db = tmp_path / "shared.db"
+    one = ServeProcess(tmp_path / "one", TARGET, db=db, log=tmp_path / "one.log")
+    two = ServeProcess(tmp_path / "two", TARGET, db=db, log=tmp_path / "two.log")
+    try:
+        with anyio.fail_after(90):
+            await one.start()
+            await two.start()
+            async with (
+                httpx.AsyncClient(base_url=one.url, timeout=15) as first,
+                httpx.AsyncClient(base_url=two.url, timeout=15) as second,
+            ):
+                await _run_over_http(first, "w", "write pt")
+                await _run_over_http(second, "r", "read")
+                listed = (await second.get("/memory", params={"namespace": "user-7"})).json()
+    finally:
+        for server in (one, two):
+            if server.process is not None:
+                await server.stop()
+    store = SqliteEventStore(db)
+    try:
+        assert _answer(await store.read("r")) == {"found": {"lang": "pt"}, "version": 1}
+        [written] = _of(MemoryWritten, await store.read("w"))
+        assert written.namespace == ("_", *PREFS)
+    finally:
+        await store.close()
+    assert [(item["namespace"], item["key"], item["value"]) for item in listed["items"]] == [
+        (list(PREFS), "language", {"lang": "pt"})
+    ]
