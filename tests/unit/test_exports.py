@@ -66,9 +66,12 @@ PUBLIC_HOMES = (
 
 STORES_ALL = {
     "DEFAULT_STORE_URL",
+    "InMemoryMemoryStore",
     "JetStreamEventStore",
+    "JetStreamMemoryStore",
     "MemoryEventStore",
     "SqliteEventStore",
+    "SqliteMemoryStore",
     "StoreCheck",
     "check_store",
     "open_store",
