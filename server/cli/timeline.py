@@ -309,7 +309,7 @@ def summarize_event(event: Event) -> str:
             ref = f" ({event.ref})" if event.ref else ""
             return f"{event.action}{ref} by {principal_text(event.by)}"
         case MemoryWritten():
-            where = f"{'/'.join(event.namespace)} {quoted(event.key)} v{event.version}"
+            where = f"{quoted('/'.join(event.namespace))} {quoted(event.key)} v{event.version}"
             return (
                 f"{where} deleted" if event.value is None else f"{where} {json_text(event.value)}"
             )
@@ -319,7 +319,8 @@ def summarize_event(event: Event) -> str:
                 if event.op == "get"
                 else f"query={quoted(event.query or '')}"
             )
-            return f"{event.op} {'/'.join(event.namespace)} {asked} -> {len(event.items)} item(s)"
+            where = quoted("/".join(event.namespace))
+            return f"{event.op} {where} {asked} -> {len(event.items)} item(s)"
         case _:
             assert_never(event)
 
