@@ -297,3 +297,43 @@ async def test_two_serve_processes_on_one_sqlite_file_share_memory(tmp_path: Pat
     assert [(item["namespace"], item["key"], item["value"]) for item in listed["items"]] == [
         (list(PREFS), "language", {"lang": "pt"})
     ]
+
+
+class _NoMemory:
+    """An event store that offers no memory store (a user's own store, say)."""
+
+    def __init__(self, inner: MemoryEventStore) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "memory_store":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+async def _bad_put(args: Lang, ctx: ToolContext) -> Any:
+    return await ctx.memory.put(PREFS, "language", ["not", "an", "object"])  # type: ignore[arg-type]
+
+
+async def test_refusals_are_the_tools_error_results_and_write_nothing() -> None:
+    """A bad value, and an executor without a memory store: the model reads why."""
+    store = MemoryEventStore()
+    bad = define_tool("remember", "remember", Lang, _bad_put)
+    agent = define_agent("keeper", llm=ScriptedLLM(script), tools=[bad, recall], max_steps=4)
+    with anyio.fail_after(LIMIT):
+        async with AgentExecutor(store, [agent]) as executor:
+            await _turn(executor, "bad", "write fr")
+        async with AgentExecutor(_NoMemory(store), [keeper()]) as executor:  # type: ignore[arg-type]
+            await _turn(executor, "none", "read")
+    [refused] = _of(ToolEnd, await store.read("bad"))
+    assert refused.error is not None
+    assert "a memory value is a JSON object" in refused.error
+    [missing] = _of(ToolEnd, await store.read("none"))
+    assert missing.error is not None
+    assert "no memory store" in missing.error
+    for session_id in ("bad", "none"):
+        log = await store.read(session_id)
+        assert _of(MemoryWritten, log) == _of(MemoryRead, log) == []
+    memory = memory_of(store)
+    assert memory is not None
+    assert await memory.search((), limit=100) == []
