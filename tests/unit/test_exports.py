@@ -62,6 +62,7 @@ PUBLIC_HOMES = (
     "helix_agents.ids",
     "helix_agents.transport",
     "helix_agents.testing",
+    "helix_agents.memory",
 )
 
 STORES_ALL = {
