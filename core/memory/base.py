@@ -339,7 +339,11 @@ class HasMemory(Protocol):
 
 
 def memory_of(store: object) -> MemoryStore | None:
-    """The memory store an event store offers (:class:`HasMemory`), else None."""
+    """The memory store an event store offers (:class:`HasMemory`), else None (a read-only
+    SQLite store offers none)."""
     if isinstance(store, HasMemory):
-        return store.memory_store()
+        try:
+            return store.memory_store()
+        except UsageError:
+            return None
     return None

@@ -75,12 +75,17 @@ class JetStreamMemoryStore:
         js: a JetStream context (``JetStreamEventStore.memory_store()`` uses its own).
         bucket: the KV bucket's name.
         timeout: seconds a search waits for the bucket's next entry.
+        replicas: the bucket's replicas, when this store creates it (the stream's, from
+            ``JetStreamEventStore.connect``).
     """
 
-    def __init__(self, js: JetStreamContext, bucket: str, *, timeout: float = 5.0) -> None:
+    def __init__(
+        self, js: JetStreamContext, bucket: str, *, timeout: float = 5.0, replicas: int = 1
+    ) -> None:
         self._js = js
         self.bucket = bucket
         self._timeout = timeout
+        self._replicas = replicas
         self._kv: KeyValue | None = None
         self._lock = anyio.Lock()
 
@@ -94,7 +99,9 @@ class JetStreamMemoryStore:
                     try:
                         self._kv = await self._js.key_value(self.bucket)
                     except nats.js.errors.BucketNotFoundError:
-                        self._kv = await self._js.create_key_value(bucket=self.bucket, history=1)
+                        self._kv = await self._js.create_key_value(
+                            bucket=self.bucket, history=1, replicas=self._replicas
+                        )
             return self._kv
 
     @staticmethod

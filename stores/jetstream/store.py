@@ -263,6 +263,7 @@ class JetStreamEventStore:
             outage_wait=outage_wait,
             lost=lost,
         )
+        store._replicas = replicas  # the memory bucket's, when it is made
         try:
             with store._translate():
                 direct, replicated = await store._access.ensure_stream(replicas)
@@ -485,12 +486,14 @@ class JetStreamEventStore:
     # --- lifecycle --------------------------------------------------------------------
 
     _memory: JetStreamMemoryStore | None = None
+    _replicas = 1
 
     def memory_store(self) -> JetStreamMemoryStore:
         """Its memory store (``helix_agents.memory``): KV bucket ``HELIX_MEMORY_<stream>``."""
         if self._memory is None:
+            bucket, js = f"HELIX_MEMORY_{self.stream}", self._access.js
             self._memory = JetStreamMemoryStore(
-                self._access.js, f"HELIX_MEMORY_{self.stream}", timeout=self._timeout
+                js, bucket, timeout=self._timeout, replicas=self._replicas
             )
         return self._memory
 

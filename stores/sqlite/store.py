@@ -456,7 +456,10 @@ class SqliteEventStore:
     _memory: SqliteMemoryStore | None = None
 
     def memory_store(self) -> SqliteMemoryStore:
-        """Its memory store (``helix_agents.memory``): a table of the same file, closed with it."""
+        """Its memory store (``helix_agents.memory``): a table of the same file, closed with it.
+
+        A read-only store offers none (``UsageError``: nothing is written to its file).
+        """
         self._ensure_writable()
         if self._memory is None:
             self._memory = SqliteMemoryStore(self.path, busy_timeout=self._busy_ms / 1000)

@@ -8,6 +8,8 @@ to one file, two NATS connections to one stream) play two hosts.
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -21,6 +23,7 @@ from helix_agents.stores import (
     InMemoryMemoryStore,
     JetStreamMemoryStore,
     MemoryEventStore,
+    SqliteEventStore,
     SqliteMemoryStore,
 )
 from helix_agents.stores.jetstream.memory import memory_key
@@ -208,3 +211,17 @@ def test_kv_keys_fit_the_charset_and_nest_by_prefix() -> None:
     assert key.startswith(memory_key(("acme corp", "ü/ser 7"), "x").rsplit(".", 1)[0] + ".")
     # an element is not the key of the same text
     assert memory_key(("a",), "b") != memory_key(("a", "b"), "b").rsplit(".", 1)[0]
+
+
+async def test_a_read_only_sqlite_store_offers_no_memory(tmp_path: Path) -> None:
+    """Opened read-only, nothing may be written to the file: no memory store, no table made."""
+    path = tmp_path / "ro.db"
+    await SqliteEventStore(path).close()
+    store = SqliteEventStore(path, read_only=True)
+    try:
+        assert memory_of(store) is None
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as conn:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    assert "helix_memory" not in tables
