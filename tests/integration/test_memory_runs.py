@@ -337,3 +337,24 @@ async def test_refusals_are_the_tools_error_results_and_write_nothing() -> None:
     memory = memory_of(store)
     assert memory is not None
     assert await memory.search((), limit=100) == []
+
+
+async def test_a_fork_inside_a_tool_call_does_not_write_again() -> None:
+    """Forked after the call's write was recorded and before its result, the branch runs the
+    call again (as after a crash): it meets the copied record and writes nothing new."""
+    store = MemoryEventStore()
+    with anyio.fail_after(LIMIT):
+        async with AgentExecutor(store, [keeper()]) as executor:
+            await _turn(executor, "o", "write fr")
+            origin = await store.read("o")
+            point = next(e.seq for e in origin if isinstance(e, MemoryWritten))
+            await executor.fork("o", point, new_session_id="f")
+            await executor.wait_idle("f")
+    memory = memory_of(store)
+    assert memory is not None
+    item = await memory.get(("_", *PREFS), "language")
+    assert item is not None
+    assert item.version == 1
+    branch = await store.read("f")
+    assert [(e.session_id, e.version) for e in _of(MemoryWritten, branch)] == [("f", 1)]
+    assert _answer(branch) == {"version": 1, "namespace": list(PREFS)}
