@@ -159,8 +159,12 @@ class ToolMemory:
         store = self._memory()
         write, self._writes = self._writes, self._writes + 1
         earlier = await self._earlier(write)
-        if earlier is not None and (earlier.namespace, earlier.key) == (full, key):
-            return earlier, None
+        if earlier is not None and (earlier.namespace, earlier.key, earlier.value is None) == (
+            full,
+            key,
+            plain is None,
+        ):
+            return earlier, None  # this call ran before (a crash, a fork): made already
         token = f"{self._writer.session_id}/{self._call_id}/{write}"
         if plain is None:
             was = await store.delete(full, key, token=token)
