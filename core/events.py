@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from helix_agents.memory.base import MemoryItem
 from helix_agents.messages import Message, UserMessage
 
 __all__ = [
@@ -45,6 +46,8 @@ __all__ = [
     "Interrupted",
     "InputRequired",
     "InterruptRequested",
+    "MemoryRead",
+    "MemoryWritten",
     "MessageAppended",
     "MessageQueued",
     "OutputChunk",
@@ -790,6 +793,46 @@ class WebhookFailed(EventBase, tag="webhook_failed", frozen=True):
     final: bool = False
 
 
+# --- memory ------------------------------------------------------------------
+
+
+class MemoryWritten(EventBase, tag="memory_written", frozen=True):
+    """A tool of this session wrote (or deleted) a memory item (``specs/server-memory.md``).
+
+    ``namespace`` is absolute (the session's tenant first). ``value`` is what
+    was written, None for a delete; ``version`` the item's version after the
+    write (a delete leaves a tombstone with its own). ``write`` numbers the
+    call's writes from 0: with ``tool_call_id`` it is the idempotency key a
+    rerun of the call meets, so a call recovered after a crash does not write twice.
+    """
+
+    namespace: tuple[str, ...]
+    key: str
+    value: dict[str, Any] | None
+    version: int
+    tool_call_id: str | None = None
+    write: int = 0
+
+
+class MemoryRead(EventBase, tag="memory_read", frozen=True):
+    """A tool of this session read memory: what it asked, and exactly what it got back.
+
+    ``op`` ``get``: ``namespace`` and ``key`` name the item (``query`` None),
+    ``items`` holds it (empty: none). ``op`` ``search``: ``namespace`` is the
+    prefix, ``query`` the text (None: a listing; ``key`` None), ``items`` the
+    page returned (``limit``, ``offset``).
+    """
+
+    op: Literal["get", "search"]
+    namespace: tuple[str, ...]
+    key: str | None
+    query: str | None
+    items: list[MemoryItem]
+    limit: int | None = None
+    offset: int | None = None
+    tool_call_id: str | None = None
+
+
 Event = (
     SessionCreated
     | RunStarted
@@ -836,6 +879,8 @@ Event = (
     | WebhookAttempted
     | WebhookDelivered
     | WebhookFailed
+    | MemoryWritten
+    | MemoryRead
 )
 """Any event of the catalog."""
 

@@ -6,6 +6,10 @@
 - ``nats://host:4222?stream=HELIX_EVENTS&replicas=1``: :class:`JetStreamEventStore`,
   one JetStream stream with a subject per session (``specs/stores.md``);
   ``nats://a:4222,nats://b:4222?...`` lists the servers of a cluster.
+
+Each offers a memory store beside its logs (``memory_store()``, ``helix_agents.memory``):
+``InMemoryMemoryStore``, ``SqliteMemoryStore`` (a table of the same file),
+``JetStreamMemoryStore`` (a KV bucket).
 """
 
 from __future__ import annotations
@@ -18,19 +22,25 @@ from helix_agents.errors import UsageError
 from helix_agents.log.store import EventStore
 
 from .check import StoreCheck as StoreCheck, check_store as check_store
+from .jetstream.memory import JetStreamMemoryStore as JetStreamMemoryStore
 from .jetstream.store import (
     DEFAULT_STREAM,
     JetStreamEventStore as JetStreamEventStore,
     nats_servers,
 )
 from .memory import MemoryEventStore as MemoryEventStore
+from .memory_items import InMemoryMemoryStore as InMemoryMemoryStore
+from .sqlite.memory import SqliteMemoryStore as SqliteMemoryStore
 from .sqlite.store import SqliteEventStore as SqliteEventStore
 
 __all__ = [
     "DEFAULT_STORE_URL",
+    "InMemoryMemoryStore",
     "JetStreamEventStore",
+    "JetStreamMemoryStore",
     "MemoryEventStore",
     "SqliteEventStore",
+    "SqliteMemoryStore",
     "StoreCheck",
     "check_store",
     "open_store",

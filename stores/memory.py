@@ -10,6 +10,7 @@ from helix_agents.ids import validate_session_id
 from helix_agents.log.search import IndexedSession, MemorySessionIndex, SessionQuery
 
 from .common import AppendNotifier, check_batch, page_of, tail_events
+from .memory_items import InMemoryMemoryStore
 
 __all__ = ["MemoryEventStore"]
 
@@ -28,6 +29,13 @@ class MemoryEventStore:
         self._index = MemorySessionIndex()
         self._notifier = AppendNotifier()
         self._closed = False
+        self._memory: InMemoryMemoryStore | None = None
+
+    def memory_store(self) -> InMemoryMemoryStore:
+        """Its memory store (``helix_agents.memory``): in this process too, closed with it."""
+        if self._memory is None:
+            self._memory = InMemoryMemoryStore()
+        return self._memory
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{len(self._logs)} sessions"
@@ -121,6 +129,8 @@ class MemoryEventStore:
         """Mark the store closed and wake every tail (which then raises StoreClosedError)."""
         self._closed = True
         self._notifier.close()
+        if self._memory is not None:
+            await self._memory.close()
 
     async def __aenter__(self) -> MemoryEventStore:
         return self

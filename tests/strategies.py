@@ -132,6 +132,8 @@ def _from_type_info(info: msgspec.inspect.Type) -> st.SearchStrategy[Any]:
             return st.one_of(*(_from_type_info(member) for member in types))
         case msgspec.inspect.ListType(item_type=item):
             return st.lists(_from_type_info(item), max_size=3)
+        case msgspec.inspect.VarTupleType(item_type=item):
+            return st.lists(_from_type_info(item), max_size=3).map(tuple)
         case msgspec.inspect.DictType(key_type=key, value_type=value):
             return st.dictionaries(_from_type_info(key), _from_type_info(value), max_size=3)
         case msgspec.inspect.StructType(cls=cls):

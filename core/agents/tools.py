@@ -13,13 +13,16 @@ import functools
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
 import msgspec
 from pydantic import BaseModel
 
 from helix_agents.errors import UsageError
 from helix_agents.models.base import FINISH_TOOL_NAME, ToolSpec
+
+if TYPE_CHECKING:
+    from helix_agents.memory.tools import ToolMemory
 
 __all__ = [
     "COMPANION_TOOL_PREFIX",
@@ -95,6 +98,16 @@ class ToolContext(Protocol):
     @property
     def state(self) -> dict[str, Any]:
         """A copy of the agent's custom state as of now."""
+        ...
+
+    @property
+    def memory(self) -> ToolMemory:
+        """Memory across sessions, its tenant's items only; each read and write is recorded.
+
+        ``await ctx.memory.put(("user-7", "prefs"), "language", {"lang": "fr"})``,
+        ``get``, ``delete``, ``search(namespace, query)``, ``list(namespace)``
+        (specs/server-memory.md); a synchronous tool's calls block instead.
+        """
         ...
 
     async def update_state(

@@ -34,6 +34,8 @@ from helix_agents.events import (
     HostClaimed,
     Interrupted,
     InterruptRequested,
+    MemoryRead,
+    MemoryWritten,
     MessageAppended,
     MessageQueued,
     ReplaceState,
@@ -425,6 +427,10 @@ def _chunk(state: SessionState, event: Any) -> None:
     """Chunks are the stream's content; they do not change the state."""
 
 
+def _memory(state: SessionState, event: Any) -> None:
+    """A memory read or write is a record for replay and inspection; the state has no part of it."""
+
+
 def _forked(state: SessionState, event: SessionForked) -> None:
     state.forked_from, state.forked_at = event.origin_session_id, event.origin_seq
     mine = (None, event.origin_session_id)
@@ -484,6 +490,8 @@ HANDLERS: dict[type[EventBase], _Handler] = {
     WorkspaceDeleted: _workspace_deleted,
     SessionForked: _forked,
     **dict.fromkeys((WebhookAttempted, WebhookDelivered, WebhookFailed), _webhook),
+    MemoryWritten: _memory,
+    MemoryRead: _memory,
     **dict.fromkeys(CHUNK_TYPES, _chunk),
 }
 

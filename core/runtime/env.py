@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from helix_agents.log.store import EventStore
+from helix_agents.memory.base import MemoryStore
 from helix_agents.models.base import LLMAdapter
 from helix_agents.models.connections import ModelHub
 from helix_agents.runtime.toolsets import ToolsetHub
@@ -41,5 +42,7 @@ class RunEnv:
     """``(session id)``: let go of what ``keep_workspaces`` held (a terminated companion)."""
     toolsets: ToolsetHub | None = None
     """The executor's open toolsets; a run adds their tools to its agent's."""
+    memory: MemoryStore | None = None
+    """What tools reach through ``ctx.memory`` (None: none)."""
     models: ModelHub = field(default_factory=ModelHub)
     """The models the runs called: their HTTP clients are closed with the executor."""

@@ -5,14 +5,12 @@ starts lives there and ends with it. Sessions are created by compare-and-append
 of ``session_created`` at seq 0, so a start is idempotent even across processes;
 interrupts and aborts are events in the log: they reach a run from any process.
 
-The protocol itself (start, resume, stream, status, interrupt, abort and the
-answers to pending inputs) is implemented once, by ``executor.service`` (an
-:class:`~helix_agents.ExecutorService`); local sub-agents reach it through an
-:class:`~helix_agents.InProcessTransport`, and the servers through it too.
+The protocol itself (start, resume, stream, status, interrupt, abort and the answers to
+pending inputs) is implemented once, by ``executor.service`` (an ``ExecutorService``);
+local sub-agents reach it through an ``InProcessTransport``, and the servers through it too.
 
-Which runtime runs the sessions is given when the executor is built
-(``runtime=``, a :class:`Runtime`: the built-in one by default, a durable
-engine's, a NATS fleet's); nothing about it is set afterwards.
+Which runtime runs the sessions is given when the executor is built (``runtime=``, a
+:class:`Runtime`: the built-in one, a durable engine's, a NATS fleet's); never afterwards.
 """
 
 from __future__ import annotations
@@ -39,6 +37,7 @@ from helix_agents.log.projections import pending_inputs
 from helix_agents.log.state import SessionState
 from helix_agents.log.store import EventStore
 from helix_agents.log.usage import UsageRollup, get_usage_rollup
+from helix_agents.memory.base import MemoryStore, memory_of
 from helix_agents.messages import UserMessage
 from helix_agents.models.base import LLMAdapter
 from helix_agents.models.names import check_model
@@ -121,6 +120,7 @@ class AgentExecutor:
         runtime: which runtime runs the sessions (a :class:`Runtime`); unset, the
             built-in one, in this process.
         strict: start sessions strict (a run fails at its first problem; specs/runtime.md).
+        memory: what tools reach as ``ctx.memory``; unset, the store's own (specs/server-memory.md).
 
     Raises:
         UsageError: a runtime already given to another executor, or an option
@@ -143,6 +143,7 @@ class AgentExecutor:
         tracer: Tracer | None = None,
         runtime: Runtime | None = None,
         strict: bool = False,
+        memory: MemoryStore | None = None,
     ) -> None:
         given = (llm, llm_override, local_transport, workspace_providers)
         if runtime is not None and not runtime.runs_models and given != (None,) * 4:
@@ -186,6 +187,7 @@ class AgentExecutor:
             keep_workspaces=self.workspaces.keep,
             release_workspaces=self.workspaces.let_go,
             toolsets=self.toolsets,
+            memory=memory if memory is not None else memory_of(store),
         )
         self.runs.env = self.env
         # the timers of the paused sessions' expiring open entries

@@ -239,7 +239,9 @@ class SessionRun(RunActions):
         # Not forgotten on cancellation: the stop cleanup closes it with a tool_end.
         self._open.open_tool(call)
         with tool_span(self.env.tracer, self.agent.name, self.writer.session_id, call) as span:
-            outcome = await run_tool_call(self.agent, self.writer, call, tool, self.fire)
+            outcome = await run_tool_call(
+                self.agent, self.writer, call, tool, self.fire, self.env.memory
+            )
             end_tool_span(span, outcome.error)
         self._open.close_tool(call.id)
 

@@ -26,6 +26,8 @@ from helix_agents.events import (
     UsageRecorded,
 )
 from helix_agents.log.state import SessionState
+from helix_agents.memory.base import MemoryStore
+from helix_agents.memory.tools import SyncToolMemory, ToolMemory
 from helix_agents.messages import ToolCall, ToolResultMessage
 from helix_agents.runtime.writer import SessionWriter
 
@@ -134,10 +136,17 @@ def validate_finish(agent: AgentConfig, arguments: Any) -> ToolOutcome:
 class RunToolContext:
     """The :class:`~helix_agents.ToolContext` a running tool gets (async methods)."""
 
-    def __init__(self, agent: AgentConfig, writer: SessionWriter, call: ToolCall) -> None:
+    def __init__(
+        self,
+        agent: AgentConfig,
+        writer: SessionWriter,
+        call: ToolCall,
+        memory: MemoryStore | None = None,
+    ) -> None:
         self._agent = agent
         self._writer = writer
         self._call = call
+        self._memory = ToolMemory(memory, writer, call.id)
 
     @property
     def session_id(self) -> str:
@@ -158,6 +167,11 @@ class RunToolContext:
     def state(self) -> dict[str, Any]:
         """A copy of the custom state now."""
         return dict(self._writer.state.custom_state)
+
+    @property
+    def memory(self) -> ToolMemory:
+        """The tenant's memory store, each read and write recorded in this session's log."""
+        return self._memory
 
     async def update_state(
         self, update: dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]]
@@ -208,6 +222,8 @@ class SyncToolContext:
         self.session_id = inner.session_id
         self.tool_call_id = inner.tool_call_id
         self.agent_type = inner.agent_type
+        self.memory = SyncToolMemory(inner.memory)
+        """The tenant's memory store (blocking calls)."""
 
     @property
     def state(self) -> dict[str, Any]:
@@ -296,8 +312,11 @@ async def run_tool_call(
     call: ToolCall,
     tool: Tool[Any],
     fire: Callable[..., Awaitable[None]],
+    memory: MemoryStore | None = None,
 ) -> ToolOutcome:
     """Run a regular tool call and record it: ``tool_start``, the result, ``tool_end``.
+
+    ``memory``: the store ``ctx.memory`` reaches (``RunEnv.memory``).
 
     Bad arguments (malformed JSON included), an exception and a timeout all
     become error results the LLM reads; only cancellation (interrupt, abort)
@@ -311,7 +330,7 @@ async def run_tool_call(
     except InvalidArguments as exc:
         outcome = ToolOutcome(error=str(exc))
     else:
-        ctx = RunToolContext(agent, writer, call)
+        ctx = RunToolContext(agent, writer, call, memory)
         try:
             if tool.timeout is not None:
                 with anyio.fail_after(tool.timeout):

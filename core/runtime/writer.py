@@ -154,6 +154,11 @@ class SessionWriter:
         return self._projector.state
 
     @property
+    def store(self) -> EventStore:
+        """The store this writer appends to."""
+        return self._store
+
+    @property
     def session_id(self) -> str:
         """The session this writer appends to."""
         return self._projector.state.session_id

@@ -42,10 +42,14 @@ class CallSteps:
             if not isinstance(tool, Tool):
                 return JobDone(writer.last_seq, step.call_id)
             fire = self.kit.run(equipped, writer).fire
+            memory = self.kit.executor.env.memory
             sid = writer.session_id
             with self.kit.traced(step), tool_span(tracer, equipped.name, sid, call) as span:
                 outcome = await self.kit.guarded(
-                    writer, stop, lambda: run_tool_call(equipped, writer, call, tool, fire), beat
+                    writer,
+                    stop,
+                    lambda: run_tool_call(equipped, writer, call, tool, fire, memory),
+                    beat,
                 )
                 end_tool_span(span, outcome.error if outcome is not None else None)
         return JobDone(writer.last_seq, step.call_id)

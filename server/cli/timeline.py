@@ -32,6 +32,8 @@ from helix_agents.events import (
     InputRequired,
     Interrupted,
     InterruptRequested,
+    MemoryRead,
+    MemoryWritten,
     MessageAppended,
     MessageQueued,
     OutputChunk,
@@ -316,6 +318,19 @@ def summarize_event(event: Event) -> str:
         case WebhookFailed():
             final = " (final)" if event.final else ""
             return f"{event.delivery_id} attempt {event.attempt} -> {quoted(event.error)}{final}"
+        case MemoryWritten():
+            where = f"{quoted('/'.join(event.namespace))} {quoted(event.key)} v{event.version}"
+            return (
+                f"{where} deleted" if event.value is None else f"{where} {json_text(event.value)}"
+            )
+        case MemoryRead():
+            asked = (
+                quoted(event.key or "")
+                if event.op == "get"
+                else f"query={quoted(event.query or '')}"
+            )
+            where = quoted("/".join(event.namespace))
+            return f"{event.op} {where} {asked} -> {len(event.items)} item(s)"
         case _:
             assert_never(event)
 

@@ -20,7 +20,7 @@ from starlette.routing import Route
 from helix_agents.auth import Gate
 from helix_agents.server.ui import routes as ui
 
-from . import handlers, openapi_paths as docs, sessions
+from . import handlers, memory, openapi_paths as docs, sessions
 from .middleware import Authenticate, BodyLimit, ProtocolErrors
 
 __all__ = ["ENDPOINTS", "Endpoint", "Rule", "routes"]
@@ -37,7 +37,7 @@ class Endpoint:
 
     Attributes:
         path: its path, below the app's mount point.
-        method: ``GET`` (which answers ``HEAD`` too) or ``POST``.
+        method: ``GET`` (which answers ``HEAD`` too), ``POST``, ``PUT`` or ``DELETE``.
         handler: ``request -> response``; it raises to refuse.
         operation: its OpenAPI operation object.
         rule: who may call it (:data:`Rule`); every route has one.
@@ -90,6 +90,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("/ui/diff", "GET", ui.diff_page, docs.ui_operation("/ui/diff"), "public"),
     Endpoint("/diff", "GET", ui.diff, docs.ui_operation("/diff"), "read"),
     Endpoint("/snapshot", "GET", ui.snapshot, docs.ui_operation("/snapshot"), "read"),
+    # Memory across sessions (specs/server-memory.md): the caller's tenant's items.
+    Endpoint("/memory", "GET", memory.get_memory, memory.GET_MEMORY, "read"),
+    Endpoint("/memory", "PUT", memory.put_memory, memory.PUT_MEMORY, "write"),
+    Endpoint("/memory", "DELETE", memory.delete_memory, memory.DELETE_MEMORY, "write"),
 )
 """The documented routes, in the document's order."""
 

@@ -48,6 +48,7 @@ from helix_agents.stores.common import check_batch, tail_events
 from .append import DEFAULT_OUTAGE_WAIT, JetStreamAppender
 from .inbox import NatsInbox
 from .index import JetStreamSessionIndex
+from .memory import JetStreamMemoryStore
 from .reads import BatchMarks, LogReader
 from .watch import SWEEP_EVERY as SWEEP_EVERY, WATCH_LINGER as WATCH_LINGER, StoreWatch
 from .wire import (
@@ -262,6 +263,7 @@ class JetStreamEventStore:
             outage_wait=outage_wait,
             lost=lost,
         )
+        store._replicas = replicas  # the memory bucket's, when it is made
         try:
             with store._translate():
                 direct, replicated = await store._access.ensure_stream(replicas)
@@ -482,6 +484,18 @@ class JetStreamEventStore:
         return counts
 
     # --- lifecycle --------------------------------------------------------------------
+
+    _memory: JetStreamMemoryStore | None = None
+    _replicas = 1
+
+    def memory_store(self) -> JetStreamMemoryStore:
+        """Its memory store (``helix_agents.memory``): KV bucket ``HELIX_MEMORY_<stream>``."""
+        if self._memory is None:
+            bucket, js = f"HELIX_MEMORY_{self.stream}", self._access.js
+            self._memory = JetStreamMemoryStore(
+                js, bucket, timeout=self._timeout, replicas=self._replicas
+            )
+        return self._memory
 
     async def close(self) -> None:
         """Wait for appends under way, then close the connection. Idempotent."""

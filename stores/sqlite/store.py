@@ -34,6 +34,7 @@ from .batched import BatchedCall, BatchedCalls
 from .commit import Append, Delete, GroupCommit, Op
 from .index import ensure_index, index_ready, search_sql
 from .integrity import HighWaterMark, held_commits, storage_problems
+from .memory import SqliteMemoryStore
 from .reads import ChangeProbe, read_events
 from .schema import (
     SCHEMA,
@@ -452,11 +453,25 @@ class SqliteEventStore:
         if self._closed:
             raise StoreClosedError()
 
+    _memory: SqliteMemoryStore | None = None
+
+    def memory_store(self) -> SqliteMemoryStore:
+        """Its memory store (``helix_agents.memory``): a table of the same file, closed with it.
+
+        A read-only store offers none (``UsageError``: nothing is written to its file).
+        """
+        self._ensure_writable()
+        if self._memory is None:
+            self._memory = SqliteMemoryStore(self.path, busy_timeout=self._busy_ms / 1000)
+        return self._memory
+
     async def close(self) -> None:
         """Wait for appends under way, then close every connection. Idempotent."""
         if self._closed:
             return
         self._closed = True
+        if self._memory is not None:
+            await self._memory.close()
         self._notifier.close()
         await self._writes.wait_idle()
         while self._active_reads:

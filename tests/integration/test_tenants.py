@@ -243,6 +243,65 @@ async def _diff(w: Walk) -> None:
     assert mine.status_code == 200, mine.text
 
 
+_NOTE = {"namespace": "notes.trips", "key": "lyon"}
+
+
+async def _alices_note(w: Walk) -> None:
+    put = await w.alice.put("/memory", json={**_NOTE, "value": {"text": "secret-lyon"}})
+    assert put.status_code == 200, put.text
+    assert put.json()["namespace"] == ["notes", "trips"]  # below her tenant, as she named it
+
+
+async def _memory_items(client: httpx.AsyncClient, **params: str) -> list[Any]:
+    answer = await client.get("/memory", params=params)
+    assert answer.status_code == 200, answer.text
+    items: list[Any] = answer.json()["items"]
+    return items
+
+
+async def _memory_get(w: Walk) -> None:
+    """Bob reads, searches and lists only globex's items; naming acme is for an admin."""
+    await _alices_note(w)
+    assert await _memory_items(w.bob, **_NOTE) == []
+    assert await _memory_items(w.bob, query="secret-lyon") == []
+    assert all(item["namespace"][0] != "acme" for item in await _memory_items(w.bob))
+    [mine] = await _memory_items(w.alice, query="secret-lyon")
+    assert (mine["namespace"], mine["key"]) == (["notes", "trips"], "lyon")
+    assert await _memory_items(w.rita, **_NOTE) == [mine]  # a reader of acme reads acme
+    assert await _memory_items(w.root, tenant="acme", **_NOTE) == [mine]
+    posed = await w.bob.get("/memory", params={"tenant": "acme", **_NOTE})
+    assert (posed.status_code, posed.json()["code"]) == (403, "FORBIDDEN")
+
+
+async def _memory_put(w: Walk) -> None:
+    """Bob's write lands in globex, never over alice's item; a reader writes nothing."""
+    await _alices_note(w)
+    put = await w.bob.put("/memory", json={**_NOTE, "value": {"text": "bob"}})
+    assert put.status_code == 200, put.text
+    [alices] = await _memory_items(w.alice, **_NOTE)
+    assert alices["value"] == {"text": "secret-lyon"}
+    for client, body in (
+        (w.bob, {**_NOTE, "value": {}, "tenant": "acme"}),
+        (w.rita, {**_NOTE, "value": {}}),
+    ):
+        refused = await client.put("/memory", json=body)
+        assert (refused.status_code, refused.json()["code"]) == (403, "FORBIDDEN"), refused.text
+    bad = await w.bob.put("/memory", json={"namespace": "a..b", "key": "k", "value": {}})
+    assert (bad.status_code, bad.json()["code"]) == (400, "INVALID_REQUEST")
+    assert await w.bob.delete("/memory", params=_NOTE)
+
+
+async def _memory_delete(w: Walk) -> None:
+    """Bob's delete of alice's key deletes nothing of hers; a reader deletes nothing."""
+    await _alices_note(w)
+    gone = await w.bob.delete("/memory", params=_NOTE)
+    assert gone.status_code == 200, gone.text
+    assert gone.json() == {"deleted": False}
+    refused = await w.rita.delete("/memory", params=_NOTE)
+    assert (refused.status_code, refused.json()["code"]) == (403, "FORBIDDEN")
+    assert len(await _memory_items(w.alice, **_NOTE)) == 1
+
+
 PROBES: dict[tuple[str, str], Callable[[Walk], Awaitable[None]]] = {
     ("POST", "/start"): _start,
     ("POST", "/resume"): _resume,
@@ -263,6 +322,9 @@ PROBES: dict[tuple[str, str], Callable[[Walk], Awaitable[None]]] = {
     ("GET", "/ui"): lambda w: _public(w, "/ui"),
     ("GET", "/ui/assets/{name}"): lambda w: _public(w, "/ui/assets/app.js"),
     ("GET", "/snapshot"): _snapshot,
+    ("GET", "/memory"): _memory_get,
+    ("PUT", "/memory"): _memory_put,
+    ("DELETE", "/memory"): _memory_delete,
 }
 """One probe per operation of ``openapi.json``: a route added without one fails the walk."""
 

@@ -33,6 +33,8 @@ from helix_agents.events import (
     InputRequired,
     Interrupted,
     InterruptRequested,
+    MemoryRead,
+    MemoryWritten,
     MessageAppended,
     MessageQueued,
     OutputChunk,
@@ -70,6 +72,7 @@ from helix_agents.events import (
     WorkspaceWritten,
 )
 from helix_agents.log import decode_event, decode_events, decode_jsonl, encode_event, encode_jsonl
+from helix_agents.memory import MemoryItem
 from helix_agents.messages import (
     AssistantMessage,
     SystemMessage,
@@ -328,6 +331,35 @@ SAMPLES: dict[type[EventBase], Event] = {
         next_at=1_700_000_090.0,
         final=True,
     ),
+    MemoryWritten: MemoryWritten(
+        **env(),
+        namespace=("acme", "user-7", "prefs"),
+        key="language",
+        value={"lang": "fr"},
+        version=2,
+        tool_call_id="call_7",
+        write=1,
+    ),
+    MemoryRead: MemoryRead(
+        **env(),
+        op="search",
+        namespace=("acme", "user-7"),
+        key=None,
+        query="fr",
+        limit=10,
+        offset=5,
+        items=[
+            MemoryItem(
+                namespace=("acme", "user-7", "prefs"),
+                key="language",
+                value={"lang": "fr"},
+                version=2,
+                created=1_700_000_000.0,
+                updated=1_700_000_001.0,
+            )
+        ],
+        tool_call_id="call_8",
+    ),
 }
 
 # The tags documented in specs/events.md: the wire names that must never change.
@@ -377,6 +409,8 @@ DOCUMENTED_TAGS: dict[type[EventBase], str] = {
     WebhookAttempted: "webhook_attempted",
     WebhookDelivered: "webhook_delivered",
     WebhookFailed: "webhook_failed",
+    MemoryWritten: "memory_written",
+    MemoryRead: "memory_read",
 }
 
 BY_NAME = pytest.mark.parametrize("cls", EVENT_TYPES, ids=lambda cls: cls.__name__)

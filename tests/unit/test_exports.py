@@ -62,13 +62,17 @@ PUBLIC_HOMES = (
     "helix_agents.ids",
     "helix_agents.transport",
     "helix_agents.testing",
+    "helix_agents.memory",
 )
 
 STORES_ALL = {
     "DEFAULT_STORE_URL",
+    "InMemoryMemoryStore",
     "JetStreamEventStore",
+    "JetStreamMemoryStore",
     "MemoryEventStore",
     "SqliteEventStore",
+    "SqliteMemoryStore",
     "StoreCheck",
     "check_store",
     "open_store",

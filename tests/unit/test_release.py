@@ -104,9 +104,12 @@ PUBLIC: dict[str, str] = {
         AgentMessage CALL_META_KEYS MCPArguments MCPOptions MCPServerError MCPToolError
         MCPToolset MCP_PATH PROGRESS_CHUNK SESSION_META_KEY StdioServerParameters
     """,
+    "helix_agents.memory": """
+        DEFAULT_TENANT MemoryItem MemoryStore ToolMemory memory_of
+    """,
     "helix_agents.stores": """
-        DEFAULT_STORE_URL JetStreamEventStore MemoryEventStore SqliteEventStore StoreCheck
-        check_store open_store
+        DEFAULT_STORE_URL InMemoryMemoryStore JetStreamEventStore JetStreamMemoryStore
+        MemoryEventStore SqliteEventStore SqliteMemoryStore StoreCheck check_store open_store
     """,
     "helix_agents.transports": """
         Fault FaultyTransport HeadersSource HttpRemoteAgentTransport InProcessTransport
