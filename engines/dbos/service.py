@@ -11,11 +11,11 @@ workflow that was stopped so it ends.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import logging
 from collections.abc import Sequence
 
-import anyio
 from dbos import DBOS, SetWorkflowID
 
 from helix_agents.agents.config import AgentConfig
@@ -43,9 +43,9 @@ async def launch_run(log_: Sequence[Event], queue: str, *, direct: bool = False)
     """Launch the run whose ``run_started`` ends ``log_`` (outside any workflow).
 
     Enqueued on ``queue`` for any worker to take; ``direct``: started at once on
-    this process's DBOS (its own loop, as a dequeued run), with no wait for the
-    queue's next poll: for a SQLite system database, whose one process is the
-    only worker there is.
+    this process's DBOS, on the caller's loop (the worker's), with no wait for
+    the queue's next poll: for a SQLite system database, whose one process is
+    the only worker there is.
     """
     session_id, seq = log_[0].session_id, log_[-1].seq
     wf_id, follows = run_route(log_)
@@ -57,13 +57,13 @@ async def launch_run(log_: Sequence[Event], queue: str, *, direct: bool = False)
     run = RunInput(session_id, seq)
     if direct:
 
-        def start() -> None:
+        async def start() -> None:
             with SetWorkflowID(workflow_id(session_id, seq)):
-                # From a thread, DBOS runs the workflow on its own loop.
-                DBOS.start_workflow(agent_run, run)
+                await DBOS.start_workflow_async(agent_run, run)
 
-        # In a fresh context: nothing of the caller's (a step's, a span) goes with it.
-        await anyio.to_thread.run_sync(contextvars.Context().run, start)
+        # On this loop (the worker's: no hand-off between loops for its steps), in a
+        # fresh context: nothing of the caller's (a step's, a span) goes with it.
+        await asyncio.get_running_loop().create_task(start(), context=contextvars.Context())
         return
     with SetWorkflowID(workflow_id(session_id, seq)):
         await DBOS.enqueue_workflow_async(queue, agent_run, run)

@@ -1,8 +1,9 @@
 """``StepHost``: the durable steps, run on the worker's event loop for DBOS's workflows.
 
-DBOS runs a dequeued or recovered workflow on its own event loop (a thread);
-every step's work is handed to the worker's event loop, where its executor,
-store and models live, through an anyio blocking portal. One worker (one
+DBOS runs a dequeued or recovered workflow on its own event loop (a thread):
+its steps' work is handed to the worker's event loop, where its executor,
+store and models live, through an anyio blocking portal. A workflow started
+on the worker's loop (a run started at once) runs its steps' work there. One worker (one
 DBOS) per process: :func:`current_host` is it.
 """
 
@@ -37,17 +38,20 @@ class StepHost:
     async def call(self, work: Callable[[], Awaitable[T]]) -> T:
         """Run ``work()`` on the worker's loop; cancelling the caller cancels it.
 
-        The workflows run on DBOS's own loop (they are always enqueued, never
-        started inline), so this always crosses loops. The work runs in a fresh
+        A workflow started here runs on the worker's loop (a run started at once:
+        ``launch_run``'s ``direct``), so its steps' work runs there too, as a task
+        of its own; a dequeued or recovered one runs on DBOS's own loop, and its
+        steps' work crosses to the worker's. Either way the work runs in a fresh
         context: the workflow's DBOS context must not leak into it (a run it
         launches is a workflow of its own, not a step of this one).
         """
-        if asyncio.get_running_loop() is self._loop:
-            raise UsageError("a durable step must be called from a DBOS workflow's loop")
 
         async def run() -> T:
             return await work()
 
+        if asyncio.get_running_loop() is self._loop:
+            # Awaited, the task is cancelled with its awaiter.
+            return await self._loop.create_task(run(), context=contextvars.Context())
         future: concurrent.futures.Future[T] = contextvars.Context().run(
             self._portal.start_task_soon, run
         )
