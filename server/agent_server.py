@@ -40,6 +40,7 @@ from helix_agents.protocol import (
     checked_session_id,
 )
 from helix_agents.runtime import RunGuard, Runtime
+from helix_agents.schedules import DEFAULT_POLL, Scheduler, Schedules
 from helix_agents.tracing import Tracer
 from helix_agents.workspaces import WorkspaceProvider
 
@@ -80,6 +81,9 @@ class AgentServer:
             (``helix_agents.otel.OtelTracer()``; specs/otel.md).
         runtime: which runtime runs the sessions, for the executor the server
             makes (``AgentExecutor``'s ``runtime``); unset, the built-in one.
+        run_schedules: fire the store's schedules (:attr:`schedules`) while open
+            (``serve`` and a fleet's hosts do; specs/server.md, "Schedules").
+        schedule_poll: the longest wait between two reads of the schedules log.
 
     Raises:
         UsageError: an option that does nothing here (``runtime``, ``llm``, ``tracer``
@@ -100,6 +104,8 @@ class AgentServer:
         workspace_provider_kinds: Iterable[str] | None = None,
         tracer: Tracer | None = None,
         runtime: Runtime | None = None,
+        run_schedules: bool = False,
+        schedule_poll: float = DEFAULT_POLL,
     ) -> None:
         if isinstance(agents, Mapping):
             for key, agent in agents.items():
@@ -144,6 +150,23 @@ class AgentServer:
             raise UsageError("recover=True does nothing here: the runtime recovers its sessions")
         self._recover = not recovers_itself if recover is None else recover
         self._owns_store = owns_store
+        self.schedules = Schedules(store, self.agent_types)
+        """The store's schedules (``helix_agents.schedules``): what ``POST /crons`` changes."""
+        self._scheduler: Scheduler | None = None
+        if run_schedules:
+            self.fire_schedules(schedule_poll)
+
+    def fire_schedules(self, poll: float = DEFAULT_POLL) -> None:
+        """Fire the store's schedules while the server is open (call before entering it).
+
+        Not on a runtime whose engine fires them itself (Temporal, DBOS): there
+        ``POST /crons`` makes the engine's own schedule instead.
+        """
+        if (
+            self._scheduler is None
+            and getattr(self.executor.runtime, "engine_schedules", None) is None
+        ):
+            self._scheduler = Scheduler(self.schedules, self, poll=poll)
 
     @property
     def running(self) -> bool:
@@ -158,6 +181,8 @@ class AgentServer:
             recovered = await self.executor.recover()
             if recovered:
                 log.info("resumed %d session(s) left running: %s", len(recovered), recovered)
+        if self._scheduler is not None:  # after recovery: a tick's run starts on a settled store
+            await self._scheduler.__aenter__()
         return self
 
     async def __aexit__(
@@ -168,6 +193,8 @@ class AgentServer:
     ) -> bool | None:
         self._running = False
         try:
+            if self._scheduler is not None:  # no tick starts on an executor that is closing
+                await self._scheduler.__aexit__(None, None, None)
             if self._owns_executor:
                 return await self.executor.__aexit__(exc_type, exc, tb)
             return None

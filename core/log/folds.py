@@ -39,6 +39,11 @@ from helix_agents.events import (
     ReplaceState,
     RequestMade,
     RunStarted,
+    ScheduleCreated,
+    ScheduleDeleted,
+    ScheduleFired,
+    SchedulePaused,
+    ScheduleResumed,
     SessionCreated,
     SessionForked,
     StateUpdated,
@@ -443,6 +448,13 @@ def _created_again(state: SessionState, event: SessionCreated) -> None:
     raise CorruptLogError(f"session_created at seq {event.seq}: a log is created once")
 
 
+def _schedule_event(state: SessionState, event: EventBase) -> None:
+    raise CorruptLogError(
+        f"{type(event).__name__} at seq {event.seq}: a schedule event belongs in the "
+        "schedules log, not a session's"
+    )
+
+
 _Handler = Callable[[SessionState, Any], None]
 
 HANDLERS: dict[type[EventBase], _Handler] = {
@@ -477,6 +489,10 @@ HANDLERS: dict[type[EventBase], _Handler] = {
     WorkspaceDeleted: _workspace_deleted,
     SessionForked: _forked,
     **dict.fromkeys(CHUNK_TYPES, _chunk),
+    **dict.fromkeys(
+        (ScheduleCreated, SchedulePaused, ScheduleResumed, ScheduleDeleted, ScheduleFired),
+        _schedule_event,
+    ),
 }
 
 

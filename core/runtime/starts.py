@@ -21,7 +21,7 @@ from helix_agents.agents.config import AgentConfig
 from helix_agents.children.target import fits
 from helix_agents.errors import AgentServerError, ConcurrencyConflict, UsageError
 from helix_agents.events import Event, RunStarted, SessionCreated
-from helix_agents.ids import SessionId, new_run_id
+from helix_agents.ids import SessionId, is_schedule_log, new_run_id
 from helix_agents.log.projections import project_state
 from helix_agents.log.state import SessionState
 from helix_agents.messages import UserMessage
@@ -94,6 +94,11 @@ class SessionStarts:
         with a different agent type or message), ``ALREADY_COMPLETED``.
         """
         session_id = checked_session_id(request.session_id)
+        if is_schedule_log(session_id):
+            raise AgentServerError(
+                "INVALID_REQUEST",
+                f"session ids beginning 'cron:' are kept for schedules: {session_id}",
+            )
         for related in (
             request.parent_session_id,
             request.root_session_id,

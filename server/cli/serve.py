@@ -150,6 +150,7 @@ async def run_serve(
         runtime = make_runtime() if make_runtime is not None else None
         # Traced on Temporal, the gateway begins each session's trace; its workers' continue it.
         server = AgentServer(agents, store, owns_store=True, tracer=tracer, runtime=runtime)
+    server.fire_schedules()  # POST /crons's ticks start here (specs/server.md, "Schedules")
     app = create_http_app(
         server,
         auth=auth,

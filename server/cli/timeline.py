@@ -40,6 +40,11 @@ from helix_agents.events import (
     ReasoningDelta,
     RequestMade,
     RunStarted,
+    ScheduleCreated,
+    ScheduleDeleted,
+    ScheduleFired,
+    SchedulePaused,
+    ScheduleResumed,
     SessionCreated,
     SessionForked,
     StateUpdated,
@@ -306,6 +311,10 @@ def summarize_event(event: Event) -> str:
         case RequestMade():
             ref = f" ({event.ref})" if event.ref else ""
             return f"{event.action}{ref} by {principal_text(event.by)}"
+        case ScheduleFired():  # the schedules' log (helix_agents.schedules)
+            return f"{event.schedule_id} tick {int(event.tick)} -> {event.run_session_id}"
+        case ScheduleCreated() | SchedulePaused() | ScheduleResumed() | ScheduleDeleted():
+            return event.schedule_id
         case _:
             assert_never(event)
 

@@ -32,6 +32,8 @@ from helix_agents.server.streams.front_end_runs import ChatRequest, RunAgentInpu
 from helix_agents.server.ui.openapi import UI_MODELS
 from helix_agents.transports.bodies import SessionRequest
 
+from .crons import CRON_MODELS
+
 __all__ = [
     "ERRORS",
     "ERROR_HEADERS",
@@ -109,6 +111,7 @@ _MODELS: list[type[msgspec.Struct]] = [
     ForkRequest,
     ForkResult,
     *UI_MODELS,
+    *CRON_MODELS,
 ]
 
 _TITLES = {

@@ -20,7 +20,7 @@ from starlette.routing import Route
 from helix_agents.auth import Gate
 from helix_agents.server.ui import routes as ui
 
-from . import handlers, openapi_paths as docs, sessions
+from . import crons, handlers, openapi_crons as cron_docs, openapi_paths as docs, sessions
 from .middleware import Authenticate, BodyLimit, ProtocolErrors
 
 __all__ = ["ENDPOINTS", "Endpoint", "Rule", "routes"]
@@ -37,7 +37,7 @@ class Endpoint:
 
     Attributes:
         path: its path, below the app's mount point.
-        method: ``GET`` (which answers ``HEAD`` too) or ``POST``.
+        method: ``GET`` (which answers ``HEAD`` too), ``POST`` or ``DELETE``.
         handler: ``request -> response``; it raises to refuse.
         operation: its OpenAPI operation object.
         rule: who may call it (:data:`Rule`); every route has one.
@@ -90,6 +90,13 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("/ui/diff", "GET", ui.diff_page, docs.ui_operation("/ui/diff"), "public"),
     Endpoint("/diff", "GET", ui.diff, docs.ui_operation("/diff"), "read"),
     Endpoint("/snapshot", "GET", ui.snapshot, docs.ui_operation("/snapshot"), "read"),
+    # Schedules (specs/server.md, "Schedules"): a schedule is its creator's, as a session is.
+    Endpoint("/crons", "POST", crons.create_cron, cron_docs.CREATE_CRON, "write"),
+    Endpoint("/crons", "GET", crons.list_crons, cron_docs.LIST_CRONS, "read"),
+    Endpoint("/crons/{cronId}", "GET", crons.get_cron, cron_docs.GET_CRON, "read"),
+    Endpoint("/crons/{cronId}", "DELETE", crons.delete_cron, cron_docs.DELETE_CRON, "write"),
+    Endpoint("/crons/{cronId}/pause", "POST", crons.pause_cron, cron_docs.PAUSE_CRON, "write"),
+    Endpoint("/crons/{cronId}/resume", "POST", crons.resume_cron, cron_docs.RESUME_CRON, "write"),
 )
 """The documented routes, in the document's order."""
 

@@ -1,0 +1,122 @@
+"""``/crons``: the store's schedules over HTTP (``specs/server.md``, "Schedules").
+
+``POST /crons`` makes one (a :class:`~helix_agents.schedules.ScheduleRequest`),
+``GET /crons`` lists the caller's tenant's, ``GET /crons/{cronId}`` shows one,
+``POST /crons/{cronId}/pause`` and ``/resume`` stop and restart its ticks,
+``DELETE /crons/{cronId}`` ends it. A schedule is its creator's, as a session
+is: its ``start`` is checked as ``POST /start`` checks a start (the sessions it
+names within reach, the owner set from the identity), and every run it starts
+carries that owner. One out of reach is ``NOT_FOUND``, as one that does not exist.
+"""
+
+from __future__ import annotations
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+
+from helix_agents.auth import authorize
+from helix_agents.errors import AgentServerError
+from helix_agents.protocol import RemoteStartRequest
+from helix_agents.schedules import Schedule, ScheduleRequest, Schedules, tick_session_id
+from helix_agents.server.edge import checked_id, checked_start, decode
+
+from .context import gateway_of
+from .middleware import identity_of
+from .responses import json_response
+
+__all__ = [
+    "CRON_MODELS",
+    "CronList",
+    "create_cron",
+    "delete_cron",
+    "get_cron",
+    "list_crons",
+    "pause_cron",
+    "resume_cron",
+]
+
+
+class CronList(msgspec.Struct, frozen=True, rename="camel"):
+    """``GET /crons``'s answer: the schedules within the caller's reach, by id."""
+
+    crons: list[Schedule]
+
+
+CRON_MODELS: list[type[msgspec.Struct]] = [ScheduleRequest, Schedule, CronList]
+"""The bodies' structs, for the OpenAPI document's components."""
+
+
+def _schedules(request: Request) -> Schedules:
+    schedules = gateway_of(request).schedules
+    if schedules is None:
+        raise AgentServerError("NOT_FOUND", "this gateway holds no store for schedules")
+    return schedules
+
+
+async def create_cron(request: Request) -> Response:
+    """``POST /crons``: make a schedule (checked whole first; a bad one stores nothing)."""
+    identity = identity_of(request)
+    authorize(identity, "write")
+    body = decode(await request.body(), ScheduleRequest)
+    schedules = _schedules(request)
+    gate = gateway_of(request).gate
+    owner = identity.principal
+    if body.start is not None:
+        # Checked as POST /start checks a start: the sessions it names within reach, and
+        # its owner the caller (or, for an admin, the one it names).
+        if "sessionId" in body.start:
+            raise AgentServerError(
+                "INVALID_REQUEST",
+                "a schedule's start has no sessionId: each tick's is cron.ID.TICK",
+            )
+        probe = {**body.start, "sessionId": tick_session_id("probe", 0)}
+        start = checked_start(decode(msgspec.json.encode(probe), RemoteStartRequest))
+        owner = (await gate.start(identity, start)).owner
+    elif body.turn is not None:
+        await gate.session(identity, "write", checked_id(body.turn.get("sessionId")))
+    return json_response(await schedules.create(body, owner=owner))
+
+
+async def _reachable(request: Request, action: str) -> str:
+    """The path's schedule id, its schedule within the caller's reach (else ``NOT_FOUND``)."""
+    identity = identity_of(request)
+    authorize(identity, "write" if action == "write" else "read")
+    schedule_id = request.path_params["cronId"]
+    entry = await _schedules(request).entry(schedule_id)
+    if not identity.owns(entry.created.owner):
+        raise AgentServerError("NOT_FOUND", f"schedule not found: {schedule_id[:80]}")
+    return str(schedule_id)
+
+
+async def list_crons(request: Request) -> Response:
+    """``GET /crons``: the schedules of the caller's tenant (every one for an admin)."""
+    identity = identity_of(request)
+    authorize(identity, "read")
+    tenant = gateway_of(request).gate.tenant_filter(identity)
+    return json_response(CronList(crons=await _schedules(request).list(tenant)))
+
+
+async def get_cron(request: Request) -> Response:
+    """``GET /crons/{cronId}``: one schedule."""
+    schedule_id = await _reachable(request, "read")
+    return json_response(await _schedules(request).get(schedule_id))
+
+
+async def pause_cron(request: Request) -> Response:
+    """``POST /crons/{cronId}/pause``: no ticks until resumed."""
+    schedule_id = await _reachable(request, "write")
+    return json_response(await _schedules(request).pause(schedule_id))
+
+
+async def resume_cron(request: Request) -> Response:
+    """``POST /crons/{cronId}/resume``: ticks again, from now."""
+    schedule_id = await _reachable(request, "write")
+    return json_response(await _schedules(request).resume(schedule_id))
+
+
+async def delete_cron(request: Request) -> Response:
+    """``DELETE /crons/{cronId}``: the schedule is gone (the runs it started stay)."""
+    schedule_id = await _reachable(request, "write")
+    await _schedules(request).delete(schedule_id)
+    return json_response({"ok": True})

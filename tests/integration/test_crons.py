@@ -1,0 +1,165 @@
+"""``/crons`` over a real server: make, list, show, pause, resume, delete; refusals store nothing.
+
+And an interval schedule that fires: each tick starts exactly one session,
+``cron.ID.TICK``, carrying ``cronId`` in its metadata; pausing stops it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from cron_app import agents
+from servers import serve
+
+from helix_agents.events import ScheduleCreated, ScheduleFired, SessionCreated
+from helix_agents.ids import SCHEDULES_LOG
+from helix_agents.server import AgentServer, create_http_app
+from helix_agents.stores import MemoryEventStore
+
+pytestmark = pytest.mark.anyio
+
+LIMIT = 30
+
+
+async def _ok(response: httpx.Response) -> Any:
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def test_crons_are_made_listed_paused_resumed_and_deleted_and_bad_ones_refused() -> None:
+    store = MemoryEventStore()
+    server = AgentServer(agents, store)
+    with anyio.fail_after(LIMIT):
+        async with serve(create_http_app(server)) as url, httpx.AsyncClient(base_url=url) as http:
+            start = {"agentType": "echo", "message": "hello", "metadata": {"team": "a"}}
+            refused = {
+                "bad expression": {"cron": "61 * * * *", "start": start},
+                "six fields": {"cron": "0 0 * * * *", "start": start},
+                "unknown zone": {"cron": "0 9 * * *", "timezone": "Mars/Olympus", "start": start},
+                "zero interval": {"intervalSeconds": 0, "start": start},
+                "negative interval": {"intervalSeconds": -5, "start": start},
+                "fractional interval": {"intervalSeconds": 1.5, "start": start},
+                "both clocks": {"cron": "* * * * *", "intervalSeconds": 5, "start": start},
+                "no clock": {"start": start},
+                "unknown agent": {"intervalSeconds": 5, "start": {**start, "agentType": "nope"}},
+                "a session id": {"intervalSeconds": 5, "start": {**start, "sessionId": "s1"}},
+                "nothing to start": {"intervalSeconds": 5},
+                "bad catchup": {"intervalSeconds": 5, "catchup": "twice", "start": start},
+                "bad id": {"id": "no spaces", "intervalSeconds": 5, "start": start},
+                "unknown session": {
+                    "intervalSeconds": 5,
+                    "turn": {"sessionId": "gone", "message": "x"},
+                },
+            }
+            for why, body in refused.items():
+                answer = await http.post("/crons", json=body)
+                assert answer.status_code in (400, 404), (why, answer.text)
+                error = answer.json()
+                assert set(error) == {"error", "code"}, (why, error)
+                assert error["code"] in ("INVALID_REQUEST", "NOT_FOUND"), (why, error)
+            assert await store.read(SCHEDULES_LOG) == []  # nothing stored
+
+            made = await _ok(
+                await http.post(
+                    "/crons",
+                    json={
+                        "id": "daily",
+                        "cron": "0  9 * * 1-5",
+                        "timezone": "Europe/Paris",
+                        "start": start,
+                    },
+                )
+            )
+            assert made["id"] == "daily"
+            assert made["cron"] == "0 9 * * 1-5"
+            assert made["timezone"] == "Europe/Paris"
+            assert made["catchup"] == "once"
+            assert made["paused"] is False
+            assert made["fired"] == 0
+            assert made["nextTickAt"] > made["createdAt"]
+            again = await _ok(
+                await http.post(
+                    "/crons",
+                    json={
+                        "id": "daily",
+                        "cron": "0 9 * * 1-5",
+                        "timezone": "Europe/Paris",
+                        "start": start,
+                    },
+                )
+            )
+            assert again == made  # an identical repeat is the same schedule
+            taken = await http.post(
+                "/crons", json={"id": "daily", "intervalSeconds": 60, "start": start}
+            )
+            assert taken.status_code == 409, taken.text
+            hourly = await _ok(
+                await http.post(
+                    "/crons", json={"intervalSeconds": 3600, "catchup": "skip", "start": start}
+                )
+            )
+            listed = await _ok(await http.get("/crons"))
+            assert sorted(c["id"] for c in listed["crons"]) == sorted(["daily", hourly["id"]])
+            assert (await _ok(await http.get("/crons/daily"))) == made
+
+            paused = await _ok(await http.post("/crons/daily/pause"))
+            assert paused["paused"] is True
+            assert paused["nextTickAt"] is None
+            resumed = await _ok(await http.post("/crons/daily/resume"))
+            assert resumed["paused"] is False
+            assert resumed["nextTickAt"] is not None
+
+            assert (await _ok(await http.delete("/crons/daily"))) == {"ok": True}
+            assert (await http.get("/crons/daily")).status_code == 404
+            assert (await http.delete("/crons/daily")).status_code == 404
+            assert (await http.post("/crons/daily/pause")).status_code == 404
+            listed = await _ok(await http.get("/crons"))
+            assert [c["id"] for c in listed["crons"]] == [hourly["id"]]
+
+            # The schedules' log is no session: not listed, not started over.
+            sessions = await _ok(await http.get("/sessions"))
+            assert sessions["sessions"] == []
+            taken = await http.post(
+                "/start", json={"sessionId": SCHEDULES_LOG, "agentType": "echo", "message": "x"}
+            )
+            assert taken.status_code == 400, taken.text
+    kinds = [type(event) for event in await store.read(SCHEDULES_LOG)]
+    assert kinds.count(ScheduleCreated) == 2
+
+
+async def test_an_interval_schedule_starts_one_session_per_tick_until_paused() -> None:
+    store = MemoryEventStore()
+    server = AgentServer(agents, store, run_schedules=True, schedule_poll=0.2)
+    with anyio.fail_after(LIMIT):
+        async with serve(create_http_app(server)) as url, httpx.AsyncClient(base_url=url) as http:
+            body = {
+                "id": "every",
+                "intervalSeconds": 1,
+                "start": {"agentType": "echo", "message": "hi", "metadata": {"k": "v"}},
+            }
+            await _ok(await http.post("/crons", json=body))
+            while len(await _fired(store)) < 3:
+                await anyio.sleep(0.1)
+            await _ok(await http.post("/crons/every/pause"))
+            fired = await _fired(store)
+            await anyio.sleep(1.5)
+            assert await _fired(store) == fired  # paused: no more ticks
+            listed = await _ok(await http.get("/sessions", params={"metadata.cronId": "every"}))
+    ticks = [event.tick for event in fired]
+    assert len(set(ticks)) == len(ticks)
+    assert all(b - a >= 1 for a, b in itertools.pairwise(ticks))
+    assert sorted(s["sessionId"] for s in listed["sessions"]) == sorted(
+        f"cron.every.{int(tick)}" for tick in ticks
+    )
+    for event in fired:
+        created = (await store.read(event.run_session_id))[0]
+        assert isinstance(created, SessionCreated)
+        assert created.metadata == {"k": "v", "cronId": "every", "cronTick": str(int(event.tick))}
+
+
+async def _fired(store: MemoryEventStore) -> list[ScheduleFired]:
+    return [e for e in await store.read(SCHEDULES_LOG) if isinstance(e, ScheduleFired)]
