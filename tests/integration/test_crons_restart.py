@@ -24,7 +24,7 @@ from cron_app import agents
 from helix_agents.events import ScheduleCreated, ScheduleFired, SessionCreated
 from helix_agents.ids import SCHEDULES_LOG
 from helix_agents.runtime.writer import stamp
-from helix_agents.schedules import ScheduleRequest, Scheduler, Schedules
+from helix_agents.schedules import Scheduler, ScheduleRequest, Schedules
 from helix_agents.server import AgentServer
 from helix_agents.stores import MemoryEventStore, open_store
 
