@@ -57,7 +57,7 @@ async def run_host(
         tracer = exporting.tracer if exporting is not None else None
         fleet = NatsRuntime(nc, lease_ttl=lease_ttl, replicas=replicas)
         server = AgentServer(agents, store, recover=False, tracer=tracer, runtime=fleet)
-        async with NatsAgentHost(server):
+        async with NatsAgentHost(server, run_schedules=True):
             print(
                 f"helix-agents: hosting {', '.join(server.agent_types)} on {nats_url}",
                 flush=True,
