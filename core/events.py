@@ -21,6 +21,7 @@ from helix_agents.messages import Message, UserMessage
 __all__ = [
     "CHUNK_TYPES",
     "EVENT_TYPES",
+    "SCHEDULE_TYPES",
     "Aborted",
     "AbortRequested",
     "ApprovalGiven",
@@ -858,3 +859,12 @@ EVENT_TYPES: tuple[type[EventBase], ...] = Event.__args__
 
 CHUNK_TYPES: tuple[type[ChunkBase], ...] = Chunk.__args__
 """Every chunk class."""
+
+SCHEDULE_TYPES: tuple[type[EventBase], ...] = (
+    ScheduleCreated,
+    SchedulePaused,
+    ScheduleResumed,
+    ScheduleDeleted,
+    ScheduleFired,
+)
+"""The events of the schedules' log, which no session's log holds."""

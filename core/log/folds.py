@@ -18,6 +18,7 @@ import msgspec
 from helix_agents.errors import CorruptLogError
 from helix_agents.events import (
     CHUNK_TYPES,
+    SCHEDULE_TYPES,
     Aborted,
     AbortRequested,
     ApprovalGiven,
@@ -39,11 +40,6 @@ from helix_agents.events import (
     ReplaceState,
     RequestMade,
     RunStarted,
-    ScheduleCreated,
-    ScheduleDeleted,
-    ScheduleFired,
-    SchedulePaused,
-    ScheduleResumed,
     SessionCreated,
     SessionForked,
     StateUpdated,
@@ -449,10 +445,7 @@ def _created_again(state: SessionState, event: SessionCreated) -> None:
 
 
 def _schedule_event(state: SessionState, event: EventBase) -> None:
-    raise CorruptLogError(
-        f"{type(event).__name__} at seq {event.seq}: a schedule event belongs in the "
-        "schedules log, not a session's"
-    )
+    raise CorruptLogError(f"{type(event).__name__} at seq {event.seq}: not in a session's log")
 
 
 _Handler = Callable[[SessionState, Any], None]
@@ -489,10 +482,7 @@ HANDLERS: dict[type[EventBase], _Handler] = {
     WorkspaceDeleted: _workspace_deleted,
     SessionForked: _forked,
     **dict.fromkeys(CHUNK_TYPES, _chunk),
-    **dict.fromkeys(
-        (ScheduleCreated, SchedulePaused, ScheduleResumed, ScheduleDeleted, ScheduleFired),
-        _schedule_event,
-    ),
+    **dict.fromkeys(SCHEDULE_TYPES, _schedule_event),
 }
 
 

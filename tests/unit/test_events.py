@@ -44,6 +44,11 @@ from helix_agents.events import (
     ReplaceToolResult,
     ReplaceUserMessage,
     RequestMade,
+    ScheduleCreated,
+    ScheduleDeleted,
+    ScheduleFired,
+    SchedulePaused,
+    ScheduleResumed,
     RunStarted,
     SessionCreated,
     SessionForked,
@@ -310,6 +315,30 @@ SAMPLES: dict[type[EventBase], Event] = {
     RequestMade: RequestMade(
         **env(), action="approval", by=Principal(tenant="acme", user="ada"), ref="call_4"
     ),
+    ScheduleCreated: ScheduleCreated(
+        **env(),
+        schedule_id="nightly",
+        cron="0 2 * * *",
+        timezone="Europe/Paris",
+        interval_seconds=60,
+        catchup="skip",
+        start={"agentType": "triage", "message": "go"},
+        turn={"sessionId": SID, "message": "again"},
+        created_at=1_700_000_000.0,
+        owner=Principal(tenant="acme", user="ada"),
+    ),
+    SchedulePaused: SchedulePaused(**env(), schedule_id="nightly", at=1_700_000_100.0),
+    ScheduleResumed: ScheduleResumed(**env(), schedule_id="nightly", at=1_700_000_200.0),
+    ScheduleDeleted: ScheduleDeleted(**env(), schedule_id="nightly", at=1_700_000_300.0),
+    ScheduleFired: ScheduleFired(
+        **env(),
+        schedule_id="nightly",
+        tick=1_700_006_400.0,
+        run_session_id="cron.nightly.1700006400",
+        message_id="cron.nightly.1700006400",
+        missed=2,
+        fired_at=1_700_006_400.5,
+    ),
 }
 
 # The tags documented in specs/events.md: the wire names that must never change.
@@ -356,6 +385,11 @@ DOCUMENTED_TAGS: dict[type[EventBase], str] = {
     WorkspaceDeleted: "workspace_deleted",
     SessionForked: "session_forked",
     RequestMade: "request_made",
+    ScheduleCreated: "schedule_created",
+    SchedulePaused: "schedule_paused",
+    ScheduleResumed: "schedule_resumed",
+    ScheduleDeleted: "schedule_deleted",
+    ScheduleFired: "schedule_fired",
 }
 
 BY_NAME = pytest.mark.parametrize("cls", EVENT_TYPES, ids=lambda cls: cls.__name__)
