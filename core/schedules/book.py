@@ -35,7 +35,12 @@ from helix_agents.events import (
 from helix_agents.ids import SCHEDULES_LOG
 from helix_agents.log.store import EventStore
 from helix_agents.log.streaming import read_page
-from helix_agents.protocol import RemoteMessageRequest, RemoteStartRequest, checked_session_id
+from helix_agents.protocol import (
+    RemoteMessageRequest,
+    RemoteStartRequest,
+    checked_messages,
+    checked_session_id,
+)
 from helix_agents.runtime.writer import stamp
 
 from .timing import Timing, checked_timing
@@ -212,6 +217,7 @@ def _checked_turn(body: dict[str, Any]) -> RemoteMessageRequest:
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise _invalid(f"turn: {exc}") from exc
     checked_session_id(request.session_id)
+    checked_messages(request.message)  # not blank, as POST /message checks it
     return request
 
 

@@ -11,6 +11,9 @@ carries that owner. One out of reach is ``NOT_FOUND``, as one that does not exis
 
 from __future__ import annotations
 
+import copy
+from typing import Any
+
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
@@ -28,6 +31,7 @@ from .responses import json_response
 __all__ = [
     "CRON_MODELS",
     "CronList",
+    "cron_schemas",
     "create_cron",
     "delete_cron",
     "get_cron",
@@ -45,6 +49,80 @@ class CronList(msgspec.Struct, frozen=True, rename="camel"):
 
 CRON_MODELS: list[type[msgspec.Struct]] = [ScheduleRequest, Schedule, CronList]
 """The bodies' structs, for the OpenAPI document's components."""
+
+
+def cron_schemas(components: dict[str, Any]) -> None:
+    """Sharpen the generated ``ScheduleRequest`` schema to what ``POST /crons`` checks.
+
+    One clock (``cron``, with an optional ``timezone``, or ``intervalSeconds``),
+    one thing to start (``start``: ``POST /start``'s body without ``sessionId``,
+    ``CronStart``; ``turn``: ``POST /message``'s without ``messageId``,
+    ``CronTurn``), an id's characters. What no schema says (an expression's
+    fields, a zone's name, an agent type served) the server checks (400).
+    """
+    start = copy.deepcopy(components["RemoteStartRequest"])
+    start["title"] = "CronStart"
+    start["description"] = "What each tick starts: a POST /start body without its sessionId"
+    del start["properties"]["sessionId"]
+    start["required"] = [name for name in start["required"] if name != "sessionId"]
+    start["not"] = {"required": ["sessionId"]}
+    components["CronStart"] = start
+    turn = copy.deepcopy(components["RemoteMessageRequest"])
+    turn["title"] = "CronTurn"
+    turn["description"] = (
+        "Each tick a new turn of sessionId: a POST /message body without messageId"
+    )
+    del turn["properties"]["messageId"]
+    turn["not"] = {"required": ["messageId"]}
+    components["CronTurn"] = turn
+    schema = components["ScheduleRequest"]
+    properties = schema["properties"]
+
+    def optional(value: dict[str, Any]) -> dict[str, Any]:
+        return {"anyOf": [value, {"type": "null"}], "default": None}
+
+    properties["id"] = optional({"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"})
+    properties["cron"] = optional(
+        {
+            "type": "string",
+            "maxLength": 200,
+            "description": "5 fields: minute hour day-of-month month day-of-week",
+        }
+    )
+    properties["timezone"] = optional(
+        {"type": "string", "maxLength": 100, "description": "An IANA name (default UTC)"}
+    )
+    properties["intervalSeconds"] = optional({"type": "integer", "minimum": 1, "maximum": 31622400})
+    properties["start"] = optional({"$ref": "#/components/schemas/CronStart"})
+    properties["turn"] = optional({"$ref": "#/components/schemas/CronTurn"})
+    absent = {"type": "null"}
+    schema["allOf"] = [
+        {
+            "oneOf": [
+                {
+                    "required": ["cron"],
+                    "properties": {"cron": {"type": "string"}, "intervalSeconds": absent},
+                },
+                {
+                    "required": ["intervalSeconds"],
+                    "properties": {
+                        "intervalSeconds": {"type": "integer"},
+                        "cron": absent,
+                        "timezone": absent,
+                    },
+                },
+            ]
+        },
+        {
+            "oneOf": [
+                {
+                    "required": ["start"],
+                    "properties": {"start": {"type": "object"}, "turn": absent},
+                },
+                {"required": ["turn"], "properties": {"turn": {"type": "object"}, "start": absent}},
+            ]
+        },
+    ]
 
 
 def _schedules(request: Request) -> Schedules:
