@@ -7,6 +7,8 @@ And an interval schedule that fires: each tick starts exactly one session,
 from __future__ import annotations
 
 import itertools
+import json
+import sys
 from typing import Any
 
 import anyio
@@ -163,3 +165,67 @@ async def test_an_interval_schedule_starts_one_session_per_tick_until_paused() -
 
 async def _fired(store: MemoryEventStore) -> list[ScheduleFired]:
     return [e for e in await store.read(SCHEDULES_LOG) if isinstance(e, ScheduleFired)]
+
+
+async def _cli(url: str, *words: str) -> tuple[int, str]:
+    done = await anyio.run_process(
+        [sys.executable, "-m", "helix_agents.server", "cron", *words, "--server", url],
+        check=False,
+    )
+    return done.returncode, (done.stdout + done.stderr).decode()
+
+
+async def test_the_cron_command_makes_lists_pauses_and_deletes_a_servers_schedules() -> None:
+    store = MemoryEventStore()
+    with anyio.fail_after(LIMIT):
+        async with serve(create_http_app(AgentServer(agents, store))) as url:
+            code, out = await _cli(
+                url,
+                "create",
+                "--id",
+                "nightly",
+                "--cron",
+                "0 2 * * *",
+                "--timezone",
+                "Asia/Tokyo",
+                "--agent",
+                "echo",
+                "--message",
+                "go",
+                "--metadata",
+                "team=a",
+                "--catchup",
+                "skip",
+                "--json",
+            )
+            assert code == 0, out
+            made = json.loads(out)
+            assert made["start"] == {
+                "agentType": "echo",
+                "message": "go",
+                "metadata": {"team": "a"},
+            }
+            assert (made["cron"], made["timezone"], made["catchup"]) == (
+                "0 2 * * *",
+                "Asia/Tokyo",
+                "skip",
+            )
+            code, out = await _cli(
+                url, "create", "--every", "0", "--agent", "echo", "--message", "go"
+            )
+            assert code == 1, out
+            assert "INVALID_REQUEST" in out
+            assert "intervalSeconds" in out
+            code, out = await _cli(url, "list")
+            assert code == 0, out
+            assert out.startswith("nightly  cron '0 2 * * *' Asia/Tokyo  agent echo  next ")
+            code, out = await _cli(url, "pause", "nightly")
+            assert code == 0, out
+            assert "  paused  " in out
+            code, out = await _cli(url, "delete", "nightly")
+            assert (code, out.strip()) == (0, "deleted nightly")
+            code, out = await _cli(url, "get", "nightly")
+            assert code == 1, out
+            assert "NOT_FOUND" in out
+    kinds = [e.__struct_config__.tag for e in await store.read(SCHEDULES_LOG)]
+    assert kinds == ["schedule_created", "schedule_paused", "schedule_deleted"]
