@@ -20,6 +20,7 @@ import httpx
 
 from helix_agents.errors import AgentServerError, UsageError
 from helix_agents.server.cli.options import TOKEN_ENV
+from helix_agents.transports._http_wire import server_error
 
 __all__ = ["DEFAULT_SERVER", "add_cron_command", "cron_body", "cron_command", "cron_lines"]
 
@@ -105,15 +106,9 @@ async def _call(server: str, method: str, path: str, body: Any = None) -> Any:
             answer = await http.request(method, path, json=body)
         except httpx.HTTPError as exc:
             raise AgentServerError("UNAVAILABLE", f"cannot reach {server}: {exc}") from exc
-    try:
-        payload = answer.json()
-    except ValueError:
-        payload = None
     if answer.status_code != 200:
-        if isinstance(payload, dict) and "code" in payload:
-            raise AgentServerError(str(payload["code"]), str(payload.get("error", "")))
-        raise AgentServerError("INTERNAL_ERROR", f"{server}{path}: HTTP {answer.status_code}")
-    return payload
+        raise server_error(answer)  # the server's code and message, as every client shows them
+    return answer.json()
 
 
 async def _run(args: argparse.Namespace) -> list[dict[str, Any]]:
