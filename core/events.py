@@ -750,7 +750,8 @@ class ScheduleCreated(EventBase, tag="schedule_created", frozen=True, kw_only=Tr
     ``interval_seconds``; exactly one of ``start`` (a ``POST /start`` body but
     its ``sessionId``: each tick starts a new session) and ``turn`` (a
     ``POST /message`` body but its ``messageId``: each tick is a new turn of
-    that session). ``created_at`` (Unix seconds) anchors an interval's ticks.
+    that session). An interval's ticks are the Unix times that are multiples of
+    it; ``created_at`` (Unix seconds): ticks before it never fire.
     """
 
     schedule_id: str

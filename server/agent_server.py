@@ -150,7 +150,8 @@ class AgentServer:
             raise UsageError("recover=True does nothing here: the runtime recovers its sessions")
         self._recover = not recovers_itself if recover is None else recover
         self._owns_store = owns_store
-        self.schedules = Schedules(store, self.agent_types)
+        engine = getattr(executor.runtime, "engine_schedules", None)
+        self.schedules = Schedules(store, self.agent_types, engine)
         """The store's schedules (``helix_agents.schedules``): what ``POST /crons`` changes."""
         self._scheduler: Scheduler | None = None
         if run_schedules:
@@ -162,10 +163,7 @@ class AgentServer:
         Not on a runtime whose engine fires them itself (Temporal, DBOS): there
         ``POST /crons`` makes the engine's own schedule instead.
         """
-        if (
-            self._scheduler is None
-            and getattr(self.executor.runtime, "engine_schedules", None) is None
-        ):
+        if self._scheduler is None and self.schedules.engine is None:
             self._scheduler = Scheduler(self.schedules, self, poll=poll)
 
     @property
@@ -183,6 +181,11 @@ class AgentServer:
                 log.info("resumed %d session(s) left running: %s", len(recovered), recovered)
         if self._scheduler is not None:  # after recovery: a tick's run starts on a settled store
             await self._scheduler.__aenter__()
+        if self.schedules.engine is not None:  # an engine's schedules missed by a crash
+            try:
+                await self.schedules.sync_engine()
+            except Exception as exc:  # the next change or start tries again
+                log.warning("could not sync the engine's schedules: %s", exc)
         return self
 
     async def __aexit__(

@@ -9,7 +9,15 @@ schedulers instead.
 
 from __future__ import annotations
 
-from .book import Schedule, ScheduleBook, ScheduleEntry, ScheduleRequest, Schedules, tick_session_id
+from .book import (
+    Schedule,
+    ScheduleBook,
+    ScheduleEngine,
+    ScheduleEntry,
+    ScheduleRequest,
+    Schedules,
+    tick_session_id,
+)
 from .scheduler import DEFAULT_POLL, Scheduler, ScheduleTarget, fire_request
 from .timing import Timing, checked_timing
 
@@ -17,6 +25,7 @@ __all__ = [
     "DEFAULT_POLL",
     "Schedule",
     "ScheduleBook",
+    "ScheduleEngine",
     "ScheduleEntry",
     "ScheduleRequest",
     "ScheduleTarget",

@@ -17,7 +17,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -49,6 +49,7 @@ __all__ = [
     "AgentTypes",
     "Schedule",
     "ScheduleBook",
+    "ScheduleEngine",
     "ScheduleEntry",
     "ScheduleRequest",
     "Schedules",
@@ -168,7 +169,6 @@ class ScheduleBook:
                     event.cron,
                     None if event.cron is None else event.timezone,
                     event.interval_seconds,
-                    event.created_at,
                 )
             except AgentServerError as exc:  # e.g. a zone this machine's tz data lacks
                 log.error("schedule %s cannot fire here: %s", event.schedule_id, exc)
@@ -194,6 +194,35 @@ class ScheduleBook:
     def taken(self, schedule_id: str) -> bool:
         """Whether ``schedule_id`` names a schedule, live or deleted."""
         return schedule_id in self.live or schedule_id in self.gone
+
+
+class ScheduleEngine(Protocol):
+    """A durable engine's own scheduler, which fires the ticks instead of a ``Scheduler``.
+
+    The schedules log stays the record (what exists, what each tick fired); the
+    engine's schedule of each only says when to fire it, and its tick calls
+    ``Scheduler.fire_one``. Each method is idempotent (``sync`` repeats them).
+    """
+
+    def check(self, timing: Timing) -> None:
+        """Raise ``INVALID_REQUEST`` if the engine cannot fire on this clock."""
+        ...
+
+    async def ensure(self, entry: ScheduleEntry) -> None:
+        """The engine's schedule of ``entry`` exists, paused as it is."""
+        ...
+
+    async def pause(self, schedule_id: str) -> None:
+        """Pause the engine's schedule."""
+        ...
+
+    async def resume(self, schedule_id: str) -> None:
+        """Resume the engine's schedule."""
+        ...
+
+    async def delete(self, schedule_id: str) -> None:
+        """Delete the engine's schedule (nothing if it is gone)."""
+        ...
 
 
 def _checked_start(body: dict[str, Any]) -> dict[str, Any]:
@@ -228,6 +257,8 @@ class Schedules:
         store: where the schedules log lives (the sessions' store).
         agent_types: the agent types a schedule may start (a list, or an async
             callable for a fleet); None: any (the start is checked when it fires).
+        engine: a durable engine's scheduler that fires the ticks (Temporal's,
+            DBOS's); None: a :class:`~helix_agents.schedules.Scheduler` does.
 
     Every method raises :class:`~helix_agents.errors.AgentServerError`:
     ``INVALID_REQUEST`` (a bad definition; nothing stored), ``NOT_FOUND``
@@ -235,10 +266,14 @@ class Schedules:
     """
 
     def __init__(
-        self, store: EventStore, agent_types: Iterable[str] | AgentTypes | None = None
+        self,
+        store: EventStore,
+        agent_types: Iterable[str] | AgentTypes | None = None,
+        engine: ScheduleEngine | None = None,
     ) -> None:
         self.store = store
         self._agent_types = agent_types
+        self.engine = engine
         self.book = ScheduleBook()
 
     async def refresh(self) -> ScheduleBook:
@@ -281,7 +316,9 @@ class Schedules:
         schedule_id = request.id if request.id is not None else f"c{uuid.uuid4().hex[:16]}"
         if _ID.fullmatch(schedule_id) is None:
             raise _invalid("a schedule id is 1-64 characters from A-Z a-z 0-9 _ -")
-        checked_timing(request.cron, request.timezone, request.interval_seconds, now)
+        timing = checked_timing(request.cron, request.timezone, request.interval_seconds)
+        if self.engine is not None:
+            self.engine.check(timing)
         if (request.start is None) == (request.turn is None):
             raise _invalid("a schedule has exactly one of start (a new session) and turn")
         start = turn = None
@@ -316,7 +353,10 @@ class Schedules:
             raise AgentServerError("ALREADY_RUNNING", f"schedule id {schedule_id!r} is taken")
 
         await self.append(decide)
-        return self.book.live[schedule_id].view()
+        entry = self.book.live[schedule_id]
+        if self.engine is not None:
+            await self.engine.ensure(entry)
+        return entry.view()
 
     async def list(
         self, owner_tenant: str | msgspec.UnsetType | None = msgspec.UNSET
@@ -359,6 +399,8 @@ class Schedules:
             schedule_id,
             lambda e: None if e.paused else SchedulePaused(schedule_id=schedule_id, at=now),
         )
+        if self.engine is not None:
+            await self.engine.pause(schedule_id)
         return await self.get(schedule_id)
 
     async def resume(self, schedule_id: str) -> Schedule:
@@ -368,12 +410,26 @@ class Schedules:
             schedule_id,
             lambda e: ScheduleResumed(schedule_id=schedule_id, at=now) if e.paused else None,
         )
+        if self.engine is not None:
+            await self.engine.resume(schedule_id)
         return await self.get(schedule_id)
 
     async def delete(self, schedule_id: str) -> None:
         """Delete the schedule: it fires no more (the runs it started stay)."""
         now = time.time()
         await self._change(schedule_id, lambda e: ScheduleDeleted(schedule_id=schedule_id, at=now))
+        if self.engine is not None:
+            await self.engine.delete(schedule_id)
+
+    async def sync_engine(self) -> None:
+        """Make the engine's schedules what the log says (after a change the engine missed)."""
+        if self.engine is None:
+            return
+        book = await self.refresh()
+        for entry in list(book.live.values()):
+            await self.engine.ensure(entry)
+        for schedule_id in sorted(book.gone):
+            await self.engine.delete(schedule_id)
 
 
 def _same_definition(a: ScheduleCreated, b: ScheduleCreated) -> bool:

@@ -155,6 +155,22 @@ class Scheduler:
                 nearest = min(nearest, entry.timing.next_after(max(entry.since, now)) - now)
         return nearest
 
+    async def fire_one(self, schedule_id: str, now: float | None = None) -> ScheduleFired | None:
+        """Fire schedule ``schedule_id``'s due tick, if any (an engine's tick calls this).
+
+        Its last fired tick is checked first (its run started if missing), then
+        the due tick claimed and its run started; the tick fired, or None.
+        """
+        now = time.time() if now is None else now
+        entry = (await self.schedules.refresh()).live.get(schedule_id)
+        if entry is None or entry.paused:
+            return None
+        await self._repair(entry, now)
+        fired = await self._claim(entry, now)
+        if fired is not None:
+            await self._start(entry, fired)
+        return fired
+
     async def _claim(self, entry: ScheduleEntry, now: float) -> ScheduleFired | None:
         schedule_id = entry.schedule_id
 

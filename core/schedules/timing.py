@@ -3,8 +3,10 @@
 A cron expression has the five classic fields (minute, hour, day of month,
 month, day of week; ``*``, lists, ranges, steps and names), read in an IANA
 time zone (``zoneinfo``); it is evaluated by ``cronsim``, which also applies
-cron's rules at daylight-saving changes. An interval's ticks are whole seconds
-``created_at + k * interval`` (k >= 1). A tick is a Unix time in seconds.
+cron's rules at daylight-saving changes. An interval's ticks are the Unix
+times that are whole multiples of it (as Temporal's interval schedules and a
+seconds-field cron count them), so every scheduler agrees on them. A tick is a
+Unix time in seconds.
 """
 
 from __future__ import annotations
@@ -33,15 +35,11 @@ def _invalid(message: str) -> AgentServerError:
 
 @dataclass(frozen=True)
 class Timing:
-    """A schedule's clock: a cron expression in ``zone``, or an ``interval`` in seconds.
-
-    ``anchor`` (Unix seconds, whole) is where an interval's ticks count from.
-    """
+    """A schedule's clock: a cron expression in ``zone``, or an ``interval`` in seconds."""
 
     cron: str | None
     zone: str
     interval: int | None
-    anchor: float
 
     @property
     def period(self) -> float:
@@ -51,8 +49,7 @@ class Timing:
     def next_after(self, after: float) -> float:
         """The first tick strictly after ``after``."""
         if self.interval is not None:
-            k = max(1, math.floor((after - self.anchor) / self.interval) + 1)
-            return self.anchor + k * self.interval
+            return float((math.floor(after / self.interval) + 1) * self.interval)
         assert self.cron is not None
         start = datetime.fromtimestamp(after, ZoneInfo(self.zone))
         return next(CronSim(self.cron, start)).timestamp()
@@ -62,11 +59,11 @@ class Timing:
         if until <= after:
             return None, 0
         if self.interval is not None:
-            first = max(1, math.floor((after - self.anchor) / self.interval) + 1)
-            last = math.floor((until - self.anchor) / self.interval)
+            first = math.floor(after / self.interval) + 1
+            last = math.floor(until / self.interval)
             if last < first:
                 return None, 0
-            return self.anchor + last * self.interval, min(last - first + 1, MAX_COUNTED)
+            return float(last * self.interval), min(last - first + 1, MAX_COUNTED)
         assert self.cron is not None
         start = datetime.fromtimestamp(after, ZoneInfo(self.zone))
         latest: float | None = None
@@ -86,9 +83,7 @@ class Timing:
         return latest, count
 
 
-def checked_timing(
-    cron: str | None, zone: str | None, interval: int | None, anchor: float
-) -> Timing:
+def checked_timing(cron: str | None, zone: str | None, interval: int | None) -> Timing:
     """The schedule's :class:`Timing`, checked; ``INVALID_REQUEST`` saying what is wrong.
 
     Exactly one of ``cron`` and ``interval``; ``zone`` (default UTC) only with
@@ -96,7 +91,6 @@ def checked_timing(
     """
     if (cron is None) == (interval is None):
         raise _invalid("a schedule has exactly one of cron and intervalSeconds")
-    anchor = float(math.floor(anchor))
     if interval is not None:
         if zone is not None:
             raise _invalid("timezone is for a cron expression, not an interval")
@@ -104,7 +98,7 @@ def checked_timing(
             raise _invalid("intervalSeconds must be a whole number of seconds")
         if not 1 <= interval <= _MAX_INTERVAL:
             raise _invalid(f"intervalSeconds must be from 1 to {_MAX_INTERVAL}, not {interval}")
-        return Timing(None, "UTC", interval, anchor)
+        return Timing(None, "UTC", interval)
     assert cron is not None
     zone = "UTC" if zone is None else zone
     try:
@@ -126,4 +120,4 @@ def checked_timing(
         next(CronSim(expression, datetime.now(UTC)))
     except (CronSimError, StopIteration, ValueError) as exc:
         raise _invalid(f"bad cron expression {expression!r}: {exc}") from exc
-    return Timing(expression, zone, None, anchor)
+    return Timing(expression, zone, None)
