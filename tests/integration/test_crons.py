@@ -128,7 +128,9 @@ async def test_crons_are_made_listed_paused_resumed_and_deleted_and_bad_ones_ref
             taken = await http.post(
                 "/start", json={"sessionId": SCHEDULES_LOG, "agentType": "echo", "message": "x"}
             )
-            assert taken.status_code == 400, taken.text
+            assert taken.status_code == 404, taken.text
+            status = await http.get("/status", params={"sessionId": SCHEDULES_LOG})
+            assert status.status_code == 404, status.text
     kinds = [type(event) for event in await store.read(SCHEDULES_LOG)]
     assert kinds.count(ScheduleCreated) == 2
 
