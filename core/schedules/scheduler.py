@@ -37,14 +37,15 @@ from helix_agents.protocol import (
 
 from .book import ScheduleBook, ScheduleEntry, Schedules, tick_session_id
 
-__all__ = ["DEFAULT_POLL", "ScheduleTarget", "Scheduler", "fire_request"]
+__all__ = ["DEFAULT_POLL", "SKIP_GRACE", "ScheduleTarget", "Scheduler", "fire_request"]
 
 log = logging.getLogger("helix_agents.schedules")
 
 DEFAULT_POLL = 1.0
 """Seconds between two reads of the schedules log when no tick is nearer."""
 
-_SKIP_GRACE = 60.0
+SKIP_GRACE = 5.0
+"""With catch-up ``skip``, how late (seconds, at most one period) a tick may still fire."""
 
 
 class ScheduleTarget(Protocol):
@@ -183,7 +184,7 @@ class Scheduler:
                 return None
             missed = count - 1
             if current.created.catchup == "skip":
-                grace = min(current.timing.period, _SKIP_GRACE)
+                grace = min(current.timing.period, SKIP_GRACE)
                 if now - latest > grace:
                     return None  # late: skipped (the next tick on time fires)
                 missed = 0
