@@ -155,11 +155,23 @@ def add_cron_command(commands: Any) -> None:
     parsers = []
     create = actions.add_parser("create", help="make a schedule")
     clock = create.add_mutually_exclusive_group(required=True)
-    clock.add_argument("--cron", metavar="EXPR", help="5 fields: minute hour day month weekday")
-    clock.add_argument("--every", type=int, metavar="SECONDS", help="an interval, in seconds")
-    create.add_argument("--timezone", metavar="ZONE", help="the expression's IANA zone (UTC)")
-    create.add_argument("--agent", metavar="TYPE", help="each tick starts a session of TYPE")
-    create.add_argument("--session", metavar="ID", help="each tick is a new turn of session ID")
+    clock.add_argument(
+        "--cron",
+        metavar="EXPR",
+        help="5 fields: minute hour day month weekday (default: --every)",
+    )
+    clock.add_argument(
+        "--every", type=int, metavar="SECONDS", help="an interval, in seconds (default: --cron)"
+    )
+    create.add_argument(
+        "--timezone", metavar="ZONE", help="the expression's IANA zone (default: UTC)"
+    )
+    create.add_argument(
+        "--agent", metavar="TYPE", help="each tick starts a session of TYPE (default: --session)"
+    )
+    create.add_argument(
+        "--session", metavar="ID", help="each tick is a new turn of session ID (default: --agent)"
+    )
     create.add_argument("--message", required=True, help="the message each tick sends")
     create.add_argument(
         "--metadata",
@@ -167,13 +179,13 @@ def add_cron_command(commands: Any) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="metadata of each session started (repeatable)",
+        help="metadata of each session started (repeatable; default: none)",
     )
     create.add_argument(
         "--start-json",
         type=_json_object,
         metavar="JSON",
-        help="more fields of each start, as POST /start takes them (e.g. state)",
+        help="more fields of each start, as POST /start takes them (e.g. state; default: none)",
     )
     create.add_argument(
         "--catchup",
