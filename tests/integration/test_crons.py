@@ -17,7 +17,7 @@ import pytest
 from cron_app import agents
 from servers import serve
 
-from helix_agents.events import ScheduleCreated, ScheduleFired, SessionCreated
+from helix_agents.events import RunStarted, ScheduleCreated, ScheduleFired, SessionCreated
 from helix_agents.ids import SCHEDULES_LOG
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore
@@ -231,3 +231,39 @@ async def test_the_cron_command_makes_lists_pauses_and_deletes_a_servers_schedul
             assert "NOT_FOUND" in out
     kinds = [e.__struct_config__.tag for e in await store.read(SCHEDULES_LOG)]
     assert kinds == ["schedule_created", "schedule_paused", "schedule_deleted"]
+
+
+async def test_a_turn_schedule_sends_each_tick_as_a_new_turn_of_its_session() -> None:
+    store = MemoryEventStore()
+    server = AgentServer(agents, store, run_schedules=True, schedule_poll=0.2)
+    with anyio.fail_after(LIMIT):
+        async with serve(create_http_app(server)) as url, httpx.AsyncClient(base_url=url) as http:
+            await _ok(
+                await http.post(
+                    "/start", json={"sessionId": "chat", "agentType": "echo", "message": "hi"}
+                )
+            )
+            blank = await http.post(
+                "/crons", json={"intervalSeconds": 1, "turn": {"sessionId": "chat", "message": " "}}
+            )
+            assert blank.status_code == 400, blank.text
+            body = {
+                "id": "nudge",
+                "intervalSeconds": 1,
+                "turn": {"sessionId": "chat", "message": "anything new?"},
+            }
+            await _ok(await http.post("/crons", json=body))
+            while len(await _fired(store)) < 2:  # noqa: ASYNC110 (the log is the only signal)
+                await anyio.sleep(0.1)
+            await _ok(await http.delete("/crons/nudge"))
+            fired = await _fired(store)
+            turns: list[str] = []
+            while len(turns) < len(fired):
+                await anyio.sleep(0.1)
+                turns = [
+                    e.message_id
+                    for e in await store.read("chat")
+                    if isinstance(e, RunStarted) and e.message_id is not None
+                ]
+    assert all(e.run_session_id == "chat" for e in fired)
+    assert turns == [f"cron.nudge.{int(e.tick)}" for e in fired]  # one turn per tick
