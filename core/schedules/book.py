@@ -87,7 +87,8 @@ class ScheduleRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel")
     id: str | None = None
     cron: str | None = None
     timezone: str | None = None
-    interval_seconds: int | None = None
+    interval_seconds: float | None = None
+    """Whole seconds (``60.0`` is 60); a fraction is refused."""
     catchup: ScheduleCatchup = "once"
     start: dict[str, Any] | None = None
     turn: dict[str, Any] | None = None
@@ -336,7 +337,7 @@ class Schedules:
             schedule_id=schedule_id,
             cron=None if request.cron is None else " ".join(request.cron.split()),
             timezone=request.timezone or "UTC",
-            interval_seconds=request.interval_seconds,
+            interval_seconds=timing.interval,
             catchup=request.catchup,
             start=start,
             turn=turn,

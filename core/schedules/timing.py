@@ -83,7 +83,7 @@ class Timing:
         return latest, count
 
 
-def checked_timing(cron: str | None, zone: str | None, interval: int | None) -> Timing:
+def checked_timing(cron: str | None, zone: str | None, interval: float | None) -> Timing:
     """The schedule's :class:`Timing`, checked; ``INVALID_REQUEST`` saying what is wrong.
 
     Exactly one of ``cron`` and ``interval``; ``zone`` (default UTC) only with
@@ -94,6 +94,8 @@ def checked_timing(cron: str | None, zone: str | None, interval: int | None) -> 
     if interval is not None:
         if zone is not None:
             raise _invalid("timezone is for a cron expression, not an interval")
+        if isinstance(interval, float) and interval.is_integer():
+            interval = int(interval)  # JSON's 60.0 is the integer 60
         if isinstance(interval, bool) or not isinstance(interval, int):
             raise _invalid("intervalSeconds must be a whole number of seconds")
         if not 1 <= interval <= _MAX_INTERVAL:

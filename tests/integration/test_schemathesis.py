@@ -205,7 +205,7 @@ def _steered(schema: Any, seeded: list[str]) -> None:
             body["cron"] = "0 0 1 1 *"
         if isinstance(body.get("timezone"), str):
             body["timezone"] = "UTC"
-        if isinstance(body.get("intervalSeconds"), int):
+        if isinstance(body.get("intervalSeconds"), int | float):
             body["intervalSeconds"] = 31_622_400
         start = body.get("start")
         if isinstance(start, dict):
