@@ -26,7 +26,7 @@ from helix_agents.ids import SCHEDULES_LOG
 from helix_agents.runtime.writer import stamp
 from helix_agents.schedules import Scheduler, ScheduleRequest, Schedules
 from helix_agents.server import AgentServer
-from helix_agents.stores import MemoryEventStore, open_store
+from helix_agents.stores import MemoryEventStore, check_store, open_store
 
 pytestmark = pytest.mark.anyio
 
@@ -74,6 +74,8 @@ async def test_each_tick_starts_one_run_across_a_kill_and_missed_ticks_follow_ca
         await server.stop()
     store = await open_store(f"sqlite:///{server.db}")
     try:
+        checked = await check_store(store)  # the schedules' log is no damaged session
+        assert checked.damaged == {}, checked.damaged
         schedules_log = await store.read(SCHEDULES_LOG)
         fired = [e for e in schedules_log if isinstance(e, ScheduleFired)]
         runs: dict[str, list[str]] = {"once": [], "skip": []}
