@@ -146,7 +146,9 @@ class ScheduleEntry:
             owner=c.owner,
             created_at=c.created_at,
             paused=self.paused,
-            next_tick_at=None if self.paused else self.timing.next_after(self.since),
+            next_tick_at=None
+            if self.paused
+            else self.timing.next_after(max(self.since, time.time())),
             fired=self.fired,
             last_tick=None if self.last is None else self.last.tick,
             last_session_id=None if self.last is None else self.last.run_session_id,

@@ -134,6 +134,9 @@ class Scheduler:
             except HelixError as exc:
                 log.warning("scheduler: a pass failed, trying again: %s", exc)
                 wait = self.poll
+            except Exception:  # never the server's end: the next pass tries again
+                log.exception("scheduler: a pass failed, trying again")
+                wait = self.poll
             await anyio.sleep(max(0.01, min(wait, self.poll)))
 
     async def run_once(self, now: float | None = None) -> float:
@@ -174,6 +177,8 @@ class Scheduler:
 
     async def _claim(self, entry: ScheduleEntry, now: float) -> ScheduleFired | None:
         schedule_id = entry.schedule_id
+        if entry.timing.due(entry.since, now)[0] is None:
+            return None  # nothing due as of the log just read: no append to try
 
         def decide(book: ScheduleBook) -> Event | None:
             current = book.live.get(schedule_id)

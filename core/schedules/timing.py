@@ -22,7 +22,7 @@ from helix_agents.errors import AgentServerError
 
 __all__ = ["MAX_COUNTED", "Timing", "checked_timing"]
 
-MAX_COUNTED = 100_000
+MAX_COUNTED = 10_000
 """The most due ticks counted at once (a missed-tick count saturates there)."""
 
 _MAX_INTERVAL = 366 * 24 * 3600
