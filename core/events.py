@@ -23,6 +23,7 @@ __all__ = [
     "CHUNK_TYPES",
     "EVENT_TYPES",
     "WEBHOOK_EVENT_KINDS",
+    "SCHEDULE_TYPES",
     "Aborted",
     "AbortRequested",
     "ApprovalGiven",
@@ -65,6 +66,12 @@ __all__ = [
     "ReplaceUserMessage",
     "DecideApproval",
     "RunStarted",
+    "ScheduleCatchup",
+    "ScheduleCreated",
+    "ScheduleDeleted",
+    "ScheduleFired",
+    "SchedulePaused",
+    "ScheduleResumed",
     "SessionCreated",
     "SessionForked",
     "StateUpdated",
@@ -833,6 +840,75 @@ class MemoryRead(EventBase, tag="memory_read", frozen=True):
     tool_call_id: str | None = None
 
 
+# --- schedules ---------------------------------------------------------------
+# These live in the store's one schedules log (``helix_agents.ids.SCHEDULES_LOG``),
+# never in a session's log; ``helix_agents.schedules`` folds them (specs/server.md).
+
+ScheduleCatchup = Literal["once", "skip"]
+"""What a schedule does with the ticks it missed (downtime): one run for them all, or none."""
+
+
+class ScheduleCreated(EventBase, tag="schedule_created", frozen=True, kw_only=True):
+    """Schedule ``schedule_id`` exists: when it fires and what each tick starts.
+
+    Exactly one of ``cron`` (a 5-field expression read in ``timezone``) and
+    ``interval_seconds``; exactly one of ``start`` (a ``POST /start`` body but
+    its ``sessionId``: each tick starts a new session) and ``turn`` (a
+    ``POST /message`` body but its ``messageId``: each tick is a new turn of
+    that session). An interval's ticks are the Unix times that are multiples of
+    it; ``created_at`` (Unix seconds): ticks before it never fire.
+    """
+
+    schedule_id: str
+    cron: str | None = None
+    timezone: str = "UTC"
+    interval_seconds: int | None = None
+    catchup: ScheduleCatchup = "once"
+    start: dict[str, Any] | None = None
+    turn: dict[str, Any] | None = None
+    created_at: float
+    owner: Principal | None = None
+    """Who owns the schedule, and so every session it starts (specs/auth.md)."""
+
+
+class SchedulePaused(EventBase, tag="schedule_paused", frozen=True, kw_only=True):
+    """Schedule ``schedule_id`` fires no tick from ``at`` until it is resumed."""
+
+    schedule_id: str
+    at: float
+
+
+class ScheduleResumed(EventBase, tag="schedule_resumed", frozen=True, kw_only=True):
+    """Schedule ``schedule_id`` fires again: its first tick is the first after ``at``."""
+
+    schedule_id: str
+    at: float
+
+
+class ScheduleDeleted(EventBase, tag="schedule_deleted", frozen=True, kw_only=True):
+    """Schedule ``schedule_id`` is gone: it fires no more, and its id is not reused."""
+
+    schedule_id: str
+    at: float
+
+
+class ScheduleFired(EventBase, tag="schedule_fired", frozen=True, kw_only=True):
+    """Tick ``tick`` (Unix seconds) of schedule ``schedule_id`` is claimed, by this append.
+
+    The one append at the log's head that wins; its appender then starts
+    ``run_session_id`` (a new session, or a new turn of the schedule's session
+    with message id ``message_id``). ``missed``: the earlier ticks this run
+    stands for (catch-up ``once`` after downtime).
+    """
+
+    schedule_id: str
+    tick: float
+    run_session_id: str
+    message_id: str | None = None
+    missed: int = 0
+    fired_at: float
+
+
 Event = (
     SessionCreated
     | RunStarted
@@ -881,6 +957,11 @@ Event = (
     | WebhookFailed
     | MemoryWritten
     | MemoryRead
+    | ScheduleCreated
+    | SchedulePaused
+    | ScheduleResumed
+    | ScheduleDeleted
+    | ScheduleFired
 )
 """Any event of the catalog."""
 
@@ -889,3 +970,12 @@ EVENT_TYPES: tuple[type[EventBase], ...] = Event.__args__
 
 CHUNK_TYPES: tuple[type[ChunkBase], ...] = Chunk.__args__
 """Every chunk class."""
+
+SCHEDULE_TYPES: tuple[type[EventBase], ...] = (
+    ScheduleCreated,
+    SchedulePaused,
+    ScheduleResumed,
+    ScheduleDeleted,
+    ScheduleFired,
+)
+"""The events of the schedules' log, which no session's log holds."""

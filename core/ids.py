@@ -14,10 +14,12 @@ from helix_agents.errors import InvalidSessionIdError
 
 __all__ = [
     "MAX_SESSION_ID_LENGTH",
+    "SCHEDULES_LOG",
     "SESSION_ID_ALPHABET",
     "SessionId",
     "decode_session_token",
     "encode_session_token",
+    "is_schedule_log",
     "new_run_id",
     "validate_session_id",
 ]
@@ -27,6 +29,21 @@ MAX_SESSION_ID_LENGTH = 256
 
 SESSION_ID_ALPHABET = "A-Z a-z 0-9 _ - . :"
 """The characters a session id may contain (documented in specs/events.md)."""
+
+SCHEDULES_LOG = "cron:schedules"
+"""The store's one log of schedules (``helix_agents.schedules``): not a session."""
+
+_RESERVED = "cron:"
+
+
+def is_schedule_log(session_id: str) -> bool:
+    """Whether ``session_id`` names a log kept for schedules (ids beginning ``cron:``).
+
+    Such a log is no session: session lists, recovery and checks pass it by,
+    and no session may be started under such an id.
+    """
+    return session_id.startswith(_RESERVED)
+
 
 _SAFE = re.compile(r"[A-Za-z0-9_.:\-]+")
 

@@ -43,6 +43,7 @@ from helix_agents.protocol import (
     checked_session_id,
 )
 from helix_agents.runtime import RunGuard, Runtime
+from helix_agents.schedules import DEFAULT_POLL, Scheduler, Schedules
 from helix_agents.tracing import Tracer
 from helix_agents.workspaces import WorkspaceProvider
 
@@ -88,6 +89,9 @@ class AgentServer:
         webhooks: accept starts that name a webhook and deliver them, signed with
             its secret (``serve --webhook-secret``; specs/server.md "Webhooks");
             unset, such a start is ``INVALID_REQUEST``.
+        run_schedules: fire the store's schedules (:attr:`schedules`) while open
+            (``serve`` and a fleet's hosts do; specs/server.md, "Schedules").
+        schedule_poll: the longest wait between two reads of the schedules log.
 
     Raises:
         UsageError: an option that does nothing here (``runtime``, ``llm``, ``tracer``
@@ -109,6 +113,8 @@ class AgentServer:
         tracer: Tracer | None = None,
         runtime: Runtime | None = None,
         webhooks: WebhookSettings | None = None,
+        run_schedules: bool = False,
+        schedule_poll: float = DEFAULT_POLL,
     ) -> None:
         if isinstance(agents, Mapping):
             for key, agent in agents.items():
@@ -158,6 +164,12 @@ class AgentServer:
         self._webhook_tasks: anyio.abc.TaskGroup | None = None
         if webhooks is not None:
             self.deliver_webhooks(webhooks)
+        engine = getattr(executor.runtime, "engine_schedules", None)
+        self.schedules = Schedules(store, self.agent_types, engine)
+        """The store's schedules (``helix_agents.schedules``): what ``POST /crons`` changes."""
+        self._scheduler: Scheduler | None = None
+        if run_schedules:
+            self.fire_schedules(schedule_poll)
 
     def deliver_webhooks(self, settings: WebhookSettings) -> None:
         """Accept starts naming a webhook and deliver them (before the server is entered)."""
@@ -165,6 +177,15 @@ class AgentServer:
             raise UsageError("deliver_webhooks() is for a server not yet entered")
         self.webhooks = WebhookDeliverer(self.store, settings)
         self.executor.service.webhook_gate = self.webhooks
+
+    def fire_schedules(self, poll: float = DEFAULT_POLL) -> None:
+        """Fire the store's schedules while the server is open (call before entering it).
+
+        Not on a runtime whose engine fires them itself (Temporal, DBOS): there
+        ``POST /crons`` makes the engine's own schedule instead.
+        """
+        if self._scheduler is None and self.schedules.engine is None:
+            self._scheduler = Scheduler(self.schedules, self, poll=poll)
 
     @property
     def running(self) -> bool:
@@ -183,6 +204,13 @@ class AgentServer:
             recovered = await self.executor.recover()
             if recovered:
                 log.info("resumed %d session(s) left running: %s", len(recovered), recovered)
+        if self._scheduler is not None:  # after recovery: a tick's run starts on a settled store
+            await self._scheduler.__aenter__()
+        if self.schedules.engine is not None:  # an engine's schedules missed by a crash
+            try:
+                await self.schedules.sync_engine()
+            except Exception as exc:  # the next change or start tries again
+                log.warning("could not sync the engine's schedules: %s", exc)
         return self
 
     async def __aexit__(
@@ -197,6 +225,8 @@ class AgentServer:
             tasks.cancel_scope.cancel()
             await tasks.__aexit__(None, None, None)
         try:
+            if self._scheduler is not None:  # no tick starts on an executor that is closing
+                await self._scheduler.__aexit__(None, None, None)
             if self._owns_executor:
                 return await self.executor.__aexit__(exc_type, exc, tb)
             return None

@@ -26,7 +26,7 @@ from helix_agents.errors import (
     TransportError,
     UsageError,
 )
-from helix_agents.ids import SessionId, validate_session_id
+from helix_agents.ids import SessionId, is_schedule_log, validate_session_id
 from helix_agents.protocol import RemoteStartRequest, TransportEvent
 from helix_agents.tracing import trace_context_from_headers
 
@@ -117,11 +117,19 @@ def checked_depth(value: Any, field: str, limit: int = MAX_JSON_DEPTH) -> Any:
 
 
 def checked_id(value: object, field: str = "sessionId") -> SessionId:
-    """A session id from a request, checked; ``INVALID_REQUEST`` naming ``field`` otherwise."""
+    """A session id from a request, checked; ``INVALID_REQUEST`` naming ``field`` otherwise.
+
+    An id beginning ``cron:`` (the schedules' log) is ``NOT_FOUND``: no session has one.
+    """
     try:
-        return validate_session_id(value)
+        checked = validate_session_id(value)
     except UsageError as exc:
         raise AgentServerError("INVALID_REQUEST", f"{field}: {exc}") from exc
+    if is_schedule_log(checked):  # the schedules' log: no session is there, nor may be
+        raise AgentServerError(
+            "NOT_FOUND", f"{field}: no session has an id beginning 'cron:' (kept for schedules)"
+        )
+    return checked
 
 
 def checked_start(request: RemoteStartRequest) -> RemoteStartRequest:

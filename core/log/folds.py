@@ -18,6 +18,7 @@ import msgspec
 from helix_agents.errors import CorruptLogError
 from helix_agents.events import (
     CHUNK_TYPES,
+    SCHEDULE_TYPES,
     Aborted,
     AbortRequested,
     ApprovalGiven,
@@ -456,6 +457,10 @@ def _created_again(state: SessionState, event: SessionCreated) -> None:
     raise CorruptLogError(f"session_created at seq {event.seq}: a log is created once")
 
 
+def _schedule_event(state: SessionState, event: EventBase) -> None:
+    raise CorruptLogError(f"{type(event).__name__} at seq {event.seq}: not in a session's log")
+
+
 _Handler = Callable[[SessionState, Any], None]
 
 HANDLERS: dict[type[EventBase], _Handler] = {
@@ -493,6 +498,7 @@ HANDLERS: dict[type[EventBase], _Handler] = {
     MemoryWritten: _memory,
     MemoryRead: _memory,
     **dict.fromkeys(CHUNK_TYPES, _chunk),
+    **dict.fromkeys(SCHEDULE_TYPES, _schedule_event),
 }
 
 

@@ -32,6 +32,7 @@ import msgspec
 
 from helix_agents.errors import DamagedLogError, LogError, UsageError
 from helix_agents.events import Principal
+from helix_agents.ids import is_schedule_log
 from helix_agents.log.projections import project_state
 from helix_agents.log.search import SessionDoc, SessionIndex, SessionQuery
 from helix_agents.log.state import SessionStatus
@@ -216,6 +217,8 @@ class SessionCatalog:
             if found is None:
                 return None
             for hit in found:
+                if is_schedule_log(hit.session_id):
+                    continue  # the schedules' log is no session
                 summary = await self._summary(hit.session_id, hit.last_seq)
                 if summary is not None and _passes(summary, query, status, tenant):
                     chosen.append(summary)
@@ -241,6 +244,8 @@ class SessionCatalog:
             self._docs.pop(gone, None)
         chosen: list[SessionListEntry] = []
         for session_id, head in heads.items():
+            if is_schedule_log(session_id):
+                continue  # the schedules' log is no session
             summary = await self._summary(session_id, head, with_doc=with_doc)
             if summary is None or not _passes(summary, query, status, tenant):
                 continue

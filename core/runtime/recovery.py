@@ -13,7 +13,7 @@ import anyio
 from helix_agents.errors import AgentServerError, DamagedLogError, LogError
 from helix_agents.events import PendingInput
 from helix_agents.hitl.routing import Resume, expiring, watch_expiry
-from helix_agents.ids import SessionId
+from helix_agents.ids import SessionId, is_schedule_log
 from helix_agents.log.state import SessionState
 from helix_agents.log.streaming import fold_session
 from helix_agents.protocol import RemoteResumeRequest
@@ -36,6 +36,8 @@ async def recover_sessions(
     recovered: list[str] = []
     damaged: dict[str, str] = {}
     for session_id in await runs.store.list_sessions():
+        if is_schedule_log(session_id):
+            continue  # the schedules' log is no session
         try:
             if runs.active(session_id) is not None:
                 continue

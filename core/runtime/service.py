@@ -104,6 +104,10 @@ class ExecutorService:
     def webhook_gate(self, gate: WebhookGate | None) -> None:
         self._starts.webhook_gate = gate
 
+    async def check_webhook(self, request: RemoteStartRequest) -> None:
+        """Refuse a start whose webhook this server would not deliver (nothing written)."""
+        await self._starts.webhook_of(request)
+
     async def start(self, request: RemoteStartRequest) -> RemoteStartResponse:
         """Create and run a session; idempotent for the same id and request.
 

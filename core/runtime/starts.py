@@ -22,7 +22,7 @@ from helix_agents.agents.config import AgentConfig
 from helix_agents.children.target import fits
 from helix_agents.errors import AgentServerError, ConcurrencyConflict, UsageError
 from helix_agents.events import Event, RunStarted, SessionCreated, Webhook
-from helix_agents.ids import SessionId, new_run_id
+from helix_agents.ids import SessionId, is_schedule_log, new_run_id
 from helix_agents.log.projections import project_state
 from helix_agents.log.state import SessionState
 from helix_agents.messages import UserMessage
@@ -98,6 +98,11 @@ class SessionStarts:
         with a different agent type or message), ``ALREADY_COMPLETED``.
         """
         session_id = checked_session_id(request.session_id)
+        if is_schedule_log(session_id):
+            raise AgentServerError(
+                "INVALID_REQUEST",
+                f"session ids beginning 'cron:' are kept for schedules: {session_id}",
+            )
         for related in (
             request.parent_session_id,
             request.root_session_id,
@@ -119,7 +124,7 @@ class SessionStarts:
             initial = agent.initial_state(_seed_state(agent, request))
         except UsageError as exc:
             raise AgentServerError("INVALID_REQUEST", str(exc)) from exc
-        webhook = await self._webhook(request)
+        webhook = await self.webhook_of(request)
         run_id = new_run_id()
         now = time.time()
         [created] = stamp(
@@ -164,7 +169,7 @@ class SessionStarts:
             self.webhook_gate.watch(session_id)
         return answer
 
-    async def _webhook(self, request: RemoteStartRequest) -> Webhook | None:
+    async def webhook_of(self, request: RemoteStartRequest) -> Webhook | None:
         """The start's webhook, checked by the gate (``INVALID_REQUEST`` when there is none)."""
         if not isinstance(request.webhook, Webhook):
             return None

@@ -23,6 +23,7 @@ from dbos import DBOS, DBOSConfig
 
 from helix_agents.agents.config import AgentConfig
 from helix_agents.engines.dbos.options import DbosOptions
+from helix_agents.engines.dbos.schedules import DbosSchedules
 from helix_agents.engines.dbos.service import DbosLauncher, DbosService
 from helix_agents.engines.dbos.stephost import StepHost, hosting, unhost
 from helix_agents.engines.dbos.takeover import Takeover
@@ -60,6 +61,8 @@ class DbosRuntime:
 
     def __init__(self, options: DbosOptions | None = None) -> None:
         self.options = options or DbosOptions()
+        self.engine_schedules = DbosSchedules(self.options)
+        """The schedules as DBOS schedules (specs/server.md, "Schedules")."""
         self.steps: DurableSteps | None = None
         """The steps' work, over the executor (once bound)."""
         self._executor: AgentExecutor | None = None

@@ -26,6 +26,11 @@ from helix_agents.engines.durable.steps import DurableSteps
 from helix_agents.engines.durable.worker import bind_once
 from helix_agents.engines.temporal.activities import HelixActivities
 from helix_agents.engines.temporal.options import TemporalOptions
+from helix_agents.engines.temporal.schedules import (
+    ScheduleTickWorkflow,
+    TemporalSchedules,
+    TickActivities,
+)
 from helix_agents.engines.temporal.service import (
     TemporalConnection,
     TemporalLauncher,
@@ -62,6 +67,8 @@ class TemporalRuntime:
         self.options = options or TemporalOptions()
         self.connection = TemporalConnection(self.options, client)
         """The client the service and the launcher share."""
+        self.engine_schedules = TemporalSchedules(self.connection, self.options)
+        """The schedules as Temporal Schedules (specs/server.md, "Schedules")."""
         self.worker = worker
         self.steps: DurableSteps | None = None
         """The activities' work, over the executor (a worker's only)."""
@@ -106,11 +113,15 @@ class TemporalRuntime:
             # caches the run) goes to any worker after half the heartbeat timeout: a
             # killed worker's runs move on at once (specs/temporal.md, "Recovery").
             half = timedelta(seconds=self.options.heartbeat_timeout / 2)
+            assert self._executor is not None
             worker = Worker(
                 self.connection.client,
                 task_queue=self.options.task_queue,
-                workflows=[AgentWorkflow],
-                activities=HelixActivities(self.steps).all(),
+                workflows=[AgentWorkflow, ScheduleTickWorkflow],
+                activities=[
+                    *HelixActivities(self.steps).all(),
+                    TickActivities(self._executor).fire,
+                ],
                 max_concurrent_activities=self.options.max_concurrent_activities,
                 workflow_runner=_RUNNER,
                 sticky_queue_schedule_to_start_timeout=half,

@@ -63,7 +63,7 @@ async def run_host(
         server = AgentServer(
             agents, store, recover=False, tracer=tracer, runtime=fleet, webhooks=webhooks
         )
-        async with NatsAgentHost(server):
+        async with NatsAgentHost(server, run_schedules=True):
             print(
                 f"helix-agents: hosting {', '.join(server.agent_types)} on {nats_url}",
                 flush=True,

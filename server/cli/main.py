@@ -41,6 +41,7 @@ from helix_agents.log.store import EventStore
 from helix_agents.server.cli.branches.diff_cmd import add_diff_command, diff_json, diff_lines
 from helix_agents.server.cli.branches.eval_cmd import add_eval_command, run_eval_command
 from helix_agents.server.cli.chat import ChatError, add_chat_command
+from helix_agents.server.cli.crons import add_cron_command
 from helix_agents.server.cli.demos.hitl import run_hitl_demo
 from helix_agents.server.cli.demos.tree import run_demo
 from helix_agents.server.cli.host import add_host_command
@@ -238,6 +239,7 @@ def _build_parser() -> argparse.ArgumentParser:
     add_fork_command(commands, store_help)
     commands.choices["fork"].set_defaults(handler=_fork)
     add_temporal_commands(commands, store_help)
+    add_cron_command(commands)
     add_diff_command(commands, store_help).set_defaults(handler=_diff)
     add_eval_command(commands, store_help).set_defaults(
         handler=partial(run_eval_command, check_store=_check_store_exists)

@@ -162,6 +162,7 @@ async def run_serve(
             runtime=runtime,
             webhooks=options.webhooks,
         )
+    server.fire_schedules()  # POST /crons's ticks start here (specs/server.md, "Schedules")
     app = create_http_app(
         server,
         auth=auth,

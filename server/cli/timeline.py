@@ -42,6 +42,11 @@ from helix_agents.events import (
     ReasoningDelta,
     RequestMade,
     RunStarted,
+    ScheduleCreated,
+    ScheduleDeleted,
+    ScheduleFired,
+    SchedulePaused,
+    ScheduleResumed,
     SessionCreated,
     SessionForked,
     StateUpdated,
@@ -331,6 +336,10 @@ def summarize_event(event: Event) -> str:
             )
             where = quoted("/".join(event.namespace))
             return f"{event.op} {where} {asked} -> {len(event.items)} item(s)"
+        case ScheduleFired():  # the schedules' log (helix_agents.schedules)
+            return f"{event.schedule_id} tick {int(event.tick)} -> {event.run_session_id}"
+        case ScheduleCreated() | SchedulePaused() | ScheduleResumed() | ScheduleDeleted():
+            return event.schedule_id
         case _:
             assert_never(event)
 

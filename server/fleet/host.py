@@ -45,6 +45,7 @@ from helix_agents.protocol import (
     SubmitApprovalRequest,
     SubmitToolResultRequest,
 )
+from helix_agents.schedules import DEFAULT_POLL, Scheduler
 from helix_agents.server.agent_server import AgentServer
 from helix_agents.server.edge import (
     checked_id,
@@ -61,6 +62,7 @@ from helix_agents.transports.nats import (
     DEFAULT_QUEUE,
     HOSTS_BUCKET,
     HostAnnouncement,
+    NatsRemoteAgentTransport,
     Reply,
     StatusRequest,
 )
@@ -86,7 +88,9 @@ class NatsAgentHost:
     (``AgentServer(agents, store, runtime=NatsRuntime(nc))``): its connection,
     host id and leases are this host's. Entering subscribes (and enters
     ``server`` unless it is already running); leaving unsubscribes, lets
-    requests under way finish, and leaves ``server``.
+    requests under way finish, and leaves ``server``. With ``run_schedules``, it
+    fires the fleet's schedules too (specs/server.md, "Schedules"): every host
+    may, and each tick is claimed by one.
 
     Raises:
         UsageError: a server on another runtime, or a bad option.
@@ -99,6 +103,8 @@ class NatsAgentHost:
         prefix: str = DEFAULT_PREFIX,
         queue: str = DEFAULT_QUEUE,
         forward_timeout: float = 4.0,
+        run_schedules: bool = False,
+        schedule_poll: float = DEFAULT_POLL,
     ) -> None:
         fleet = server.executor.runtime
         if not isinstance(fleet, NatsRuntime):
@@ -136,6 +142,12 @@ class NatsAgentHost:
             sweep_every=fleet.sweep_every,
         )
         """The orphan scan: claims and resumes running sessions whose host died."""
+        self.scheduler: Scheduler | None = None
+        """Fires the fleet's schedules, each tick's run started through the fleet
+        (whichever host serves its agent type), with ``run_schedules``."""
+        if run_schedules:
+            through_fleet = NatsRemoteAgentTransport(self.nc, server.store, prefix=prefix)
+            self.scheduler = Scheduler(server.schedules, through_fleet, poll=schedule_poll)
 
     async def __aenter__(self) -> NatsAgentHost:
         if self.fleet.hosted:
@@ -185,6 +197,8 @@ class NatsAgentHost:
         self._tg.start_soon(self.leases.renew_forever, self.server.executor.active_sessions)
         self._tg.start_soon(self.takeover.run_forever)
         self._tg.start_soon(self._announce_forever)
+        if self.scheduler is not None:  # ended with the task group, before the server closes
+            self._tg.start_soon(self.scheduler.run)
 
     async def _announce(self) -> None:
         """Put this host's agent types in the hosts bucket (best effort: the next round)."""

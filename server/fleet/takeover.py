@@ -19,6 +19,7 @@ import anyio
 from helix_agents import SessionState
 from helix_agents.errors import ConcurrencyConflict
 from helix_agents.events import Event, HostClaimed
+from helix_agents.ids import is_schedule_log
 from helix_agents.log import project_state
 from helix_agents.protocol import RemoteResumeRequest
 from helix_agents.runtime.writer import stamp
@@ -166,6 +167,8 @@ class OrphanTakeover:
             del scanned[gone]
         running: list[str] = []
         for session_id, head in heads.items():
+            if is_schedule_log(session_id):
+                continue  # the schedules' log is no session
             known = scanned.get(session_id)
             if known is None or known[0] != head:
                 log_ = await self.server.store.read(session_id)

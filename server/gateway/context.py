@@ -11,7 +11,9 @@ from helix_agents import RemoteAgentTransport
 from helix_agents.auth import Gate
 from helix_agents.ids import SessionId
 from helix_agents.log.session_list import SessionCatalog
+from helix_agents.log.store import EventStore
 from helix_agents.protocol import TransportEvent
+from helix_agents.schedules import Schedules
 from helix_agents.server.edge import StreamOpener
 from helix_agents.server.streams.closing import OpenStreams
 from helix_agents.server.ui import store_of
@@ -52,6 +54,8 @@ class Gateway:
         store = store_of(target)
         self.catalog = None if store is None else SessionCatalog(store)
         """``GET /sessions``'s list (``None``: the target has no store of its own)."""
+        self.schedules = _schedules_of(target, server, store)
+        """``/crons``'s schedules (``None``: the target has no store of its own)."""
         self.streams = OpenStreams()
         """The open ``GET /sse`` streams (``serve``'s shutdown ends the idle ones at once)."""
 
@@ -63,6 +67,18 @@ class Gateway:
             return await self.opener.open_stream(session_id, from_sequence)
         await self.transport.get_status(session_id)  # another gateway: ask it first
         return self.transport.stream(session_id, from_sequence)
+
+
+def _schedules_of(
+    target: RemoteAgentTransport, server: AgentServer | None, store: EventStore | None
+) -> Schedules | None:
+    """The server's schedules; a fleet's gateway's, on the fleet's store, for its agent types."""
+    if server is not None:
+        return server.schedules
+    if store is None:
+        return None
+    directory = getattr(target, "list_agent_types", None)
+    return Schedules(store, directory)
 
 
 def gateway_of(request: Request) -> Gateway:

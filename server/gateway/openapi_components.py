@@ -32,6 +32,7 @@ from helix_agents.server.streams.front_end_runs import ChatRequest, RunAgentInpu
 from helix_agents.server.ui.openapi import UI_MODELS
 from helix_agents.transports.bodies import SessionRequest
 
+from .crons import CRON_MODELS, cron_schemas
 from .memory_bodies import MEMORY_MODELS
 
 __all__ = [
@@ -112,6 +113,7 @@ _MODELS: list[type[msgspec.Struct]] = [
     ForkResult,
     *UI_MODELS,
     *MEMORY_MODELS,
+    *CRON_MODELS,
 ]
 
 _TITLES = {
@@ -198,6 +200,7 @@ def components() -> dict[str, Any]:
     }
     components["ErrorBody"]["properties"]["code"] = {"enum": sorted(HTTP_STATUS)}
     _webhooks(components)
+    cron_schemas(components)  # before the loop below sharpens CronStart's session ids
     for schema in components.values():
         properties = schema.get("properties", {})
         for field in _SESSION_ID_FIELDS:
@@ -205,8 +208,10 @@ def components() -> dict[str, Any]:
                 properties[field] = _as_session_id(properties[field])
         if schema.get("title") in ("RunAgentInput", "ChatRequest"):
             _front_end_run(schema)
-        if schema.get("title") == "RemoteMessageRequest":
+        if schema.get("title") in ("RemoteMessageRequest", "CronTurn"):
             _follow_up(properties)
+            if schema["title"] == "CronTurn":  # each tick's message id is the tick's
+                del properties["messageId"]
         if schema.get("title") == "SubmitApprovalRequest":
             properties["decidedBy"] = _DECIDED_BY
         if "traceContext" in properties:

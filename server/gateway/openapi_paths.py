@@ -41,8 +41,12 @@ __all__ = [
     "SUBMIT_TOOL_RESULT",
     "Operation",
     "Post",
+    "error_answers",
     "health",
+    "json_answer",
+    "json_body",
     "openapi",
+    "security",
     "sessions",
     "sse",
     "sse_run",
@@ -183,6 +187,26 @@ def _ui_paths(*, auth: bool) -> dict[str, Any]:
 
 def _security(auth: bool) -> dict[str, Any]:
     return {"security": [{"bearer": []}]} if auth else {}
+
+
+def security(auth: bool) -> dict[str, Any]:
+    """An operation's ``security`` (a bearer token) when the server has auth."""
+    return _security(auth)
+
+
+def json_body(name: str) -> dict[str, Any]:
+    """A required JSON request body of component ``name``."""
+    return _json_body(name)
+
+
+def json_answer(name: str, description: str) -> dict[str, Any]:
+    """A JSON answer of component ``name``."""
+    return _ok(name, description)
+
+
+def error_answers(statuses: tuple[str, ...], *, auth: bool) -> dict[str, Any]:
+    """The error answers of ``statuses`` (``401``/``403`` only with auth)."""
+    return _errors(statuses, auth=auth)
 
 
 class Post:

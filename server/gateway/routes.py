@@ -20,7 +20,7 @@ from starlette.routing import Route
 from helix_agents.auth import Gate
 from helix_agents.server.ui import routes as ui
 
-from . import handlers, memory, openapi_paths as docs, sessions
+from . import crons, handlers, memory, openapi_crons as cron_docs, openapi_paths as docs, sessions
 from .middleware import Authenticate, BodyLimit, ProtocolErrors
 
 __all__ = ["ENDPOINTS", "Endpoint", "Rule", "routes"]
@@ -94,6 +94,13 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("/memory", "GET", memory.get_memory, memory.GET_MEMORY, "read"),
     Endpoint("/memory", "PUT", memory.put_memory, memory.PUT_MEMORY, "write"),
     Endpoint("/memory", "DELETE", memory.delete_memory, memory.DELETE_MEMORY, "write"),
+    # Schedules (specs/server.md, "Schedules"): a schedule is its creator's, as a session is.
+    Endpoint("/crons", "POST", crons.create_cron, cron_docs.CREATE_CRON, "write"),
+    Endpoint("/crons", "GET", crons.list_crons, cron_docs.LIST_CRONS, "read"),
+    Endpoint("/crons/{cronId}", "GET", crons.get_cron, cron_docs.GET_CRON, "read"),
+    Endpoint("/crons/{cronId}", "DELETE", crons.delete_cron, cron_docs.DELETE_CRON, "write"),
+    Endpoint("/crons/{cronId}/pause", "POST", crons.pause_cron, cron_docs.PAUSE_CRON, "write"),
+    Endpoint("/crons/{cronId}/resume", "POST", crons.resume_cron, cron_docs.RESUME_CRON, "write"),
 )
 """The documented routes, in the document's order."""
 

@@ -37,6 +37,7 @@ import uvicorn
 
 from helix_agents._aio import api_error
 from helix_agents.errors import HelixError
+from helix_agents.ids import is_schedule_log
 from helix_agents.protocol import RemoteResumeRequest
 from helix_agents.server.agent_server import AgentServer
 from helix_agents.server.streams.closing import OpenStreams
@@ -222,6 +223,8 @@ async def resume_interrupted_by_shutdown(agents: AgentServer) -> list[str]:
     executor = agents.executor
     resumed: list[str] = []
     for session_id in await agents.store.list_sessions():
+        if is_schedule_log(session_id):
+            continue  # the schedules' log is no session
         if session_id in executor.active_sessions() or session_id in executor.damaged_sessions:
             continue  # running already, or quarantined (recover() named it)
         try:

@@ -31,7 +31,9 @@ specs/workspaces.md); every other valid front-end run (``POST /sse``)
 names a session that exists (one the run began with: completed, interrupted
 or aborted; or one a valid ``start`` named), and every fourth a served agent
 type and a fresh session id, so it follows up, resumes, replays and starts
-sessions instead of finding none. The operations in :data:`NOT_YET` are left out.
+sessions instead of finding none; a valid ``POST /crons`` gets an expression, a
+zone and an agent type that exist, a fresh id and ticks a year apart. The
+operations in :data:`NOT_YET` are left out.
 """
 
 from __future__ import annotations
@@ -192,7 +194,24 @@ def _steered(schema: Any, seeded: list[str]) -> None:
             front_end_run(case)
         if positive and case.operation.path == "/sessions" and isinstance(case.query, dict):
             case.query.pop("cursor", None)  # only a cursor the list gave out is valid
+        if positive and case.operation.path == "/crons" and isinstance(case.body, dict):
+            schedule(case.body)
         return case
+
+    def schedule(body: dict[str, Any]) -> None:
+        """A valid schedule: an expression and a zone that exist, a served agent type, a
+        fresh id; and rare ticks (a year apart), so that none fires during the run."""
+        body.pop("id", None)
+        if isinstance(body.get("cron"), str):
+            body["cron"] = "0 0 1 1 *"
+        if isinstance(body.get("timezone"), str):
+            body["timezone"] = "UTC"
+        if isinstance(body.get("intervalSeconds"), int | float):
+            body["intervalSeconds"] = 31_622_400
+        start = body.get("start")
+        if isinstance(start, dict):
+            start.pop("workspaceSessionId", None)
+            start["agentType"] = names[next(runs) % len(names)]
 
     schema.hook(flatmap_body)
     schema.hook(map_case)

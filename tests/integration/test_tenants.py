@@ -302,6 +302,86 @@ async def _memory_delete(w: Walk) -> None:
     assert len(await _memory_items(w.alice, **_NOTE)) == 1
 
 
+ALICE_CRON = "alice-cron"
+
+
+async def _alice_cron(w: Walk) -> str:
+    """Alice's schedule (made once; an identical repeat is the same schedule)."""
+    body = {
+        "id": ALICE_CRON,
+        "intervalSeconds": 3600,
+        "start": {"agentType": "echo", "message": "hi"},
+    }
+    made = await w.alice.post("/crons", json=body)
+    assert made.status_code == 200, made.text
+    assert made.json()["owner"] == {"tenant": "acme", "user": "alice"}
+    return ALICE_CRON
+
+
+async def _cron_as_missing(call: Callable[[str], Awaitable[httpx.Response]]) -> None:
+    """Bob on alice's schedule gets what he gets on a schedule that does not exist."""
+    theirs, missing = await call(ALICE_CRON), await call("no-such-cron")
+    assert theirs.status_code == missing.status_code == 404, theirs.text
+    assert theirs.json()["error"].replace(ALICE_CRON, "no-such-cron") == missing.json()["error"]
+
+
+async def _create_cron(w: Walk) -> None:
+    await _alice_cron(w)
+    start = {"agentType": "echo", "message": "hi"}
+    # A turn of another tenant's session, or a start naming it as kin: as if it did not exist.
+    await _as_missing(
+        lambda sid: w.bob.post(
+            "/crons", json={"intervalSeconds": 60, "turn": _body(sid, message="x")}
+        )
+    )
+    await _as_missing(
+        lambda sid: w.bob.post(
+            "/crons", json={"intervalSeconds": 60, "start": {**start, "parentSessionId": sid}}
+        )
+    )
+    posed = await w.bob.post(
+        "/crons", json={"intervalSeconds": 60, "start": {**start, "owner": {"tenant": "acme"}}}
+    )
+    assert posed.status_code == 403, posed.text
+    read_only = await w.rita.post("/crons", json={"intervalSeconds": 60, "start": start})
+    assert read_only.status_code == 403, read_only.text
+    taken = await w.bob.post(
+        "/crons", json={"id": ALICE_CRON, "intervalSeconds": 60, "start": start}
+    )
+    assert taken.status_code == 409, taken.text
+    mine = await w.bob.post("/crons", json={"intervalSeconds": 60, "start": start})
+    assert mine.status_code == 200, mine.text
+    assert mine.json()["owner"] == {"tenant": "globex", "user": "bob"}
+    for_alice = await w.root.post(
+        "/crons", json={"intervalSeconds": 60, "start": {**start, "owner": {"tenant": "acme"}}}
+    )
+    assert for_alice.status_code == 200, for_alice.text
+    assert for_alice.json()["owner"] == {"tenant": "acme"}
+
+
+async def _list_crons(w: Walk) -> None:
+    await _alice_cron(w)
+    listed = {c["id"] for c in (await w.bob.get("/crons")).json()["crons"]}
+    assert ALICE_CRON not in listed
+    assert ALICE_CRON in {c["id"] for c in (await w.rita.get("/crons")).json()["crons"]}
+    assert ALICE_CRON in {c["id"] for c in (await w.root.get("/crons")).json()["crons"]}
+
+
+async def _get_cron(w: Walk) -> None:
+    await _alice_cron(w)
+    await _cron_as_missing(lambda cid: w.bob.get(f"/crons/{cid}"))
+    seen = await w.rita.get(f"/crons/{ALICE_CRON}")
+    assert seen.status_code == 200, seen.text
+
+
+async def _change_cron(w: Walk, method: str, suffix: str) -> None:
+    await _alice_cron(w)
+    await _cron_as_missing(lambda cid: w.bob.request(method, f"/crons/{cid}{suffix}"))
+    refused = await w.rita.request(method, f"/crons/{ALICE_CRON}{suffix}")
+    assert refused.status_code == 403, refused.text
+    assert (await w.alice.get(f"/crons/{ALICE_CRON}")).json()["paused"] is False
+
+
 PROBES: dict[tuple[str, str], Callable[[Walk], Awaitable[None]]] = {
     ("POST", "/start"): _start,
     ("POST", "/resume"): _resume,
@@ -325,6 +405,12 @@ PROBES: dict[tuple[str, str], Callable[[Walk], Awaitable[None]]] = {
     ("GET", "/memory"): _memory_get,
     ("PUT", "/memory"): _memory_put,
     ("DELETE", "/memory"): _memory_delete,
+    ("POST", "/crons"): _create_cron,
+    ("GET", "/crons"): _list_crons,
+    ("GET", "/crons/{cronId}"): _get_cron,
+    ("DELETE", "/crons/{cronId}"): lambda w: _change_cron(w, "DELETE", ""),
+    ("POST", "/crons/{cronId}/pause"): lambda w: _change_cron(w, "POST", "/pause"),
+    ("POST", "/crons/{cronId}/resume"): lambda w: _change_cron(w, "POST", "/resume"),
 }
 """One probe per operation of ``openapi.json``: a route added without one fails the walk."""
 

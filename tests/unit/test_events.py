@@ -47,6 +47,11 @@ from helix_agents.events import (
     ReplaceUserMessage,
     RequestMade,
     RunStarted,
+    ScheduleCreated,
+    ScheduleDeleted,
+    ScheduleFired,
+    SchedulePaused,
+    ScheduleResumed,
     SessionCreated,
     SessionForked,
     StateUpdated,
@@ -360,6 +365,30 @@ SAMPLES: dict[type[EventBase], Event] = {
         ],
         tool_call_id="call_8",
     ),
+    ScheduleCreated: ScheduleCreated(
+        **env(),
+        schedule_id="nightly",
+        cron="0 2 * * *",
+        timezone="Europe/Paris",
+        interval_seconds=60,
+        catchup="skip",
+        start={"agentType": "triage", "message": "go"},
+        turn={"sessionId": SID, "message": "again"},
+        created_at=1_700_000_000.0,
+        owner=Principal(tenant="acme", user="ada"),
+    ),
+    SchedulePaused: SchedulePaused(**env(), schedule_id="nightly", at=1_700_000_100.0),
+    ScheduleResumed: ScheduleResumed(**env(), schedule_id="nightly", at=1_700_000_200.0),
+    ScheduleDeleted: ScheduleDeleted(**env(), schedule_id="nightly", at=1_700_000_300.0),
+    ScheduleFired: ScheduleFired(
+        **env(),
+        schedule_id="nightly",
+        tick=1_700_006_400.0,
+        run_session_id="cron.nightly.1700006400",
+        message_id="cron.nightly.1700006400",
+        missed=2,
+        fired_at=1_700_006_400.5,
+    ),
 }
 
 # The tags documented in specs/events.md: the wire names that must never change.
@@ -411,6 +440,11 @@ DOCUMENTED_TAGS: dict[type[EventBase], str] = {
     WebhookFailed: "webhook_failed",
     MemoryWritten: "memory_written",
     MemoryRead: "memory_read",
+    ScheduleCreated: "schedule_created",
+    SchedulePaused: "schedule_paused",
+    ScheduleResumed: "schedule_resumed",
+    ScheduleDeleted: "schedule_deleted",
+    ScheduleFired: "schedule_fired",
 }
 
 BY_NAME = pytest.mark.parametrize("cls", EVENT_TYPES, ids=lambda cls: cls.__name__)
