@@ -46,6 +46,9 @@ __all__ = [
     "InterruptRequested",
     "MessageAppended",
     "MessageQueued",
+    "MULTITASK_CHOICES",
+    "Multitask",
+    "QueuedMultitask",
     "OutputChunk",
     "PartialOutput",
     "PendingInput",
@@ -61,6 +64,7 @@ __all__ = [
     "ReplaceUserMessage",
     "DecideApproval",
     "RunStarted",
+    "RunSuperseded",
     "SessionCreated",
     "SessionForked",
     "StateUpdated",
@@ -100,6 +104,15 @@ SubSessionFinishStatus = Literal["completed", "failed", "interrupted", "terminat
 
 UsageKind = Literal["tokens", "tool", "subagent", "custom"]
 """What a usage record counts."""
+
+Multitask = Literal["steer", "enqueue", "interrupt", "rollback", "reject"]
+"""What a message sent to a running or paused session does (specs/server.md)."""
+
+QueuedMultitask = Literal["enqueue", "interrupt", "rollback"]
+"""The choices a ``message_queued`` records (``steer`` is its default, absent on the wire)."""
+
+MULTITASK_CHOICES: tuple[str, ...] = ("steer", "enqueue", "interrupt", "rollback", "reject")
+"""Every :data:`Multitask` value, in the order the docs list them."""
 
 
 class EventBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", rename="camel"):
@@ -339,6 +352,9 @@ class RunStarted(EventBase, tag="run_started", frozen=True):
     mode: RunMode = "start"
     messages: list[UserMessage] = []
     message_id: str | None = None
+    turn_of: int | msgspec.UnsetType = msgspec.UNSET
+    """The seq of the ``message_queued`` (enqueue, interrupt, rollback) whose turn this
+    run is: its messages are that one's, and it leaves the session's waiting turns."""
 
 
 class StepStarted(EventBase, tag="step_started", frozen=True):
@@ -425,6 +441,17 @@ class HostClaimed(EventBase, tag="host_claimed", frozen=True):
     previous_host_id: str | None = None
 
 
+class RunSuperseded(EventBase, tag="run_superseded", frozen=True):
+    """Run ``run_id`` was rolled back (a ``rollback`` message): its events, seqs
+    ``from_seq`` .. ``to_seq``, stay in the log, but the conversation, the custom
+    state and the output are again what they were before it began (usage,
+    children and workspace files are kept: that work was done)."""
+
+    run_id: str
+    from_seq: int
+    to_seq: int
+
+
 # --- conversation ------------------------------------------------------------
 
 
@@ -445,6 +472,11 @@ class MessageQueued(EventBase, tag="message_queued", frozen=True):
 
     messages: list[UserMessage]
     message_id: str | None = None
+    multitask: QueuedMultitask | msgspec.UnsetType = msgspec.UNSET
+    """Absent: ``steer`` (as above). ``enqueue``: a turn of its own once the run
+    completes; ``interrupt``/``rollback``: the run stops (an ``interrupt_requested``
+    in the same batch), then its turn (a rollback supersedes the run first:
+    ``run_superseded``). Waiting turns start in the order they arrived."""
 
 
 class StateUpdated(EventBase, tag="state_updated", frozen=True):
@@ -771,6 +803,7 @@ Event = (
     | WorkspaceDeleted
     | SessionForked
     | RequestMade
+    | RunSuperseded
 )
 """Any event of the catalog."""
 

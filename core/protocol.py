@@ -8,12 +8,19 @@ sequence), ``end`` (output and state) and ``error`` (message, recoverable).
 from __future__ import annotations
 
 import unicodedata
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import msgspec
 
 from helix_agents.errors import AgentServerError, UsageError
-from helix_agents.events import Chunk, PendingInput, Principal, SuspensionReason
+from helix_agents.events import (
+    MULTITASK_CHOICES,
+    Chunk,
+    Multitask,
+    PendingInput,
+    Principal,
+    SuspensionReason,
+)
 from helix_agents.ids import SessionId, validate_session_id
 from helix_agents.log.state import RunProblem, SessionStatus, UsageTotals
 from helix_agents.messages import UserMessage
@@ -38,6 +45,7 @@ __all__ = [
     "checked_from_sequence",
     "checked_message_id",
     "checked_messages",
+    "checked_multitask",
     "checked_session_id",
     "message_from_input",
 ]
@@ -100,6 +108,9 @@ class RemoteMessageRequest(_Wire, frozen=True):
     session_id: str
     message: str | list[UserMessage]
     message_id: str | None = None
+    multitask: Multitask | None = None
+    """What the message does to a running or paused session (``steer``, ``enqueue``,
+    ``interrupt``, ``rollback``, ``reject``; specs/server.md); None: the agent's default."""
 
 
 class RemoteMessageResponse(_Wire, frozen=True):
@@ -256,6 +267,17 @@ def checked_message_id(message_id: object) -> str:
         raise AgentServerError(
             "INVALID_REQUEST", str(exc).replace("session id", "message id", 1)
         ) from exc
+
+
+def checked_multitask(multitask: object) -> Multitask | None:
+    """``multitask`` if it is None or a :data:`~helix_agents.events.Multitask`, else
+    ``INVALID_REQUEST``."""
+    if multitask is None or multitask in MULTITASK_CHOICES:
+        return cast("Multitask | None", multitask)
+    raise AgentServerError(
+        "INVALID_REQUEST",
+        f"multitask must be one of {', '.join(MULTITASK_CHOICES)}, not {multitask!r}",
+    )
 
 
 def checked_messages(message: object) -> list[UserMessage]:

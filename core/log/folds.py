@@ -39,6 +39,7 @@ from helix_agents.events import (
     ReplaceState,
     RequestMade,
     RunStarted,
+    RunSuperseded,
     SessionCreated,
     SessionForked,
     StateUpdated,
@@ -59,18 +60,21 @@ from helix_agents.log.state import (
     PendingApproval,
     PendingClientTool,
     ProblemKind,
+    RunBase,
     RunProblem,
     SessionState,
     SubSessionRef,
     ToolOwnership,
     WorkspaceFile,
 )
+from helix_agents.log.turns import begin_turn, queue_turn, supersede_run
 from helix_agents.messages import FINISH_TOOL_NAME, AssistantMessage, ToolResultMessage
 
 __all__ = ["HANDLERS", "initial_state"]
 
 
 def _start_run(state: SessionState, event: RunStarted) -> None:
+    begin_turn(state, event)
     state.run_id = event.run_id
     state.status = "running"
     state.suspension = None
@@ -113,7 +117,8 @@ def _step(state: SessionState, event: StepStarted) -> None:
 
 
 def _queued(state: SessionState, event: MessageQueued) -> None:
-    state.queued_messages.extend(event.messages)
+    if not queue_turn(state, event):
+        state.queued_messages.extend(event.messages)
     if event.message_id is not None:
         state.message_ids[event.message_id] = MessageReceipt(
             run_id=state.run_id, messages=list(event.messages), queued=True
@@ -476,6 +481,7 @@ HANDLERS: dict[type[EventBase], _Handler] = {
     WorkspaceWritten: _workspace_written,
     WorkspaceDeleted: _workspace_deleted,
     SessionForked: _forked,
+    RunSuperseded: supersede_run,
     **dict.fromkeys(CHUNK_TYPES, _chunk),
 }
 
@@ -504,6 +510,7 @@ def initial_state(event: Event) -> SessionState:
         messages=list(event.messages),
         custom_state=dict(event.initial_state),
         strict=event.strict,
+        run_base=RunBase(seq=1, custom_state=dict(event.initial_state)),
         last_seq=1,
         created_ts=event.ts,
         updated_ts=event.ts,

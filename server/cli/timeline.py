@@ -40,6 +40,7 @@ from helix_agents.events import (
     ReasoningDelta,
     RequestMade,
     RunStarted,
+    RunSuperseded,
     SessionCreated,
     SessionForked,
     StateUpdated,
@@ -221,6 +222,8 @@ def summarize_event(event: Event) -> str:
         case MessageQueued():
             texts = " ".join(quoted(message.content) for message in event.messages)
             ident = f" id={event.message_id}" if event.message_id else ""
+            if isinstance(event.multitask, str):
+                ident += f" multitask={event.multitask}"
             return f"queued {texts}{ident}"
         case InterruptRequested() | AbortRequested() | Interrupted() | Aborted():
             return _reason(event.reason)
@@ -306,6 +309,8 @@ def summarize_event(event: Event) -> str:
         case RequestMade():
             ref = f" ({event.ref})" if event.ref else ""
             return f"{event.action}{ref} by {principal_text(event.by)}"
+        case RunSuperseded():
+            return f"run={event.run_id} seqs {event.from_seq}..{event.to_seq} rolled back"
         case _:
             assert_never(event)
 
