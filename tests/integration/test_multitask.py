@@ -64,7 +64,8 @@ class _Done(BaseModel):
 
 async def _nap(value: _Empty, ctx: ToolContext) -> str:
     root = ctx.session_id.split("-sub-")[0]
-    while root not in RELEASED:  # a plain poll: durable steps may run on another loop
+    # A plain poll, not an anyio.Event: a durable step may run on another event loop.
+    while root not in RELEASED:  # noqa: ASYNC110
         await anyio.sleep(0.02)
     return "rested"
 
@@ -172,7 +173,8 @@ async def _second_turn(
                     session_id=session_id, message="second", message_id="q2", multitask=multitask
                 )
             )
-            assert answer.queued and answer.run_id == first
+            assert answer.queued
+            assert answer.run_id == first
             if multitask == "enqueue":
                 log = await store.read(session_id)
                 assert not any(isinstance(e, InterruptRequested) for e in log)
@@ -219,7 +221,8 @@ async def test_enqueue_waits_for_the_run_then_takes_a_turn_of_its_own(runtime: R
         "reply:first done",
         "user:second",
     ]
-    assert status.status == "completed" and status.state == {"noted": True}
+    assert status.status == "completed"
+    assert status.state == {"noted": True}
     assert project_state(await store.read(GRANDCHILD.format(sid))).status == "completed"
 
 
@@ -250,7 +253,8 @@ async def test_interrupt_stops_the_tree_keeps_what_was_done_and_takes_a_turn(
         "result:m1!",
         "user:second",
     ]
-    assert status.status == "completed" and status.state == {"noted": True}
+    assert status.status == "completed"
+    assert status.state == {"noted": True}
     for child in (f"{sid}-sub-m1", GRANDCHILD.format(sid)):
         assert project_state(await store.read(child)).status == "interrupted"
 
@@ -280,7 +284,8 @@ async def test_rollback_supersedes_the_run_and_the_model_never_sees_it(runtime: 
     assert _shape(SEEN[sid][-1]) == ["user:second"]
     state = project_state(log)
     assert _shape(state.messages) == ["user:second", "reply:second done: second"]
-    assert state.custom_state == {} and status.state == {}
+    assert state.custom_state == {}
+    assert status.state == {}
     assert any(isinstance(e, ToolStart) and e.tool_name == "note" for e in log)  # still there
     for child in (f"{sid}-sub-m1", GRANDCHILD.format(sid)):
         assert project_state(await store.read(child)).status == "interrupted"
@@ -319,8 +324,10 @@ async def test_reject_answers_409_session_busy_and_writes_nothing(runtime: Runti
     assert busy.status_code == 409
     assert busy.json()["code"] == "SESSION_BUSY"
     assert isinstance(busy.json()["error"], str)
-    assert bad.status_code == 400 and bad.json()["code"] == "INVALID_REQUEST"
-    assert steered.status_code == 200 and steered.json()["queued"] is True
+    assert bad.status_code == 400
+    assert bad.json()["code"] == "INVALID_REQUEST"
+    assert steered.status_code == 200
+    assert steered.json()["queued"] is True
     assert output == "second done: go | also"  # the steered message, at the next step
     log = await store.read(sid)
     assert [e.messages[0].content for e in log if isinstance(e, MessageQueued)] == ["also"]
