@@ -120,6 +120,8 @@ class RemoteMessageResponse(_Wire, frozen=True):
     stream_id: str
     run_id: str
     queued: bool = False
+    multitask: Multitask | None = None
+    """With ``queued``: the choice the message took (the request's, or its agent's)."""
 
 
 class RemoteStartResponse(_Wire, frozen=True):

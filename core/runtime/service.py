@@ -193,7 +193,7 @@ class ExecutorService:
                 except ConcurrencyConflict:
                     continue
                 stop = stop_of(events)
-                answer = _message_response(session_id, state.run_id, queued=True)
+                answer = _message_response(session_id, state.run_id, queued=True, multitask=choice)
                 return answer, None if stop is None else (state.status, stop)
             active = self._runs.active(session_id)
             if active is not None:
@@ -408,9 +408,15 @@ class ExecutorService:
         )
 
 
-def _message_response(session_id: str, run_id: str, *, queued: bool) -> RemoteMessageResponse:
+def _message_response(
+    session_id: str, run_id: str, *, queued: bool, multitask: Multitask | None = None
+) -> RemoteMessageResponse:
     return RemoteMessageResponse(
-        session_id=session_id, stream_id=session_id, run_id=run_id, queued=queued
+        session_id=session_id,
+        stream_id=session_id,
+        run_id=run_id,
+        queued=queued,
+        multitask=multitask,
     )
 
 
