@@ -133,27 +133,27 @@ async def test_reject_and_a_bad_choice_refuse_before_anything_changes(fmt: str) 
             AgentServer(_agents(), store) as server,
             serve(create_http_app(server)) as url,
             httpx.AsyncClient(base_url=url, timeout=LIMIT) as client,
+            anyio.create_task_group() as tg,
         ):
-            async with anyio.create_task_group() as tg:
 
-                async def read_first() -> None:
-                    body = _body(fmt, sid, ["go"], None)
-                    await client.post(f"/sse?format={fmt}&agentType=boss", json=body)
+            async def read_first() -> None:
+                body = _body(fmt, sid, ["go"], None)
+                await client.post(f"/sse?format={fmt}&agentType=boss", json=body)
 
-                tg.start_soon(read_first)
-                await wait_for(
-                    store,
-                    GRANDCHILD.format(sid),
-                    lambda e: isinstance(e, ToolStart) and e.tool_name == "nap",
-                )
-                busy = await client.post(
-                    f"/sse?format={fmt}", json=_body(fmt, sid, ["go", "second"], "reject")
-                )
-                bad = await client.post(
-                    f"/sse?format={fmt}", json=_body(fmt, sid, ["go", "second"], "now!")
-                )
-                log = await store.read(sid)
-                RELEASED.add(sid)
+            tg.start_soon(read_first)
+            await wait_for(
+                store,
+                GRANDCHILD.format(sid),
+                lambda e: isinstance(e, ToolStart) and e.tool_name == "nap",
+            )
+            busy = await client.post(
+                f"/sse?format={fmt}", json=_body(fmt, sid, ["go", "second"], "reject")
+            )
+            bad = await client.post(
+                f"/sse?format={fmt}", json=_body(fmt, sid, ["go", "second"], "now!")
+            )
+            log = await store.read(sid)
+            RELEASED.add(sid)
     assert busy.status_code == 409
     assert busy.json()["code"] == "SESSION_BUSY"
     assert bad.status_code == 400
