@@ -109,7 +109,7 @@ Multitask = Literal["steer", "enqueue", "interrupt", "rollback", "reject"]
 """What a message sent to a running or paused session does (specs/server.md)."""
 
 QueuedMultitask = Literal["enqueue", "interrupt", "rollback"]
-"""The choices a ``message_queued`` records (``steer`` is its default, absent on the wire)."""
+"""The choices a ``message_queued`` records (``steer`` is its default: None)."""
 
 MULTITASK_CHOICES: tuple[str, ...] = ("steer", "enqueue", "interrupt", "rollback", "reject")
 """Every :data:`Multitask` value, in the order the docs list them."""
@@ -352,7 +352,7 @@ class RunStarted(EventBase, tag="run_started", frozen=True):
     mode: RunMode = "start"
     messages: list[UserMessage] = []
     message_id: str | None = None
-    turn_of: int | msgspec.UnsetType = msgspec.UNSET
+    turn_of: int | None = None
     """The seq of the ``message_queued`` (enqueue, interrupt, rollback) whose turn this
     run is: its messages are that one's, and it leaves the session's waiting turns."""
 
@@ -472,8 +472,8 @@ class MessageQueued(EventBase, tag="message_queued", frozen=True):
 
     messages: list[UserMessage]
     message_id: str | None = None
-    multitask: QueuedMultitask | msgspec.UnsetType = msgspec.UNSET
-    """Absent: ``steer`` (as above). ``enqueue``: a turn of its own once the run
+    multitask: QueuedMultitask | None = None
+    """None: ``steer`` (as above). ``enqueue``: a turn of its own once the run
     completes; ``interrupt``/``rollback``: the run stops (an ``interrupt_requested``
     in the same batch), then its turn (a rollback supersedes the run first:
     ``run_superseded``). Waiting turns start in the order they arrived."""

@@ -9,8 +9,6 @@ from (:class:`~helix_agents.log.state.RunBase`), which a ``run_superseded``
 
 from __future__ import annotations
 
-import msgspec
-
 from helix_agents.errors import CorruptLogError
 from helix_agents.events import MessageQueued, RunStarted, RunSuperseded
 from helix_agents.log.state import PendingTurn, RunBase, SessionState
@@ -20,7 +18,7 @@ __all__ = ["begin_turn", "queue_turn", "supersede_run"]
 
 def queue_turn(state: SessionState, event: MessageQueued) -> bool:
     """Fold a ``message_queued`` that waits for a turn of its own; False for a steer."""
-    if isinstance(event.multitask, msgspec.UnsetType):
+    if event.multitask is None:
         return False
     state.pending_turns.append(
         PendingTurn(
@@ -42,7 +40,7 @@ def begin_turn(state: SessionState, event: RunStarted) -> None:
     """
     if event.mode == "continue":
         state.run_base = base_of(state, event.seq)
-    if isinstance(event.turn_of, msgspec.UnsetType):
+    if event.turn_of is None:
         return
     for index, turn in enumerate(state.pending_turns):
         if turn.seq == event.turn_of:

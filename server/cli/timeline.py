@@ -222,7 +222,7 @@ def summarize_event(event: Event) -> str:
         case MessageQueued():
             texts = " ".join(quoted(message.content) for message in event.messages)
             ident = f" id={event.message_id}" if event.message_id else ""
-            if isinstance(event.multitask, str):
+            if event.multitask is not None:
                 ident += f" multitask={event.multitask}"
             return f"queued {texts}{ident}"
         case InterruptRequested() | AbortRequested() | Interrupted() | Aborted():

@@ -93,7 +93,7 @@ class ChatRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     messages: list[dict[str, Any]] = []
     trigger: str = "submit-message"
     agent_type: str | None = None
-    multitask: Any = None
+    multitask: str | None = None
     """What a message to a running session does (the transport's ``body`` option)."""
 
 

@@ -151,7 +151,7 @@ def _lifecycle(log: Sequence[Event]) -> list[str]:
     for event in log:
         if isinstance(event, kinds) or type(event).__name__ == "Completed":
             name = str(type(event).__struct_config__.tag)
-            if isinstance(event, MessageQueued) and isinstance(event.multitask, str):
+            if isinstance(event, MessageQueued) and event.multitask is not None:
                 name += f"({event.multitask})"
             names.append(name)
     return names

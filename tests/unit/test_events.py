@@ -45,6 +45,7 @@ from helix_agents.events import (
     ReplaceUserMessage,
     RequestMade,
     RunStarted,
+    RunSuperseded,
     SessionCreated,
     SessionForked,
     StateUpdated,
@@ -124,6 +125,7 @@ SAMPLES: dict[type[EventBase], Event] = {
         mode="continue",
         messages=[UserMessage(content="and Nice?")],
         message_id="msg-7",
+        turn_of=5,
     ),
     StepStarted: StepStarted(**env(), step=4, taken=2),
     InterruptRequested: InterruptRequested(**env(), reason="user pressed stop"),
@@ -142,7 +144,10 @@ SAMPLES: dict[type[EventBase], Event] = {
         ),
     ),
     MessageQueued: MessageQueued(
-        **env(), messages=[UserMessage(content="also Grenoble")], message_id="msg-8"
+        **env(),
+        messages=[UserMessage(content="also Grenoble")],
+        message_id="msg-8",
+        multitask="enqueue",
     ),
     StateUpdated: StateUpdated(**env(), state={"notes": ["n1"], "nested": {"k": [1, 2.5, None]}}),
     UsageRecorded: UsageRecorded(
@@ -310,6 +315,7 @@ SAMPLES: dict[type[EventBase], Event] = {
     RequestMade: RequestMade(
         **env(), action="approval", by=Principal(tenant="acme", user="ada"), ref="call_4"
     ),
+    RunSuperseded: RunSuperseded(**env(), run_id="run_1", from_seq=2, to_seq=9),
 }
 
 # The tags documented in specs/events.md: the wire names that must never change.
@@ -356,6 +362,7 @@ DOCUMENTED_TAGS: dict[type[EventBase], str] = {
     WorkspaceDeleted: "workspace_deleted",
     SessionForked: "session_forked",
     RequestMade: "request_made",
+    RunSuperseded: "run_superseded",
 }
 
 BY_NAME = pytest.mark.parametrize("cls", EVENT_TYPES, ids=lambda cls: cls.__name__)
