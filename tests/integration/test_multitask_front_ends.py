@@ -10,6 +10,9 @@ SDK's body (``useChat``'s ``body`` option: ``{"multitask": ...}``) or AG-UI's
 from __future__ import annotations
 
 import json
+import os
+import shutil
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -25,6 +28,14 @@ from tests.integration._temporal_kit import wait_for
 from tests.integration.test_multitask import GRANDCHILD, RELEASED, _agents
 
 LIMIT = 60
+
+JS = Path(__file__).resolve().parents[1] / "js"
+NODE = shutil.which("node")
+_INSTALLED = (JS / "node_modules" / "ai").is_dir() and (JS / "node_modules" / "@ag-ui").is_dir()
+needs_js = pytest.mark.skipif(
+    (NODE is None or not _INSTALLED) and os.environ.get("HELIX_REQUIRE_JS") != "1",
+    reason=f"needs node and `npm ci` in {JS}",
+)
 
 
 def _body(fmt: str, session_id: str, texts: list[str], multitask: str | None) -> dict[str, Any]:
@@ -158,3 +169,51 @@ async def test_reject_and_a_bad_choice_refuse_before_anything_changes(fmt: str) 
     assert bad.status_code == 400
     assert bad.json()["code"] == "INVALID_REQUEST"
     assert not any(isinstance(e, MessageQueued) for e in log)
+
+
+async def _node(*args: str) -> dict[str, Any]:
+    assert NODE is not None
+    done = await anyio.run_process([NODE, str(JS / "second_message.mjs"), *args], check=True)
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+@needs_js
+@pytest.mark.parametrize(
+    ("fmt", "multitask", "answer"),
+    [
+        ("ai-sdk", "interrupt", "second done: go | second"),
+        ("ag-ui", "rollback", "second done: second"),
+    ],
+)
+async def test_the_official_clients_carry_the_choice(fmt: str, multitask: str, answer: str) -> None:
+    """The AI SDK's ``DefaultChatTransport`` (``body: {multitask}``) and AG-UI's ``HttpAgent``
+    (``forwardedProps.multitask``), unmodified, send the second message while the first
+    answer streams: the reply they build is the new turn's."""
+    sid = f"js-{fmt}-{multitask}"
+    store = MemoryEventStore()
+    with anyio.fail_after(LIMIT):
+        async with (
+            AgentServer(_agents(), store) as server,
+            serve(create_http_app(server)) as url,
+            httpx.AsyncClient(base_url=url, timeout=LIMIT) as client,
+            anyio.create_task_group() as tg,
+        ):
+
+            async def read_first() -> None:
+                body = _body(fmt, sid, ["go"], None)
+                await client.post(f"/sse?format={fmt}&agentType=boss", json=body)
+
+            tg.start_soon(read_first)
+            await wait_for(
+                store,
+                GRANDCHILD.format(sid),
+                lambda e: isinstance(e, ToolStart) and e.tool_name == "nap",
+            )
+            reply = await _node(url, fmt, sid, multitask)
+            RELEASED.add(sid)
+            log = await store.read(sid)
+    assert reply == {"text": answer, "errors": []}
+    [queued] = [e for e in log if isinstance(e, MessageQueued)]
+    assert queued.multitask == multitask
+    assert project_state(log).status == "completed"
