@@ -80,4 +80,7 @@ def supersede_run(state: SessionState, event: RunSuperseded) -> None:
     state.custom_state = base.custom_state
     state.output = base.output
     state.problems = []
+    # What the run waited for, it no longer does (its calls are not in the conversation).
+    state.pending_client_tools = {}
+    state.pending_approvals = {}
     state.run_base = base_of(state, event.seq)

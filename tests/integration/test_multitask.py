@@ -30,6 +30,7 @@ from helix_agents.events import (
     MessageQueued,
     RunStarted,
     RunSuperseded,
+    Suspended,
     ToolStart,
 )
 from helix_agents.log import project_state
@@ -182,10 +183,11 @@ async def _second_turn(
             else:
                 await wait_for(store, GRANDCHILD.format(session_id), _is(Interrupted))
             RELEASED.add(session_id)
-            await wait_for(
-                store, session_id, lambda e: isinstance(e, RunStarted) and e.run_id != first
+            turn = await wait_for(
+                store, session_id, lambda e: isinstance(e, RunStarted) and e.turn_of is not None
             )
-            output = await stream_to_end(server, session_id)
+            assert turn.run_id != first
+            output = await stream_to_end(server, session_id, turn.seq)
             status = await server.get_status(session_id)
     return store, output, status
 
@@ -356,3 +358,77 @@ async def test_an_idle_session_takes_every_choice_as_a_new_turn() -> None:
     log = await store.read(sid)
     assert not any(isinstance(e, MessageQueued | RunSuperseded) for e in log)
     assert [e.mode for e in log if isinstance(e, RunStarted)] == ["start", *["continue"] * 4]
+
+
+# --- a paused run: nothing runs, so a stop takes effect at once ---------------------------
+
+
+def _gate_script(request: LLMRequest) -> ScriptItem:
+    assert request.session_id is not None
+    SEEN.setdefault(request.session_id, []).append(list(request.messages))
+    last = request.messages[-1]
+    if isinstance(last, ToolResultMessage):
+        return ScriptedLLM.reply("paid")
+    users = [m.content for m in request.messages if isinstance(m, UserMessage)]
+    if users[-1] == "go":
+        return ScriptedLLM.call("pay", {}, id="p1")
+    return ScriptedLLM.reply("second done: " + " | ".join(str(u) for u in users))
+
+
+async def _pay(value: _Empty, ctx: ToolContext) -> str:
+    return "paid"
+
+
+def _gated() -> Any:
+    pay = define_tool("pay", "Pay.", _Empty, _pay, requires_approval=True)
+    return define_agent("gated", tools=[pay], llm=ScriptedLLM(_gate_script))
+
+
+@pytest.mark.parametrize("multitask", ["enqueue", "interrupt", "rollback"])
+async def test_a_paused_run_takes_the_choice_at_once(runtime: Runtime, multitask: str) -> None:
+    """A run paused for an approval: ``interrupt``/``rollback`` end it in the message's own
+    batch and its turn begins at once (no open call is left: an interrupted one gets
+    ``interrupted``, a superseded one is forgotten with its pending approval);
+    ``enqueue`` waits for the approval, the run's completion, then its turn."""
+    sid = f"paused-{multitask}-{runtime.name}"
+    store = MemoryEventStore()
+    SEEN.pop(sid, None)
+    with anyio.fail_after(LIMIT):
+        async with runtime.server([_gated()], store) as server:
+            await server.start(RemoteStartRequest(session_id=sid, agent_type="gated", message="go"))
+            await wait_for(store, sid, _is(Suspended))
+            first = project_state(await store.read(sid)).run_id
+            answer = await server.send_message(
+                RemoteMessageRequest(session_id=sid, message="second", multitask=multitask)  # type: ignore[arg-type]
+            )
+            assert answer.queued
+            if multitask == "enqueue":
+                assert (await server.get_status(sid)).status == "paused"
+                await server.submit_approval(sid, "p1", True)
+            turn = await wait_for(
+                store, sid, lambda e: isinstance(e, RunStarted) and e.turn_of is not None
+            )
+            output = await stream_to_end(server, sid, turn.seq)
+            status = await server.get_status(sid)
+    log = await store.read(sid)
+    assert seqs_contiguous(log)
+    assert turn.run_id != first
+    ending = {
+        "enqueue": ["suspended", "approval_given", "run_started", "completed"],
+        "interrupt": ["interrupt_requested", "interrupted"],
+        "rollback": ["interrupt_requested", "interrupted", "run_superseded"],
+    }[multitask]
+    lifecycle = [n for n in _lifecycle(log) if n != "suspended"]
+    expected = ["run_started", f"message_queued({multitask})", *ending, "run_started", "completed"]
+    assert lifecycle == [n for n in expected if n not in ("suspended", "approval_given")]
+    shapes = {
+        "enqueue": ["user:go", "call:p1", "result:p1", "reply:paid", "user:second"],
+        "interrupt": ["user:go", "call:p1", "result:p1!", "user:second"],
+        "rollback": ["user:second"],
+    }
+    assert _shape(SEEN[sid][-1]) == shapes[multitask]
+    assert output == "second done: " + " | ".join(
+        w[5:] for w in shapes[multitask] if w.startswith("user:")
+    )
+    assert status.status == "completed"
+    assert status.pending_inputs == []
