@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 import httpx
+import msgspec
 import pytest
 from pydantic import BaseModel
 from servers import serve
@@ -432,3 +433,38 @@ async def test_a_paused_run_takes_the_choice_at_once(runtime: Runtime, multitask
     )
     assert status.status == "completed"
     assert status.pending_inputs == []
+
+
+async def test_recovery_begins_a_turn_a_dead_process_left_waiting() -> None:
+    """A process died between a run's completion and its waiting turn's ``run_started``:
+    recovery finds the turn due in the log and begins it."""
+    from helix_agents import AgentExecutor
+    from helix_agents.events import Completed, SessionCreated
+
+    store = MemoryEventStore()
+    events: list[Event] = [
+        SessionCreated(agent_type="gated", run_id="r1", messages=[UserMessage(content="go")]),
+        RunStarted(run_id="r1"),
+        MessageQueued(messages=[UserMessage(content="second")], multitask="enqueue"),
+        Completed(output="paid"),
+    ]
+    stamped = [
+        msgspec.structs.replace(event, session_id="dead-1", seq=n, ts=0.0)
+        for n, event in enumerate(events, start=1)
+    ]
+    await store.append("dead-1", stamped, expected_seq=0)
+    SEEN.pop("dead-1", None)
+    with anyio.fail_after(LIMIT):
+        async with AgentExecutor(store, [_gated()]) as executor:
+            assert await executor.recover() == ["dead-1"]
+            await executor.runs.wait_idle("dead-1")
+    log = await store.read("dead-1")
+    turn = log[4]
+    assert isinstance(turn, RunStarted)
+    assert (turn.mode, turn.turn_of, turn.messages) == (
+        "continue",
+        3,
+        [UserMessage(content="second")],
+    )
+    assert project_state(log).output == "second done: go | second"
+    assert project_state(log).pending_turns == []
