@@ -41,6 +41,7 @@ from helix_agents.models.scripted import ScriptItem
 from helix_agents.protocol import RemoteMessageRequest, RemoteStartRequest
 from helix_agents.server import AgentServer, create_http_app
 from helix_agents.stores import MemoryEventStore
+from helix_agents.transports import HttpRemoteAgentTransport
 from tests.integration._durable_kit import Runtime
 from tests.integration._temporal_kit import seqs_contiguous, stream_to_end, wait_for
 
@@ -317,6 +318,15 @@ async def test_reject_answers_409_session_busy_and_writes_nothing(runtime: Runti
             after = await store.read(sid)
             # Written since: only what the running tree forwards, nothing of the requests.
             assert after[: len(before)] == before
+            assert {type(e) for e in after[len(before) :]} <= {ChildChunkForwarded}
+            # The HTTP transport (what a remote parent uses) carries the choice.
+            async with HttpRemoteAgentTransport(url, retry_base_delay=0.001) as remote:
+                with pytest.raises(AgentServerError) as refused:
+                    await remote.send_message(
+                        RemoteMessageRequest(session_id=sid, message="second", multitask="reject")
+                    )
+            assert refused.value.code == "SESSION_BUSY"
+            after = await store.read(sid)
             assert {type(e) for e in after[len(before) :]} <= {ChildChunkForwarded}
             # The request's choice wins over the agent's default.
             steered = await client.post(
