@@ -218,7 +218,8 @@ class RunBase(msgspec.Struct, kw_only=True, rename="camel"):
 
     seq: int
     """The seq the run began at (its ``run_started``; 1 for the first run)."""
-    messages: list[Message] = []
+    message_count: int = 0
+    """How many messages the conversation had (a run only appends to them)."""
     deferred_messages: list[Message] = []
     custom_state: dict[str, Any] = {}
     output: Any = None

@@ -56,7 +56,7 @@ def base_of(state: SessionState, seq: int) -> RunBase:
     """What a run beginning at ``seq`` begins from (copies: later folds replace, not edit)."""
     return RunBase(
         seq=seq,
-        messages=list(state.messages),
+        message_count=len(state.messages),
         deferred_messages=list(state.deferred_messages),
         custom_state=state.custom_state,
         output=state.output,
@@ -74,7 +74,7 @@ def supersede_run(state: SessionState, event: RunSuperseded) -> None:
         )
     if state.status == "running":
         raise CorruptLogError(f"run_superseded at seq {event.seq}: the run is still running")
-    state.messages = list(base.messages)
+    del state.messages[base.message_count :]
     state.deferred_messages = list(base.deferred_messages)
     state.awaiting_results = []
     state.custom_state = base.custom_state
