@@ -478,3 +478,37 @@ async def test_recovery_begins_a_turn_a_dead_process_left_waiting() -> None:
     )
     assert project_state(log).output == "second done: go | second"
     assert project_state(log).pending_turns == []
+
+
+async def test_enqueued_messages_take_one_turn_each_in_order(runtime: Runtime) -> None:
+    """Two ``enqueue`` messages while the tree runs: after the run, a turn for the first,
+    then one for the second (each its own ``run_started``, naming its message)."""
+    sid = f"enq2-{runtime.name}"
+    store = MemoryEventStore()
+    SEEN.pop(sid, None)
+    with anyio.fail_after(LIMIT):
+        async with runtime.server(_agents(), store, heartbeat_timeout=2.0) as server:
+            await _start_and_reach_the_grandchild(server, store, sid)
+            for text in ("second", "third"):
+                await server.send_message(
+                    RemoteMessageRequest(session_id=sid, message=text, multitask="enqueue")
+                )
+            RELEASED.add(sid)
+            last = await wait_for(
+                store,
+                sid,
+                lambda e: (
+                    isinstance(e, RunStarted) and e.messages == [UserMessage(content="third")]
+                ),
+            )
+            output = await stream_to_end(server, sid, last.seq)
+    log = await store.read(sid)
+    queued = [e.seq for e in log if isinstance(e, MessageQueued)]
+    turns = [e for e in log if isinstance(e, RunStarted) and e.turn_of is not None]
+    assert [t.turn_of for t in turns] == queued
+    assert _lifecycle(log)[-4:] == ["run_started", "completed", "run_started", "completed"]
+    assert [_shape(seen)[-3:] for seen in SEEN[sid][-2:]] == [
+        ["result:m1", "reply:first done", "user:second"],
+        ["user:second", "reply:second done: go | second", "user:third"],
+    ]
+    assert output == "second done: go | second | third"
