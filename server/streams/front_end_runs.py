@@ -130,6 +130,11 @@ def decode_run(raw: bytes, fmt: StreamFormat) -> RunAgentInput | ChatRequest:
     raise refusal
 
 
+def _user_count(messages: list[dict[str, Any]]) -> int:
+    """How many messages of the body the user said."""
+    return sum(1 for message in messages if _said(message))
+
+
 def _user_text(messages: list[dict[str, Any]]) -> str:
     """A new session's message: the last user message's text (see :func:`_text`)."""
     message = next((message for message in reversed(messages) if _said(message)), None)
@@ -203,12 +208,15 @@ async def _start_or_resume(
     agent_type: Any,
     state: dict[str, Any] | None = None,
     multitask: Any = None,
+    said: int = 1,
 ) -> int:
     """Start a new session (``agent_type`` required), or go on with a known one with ``message``.
 
     A completed session takes it as a follow-up turn (its conversation kept:
     a chat's next message); a running one, as its ``multitask`` choice says
-    (:func:`_mid_run`); any other known one is resumed with it. A known
+    (:func:`_mid_run`), when the body holds more than one user message
+    (``said``: one is the session's first posted again, a retry or a reload);
+    any other known one is resumed with it. A known
     session given no text shows its current run (:func:`_current_run`).
     Returns the cursor the answer streams from.
     """
@@ -216,7 +224,7 @@ async def _start_or_resume(
     if status is not None:
         if not message.strip():
             return await _current_run(transport, session_id, status)
-        if status.status == "running":
+        if status.status == "running" and said > 1:
             return await _mid_run(transport, session_id, status, message, choice)
         if status.status == "completed":
             await transport.send_message(
@@ -412,7 +420,14 @@ async def _chat_run(
         return session_id, cursor, message_id
     message = _user_text(chat.messages) if status is None else _new_text(chat.messages)
     cursor = await _start_or_resume(
-        transport, session_id, status, message, agent_type or chat.agent_type, None, chat.multitask
+        transport,
+        session_id,
+        status,
+        message,
+        agent_type or chat.agent_type,
+        None,
+        chat.multitask,
+        _user_count(chat.messages),
     )
     return session_id, cursor, f"{session_id}:{cursor}"
 
@@ -463,7 +478,14 @@ async def _ag_ui_run(
         message = _user_text(run.messages) if status is None else _new_text(run.messages)
         multitask = props.get("multitask")
         cursor = await _start_or_resume(
-            transport, session_id, status, message, name, state, multitask
+            transport,
+            session_id,
+            status,
+            message,
+            name,
+            state,
+            multitask,
+            _user_count(run.messages),
         )
     return session_id, cursor, run.run_id
 

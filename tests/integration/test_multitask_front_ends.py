@@ -135,7 +135,8 @@ async def test_a_second_message_while_streaming_follows_its_choice(
 
 @pytest.mark.parametrize("fmt", ["ai-sdk", "ag-ui"])
 async def test_reject_and_a_bad_choice_refuse_before_anything_changes(fmt: str) -> None:
-    """``reject``: ``409 SESSION_BUSY``; an unknown choice: ``400``; the log is untouched."""
+    """``reject``: ``409 SESSION_BUSY``; an unknown choice: ``400``; the first message
+    posted again: ``409 ALREADY_RUNNING``, as before; the log is untouched."""
     sid = f"fe-rej-{fmt}"
     store = MemoryEventStore()
     with anyio.fail_after(LIMIT):
@@ -162,12 +163,16 @@ async def test_reject_and_a_bad_choice_refuse_before_anything_changes(fmt: str) 
             bad = await client.post(
                 f"/sse?format={fmt}", json=_body(fmt, sid, ["go", "second"], "now!")
             )
+            # The first message posted again (a retry, a reload) is no new message.
+            again = await client.post(f"/sse?format={fmt}", json=_body(fmt, sid, ["go"], "enqueue"))
             log = await store.read(sid)
             RELEASED.add(sid)
     assert busy.status_code == 409
     assert busy.json()["code"] == "SESSION_BUSY"
     assert bad.status_code == 400
     assert bad.json()["code"] == "INVALID_REQUEST"
+    assert again.status_code == 409
+    assert again.json()["code"] == "ALREADY_RUNNING"
     assert not any(isinstance(e, MessageQueued) for e in log)
 
 
