@@ -217,6 +217,7 @@ AgentServerErrorCode = Literal[
     "ALREADY_COMPLETED",
     "ALREADY_ANSWERED",
     "SESSION_FAILED",
+    "SESSION_BUSY",
     "INVALID_REQUEST",
     "INTERNAL_ERROR",
     "UNAUTHORIZED",
@@ -232,8 +233,10 @@ permissions do not reach the action; specs/auth.md), ``METHOD_NOT_ALLOWED``,
 HTTP-only; ``ALREADY_ANSWERED`` is ours (a pending input answered before with a
 different value; see specs/hitl.md); ``SESSION_FAILED`` is ours too (a follow-up
 message to a failed or aborted session, which can take no more turns; see
-specs/http.md, ``/message``); ``WORKSPACE_WIRING`` is raised when a server or
-executor is built, never sent (specs/workspaces.md)."""
+specs/http.md, ``/message``); ``SESSION_BUSY`` too (a message to a running or
+paused session whose ``multitask`` is ``reject``; specs/server.md);
+``WORKSPACE_WIRING`` is raised when a server or executor is built, never sent
+(specs/workspaces.md)."""
 
 HTTP_STATUS: dict[str, int] = {
     "INVALID_REQUEST": 400,
@@ -245,6 +248,7 @@ HTTP_STATUS: dict[str, int] = {
     "ALREADY_COMPLETED": 409,
     "ALREADY_ANSWERED": 409,
     "SESSION_FAILED": 409,
+    "SESSION_BUSY": 409,
     "PAYLOAD_TOO_LARGE": 413,
     "INTERNAL_ERROR": 500,
     "WORKSPACE_WIRING": 500,

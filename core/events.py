@@ -23,6 +23,7 @@ __all__ = [
     "CHUNK_TYPES",
     "EVENT_TYPES",
     "WEBHOOK_EVENT_KINDS",
+    "RECORD_TYPES",
     "SCHEDULE_TYPES",
     "Aborted",
     "AbortRequested",
@@ -51,6 +52,9 @@ __all__ = [
     "MemoryWritten",
     "MessageAppended",
     "MessageQueued",
+    "MULTITASK_CHOICES",
+    "Multitask",
+    "QueuedMultitask",
     "OutputChunk",
     "PartialOutput",
     "PendingInput",
@@ -72,6 +76,7 @@ __all__ = [
     "ScheduleFired",
     "SchedulePaused",
     "ScheduleResumed",
+    "RunSuperseded",
     "SessionCreated",
     "SessionForked",
     "StateUpdated",
@@ -122,6 +127,14 @@ WebhookEventKind = Literal["completed", "failed", "paused_for_person"]
 
 WEBHOOK_EVENT_KINDS: tuple[WebhookEventKind, ...] = ("completed", "failed", "paused_for_person")
 """Every :data:`WebhookEventKind`, the default of ``Webhook.events``."""
+Multitask = Literal["steer", "enqueue", "interrupt", "rollback", "reject"]
+"""What a message sent to a running or paused session does (specs/server.md)."""
+
+QueuedMultitask = Literal["enqueue", "interrupt", "rollback"]
+"""The choices a ``message_queued`` records (``steer`` is its default: None)."""
+
+MULTITASK_CHOICES: tuple[str, ...] = ("steer", "enqueue", "interrupt", "rollback", "reject")
+"""Every :data:`Multitask` value, in the order the docs list them."""
 
 
 class EventBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", rename="camel"):
@@ -374,6 +387,9 @@ class RunStarted(EventBase, tag="run_started", frozen=True):
     mode: RunMode = "start"
     messages: list[UserMessage] = []
     message_id: str | None = None
+    turn_of: int | None = None
+    """The seq of the ``message_queued`` (enqueue, interrupt, rollback) whose turn this
+    run is: its messages are that one's, and it leaves the session's waiting turns."""
 
 
 class StepStarted(EventBase, tag="step_started", frozen=True):
@@ -460,6 +476,17 @@ class HostClaimed(EventBase, tag="host_claimed", frozen=True):
     previous_host_id: str | None = None
 
 
+class RunSuperseded(EventBase, tag="run_superseded", frozen=True):
+    """Run ``run_id`` was rolled back (a ``rollback`` message): its events, seqs
+    ``from_seq`` .. ``to_seq``, stay in the log, but the conversation, the custom
+    state and the output are again what they were before it began (usage,
+    children and workspace files are kept: that work was done)."""
+
+    run_id: str
+    from_seq: int
+    to_seq: int
+
+
 # --- conversation ------------------------------------------------------------
 
 
@@ -480,6 +507,11 @@ class MessageQueued(EventBase, tag="message_queued", frozen=True):
 
     messages: list[UserMessage]
     message_id: str | None = None
+    multitask: QueuedMultitask | None = None
+    """None: ``steer`` (as above). ``enqueue``: a turn of its own once the run
+    completes; ``interrupt``/``rollback``: the run stops (an ``interrupt_requested``
+    in the same batch), then its turn (a rollback supersedes the run first:
+    ``run_superseded``). Waiting turns start in the order they arrived."""
 
 
 class StateUpdated(EventBase, tag="state_updated", frozen=True):
@@ -962,6 +994,7 @@ Event = (
     | ScheduleResumed
     | ScheduleDeleted
     | ScheduleFired
+    | RunSuperseded
 )
 """Any event of the catalog."""
 
@@ -970,6 +1003,17 @@ EVENT_TYPES: tuple[type[EventBase], ...] = Event.__args__
 
 CHUNK_TYPES: tuple[type[ChunkBase], ...] = Chunk.__args__
 """Every chunk class."""
+
+RECORD_TYPES: tuple[type[EventBase], ...] = (
+    RequestMade,
+    WebhookAttempted,
+    WebhookDelivered,
+    WebhookFailed,
+    MemoryWritten,
+    MemoryRead,
+)
+"""Facts kept beside the session's state (who made a request, a webhook's progress, what a
+tool read or wrote in memory): no fold changes the state for them."""
 
 SCHEDULE_TYPES: tuple[type[EventBase], ...] = (
     ScheduleCreated,

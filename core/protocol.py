@@ -8,12 +8,20 @@ sequence), ``end`` (output and state) and ``error`` (message, recoverable).
 from __future__ import annotations
 
 import unicodedata
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import msgspec
 
 from helix_agents.errors import AgentServerError, UsageError
-from helix_agents.events import Chunk, PendingInput, Principal, SuspensionReason, Webhook
+from helix_agents.events import (
+    MULTITASK_CHOICES,
+    Chunk,
+    Multitask,
+    PendingInput,
+    Principal,
+    SuspensionReason,
+    Webhook,
+)
 from helix_agents.ids import SessionId, validate_session_id
 from helix_agents.log.state import RunProblem, SessionStatus, UsageTotals
 from helix_agents.messages import UserMessage
@@ -39,6 +47,7 @@ __all__ = [
     "checked_from_sequence",
     "checked_message_id",
     "checked_messages",
+    "checked_multitask",
     "checked_session_id",
     "message_from_input",
 ]
@@ -108,6 +117,9 @@ class RemoteMessageRequest(_Wire, frozen=True):
     session_id: str
     message: str | list[UserMessage]
     message_id: str | None = None
+    multitask: Multitask | None = None
+    """What the message does to a running or paused session (``steer``, ``enqueue``,
+    ``interrupt``, ``rollback``, ``reject``; specs/server.md); None: the agent's default."""
 
 
 class RemoteMessageResponse(_Wire, frozen=True):
@@ -117,6 +129,8 @@ class RemoteMessageResponse(_Wire, frozen=True):
     stream_id: str
     run_id: str
     queued: bool = False
+    multitask: Multitask | None = None
+    """With ``queued``: the choice the message took (the request's, or its agent's)."""
 
 
 class RemoteStartResponse(_Wire, frozen=True):
@@ -267,6 +281,17 @@ def checked_message_id(message_id: object) -> str:
         raise AgentServerError(
             "INVALID_REQUEST", str(exc).replace("session id", "message id", 1)
         ) from exc
+
+
+def checked_multitask(multitask: object) -> Multitask | None:
+    """``multitask`` if it is None or a :data:`~helix_agents.events.Multitask`, else
+    ``INVALID_REQUEST``."""
+    if multitask is None or multitask in MULTITASK_CHOICES:
+        return cast("Multitask | None", multitask)
+    raise AgentServerError(
+        "INVALID_REQUEST",
+        f"multitask must be one of {', '.join(MULTITASK_CHOICES)}, not {multitask!r}",
+    )
 
 
 def checked_messages(message: object) -> list[UserMessage]:

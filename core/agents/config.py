@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from helix_agents.agents.tools import SUBAGENT_TOOL_PREFIX, ApprovalRule, Tool, json_schema_of
 from helix_agents.agents.toolsets import Toolset
 from helix_agents.errors import UsageError
+from helix_agents.events import Multitask
 from helix_agents.models.base import LLMAdapter, ToolSpec
 from helix_agents.models.retrying import RetryPolicy
 from helix_agents.transport import RemoteAgentTransport
@@ -152,6 +153,9 @@ class AgentConfig(Generic[OutputT]):
     persistent_agents: tuple[PersistentAgent, ...] = ()
     toolsets: tuple[Toolset, ...] = ()
     """Sources of more tools (an MCP server's), opened by the executor (agents/toolsets.py)."""
+    multitask: Multitask = "steer"
+    """What a message sent to a running or paused session of this agent does by default
+    (a request may choose otherwise; specs/server.md, "Messages that arrive mid-run")."""
 
     def persistent(self, agent_type: str) -> PersistentAgent | None:
         """The persistent child type ``agent_type`` of this agent, or None."""

@@ -25,6 +25,7 @@ from helix_agents.agents.config import (
 from helix_agents.agents.tools import SUBAGENT_TOOL_PREFIX, Tool, validate_tool_name
 from helix_agents.agents.toolsets import Toolset, check_toolsets
 from helix_agents.errors import UsageError, WorkspaceInheritanceError
+from helix_agents.events import MULTITASK_CHOICES, Multitask
 from helix_agents.models.base import LLMAdapter
 from helix_agents.models.fallback import FallbackModel
 from helix_agents.models.names import NamedModel
@@ -62,6 +63,7 @@ def define_agent(
     workspaces: Iterable[Workspace] = (),
     persistent_agents: Iterable[PersistentAgent] = (),
     toolsets: Iterable[Toolset] = (),
+    multitask: Multitask = "steer",
 ) -> AgentConfig[OutputT]:
     """Define an agent.
 
@@ -95,6 +97,12 @@ def define_agent(
             (``helix_agents.mcp.MCPToolset``): the executor opens each once and
             every run of the agent gets its tools after ``tools``
             (specs/mcp.md).
+        multitask: what a message sent to a running or paused session of the
+            agent does unless the message says otherwise: ``steer`` (its run
+            takes it at its next step), ``enqueue`` (a turn of its own after
+            the run), ``interrupt`` (the run stops, then its turn),
+            ``rollback`` (the run is superseded, then its turn) or ``reject``
+            (``SESSION_BUSY``); specs/server.md.
 
     Raises:
         UsageError: for an invalid name, ``llm`` and ``model`` both given, a
@@ -105,7 +113,8 @@ def define_agent(
             ``persistent_agents`` entry (not a :class:`PersistentAgent`, a
             repeated agent type, an unknown mode, a transport that is not a
             ``RemoteAgentTransport``, ``inherit_workspace`` with a transport),
-            or ``toolsets`` that are not toolsets or list one twice.
+            or ``toolsets`` that are not toolsets or list one twice, or an
+            unknown ``multitask``.
         WorkspaceInheritanceError: ``inherit_workspace`` for a child that
             declares workspaces of its own.
     """
@@ -142,6 +151,11 @@ def define_agent(
             raise UsageError(f"agent {name!r}: {label} must be a pydantic model class")
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
         raise UsageError(f"agent {name!r}: max_steps must be an int >= 1, not {max_steps!r}")
+    if multitask not in MULTITASK_CHOICES:
+        raise UsageError(
+            f"agent {name!r}: multitask must be one of {', '.join(MULTITASK_CHOICES)}, "
+            f"not {multitask!r}"
+        )
     workspace_list = tuple(workspaces)
     workspace_names: set[str] = set()
     for workspace in workspace_list:
@@ -166,6 +180,7 @@ def define_agent(
         workspaces=workspace_list,
         persistent_agents=companions,
         toolsets=toolset_list,
+        multitask=multitask,
     )
     if state_schema is not None:
         config.initial_state()  # fails now if the schema's defaults are incomplete

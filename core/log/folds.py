@@ -1,11 +1,9 @@
 """How each event changes a session's state: one pure handler per event class.
 
-``HANDLERS`` maps every event class to its handler; ``initial_state`` is the
-state ``session_created`` begins. :class:`~helix_agents.log.projections.SessionProjector`
-applies them. Dispatch is a dict from event class to handler rather than a
-``match``: on a 100k-event log a chain of ~33 class patterns costs several
-``isinstance`` calls per event, a dict lookup costs one.
-``tests/unit/test_projections.py`` pins that every event class has a handler.
+``HANDLERS`` maps every event class to its handler (a dict, not a ``match``: one
+lookup per event, not a chain of ``isinstance``); ``initial_state`` is the state
+``session_created`` begins; :class:`~helix_agents.log.projections.SessionProjector`
+applies them. ``tests/unit/test_projections.py`` pins that every class has a handler.
 """
 
 from __future__ import annotations
@@ -18,6 +16,7 @@ import msgspec
 from helix_agents.errors import CorruptLogError
 from helix_agents.events import (
     CHUNK_TYPES,
+    RECORD_TYPES,
     SCHEDULE_TYPES,
     Aborted,
     AbortRequested,
@@ -35,13 +34,11 @@ from helix_agents.events import (
     HostClaimed,
     Interrupted,
     InterruptRequested,
-    MemoryRead,
-    MemoryWritten,
     MessageAppended,
     MessageQueued,
     ReplaceState,
-    RequestMade,
     RunStarted,
+    RunSuperseded,
     SessionCreated,
     SessionForked,
     StateUpdated,
@@ -53,9 +50,6 @@ from helix_agents.events import (
     Suspended,
     UsageRecorded,
     UseAgent,
-    WebhookAttempted,
-    WebhookDelivered,
-    WebhookFailed,
     WorkspaceDeleted,
     WorkspaceWritten,
 )
@@ -65,18 +59,21 @@ from helix_agents.log.state import (
     PendingApproval,
     PendingClientTool,
     ProblemKind,
+    RunBase,
     RunProblem,
     SessionState,
     SubSessionRef,
     ToolOwnership,
     WorkspaceFile,
 )
+from helix_agents.log.turns import begin_turn, queue_turn, supersede_run
 from helix_agents.messages import FINISH_TOOL_NAME, AssistantMessage, ToolResultMessage
 
 __all__ = ["HANDLERS", "initial_state"]
 
 
 def _start_run(state: SessionState, event: RunStarted) -> None:
+    begin_turn(state, event)
     state.run_id = event.run_id
     state.status = "running"
     state.suspension = None
@@ -119,7 +116,8 @@ def _step(state: SessionState, event: StepStarted) -> None:
 
 
 def _queued(state: SessionState, event: MessageQueued) -> None:
-    state.queued_messages.extend(event.messages)
+    if not queue_turn(state, event):
+        state.queued_messages.extend(event.messages)
     if event.message_id is not None:
         state.message_ids[event.message_id] = MessageReceipt(
             run_id=state.run_id, messages=list(event.messages), queued=True
@@ -424,14 +422,6 @@ def _problem(state: SessionState, message: ToolResultMessage, seq: int) -> None:
     )
 
 
-def _chunk(state: SessionState, event: Any) -> None:
-    """Chunks are the stream's content; they do not change the state."""
-
-
-def _memory(state: SessionState, event: Any) -> None:
-    """A memory read or write is a record for replay and inspection; the state has no part of it."""
-
-
 def _forked(state: SessionState, event: SessionForked) -> None:
     state.forked_from, state.forked_at = event.origin_session_id, event.origin_seq
     mine = (None, event.origin_session_id)
@@ -445,12 +435,8 @@ def _forked(state: SessionState, event: SessionForked) -> None:
             state.model = edit.model or state.model
 
 
-def _request_made(state: SessionState, event: RequestMade) -> None:
-    """Who made a request: an audit fact, nothing in the state changes."""
-
-
-def _webhook(state: SessionState, event: Any) -> None:
-    """A webhook delivery's progress: the outbox's, folded by ``helix_agents.webhooks``."""
+def _unchanged(state: SessionState, event: Any) -> None:
+    """A chunk (the stream's content) or a fact kept beside the state (``RECORD_TYPES``)."""
 
 
 def _created_again(state: SessionState, event: SessionCreated) -> None:
@@ -465,7 +451,6 @@ _Handler = Callable[[SessionState, Any], None]
 
 HANDLERS: dict[type[EventBase], _Handler] = {
     SessionCreated: _created_again,
-    RequestMade: _request_made,
     RunStarted: _start_run,
     StepStarted: _step,
     InterruptRequested: _interrupt_requested,
@@ -494,10 +479,9 @@ HANDLERS: dict[type[EventBase], _Handler] = {
     WorkspaceWritten: _workspace_written,
     WorkspaceDeleted: _workspace_deleted,
     SessionForked: _forked,
-    **dict.fromkeys((WebhookAttempted, WebhookDelivered, WebhookFailed), _webhook),
-    MemoryWritten: _memory,
-    MemoryRead: _memory,
-    **dict.fromkeys(CHUNK_TYPES, _chunk),
+    **dict.fromkeys(RECORD_TYPES, _unchanged),
+    RunSuperseded: supersede_run,
+    **dict.fromkeys(CHUNK_TYPES, _unchanged),
     **dict.fromkeys(SCHEDULE_TYPES, _schedule_event),
 }
 
@@ -526,6 +510,7 @@ def initial_state(event: Event) -> SessionState:
         messages=list(event.messages),
         custom_state=dict(event.initial_state),
         strict=event.strict,
+        run_base=RunBase(seq=1, custom_state=dict(event.initial_state)),
         last_seq=1,
         created_ts=event.ts,
         updated_ts=event.ts,

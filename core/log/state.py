@@ -11,6 +11,7 @@ from helix_agents.events import (
     PendingInput,
     PendingInputKind,
     Principal,
+    QueuedMultitask,
     RemoteRef,
     SubSessionMode,
     SuspensionReason,
@@ -22,7 +23,9 @@ __all__ = [
     "ModelTokens",
     "PendingApproval",
     "PendingClientTool",
+    "PendingTurn",
     "ProblemKind",
+    "RunBase",
     "RunProblem",
     "SessionState",
     "SessionStatus",
@@ -198,6 +201,30 @@ class MessageReceipt(msgspec.Struct, kw_only=True, rename="camel"):
     """True when it was queued into a run under way rather than starting one."""
 
 
+class PendingTurn(msgspec.Struct, kw_only=True, rename="camel"):
+    """A message waiting for a turn of its own (``message_queued`` with ``multitask``)."""
+
+    seq: int
+    """The seq of its ``message_queued``."""
+    messages: list[UserMessage]
+    message_id: str | None = None
+    multitask: QueuedMultitask = "enqueue"
+    run_id: str
+    """The run that was going on when it arrived (the one an interrupt or rollback stops)."""
+
+
+class RunBase(msgspec.Struct, kw_only=True, rename="camel"):
+    """What the current run began from: what a rollback (``run_superseded``) restores."""
+
+    seq: int
+    """The seq the run began at (its ``run_started``; 1 for the first run)."""
+    message_count: int = 0
+    """How many messages the conversation had (a run only appends to them)."""
+    deferred_messages: list[Message] = []
+    custom_state: dict[str, Any] = {}
+    output: Any = None
+
+
 class SessionState(msgspec.Struct, kw_only=True, rename="camel"):
     """Everything known about a session, folded from its log by ``project_state``."""
 
@@ -220,6 +247,10 @@ class SessionState(msgspec.Struct, kw_only=True, rename="camel"):
     """Input given while ``awaiting_results``: joins ``messages`` after the last result."""
     queued_messages: list[UserMessage] = []
     """Follow-up messages sent while a run went on, not yet taken into the conversation."""
+    pending_turns: list[PendingTurn] = []
+    """Messages waiting for a turn of their own (enqueue, interrupt, rollback), in order."""
+    run_base: RunBase | None = None
+    """What the current run began from (restored if it is superseded)."""
     message_ids: dict[str, MessageReceipt] = {}
     """Client message ids seen (``send_message``), so a repeat starts nothing new."""
     custom_state: dict[str, Any] = {}

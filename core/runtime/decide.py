@@ -26,6 +26,7 @@ import msgspec
 from helix_agents.agents.config import AgentConfig, RemoteSubAgentTool, SubAgentTool
 from helix_agents.agents.tools import COMPANION_TOOL_PREFIX, json_schema_of
 from helix_agents.companions.tools import companion_specs
+from helix_agents.errors import AgentServerError
 from helix_agents.events import (
     Aborted,
     Completed,
@@ -33,11 +34,16 @@ from helix_agents.events import (
     Event,
     Failed,
     Interrupted,
+    InterruptRequested,
     MessageAppended,
+    MessageQueued,
+    Multitask,
     OutputChunk,
+    RunStarted,
+    RunSuperseded,
 )
 from helix_agents.hitl.gates import Waiting, tree_unique_call_id, waits_for_people
-from helix_agents.log.state import RunProblem, SessionState
+from helix_agents.log.state import PendingTurn, RunProblem, SessionState
 from helix_agents.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from helix_agents.models.base import FINISH_TOOL_NAME, ToolSpec
 from helix_agents.runtime.tool_runner import ToolOutcome, result_events, tool_start, validate_finish
@@ -62,6 +68,10 @@ __all__ = [
     "finished_output",
     "internal_error",
     "next_action",
+    "next_turn",
+    "queued_events",
+    "stop_of",
+    "turn_due",
     "reminder",
     "stop_ending",
     "stop_reason_text",
@@ -167,6 +177,97 @@ def next_action(agent: AgentConfig, state: SessionState, waiting: Waiting | None
     if state.run_step_count >= agent.max_steps:
         return Fail(MAX_STEPS_EXCEEDED)
     return ModelStep()
+
+
+def turn_due(state: SessionState) -> PendingTurn | None:
+    """The waiting turn (``message_queued`` with ``multitask``) due to start now, if any.
+
+    The first in arrival order, once the run completed, or once it stopped
+    (``interrupted``) for an interrupt or rollback message sent to it. A
+    failed session starts none; one interrupted by a plain interrupt keeps
+    them until a later run of it completes.
+    """
+    if not state.pending_turns:
+        return None
+    if state.status == "completed":
+        return state.pending_turns[0]
+    if state.status == "interrupted" and any(
+        turn.multitask != "enqueue" and turn.run_id == state.run_id for turn in state.pending_turns
+    ):
+        return state.pending_turns[0]
+    return None
+
+
+def next_turn(agent: AgentConfig, state: SessionState, run_id: str) -> list[Event]:
+    """The events that begin the waiting turn due (:func:`turn_due`) as run ``run_id``.
+
+    A run stopped for a rollback is superseded first (``run_superseded``); one
+    stopped for an interrupt keeps what it did, and its calls left without a
+    result get ``interrupted`` as their error, so the conversation stays valid.
+    Then ``run_started(continue)`` with the turn's message. Empty: none due.
+    """
+    turn = turn_due(state)
+    if turn is None:
+        return []
+    sid = state.session_id
+    events: list[Event] = []
+    rollback = state.status == "interrupted" and any(
+        t.multitask == "rollback" and t.run_id == state.run_id for t in state.pending_turns
+    )
+    if rollback and state.run_base is not None:
+        events.append(
+            RunSuperseded(run_id=state.run_id, from_seq=state.run_base.seq, to_seq=state.last_seq)
+        )
+    else:
+        for call in unanswered_calls(state):
+            outcome = ToolOutcome(error="interrupted")
+            events.extend(result_events(agent, sid, call, outcome, usage=False))
+    events.append(
+        RunStarted(
+            run_id=run_id,
+            mode="continue",
+            messages=list(turn.messages),
+            message_id=turn.message_id,
+            turn_of=turn.seq,
+        )
+    )
+    return events
+
+
+def queued_events(
+    state: SessionState, messages: list[UserMessage], message_id: str | None, choice: Multitask
+) -> list[Event]:
+    """What a message sent to the ``running`` or ``paused`` run of ``state`` appends.
+
+    ``steer``: ``message_queued``; ``enqueue``: one with its choice; ``interrupt``
+    and ``rollback``: one with its choice, then ``interrupt_requested`` (and, for
+    a paused run, which has nothing to stop, ``interrupted`` at once).
+    ``reject`` raises ``SESSION_BUSY``.
+    """
+    if choice == "reject":
+        raise AgentServerError(
+            "SESSION_BUSY",
+            f"session {state.session_id!r} is {state.status} and its messages mid-run are "
+            "rejected (multitask 'reject'): send it again once the run ended",
+        )
+    if choice == "steer":
+        return [MessageQueued(messages=messages, message_id=message_id)]
+    queued = MessageQueued(messages=messages, message_id=message_id, multitask=choice)
+    if choice == "enqueue":
+        return [queued]
+    reason = f"{choice}: a new message"
+    stop: list[Event] = [InterruptRequested(reason=reason)]
+    if state.status == "paused":
+        stop.append(Interrupted(reason=reason))
+    return [queued, *stop]
+
+
+def stop_of(events: Sequence[Event]) -> str | None:
+    """The reason of the stop request among ``events`` (:func:`queued_events`), if any."""
+    for event in events:
+        if isinstance(event, InterruptRequested):
+            return event.reason or ""
+    return None
 
 
 CallKind = Literal["finish", "companion", "unknown", "child", "remote", "client", "tool"]

@@ -29,7 +29,7 @@ from helix_agents.agents.define import AgentRegistry
 from helix_agents.branches.fork import fork_executor_session
 from helix_agents.children.inprocess import InProcessTransport
 from helix_agents.errors import HelixError, UsageError
-from helix_agents.events import PendingInput, Webhook
+from helix_agents.events import Multitask, PendingInput, Webhook
 from helix_agents.hitl.routing import remote_usage
 from helix_agents.ids import new_run_id
 from helix_agents.log.pricing import Prices
@@ -412,34 +412,31 @@ class AgentExecutor:
         message: str | Sequence[UserMessage],
         *,
         message_id: str | None = None,
+        multitask: Multitask | None = None,
     ) -> AgentHandle:
         """Send a follow-up message: a new turn of a completed session, with its memory.
 
-        The session's conversation and state are kept and ``max_steps``
-        counts per turn; an interrupted session resumes with the message; a
-        running or paused one takes it in at its run's next step (the handle
-        is then that run's). ``message_id`` makes it idempotent: a repeat with
-        the same id changes nothing and returns the same run. Raises
+        The conversation and state are kept, ``max_steps`` counts per turn; an
+        interrupted session resumes with it; a running or paused one does what
+        ``multitask`` says (the handle: that run's). ``message_id`` makes it
+        idempotent: a repeat changes nothing and returns the same run. Raises
         :class:`AgentServerError`: ``NOT_FOUND``, ``INVALID_REQUEST`` (an
         empty message, a bad id, an id used for another message),
-        ``SESSION_FAILED`` (a failed or aborted session).
+        ``SESSION_FAILED`` (a failed or aborted session), ``SESSION_BUSY``
+        (``multitask``, else the agent's, is ``reject``; specs/server.md).
         """
         response = await self.service.send_message(
             RemoteMessageRequest(
                 session_id=session_id,
                 message=message if isinstance(message, str) else list(message),
                 message_id=message_id,
+                multitask=multitask,
             )
         )
-        return await handle_of(
-            self.runs,
-            self.service,
-            RemoteStartResponse(
-                session_id=response.session_id,
-                stream_id=response.stream_id,
-                run_id=response.run_id,
-            ),
+        started = RemoteStartResponse(
+            session_id=response.session_id, stream_id=response.stream_id, run_id=response.run_id
         )
+        return await handle_of(self.runs, self.service, started)
 
     fork = fork_executor_session  # core/branches/fork.py: fork a session (its tree) at a seq
 

@@ -17,6 +17,7 @@ from helix_agents.ids import SessionId, is_schedule_log
 from helix_agents.log.state import SessionState
 from helix_agents.log.streaming import fold_session
 from helix_agents.protocol import RemoteResumeRequest
+from helix_agents.runtime.decide import turn_due
 from helix_agents.runtime.runs import SessionRuns
 from helix_agents.runtime.service import ExecutorService
 
@@ -28,7 +29,8 @@ log = logging.getLogger("helix_agents")
 async def recover_sessions(
     runs: SessionRuns, service: ExecutorService, expiry: ExpiryTimers
 ) -> tuple[list[str], dict[str, str]]:
-    """Resume every session whose log says ``running`` but that no run in ``runs`` holds.
+    """Resume every session whose log says ``running`` but that no run in ``runs`` holds,
+    and begin the waiting turn due of one whose run ended (``decide.turn_due``).
 
     As :meth:`AgentExecutor.recover` (its documentation). Returns the ids
     resumed and the damaged sessions (id -> what), quarantined.
@@ -49,6 +51,10 @@ async def recover_sessions(
             damaged[session_id] = str(exc)
             continue
         expiry.watch(state)
+        if turn_due(state) is not None:  # its run ended, the process died before the turn
+            if await runs.begin_next_turn(session_id) is not None:
+                recovered.append(session_id)
+            continue
         if state.status != "running" or runs.registry.get(state.agent_type) is None:
             continue
         try:

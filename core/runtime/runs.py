@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import (
     AbstractAsyncContextManager,
@@ -15,18 +16,27 @@ from anyio.abc import TaskGroup
 
 from helix_agents.agents.config import AgentConfig
 from helix_agents.agents.define import AgentRegistry
-from helix_agents.errors import AgentServerError, OwnershipLost, UsageError
+from helix_agents.errors import (
+    AgentServerError,
+    ConcurrencyConflict,
+    HelixError,
+    OwnershipLost,
+    UsageError,
+)
 from helix_agents.events import Event, RunStarted, SessionCreated
-from helix_agents.ids import SessionId, validate_session_id
-from helix_agents.log.projections import interrupted_step
+from helix_agents.ids import SessionId, new_run_id, validate_session_id
+from helix_agents.log.projections import interrupted_step, project_state
 from helix_agents.log.state import SessionState
 from helix_agents.log.store import EventStore
 from helix_agents.log.streaming import fold_session
+from helix_agents.runtime.decide import next_turn, turn_due
 from helix_agents.runtime.env import RunEnv
 from helix_agents.runtime.run_loop import SessionRun
 from helix_agents.runtime.writer import SessionWriter, StartCommit, stamp
 from helix_agents.tracing import Span, Tracer, end_run_span, run_span, tokens_used
 from helix_agents.workspaces.hub import WorkspaceHub
+
+log = logging.getLogger("helix_agents")
 
 __all__ = ["ActiveRun", "Launcher", "RunGuard", "SessionLocks", "SessionRuns", "TakeoverClaim"]
 
@@ -224,6 +234,36 @@ class SessionRuns:
         stamped = await self.append(session_id, log_[-1].seq if log_ else 0, batch)
         self.launch(agent, [*log_, *stamped], run_id)
 
+    async def begin_next_turn(self, session_id: str) -> str | None:
+        """Begin the session's waiting turn that is due (``decide.next_turn``); its run id.
+
+        Called where a run ends (here, and in a durable engine's steps). By
+        compare-and-append at the log's end: a message or a resume that got
+        there first wins, and the turn waits for the end of that run. A store
+        error is logged (the turn stays in the log: the next run's end, a
+        message or a resume begins it). None: no turn was due.
+        """
+        try:
+            while True:
+                log_ = await self.store.read(session_id)
+                state = project_state(log_) if log_ else None
+                if state is None or turn_due(state) is None:
+                    return None
+                agent = self.registry.get(state.agent_type)
+                if agent is None:
+                    return None
+                run_id = new_run_id()
+                try:
+                    await self.begin_run(
+                        agent, session_id, log_, next_turn(agent, state, run_id), run_id
+                    )
+                except ConcurrencyConflict:
+                    continue
+                return run_id
+        except HelixError as error:
+            log.error("could not begin the next turn of %s: %s", session_id, error)
+            return None
+
     def launch(
         self, agent: AgentConfig, log_: Sequence[Event], run_id: str, *, unsaved: int = 0
     ) -> StartCommit | None:
@@ -293,6 +333,8 @@ class SessionRuns:
                     await run.run()
                     end_run_span(span, writer.state, tokens_before)
             self._on_run_end(writer.state)
+            if turn_due(writer.state) is not None:
+                await self.begin_next_turn(session_id)
         finally:
             if start is not None and not start.settled:
                 await _settle_start(writer, start)

@@ -26,7 +26,7 @@ from helix_agents.events import (
     Event,
     Interrupted,
     InterruptRequested,
-    MessageQueued,
+    Multitask,
     RunStarted,
 )
 from helix_agents.hitl.paused_abort import abort_waiting_children, waiting_children_ended
@@ -51,8 +51,10 @@ from helix_agents.protocol import (
     checked_from_sequence,
     checked_message_id,
     checked_messages,
+    checked_multitask,
     checked_session_id,
 )
+from helix_agents.runtime.decide import queued_events, stop_of
 from helix_agents.runtime.runs import Launcher, RunGuard, SessionRuns, TakeoverClaim
 from helix_agents.runtime.starts import SessionStarts, already_finished
 from helix_agents.runtime.writer import stamp
@@ -134,24 +136,50 @@ class ExecutorService:
 
         A ``completed`` session starts a new run (``run_started(continue)``:
         its messages and state kept, ``max_steps`` counted afresh); an
-        ``interrupted`` one resumes with the message; a ``running`` or
-        ``paused`` one queues it (``message_queued``) for its run's next step
-        (``queued`` in the answer). With ``message_id``, a repeat changes
-        nothing and answers the same run.
+        ``interrupted`` one resumes with the message. To a ``running`` or
+        ``paused`` one, the message does what its ``multitask`` choice says
+        (the request's, else its agent's default; specs/server.md): ``steer``
+        queues it (``message_queued``) for its run's next step; ``enqueue``
+        queues it for a turn of its own once the run completes; ``interrupt``
+        and ``rollback`` also stop the run (``interrupt_requested``), whose end
+        begins that turn (a rollback supersedes the run first); ``reject``
+        refuses it (``SESSION_BUSY``, nothing written). ``queued`` in the
+        answer, with the run under way's id. With ``message_id``, a repeat
+        changes nothing and answers the same run.
 
         Raises :class:`AgentServerError`: ``INVALID_REQUEST`` (bad id, empty
-        message, a message id already used for another message), ``NOT_FOUND``,
-        ``SESSION_FAILED`` (a failed or aborted session takes no more turns).
+        message, a message id already used for another message, an unknown
+        ``multitask``), ``NOT_FOUND``, ``SESSION_FAILED`` (a failed or aborted
+        session takes no more turns), ``SESSION_BUSY`` (``reject``).
         """
         session_id = checked_session_id(request.session_id)
         messages = checked_messages(request.message)
         message_id = None if request.message_id is None else checked_message_id(request.message_id)
+        multitask = checked_multitask(request.multitask)
         async with self._runs.hold(session_id):
-            return await self._send_locked(session_id, messages, message_id)
+            answer, stop = await self._send_locked(session_id, messages, message_id, multitask)
+        if stop is not None:
+            status, reason = stop
+            await self.stop_requested(session_id, "interrupt", reason)
+            if status == "paused":  # stopped at once: its turn begins now
+                await self._runs.begin_next_turn(session_id)
+        return answer
+
+    async def stop_requested(self, session_id: str, kind: str, reason: str | None) -> None:
+        """A stop request is in the log: tell the run where the log alone does not (a hook).
+
+        A run of this process watches its log; a durable engine's service
+        signals its engine's run.
+        """
 
     async def _send_locked(
-        self, session_id: str, messages: list[UserMessage], message_id: str | None
-    ) -> RemoteMessageResponse:
+        self,
+        session_id: str,
+        messages: list[UserMessage],
+        message_id: str | None,
+        multitask: Multitask | None,
+    ) -> tuple[RemoteMessageResponse, tuple[str, str] | None]:
+        """The answer, and the status and reason of a run it asked to stop."""
         while True:
             log_ = await self._runs.store.read(session_id)
             if not log_:
@@ -164,7 +192,8 @@ class ExecutorService:
                         "INVALID_REQUEST",
                         f"message id {message_id!r} was already used for another message",
                     )
-                return _message_response(session_id, receipt.run_id, queued=receipt.queued)
+                answer = _message_response(session_id, receipt.run_id, queued=receipt.queued)
+                return answer, None
             if state.status == "failed":
                 raise AgentServerError(
                     "SESSION_FAILED",
@@ -172,19 +201,27 @@ class ExecutorService:
                     "messages: start a new session",
                 )
             if state.status in ("running", "paused"):
-                queued = MessageQueued(messages=messages, message_id=message_id)
+                choice = multitask or self._default_multitask(state)
+                events = queued_events(state, messages, message_id, choice)
                 try:
-                    await self._runs.append(session_id, state.last_seq, [queued])
+                    await self._runs.append(session_id, state.last_seq, events)
                 except ConcurrencyConflict:
                     continue
-                return _message_response(session_id, state.run_id, queued=True)
+                stop = stop_of(events)
+                answer = _message_response(session_id, state.run_id, queued=True, multitask=choice)
+                return answer, None if stop is None else (state.status, stop)
             active = self._runs.active(session_id)
             if active is not None:
                 await active.done.wait()  # the ended run is winding down here
                 continue
             run_id = await self._new_run(state, log_, messages, message_id)
             if run_id is not None:
-                return _message_response(session_id, run_id, queued=False)
+                return _message_response(session_id, run_id, queued=False), None
+
+    def _default_multitask(self, state: SessionState) -> Multitask:
+        """The session's agent's ``multitask`` (``steer`` for an agent not registered here)."""
+        agent = self._runs.registry.get(state.agent_type)
+        return "steer" if agent is None else agent.multitask
 
     async def _new_run(
         self,
@@ -390,9 +427,15 @@ class ExecutorService:
         )
 
 
-def _message_response(session_id: str, run_id: str, *, queued: bool) -> RemoteMessageResponse:
+def _message_response(
+    session_id: str, run_id: str, *, queued: bool, multitask: Multitask | None = None
+) -> RemoteMessageResponse:
     return RemoteMessageResponse(
-        session_id=session_id, stream_id=session_id, run_id=run_id, queued=queued
+        session_id=session_id,
+        stream_id=session_id,
+        run_id=run_id,
+        queued=queued,
+        multitask=multitask,
     )
 
 

@@ -98,6 +98,10 @@ class DurableService(ExecutorService):
             )
         return await super().resume(request)
 
+    async def stop_requested(self, session_id: str, kind: str, reason: str | None) -> None:
+        """A message's stop request (``interrupt``, ``rollback``) is in the log: signal it."""
+        await self.signal_stop(session_id, kind, reason)
+
     async def interrupt(self, session_id: str, reason: str | None = None) -> None:
         """Record the interrupt in the log, then signal the session's run."""
         await super().interrupt(session_id, reason)

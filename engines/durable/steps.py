@@ -101,6 +101,7 @@ from helix_agents.runtime.decide import (
     next_action,
     stop_ending,
     stop_reason_text,
+    turn_due,
     unanswered_calls,
 )
 from helix_agents.runtime.executor import AgentExecutor
@@ -183,6 +184,7 @@ class DurableSteps:
             run = self.kit.run(agent, writer)
             if isinstance(action, Complete):
                 await run.complete(action.output)
+                await self._next_turn(writer)
             else:
                 await run.fail(action.error, recoverable=action.recoverable)
             return plan_of(agent, writer.state)
@@ -196,6 +198,7 @@ class DurableSteps:
                 await self.kit.guarded(
                     writer, stop, partial(self._model_call, equipped, writer), beat
                 )
+                await self._next_turn(writer)  # the turn's answer completed the run
                 return await self._opened(equipped, writer)
 
     async def turn(self, step: StepInput, *, begin: bool = False) -> Plan:
@@ -309,6 +312,7 @@ class DurableSteps:
         action = next_action(agent, writer.state, waiting)
         if isinstance(action, Complete):
             await self.kit.run(agent, writer).complete(action.output)
+            await self._next_turn(writer)
         elif isinstance(action, Suspend):
             await writer.append_with(suspension(agent, action.waiting))
         return plan_of(agent, writer.state)
@@ -320,6 +324,7 @@ class DurableSteps:
         agent, writer, log_ = await self.kit.open(request.session_id)
         state = writer.state
         if state.status != "running":
+            await self._next_turn(writer)  # a retry after the stop was recorded
             return plan_of(agent, state)  # a paused session was stopped at once by the service
         if request.run_seq and last_run_seq(log_) > request.run_seq:
             return plan_of(
@@ -375,7 +380,14 @@ class DurableSteps:
         error = stop_reason_text(stop.kind, stop.reason)
         if error is not None and writer.last_seq > before:
             await self.kit.run(agent, writer).fire("on_agent_fail", error)
+        await self._next_turn(writer)
         return plan_of(agent, writer.state)
+
+    async def _next_turn(self, writer: SessionWriter) -> None:
+        """The run ended: begin the session's waiting turn if one is due (its launch
+        reaches this workflow as a ``resume``, or starts the next one)."""
+        if turn_due(writer.state) is not None:
+            await self.kit.executor.runs.begin_next_turn(writer.session_id)
 
     async def expire(self, step: StepInput) -> Plan:
         """Answer a paused root's entries due by now as expired, as the built-in timer does.

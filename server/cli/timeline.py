@@ -42,6 +42,7 @@ from helix_agents.events import (
     ReasoningDelta,
     RequestMade,
     RunStarted,
+    RunSuperseded,
     ScheduleCreated,
     ScheduleDeleted,
     ScheduleFired,
@@ -231,6 +232,8 @@ def summarize_event(event: Event) -> str:
         case MessageQueued():
             texts = " ".join(quoted(message.content) for message in event.messages)
             ident = f" id={event.message_id}" if event.message_id else ""
+            if event.multitask is not None:
+                ident += f" multitask={event.multitask}"
             return f"queued {texts}{ident}"
         case InterruptRequested() | AbortRequested() | Interrupted() | Aborted():
             return _reason(event.reason)
@@ -340,6 +343,8 @@ def summarize_event(event: Event) -> str:
             return f"{event.schedule_id} tick {int(event.tick)} -> {event.run_session_id}"
         case ScheduleCreated() | SchedulePaused() | ScheduleResumed() | ScheduleDeleted():
             return event.schedule_id
+        case RunSuperseded():
+            return f"run={event.run_id} seqs {event.from_seq}..{event.to_seq} rolled back"
         case _:
             assert_never(event)
 

@@ -13,7 +13,7 @@ import msgspec
 
 from helix_agents.branches.fork import ForkRequest, ForkResult
 from helix_agents.errors import HTTP_STATUS
-from helix_agents.events import Chunk
+from helix_agents.events import MULTITASK_CHOICES, Chunk
 from helix_agents.ids import MAX_SESSION_ID_LENGTH
 from helix_agents.log.session_list import SessionListPage
 from helix_agents.protocol import (
@@ -153,7 +153,8 @@ ERRORS: dict[str, str] = {
     "404": "NOT_FOUND: unknown agent type, session, route or tool call; a session of another "
     "tenant is answered so too (specs/auth.md)",
     "405": "METHOD_NOT_ALLOWED: `Allow` lists the methods of the route",
-    "409": "ALREADY_RUNNING, ALREADY_COMPLETED, ALREADY_ANSWERED or SESSION_FAILED",
+    "409": "ALREADY_RUNNING, ALREADY_COMPLETED, ALREADY_ANSWERED, SESSION_FAILED or "
+    "SESSION_BUSY (a message mid-run whose multitask is reject)",
     "413": "PAYLOAD_TOO_LARGE: body over the server's limit",
     "500": "INTERNAL_ERROR: the server's trouble (the text never carries internals)",
     "503": "UNAVAILABLE: the server is at a limit; `Retry-After` says when to try again",
@@ -372,6 +373,10 @@ def _front_end_run(schema: dict[str, Any]) -> None:
     said = {"required": ["messages"], "properties": {"messages": {"contains": _USER_MESSAGE}}}
     if schema["title"] == "ChatRequest":
         schema["allOf"] = [said]
+        properties["multitask"] = {  # checked as /message's (specs/server.md)
+            "anyOf": [{"enum": list(MULTITASK_CHOICES)}, {"type": "null"}],
+            "default": None,
+        }
         properties["trigger"] = {
             "enum": ["submit-message"],
             "default": "submit-message",

@@ -253,7 +253,8 @@ MESSAGE = Post(
     "message",
     "RemoteMessageRequest",
     "RemoteMessageResponse",
-    "Send a follow-up message (a new turn of a completed session; idempotent per messageId)",
+    "Send a follow-up message (a new turn of a completed session; to a running or paused one, "
+    "what its multitask says; idempotent per messageId)",
 )
 INTERRUPT = Post("interrupt", "SessionRequest", "_Ok", "Interrupt a session (soft stop)")
 ABORT = Post("abort", "SessionRequest", "_Ok", "Abort a session (hard stop)")

@@ -23,10 +23,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Literal, TypeVar
 
+import anyio
 import msgspec
 
 from helix_agents import PendingInput, RemoteAgentTransport
+from helix_agents._aio import closing_iter
 from helix_agents.errors import AgentServerError
+from helix_agents.events import Multitask
 from helix_agents.hitl.routing import send_approval
 from helix_agents.ids import SessionId
 from helix_agents.protocol import (
@@ -36,6 +39,7 @@ from helix_agents.protocol import (
     RemoteStatusResponse,
     TransportEvent,
     checked_decided_by,
+    checked_multitask,
 )
 from helix_agents.server.edge import (
     MAX_JSON_DEPTH,
@@ -51,6 +55,12 @@ __all__ = ["ChatRequest", "ResumeEntry", "RunAgentInput", "decode_run", "run_fro
 StreamOpener = Callable[[SessionId, int], Awaitable[AsyncIterator[TransportEvent]]]
 
 A = TypeVar("A")
+
+_TURN_POLL = 0.05
+"""Seconds between looks for the turn a message mid-run waits for, once the run ended."""
+
+_TURN_WAIT = 30.0
+"""Seconds that turn may take to begin after the run (else the session's current run streams)."""
 
 RESULT_DEPTH = MAX_JSON_DEPTH - 1
 """Levels a tool message's decoded content may nest: a result in a ``/submit-tool-result``
@@ -83,6 +93,8 @@ class ChatRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     messages: list[dict[str, Any]] = []
     trigger: str = "submit-message"
     agent_type: str | None = None
+    multitask: str | None = None
+    """What a message to a running session does (the transport's ``body`` option)."""
 
 
 def _said(message: Any) -> bool:
@@ -116,6 +128,11 @@ def decode_run(raw: bytes, fmt: StreamFormat) -> RunAgentInput | ChatRequest:
         refusal = AgentServerError("INVALID_REQUEST", "messages: no user message to run with")
     assert refusal is not None
     raise refusal
+
+
+def _user_count(messages: list[dict[str, Any]]) -> int:
+    """How many messages of the body the user said."""
+    return sum(1 for message in messages if _said(message))
 
 
 def _user_text(messages: list[dict[str, Any]]) -> str:
@@ -190,17 +207,25 @@ async def _start_or_resume(
     message: str,
     agent_type: Any,
     state: dict[str, Any] | None = None,
+    multitask: Any = None,
+    said: int = 1,
 ) -> int:
     """Start a new session (``agent_type`` required), or go on with a known one with ``message``.
 
     A completed session takes it as a follow-up turn (its conversation kept:
-    a chat's next message); any other known one is resumed with it. A known
+    a chat's next message); a running one, as its ``multitask`` choice says
+    (:func:`_mid_run`), when the body holds more than one user message
+    (``said``: one is the session's first posted again, a retry or a reload);
+    any other known one is resumed with it. A known
     session given no text shows its current run (:func:`_current_run`).
     Returns the cursor the answer streams from.
     """
+    choice = checked_multitask(multitask)
     if status is not None:
         if not message.strip():
             return await _current_run(transport, session_id, status)
+        if status.status == "running" and said > 1:
+            return await _mid_run(transport, session_id, status, message, choice)
         if status.status == "completed":
             await transport.send_message(
                 RemoteMessageRequest(session_id=session_id, message=message)
@@ -219,6 +244,39 @@ async def _start_or_resume(
     )
     await transport.start(checked_start(request))
     return 0
+
+
+async def _mid_run(
+    transport: RemoteAgentTransport,
+    session_id: str,
+    status: RemoteStatusResponse,
+    message: str,
+    multitask: Multitask | None,
+) -> int:
+    """A message while the session runs (a response streams): sent with its ``multitask``.
+
+    ``steer``: the answer streams the rest of the run that takes it in;
+    ``enqueue``, ``interrupt``, ``rollback``: the turn it gets, once the run
+    under way ended (the cursor waits for it); ``reject``: ``SESSION_BUSY``.
+    """
+    answer = await transport.send_message(
+        RemoteMessageRequest(session_id=session_id, message=message, multitask=multitask)
+    )
+    if not answer.queued:  # the run had ended meanwhile: this is its own turn
+        return (await transport.get_status(session_id)).run_from_sequence
+    if answer.multitask in (None, "steer"):
+        return status.latest_sequence
+    # The run under way ends first (its stream's end), then its next turn begins.
+    async with closing_iter(transport.stream(session_id, status.latest_sequence)) as events:
+        async for _event in events:
+            pass
+    with anyio.move_on_after(_TURN_WAIT):
+        while True:
+            now = await transport.get_status(session_id)
+            if now.run_id != answer.run_id or now.status == "failed":
+                return now.run_from_sequence
+            await anyio.sleep(_TURN_POLL)
+    return (await transport.get_status(session_id)).run_from_sequence
 
 
 async def _current_run(
@@ -362,7 +420,14 @@ async def _chat_run(
         return session_id, cursor, message_id
     message = _user_text(chat.messages) if status is None else _new_text(chat.messages)
     cursor = await _start_or_resume(
-        transport, session_id, status, message, agent_type or chat.agent_type
+        transport,
+        session_id,
+        status,
+        message,
+        agent_type or chat.agent_type,
+        None,
+        chat.multitask,
+        _user_count(chat.messages),
     )
     return session_id, cursor, f"{session_id}:{cursor}"
 
@@ -411,7 +476,17 @@ async def _ag_ui_run(
         name = agent_type or props.get("agentType")
         state = run.state if isinstance(run.state, dict) else None
         message = _user_text(run.messages) if status is None else _new_text(run.messages)
-        cursor = await _start_or_resume(transport, session_id, status, message, name, state)
+        multitask = props.get("multitask")
+        cursor = await _start_or_resume(
+            transport,
+            session_id,
+            status,
+            message,
+            name,
+            state,
+            multitask,
+            _user_count(run.messages),
+        )
     return session_id, cursor, run.run_id
 
 

@@ -47,6 +47,7 @@ from helix_agents.events import (
     ReplaceUserMessage,
     RequestMade,
     RunStarted,
+    RunSuperseded,
     ScheduleCreated,
     ScheduleDeleted,
     ScheduleFired,
@@ -137,6 +138,7 @@ SAMPLES: dict[type[EventBase], Event] = {
         mode="continue",
         messages=[UserMessage(content="and Nice?")],
         message_id="msg-7",
+        turn_of=5,
     ),
     StepStarted: StepStarted(**env(), step=4, taken=2),
     InterruptRequested: InterruptRequested(**env(), reason="user pressed stop"),
@@ -155,7 +157,10 @@ SAMPLES: dict[type[EventBase], Event] = {
         ),
     ),
     MessageQueued: MessageQueued(
-        **env(), messages=[UserMessage(content="also Grenoble")], message_id="msg-8"
+        **env(),
+        messages=[UserMessage(content="also Grenoble")],
+        message_id="msg-8",
+        multitask="enqueue",
     ),
     StateUpdated: StateUpdated(**env(), state={"notes": ["n1"], "nested": {"k": [1, 2.5, None]}}),
     UsageRecorded: UsageRecorded(
@@ -389,6 +394,7 @@ SAMPLES: dict[type[EventBase], Event] = {
         missed=2,
         fired_at=1_700_006_400.5,
     ),
+    RunSuperseded: RunSuperseded(**env(), run_id="run_1", from_seq=2, to_seq=9),
 }
 
 # The tags documented in specs/events.md: the wire names that must never change.
@@ -445,6 +451,7 @@ DOCUMENTED_TAGS: dict[type[EventBase], str] = {
     ScheduleResumed: "schedule_resumed",
     ScheduleDeleted: "schedule_deleted",
     ScheduleFired: "schedule_fired",
+    RunSuperseded: "run_superseded",
 }
 
 BY_NAME = pytest.mark.parametrize("cls", EVENT_TYPES, ids=lambda cls: cls.__name__)

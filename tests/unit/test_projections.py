@@ -58,6 +58,7 @@ from helix_agents.log import (
     ModelTokens,
     PendingApproval,
     PendingClientTool,
+    RunBase,
     SessionProjector,
     StatusSnapshot,
     SubSessionRef,
@@ -200,6 +201,8 @@ def test_session_created_builds_the_initial_state() -> None:
         input={"topic": "x"},
         messages=[UserMessage(content="hi")],
         custom_state={"notes": ["a"]},
+        # What a rollback of the first run restores: no input yet, the initial state.
+        run_base=RunBase(seq=1, custom_state={"notes": ["a"]}),
         last_seq=1,
         created_ts=101.0,
         updated_ts=101.0,
