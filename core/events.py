@@ -836,7 +836,7 @@ class WebhookFailed(EventBase, tag="webhook_failed", frozen=True):
 
 
 class MemoryWritten(EventBase, tag="memory_written", frozen=True):
-    """A tool of this session wrote (or deleted) a memory item (``specs/server-memory.md``).
+    """A tool of this session wrote (or deleted) a memory item (``specs/server.md "Memory"``).
 
     ``namespace`` is absolute (the session's tenant first). ``value`` is what
     was written, None for a delete; ``version`` the item's version after the

@@ -106,7 +106,7 @@ class ToolContext(Protocol):
 
         ``await ctx.memory.put(("user-7", "prefs"), "language", {"lang": "fr"})``,
         ``get``, ``delete``, ``search(namespace, query)``, ``list(namespace)``
-        (specs/server-memory.md); a synchronous tool's calls block instead.
+        (specs/server.md "Memory"); a synchronous tool's calls block instead.
         """
         ...
 

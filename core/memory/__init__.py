@@ -2,7 +2,7 @@
 
 ``base`` (the ``MemoryStore`` seam, items, limits, what a search matches),
 ``tools`` (``ToolMemory``: a tool's view, confined to its tenant, recorded in
-its session's log). See ``specs/server-memory.md``.
+its session's log). See ``specs/server.md "Memory"``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ its value is a JSON object. Each write bumps the item's ``version`` (1 for a
 new item); a delete leaves a tombstone, so versions never restart. Tools reach
 it through ``ctx.memory`` (:class:`~helix_agents.memory.tools.ToolMemory`),
 which confines them to their session's tenant and records every read and
-write in the session's log (``specs/server-memory.md``).
+write in the session's log (``specs/server.md "Memory"``).
 
 Implementations (``helix_agents.stores``): ``InMemoryMemoryStore``,
 ``SqliteMemoryStore``, ``JetStreamMemoryStore``; each event store of

@@ -120,7 +120,7 @@ class AgentExecutor:
         runtime: which runtime runs the sessions (a :class:`Runtime`); unset, the
             built-in one, in this process.
         strict: start sessions strict (a run fails at its first problem; specs/runtime.md).
-        memory: what tools reach as ``ctx.memory``; unset, the store's own (specs/server-memory.md).
+        memory: what tools reach as ``ctx.memory``; unset, the store's own (specs/server.md).
 
     Raises:
         UsageError: a runtime already given to another executor, or an option

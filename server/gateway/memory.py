@@ -1,4 +1,4 @@
-"""The memory routes (specs/server-memory.md): a client's view of its tenant's items.
+"""The memory routes (specs/server.md "Memory"): a client's view of its tenant's items.
 
 ``GET /memory?namespace=a.b&key=k`` reads an item; without ``key``, a search
 (``query``) or a listing of the namespace prefix, paged (``limit``, ``offset``).

@@ -90,7 +90,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("/ui/diff", "GET", ui.diff_page, docs.ui_operation("/ui/diff"), "public"),
     Endpoint("/diff", "GET", ui.diff, docs.ui_operation("/diff"), "read"),
     Endpoint("/snapshot", "GET", ui.snapshot, docs.ui_operation("/snapshot"), "read"),
-    # Memory across sessions (specs/server-memory.md): the caller's tenant's items.
+    # Memory across sessions (specs/server.md): the caller's tenant's items.
     Endpoint("/memory", "GET", memory.get_memory, memory.GET_MEMORY, "read"),
     Endpoint("/memory", "PUT", memory.put_memory, memory.PUT_MEMORY, "write"),
     Endpoint("/memory", "DELETE", memory.delete_memory, memory.DELETE_MEMORY, "write"),

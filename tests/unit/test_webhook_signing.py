@@ -1,4 +1,4 @@
-"""Webhook signatures, the URL allow-list and the outbox fold (specs/server-webhooks.md)."""
+"""Webhook signatures, the URL allow-list and the outbox fold (specs/server.md "Webhooks")."""
 
 from __future__ import annotations
 
