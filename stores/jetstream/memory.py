@@ -8,8 +8,9 @@ padding and prefixed (``n`` for an element, ``k`` for the key), joined by
 (``n<acme>.n<user-7>.>``). The value is the stored item as JSON. Writes are
 compare-and-set on the entry's revision (``create`` for a new key), retried
 when another writer got there first, so a read-modify-write is atomic across
-processes. A search watches the prefix's subjects: the server delivers the
-last entry of each key, then the search matches them here.
+processes. A search asks the bucket's stream which keys are under the prefix
+(the stream's state, by subject filter), reads each key's last entry, and
+matches them here.
 
 asyncio lives here only because nats-py is asyncio-only; nats-py errors never
 leave this module (they become :class:`StoreError`).
@@ -74,17 +75,13 @@ class JetStreamMemoryStore:
     Args:
         js: a JetStream context (``JetStreamEventStore.memory_store()`` uses its own).
         bucket: the KV bucket's name.
-        timeout: seconds a search waits for the bucket's next entry.
         replicas: the bucket's replicas, when this store creates it (the stream's, from
             ``JetStreamEventStore.connect``).
     """
 
-    def __init__(
-        self, js: JetStreamContext, bucket: str, *, timeout: float = 5.0, replicas: int = 1
-    ) -> None:
+    def __init__(self, js: JetStreamContext, bucket: str, *, replicas: int = 1) -> None:
         self._js = js
         self.bucket = bucket
-        self._timeout = timeout
         self._replicas = replicas
         self._kv: KeyValue | None = None
         self._lock = anyio.Lock()
@@ -187,22 +184,16 @@ class JetStreamMemoryStore:
         subject = ".".join([*(_token("n", part) for part in head), ">"])
         found: list[MemoryItem] = []
         with _translated():
-            # The last entry of each key under the prefix (the bucket keeps no history).
-            watcher = await kv.watch(subject, ignore_deletes=True)
-            try:
-                while True:
-                    entry = await watcher.updates(timeout=self._timeout)  # type: ignore[no-untyped-call]
-                    if entry is None:
-                        break
-                    if not entry.value:
-                        continue
-                    item = _decoder.decode(entry.value).item
-                    if item is not None and matches(item, terms):
-                        found.append(item)
-                    if not entry.delta:
-                        break  # nothing pending after it: all seen
-            finally:
-                await watcher.stop()  # type: ignore[no-untyped-call]
+            # The keys under the prefix, from the stream's own state (a watch's "all
+            # seen" marker can come before the entries on a loaded server); then each
+            # key's last entry (the bucket keeps no history).
+            base = f"$KV.{self.bucket}."
+            info = await self._js.stream_info(f"KV_{self.bucket}", subjects_filter=base + subject)
+            for name in sorted(info.state.subjects or {}):
+                stored, _ = await self._entry(kv, name[len(base) :])
+                item = stored.item if stored is not None else None
+                if item is not None and matches(item, terms):
+                    found.append(item)
         return ranked(found)[offset : offset + limit]
 
     async def close(self) -> None:

@@ -492,9 +492,7 @@ class JetStreamEventStore:
         """Its memory store (``helix_agents.memory``): KV bucket ``HELIX_MEMORY_<stream>``."""
         if self._memory is None:
             bucket, js = f"HELIX_MEMORY_{self.stream}", self._access.js
-            self._memory = JetStreamMemoryStore(
-                js, bucket, timeout=self._timeout, replicas=self._replicas
-            )
+            self._memory = JetStreamMemoryStore(js, bucket, replicas=self._replicas)
         return self._memory
 
     async def close(self) -> None:
