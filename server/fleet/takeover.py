@@ -18,7 +18,7 @@ import anyio
 
 from helix_agents import SessionState
 from helix_agents.errors import ConcurrencyConflict
-from helix_agents.events import Event, HostClaimed
+from helix_agents.events import Event, HostClaimed, RunStarted
 from helix_agents.ids import is_schedule_log
 from helix_agents.log import project_state
 from helix_agents.protocol import RemoteResumeRequest
@@ -202,11 +202,16 @@ def claim_on_resume(host_id: str, log_: Sequence[Event], state: SessionState) ->
     host just took (none was live): its run was cut (its host died, or a
     store failure ended it). The takeover is claimed, as a scan claims it
     (``take_over_orphans``), in the same compare-and-append as the new run.
-    Nothing more if this host's own scan claimed it just now.
+    Nothing more if this host's own scan claimed the cut run already (events may
+    have landed since: a child's, a parent's request).
     """
-    last = log_[-1]
-    if isinstance(last, HostClaimed) and last.host_id == host_id:
-        return []
+    for event in reversed(log_):
+        if isinstance(event, RunStarted):
+            break
+        if isinstance(event, HostClaimed):  # the cut run's latest claim
+            if event.host_id == host_id:
+                return []
+            break
     log.warning("host %s takes over session %s", host_id, state.session_id)
     # The resume stamps its batch (SessionRuns.begin_run): the payload only.
     return [HostClaimed(host_id=host_id, previous_host_id=state.host_id)]
