@@ -3,8 +3,8 @@
 DBOS runs a dequeued or recovered workflow on its own event loop (a thread):
 its steps' work is handed to the worker's event loop, where its executor,
 store and models live, through an anyio blocking portal. A workflow started
-on the worker's loop (a run started at once) runs its steps' work there. One worker (one
-DBOS) per process: :func:`current_host` is it.
+on the worker's loop (a run started at once) runs its steps' work there. One
+worker (one DBOS) per process: :func:`current_host` is it.
 """
 
 from __future__ import annotations
