@@ -211,6 +211,7 @@ def _steered(schema: Any, seeded: list[str]) -> None:
         start = body.get("start")
         if isinstance(start, dict):
             start.pop("workspaceSessionId", None)
+            start.pop("webhook", None)  # checked as /start's: no webhook secret here (400)
             start["agentType"] = names[next(runs) % len(names)]
 
     schema.hook(flatmap_body)
