@@ -355,4 +355,5 @@ async def test_streamable_http_server_with_a_bearer_token(tmp_path: Path) -> Non
             with pytest.raises(MCPServerError, match="could not connect"):
                 async with AgentExecutor(MemoryEventStore(), [no_token]):
                     pass
-    assert [call["tool"] for call in read_calls(calls)] == ["add", "fail"]
+    # One call each; a round's calls run at once, so the server may see them in either order.
+    assert sorted(call["tool"] for call in read_calls(calls)) == ["add", "fail"]
